@@ -1,0 +1,399 @@
+"""Ingest benchmark: pcapstats against its peers on one big real capture, in one run.
+
+    python bench/ingest.py [--quick] [--repeat 3] [--data bench/data] [--only NAMES] [--markdown]
+
+Makes (once, cached in --data) a real TCP capture of >= 1.5M packets at snaplen 128 with the
+tests' netns recipe, its pcapng copy and a 50k-packet cut, then times every contestant as a
+separate whole process, median of --repeat runs, with the file in the page cache (a ``cat``
+runs first and is the floor). Peak RSS is GNU time's: the largest resident size of the
+process or of any child it waited for. scapy and pyshark read the cut; their full-capture
+times are extrapolated from their packets/s and marked "~". Speed is printed, never asserted.
+See bench/README.md for what each row means and the targets.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+import _capture  # noqa: E402
+
+PEERS = [sys.executable, str(HERE / "_peers.py")]
+TSHARK_FIELDS = ["frame.number", "frame.time_epoch", "ip.src", "ip.dst", "tcp.srcport",
+                 "tcp.dstport", "tcp.seq_raw", "tcp.ack_raw", "tcp.len", "tcp.stream"]
+CUT_PACKETS = 50_000
+GNU_TIME = "/usr/bin/time"  # Debian package "time"
+
+
+# -- the capture --------------------------------------------------------------------------------
+
+@dataclass
+class Files:
+    pcap: Path
+    pcapng: Path
+    cut: Path
+    packets: int
+    facts: dict
+
+    def get(self, kind: str) -> Path:
+        return {"pcap": self.pcap, "pcapng": self.pcapng, "cut": self.cut}[kind]
+
+
+def ensure_capture(data: Path, quick: bool, remake: bool) -> Files:
+    """Reuse the capture cached in ``data`` when its sidecar vouches for it, else make it."""
+    data.mkdir(parents=True, exist_ok=True)
+    stem = "quick" if quick else "big"
+    pcap, pcapng = data / f"{stem}.pcap", data / f"{stem}.pcapng"
+    cut, sidecar = data / f"{stem}-cut{CUT_PACKETS // 1000}k.pcap", data / f"{stem}.json"
+    facts = json.loads(sidecar.read_text()) if sidecar.exists() and not remake else None
+    if not facts or not pcap.exists() or pcap.stat().st_size != facts.get("pcap_bytes"):
+        recipe = _capture.QUICK if quick else _capture.FULL
+        print(f"bench: making {pcap} (>= {recipe.min_packets:,} packets; needs root, "
+              "takes a while)", file=sys.stderr)
+        for stale in (pcapng, cut, sidecar):
+            stale.unlink(missing_ok=True)
+        facts = _capture.make(pcap, recipe)
+        facts["pcap_bytes"] = pcap.stat().st_size
+        sidecar.write_text(json.dumps(facts, indent=2) + "\n")
+    if not pcapng.exists():
+        _editcap(["-F", "pcapng", str(pcap)], pcapng)
+    if not cut.exists():
+        _editcap(["-r", str(pcap)], cut, f"1-{CUT_PACKETS}")
+    return Files(pcap, pcapng, cut, facts["packets"], facts)
+
+
+def _editcap(args: list[str], out: Path, *rest: str) -> None:
+    """editcap into a temporary name, renamed when done, so a cut-short file is never reused."""
+    part = out.with_name(out.name + ".part")
+    print(f"bench: editcap {' '.join(args)} -> {out.name}", file=sys.stderr)
+    subprocess.run(["editcap", *args, str(part), *rest], check=True)
+    part.rename(out)
+
+
+# -- timing one whole process ---------------------------------------------------------------------
+
+@dataclass
+class Run:
+    wall_s: float
+    cpu_s: float
+    rss_mb: float
+    stdout: str
+
+
+def run_process(cmd: list[str], keep_stdout: bool = True) -> Run:
+    """Run ``cmd`` once under GNU time; wall time, CPU and peak RSS of it and its children.
+
+    Peak RSS comes from GNU time, not from our own wait4: Linux carries the RSS high-water
+    mark of the forking process over exec, so a child forked straight from this (large)
+    Python process would report at least our size. stdout goes to a temporary file (read
+    back afterwards) or, if not kept, to /dev/null.
+    """
+    with tempfile.TemporaryFile("w+", errors="replace") as out, \
+            tempfile.NamedTemporaryFile("r") as rusage:
+        t0 = time.perf_counter()
+        p = subprocess.run([GNU_TIME, "-f", "%U %S %M", "-o", rusage.name, *cmd],
+                           stdout=out if keep_stdout else subprocess.DEVNULL,
+                           stderr=subprocess.PIPE, text=True, errors="replace")
+        wall = time.perf_counter() - t0
+        if p.returncode != 0:
+            raise RuntimeError(f"{' '.join(cmd)} exited {p.returncode}:\n{p.stderr[-2000:]}")
+        user, system, rss_kb = rusage.read().split()[-3:]
+        out.seek(0)
+        return Run(wall, float(user) + float(system), int(rss_kb) / 1024, out.read())
+
+
+# -- the contestants ------------------------------------------------------------------------------
+
+@dataclass
+class Job:
+    """One row of the table: a command over one file kind, and how to read its packet count."""
+
+    name: str
+    kind: str                      # "pcap", "pcapng" or "cut"
+    cmd: list[str]                 # "{f}" stands for the file
+    count: str = "json"            # how it says how many packets it read: "json" (worker's
+    #                                JSON line), "lines" (one a packet), "conv" (tshark's
+    #                                conversation table), "none"
+    group: str = "peer"            # "floor", "pcapstats" or "peer"
+    runs: list[Run] = field(default_factory=list)
+    info: list[dict] = field(default_factory=list)
+
+    def command(self, path: Path) -> list[str]:
+        return [str(path) if a == "{f}" else a for a in self.cmd]
+
+
+def pcapstats_cli() -> list[str]:
+    exe = shutil.which("pcapstats")
+    return [exe] if exe else [sys.executable, "-m", "pcapstats"]
+
+
+def jobs(have_numpy_kernel: bool, window: int | None) -> list[Job]:
+    cli = pcapstats_cli()
+    out: list[Job] = []
+    for kind in ("pcap", "pcapng"):
+        out += [
+            Job("cat > /dev/null", kind, ["cat", "{f}"], "none", "floor"),
+            Job("pcapstats read", kind, [*PEERS, "pcapstats-read", "{f}"], group="pcapstats"),
+            Job("pcapstats read+throughput", kind, [*PEERS, "pcapstats-throughput", "{f}"],
+                group="pcapstats"),
+            Job("pcapstats throughput (CLI)", kind,
+                [*cli, "throughput", "{f}", "--format", "csv"], "none", "pcapstats"),
+        ]
+        if have_numpy_kernel:
+            out.append(Job("pcapstats read+throughput kernel=numpy", kind,
+                           [*PEERS, "pcapstats-throughput", "{f}", "--kernel", "numpy"],
+                           group="pcapstats"))
+        if window:
+            out.append(Job(f"pcapstats read+throughput window={window >> 20}MB", kind,
+                           [*PEERS, "pcapstats-throughput", "{f}", "--window", str(window)],
+                           group="pcapstats"))
+        out.append(Job("tshark -q -z conv,tcp", kind,
+                       ["tshark", "-q", "-z", "conv,tcp", "-r", "{f}"], "conv"))
+    out += [
+        Job("tshark -T fields (10 fields)", "pcap",
+            ["tshark", "-r", "{f}", "-T", "fields", *(x for f in TSHARK_FIELDS for x in ("-e", f))],
+            "lines"),
+        Job("dpkt loop (Eth/IP/TCP, per 4-tuple)", "pcap", [*PEERS, "dpkt", "{f}"]),
+        Job("scapy PcapReader", "cut", [*PEERS, "scapy", "{f}"]),
+        Job("pyshark FileCapture", "cut", [*PEERS, "pyshark", "{f}"]),
+    ]
+    return out
+
+
+def probe_pcapstats(path: Path) -> tuple[bool, bool, int | None, str | None]:
+    """(imports, has a numpy kernel, window option size, why not) -- decides which rows run."""
+    code = ("import inspect, json, pcapstats as ps; "
+            "p = inspect.signature(ps.read).parameters; "
+            "w = [n for n in p if 'window' in n or 'chunk' in n]; "
+            f"ps.read({str(path)!r}, kernel='numpy'); print(json.dumps(w))")
+    try:
+        r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                           timeout=600)
+    except subprocess.TimeoutExpired:
+        return True, False, None, "kernel='numpy' took over 10 min on the cut"
+    if r.returncode == 0:
+        return True, True, (32 << 20) if json.loads(r.stdout) else None, None
+    r2 = subprocess.run([sys.executable, "-c", f"import pcapstats as ps; ps.read({str(path)!r})"],
+                        capture_output=True, text=True)
+    if r2.returncode != 0:
+        return False, False, None, (r2.stderr.strip().splitlines() or ["?"])[-1]
+    return True, False, None, (r.stderr.strip().splitlines() or ["?"])[-1]
+
+
+def conv_frames(text: str) -> int:
+    """Total frames over all rows of ``tshark -z conv,tcp`` (Frames is exact; Bytes is rounded)."""
+    unit = r"\s+(\d+)\s+[\d.]+ \w+"
+    rows = re.findall(rf"<->\s+\S+{unit}{unit}{unit}", text)
+    return sum(int(total) for _, _, total in rows)
+
+
+# -- running and reporting -------------------------------------------------------------------------
+
+def measure(job: Job, files: Files, repeat: int) -> None:
+    path = files.get(job.kind)
+    for i in range(repeat):
+        print(f"bench: {job.name} [{job.kind}] run {i + 1}/{repeat} ...", end=" ",
+              file=sys.stderr, flush=True)
+        run = run_process(job.command(path), keep_stdout=job.group != "floor")
+        job.runs.append(run)
+        if job.count == "json":
+            job.info.append(json.loads(run.stdout.strip().splitlines()[-1]))
+        elif job.count == "lines":
+            job.info.append({"packets": run.stdout.count("\n")})
+        elif job.count == "conv":
+            job.info.append({"packets": conv_frames(run.stdout)})
+        print(f"{run.wall_s:.2f} s", file=sys.stderr)
+        run.stdout = ""  # field exports are big; keep only the numbers
+
+
+@dataclass
+class Row:
+    job: Job
+    packets: int | None      # packets the tool itself reported reading
+    wall_s: float            # median, extrapolated to the whole capture for the cut
+    work_s: float | None     # median in-process seconds of work (after imports)
+    cpu_s: float
+    rss_mb: float            # max over runs
+    extrapolated: bool
+
+
+def summarise(job: Job, files: Files) -> Row:
+    wall = statistics.median(r.wall_s for r in job.runs)
+    cpu = statistics.median(r.cpu_s for r in job.runs)
+    work = statistics.median(i["work_s"] for i in job.info) if job.info and \
+        "work_s" in job.info[0] else None
+    packets = job.info[0]["packets"] if job.info else None
+    extrapolated = job.kind == "cut"
+    if extrapolated:  # packets/s of the work loop, scaled to the whole capture
+        scale = files.packets / packets
+        wall, cpu, work = wall - work + work * scale, cpu * scale, work * scale
+    return Row(job, packets, wall, work, cpu, max(r.rss_mb for r in job.runs), extrapolated)
+
+
+def table(rows: list[Row], files: Files, markdown: bool) -> str:
+    """The result table. ratio: a peer's wall time / pcapstats CLI's on the same file;
+    a pcapstats row's wall time / cat's (how far above reading the bytes it is)."""
+    by = {(r.job.name, r.job.kind): r for r in rows}
+    head = ["tool", "file", "packets", "wall s", "work s", "packets/s", "cpu s", "peak RSS MB",
+            "ratio"]
+    lines = []
+    for r in rows:
+        kind = r.job.kind if r.job.kind != "cut" else "pcap*"
+        ref_name = "pcapstats throughput (CLI)" if r.job.group == "peer" else "cat > /dev/null"
+        ref = by.get((ref_name, r.job.kind if r.job.kind != "cut" else "pcap"))
+        if r.job.group == "floor":
+            ratio = "floor"
+        elif ref:
+            ratio = (f"{r.wall_s / ref.wall_s:.1f}x cat" if r.job.group == "pcapstats"
+                     else f"{r.wall_s / ref.wall_s:.1f}x")
+        else:
+            ratio = "-"
+        tilde = "~" if r.extrapolated else ""
+        lines.append([
+            r.job.name, kind,
+            f"{files.packets:,}" if r.extrapolated else
+            (f"{r.packets:,}" if r.packets is not None else "-"),
+            f"{tilde}{r.wall_s:.2f}",
+            f"{tilde}{r.work_s:.3f}" if r.work_s is not None else "-",
+            f"{tilde}{files.packets / r.wall_s:,.0f}",
+            f"{tilde}{r.cpu_s:.2f}",
+            f"{r.rss_mb:.0f}" + (" (cut)" if r.extrapolated else ""),
+            ratio])
+    if markdown:
+        out = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+        out += ["| " + " | ".join(c.replace("|", "\\|") for c in line) + " |" for line in lines]
+        return "\n".join(out)
+    widths = [max(len(x) for x in col) for col in zip(head, *lines)]
+    fmt = lambda cells: "  ".join(  # noqa: E731
+        c.ljust(w) if i < 2 else c.rjust(w) for i, (c, w) in enumerate(zip(cells, widths)))
+    return "\n".join([fmt(head), fmt(["-" * w for w in widths]), *map(fmt, lines)])
+
+
+def targets(rows: list[Row], files: Files) -> list[str]:
+    """Issue 3's targets, each against the measured number (pcap file)."""
+    by = {(r.job.name, r.job.kind): r for r in rows}
+    size_mb = files.pcap.stat().st_size / 2**20
+    rt, cli = by.get(("pcapstats read+throughput", "pcap")), by.get(
+        ("pcapstats throughput (CLI)", "pcap"))
+    conv = by.get(("tshark -q -z conv,tcp", "pcap"))
+    out = []
+
+    def check(text: str, ok: bool) -> None:
+        out.append(f"  [{'met' if ok else 'MISSED'}] {text}")
+
+    if rt and rt.work_s is not None:
+        check(f"ps.read + ps.throughput under 0.4 s of work: {rt.work_s:.3f} s", rt.work_s < 0.4)
+        if conv:
+            check(f"that work >= 40x faster than tshark -q -z conv,tcp: "
+                  f"{conv.wall_s / rt.work_s:.0f}x", conv.wall_s / rt.work_s >= 40)
+        check(f"peak RSS under 1.5x the file ({1.5 * size_mb:.0f} MB): {rt.rss_mb:.0f} MB "
+              f"= {rt.rss_mb / size_mb:.2f}x", rt.rss_mb < 1.5 * size_mb)
+    if cli and conv:
+        check(f"pcapstats throughput CLI >= 20x faster than tshark -q -z conv,tcp: "
+              f"{conv.wall_s:.2f} / {cli.wall_s:.2f} s = {conv.wall_s / cli.wall_s:.1f}x",
+              conv.wall_s / cli.wall_s >= 20)
+    win = [r for r in rows if "window=" in r.job.name and r.job.kind == "pcap"]
+    if win:
+        check(f"reading in windows bounded under 300 MB: {win[0].rss_mb:.0f} MB",
+              win[0].rss_mb < 300)
+    else:
+        out.append("  [n/a] reading in windows under 300 MB: ps.read has no window option yet")
+    return out
+
+
+def machine() -> list[str]:
+    cpu = next((ln.split(":", 1)[1].strip() for ln in Path("/proc/cpuinfo").read_text()
+                .splitlines() if ln.startswith("model name")), platform.processor())
+    mem = int(re.search(r"MemTotal:\s+(\d+)", Path("/proc/meminfo").read_text()).group(1))
+    versions = {}
+    for name, cmd in [("tshark", ["tshark", "--version"]), ("tcpdump", ["tcpdump", "--version"]),
+                      ("iperf3", ["iperf3", "--version"])]:
+        try:
+            versions[name] = subprocess.run(cmd, capture_output=True, text=True).stdout \
+                .splitlines()[0]
+        except (OSError, IndexError):
+            versions[name] = "missing"
+    py = subprocess.run(
+        [sys.executable, "-c", "import importlib.metadata as m\n"
+         "for p in ('pcapstats','numpy','pandas','dpkt','scapy','pyshark'):\n"
+         "    try: print(p, m.version(p))\n"
+         "    except Exception: print(p, '?')"], capture_output=True, text=True).stdout.split()
+    return [f"date: {time.strftime('%Y-%m-%d %H:%M %Z')}",
+            f"machine: {os.cpu_count()} CPUs ({cpu}), {mem / 2**20:.0f} GiB RAM, "
+            f"Linux {platform.release()}",
+            f"python {platform.python_version()}; " + ", ".join(
+                f"{a} {b}" for a, b in zip(py[::2], py[1::2])),
+            "; ".join(f"{v}" for v in versions.values())]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--data", type=Path, default=HERE / "data",
+                    help="where the capture is cached (default bench/data)")
+    ap.add_argument("--repeat", type=int, default=3, help="runs per row; the median is shown")
+    ap.add_argument("--quick", action="store_true",
+                    help="a ~200k-packet capture, for a smoke run")
+    ap.add_argument("--remake", action="store_true", help="make the capture again")
+    ap.add_argument("--only", default="",
+                    help="comma-separated substrings: run only rows whose tool name has one")
+    ap.add_argument("--markdown", action="store_true", help="print the table as Markdown")
+    ap.add_argument("--capture-only", action="store_true", help="make the capture and stop")
+    a = ap.parse_args()
+
+    files = ensure_capture(a.data, a.quick, a.remake)
+    size = files.pcap.stat().st_size
+    print(f"bench: {files.pcap} {files.packets:,} packets, {size / 1e6:.0f} MB; "
+          f"{files.pcapng.name} {files.pcapng.stat().st_size / 1e6:.0f} MB", file=sys.stderr)
+    if a.capture_only:
+        return
+    ok, numpy_kernel, window, why = probe_pcapstats(files.cut)
+    if not ok:
+        print(f"bench: pcapstats cannot read the capture ({why}); its rows are skipped",
+              file=sys.stderr)
+    elif why:
+        print(f"bench: no kernel='numpy' row ({why})", file=sys.stderr)
+    todo = [j for j in jobs(numpy_kernel, window) if ok or j.group != "pcapstats"]
+    if a.only:
+        todo = [j for j in todo if j.group == "floor" or
+                any(s in j.name for s in a.only.split(","))]
+    for f in (files.pcap, files.pcapng, files.cut):  # page cache warm for everyone
+        run_process(["cat", str(f)], keep_stdout=False)
+    for job in todo:
+        measure(job, files, a.repeat)
+    rows = [summarise(j, files) for j in todo]
+
+    print()
+    print("\n".join(machine()))
+    print(f"capture: {files.pcap.name} {files.packets:,} packets, {size / 1e6:.0f} MB "
+          f"(pcapng {files.pcapng.stat().st_size / 1e6:.0f} MB), snaplen "
+          f"{files.facts.get('snaplen')}, made {files.facts.get('made')} by iperf3 "
+          f"-P {files.facts['iperf3']['streams']} between two netns, "
+          f"{files.facts['dropped_by_kernel']} dropped by kernel")
+    print(f"median of {a.repeat} whole-process runs, warm page cache. work s = in-process "
+          "seconds after start-up and imports. ~ = extrapolated from a "
+          f"{CUT_PACKETS:,}-packet cut (pcap*) by packets/s; RSS (cut) is on the cut.")
+    print("ratio: peer wall s / pcapstats throughput CLI wall s on the same file; "
+          "pcapstats rows: wall s / cat's.")
+    print()
+    print(table(rows, files, a.markdown))
+    print()
+    print("targets (issue 3, pcap file)" + (": they are for the >= 1.5M-packet capture; "
+                                             "--quick only smoke-tests" if a.quick else ":"))
+    print("\n".join(targets(rows, files)))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,24 @@
+"""pcapstats: Wireshark's numbers for captures of network transfers, from a script, fast.
+
+    import pcapstats as ps
+    cap = ps.read("capture.pcap")
+    ps.throughput(cap)          # one row per TCP/UDP stream, as Statistics > Conversations
+
+Everything public is re-exported here once; ``__all__`` is the API (tests/test_api.py holds it).
+"""
+
+from .analyses.throughput import THROUGHPUT_COLUMNS, throughput
+from .capture import Capture
+from .errors import (CaptureFormatError, CaptureOpenError, CorruptCaptureError, EngineError,
+                     PcapstatsError, PcapstatsWarning, SkippedPacketsWarning,
+                     TruncatedCaptureWarning, UsageError)
+from .reader import read
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Capture", "read", "throughput", "THROUGHPUT_COLUMNS",
+    "PcapstatsError", "CaptureOpenError", "CaptureFormatError", "CorruptCaptureError",
+    "EngineError", "UsageError", "PcapstatsWarning", "TruncatedCaptureWarning",
+    "SkippedPacketsWarning", "__version__",
+]

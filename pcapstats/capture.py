@@ -1,0 +1,90 @@
+"""``Capture``: the packet table of one file, as numpy columns with a pandas view on demand.
+
+Analyses read the raw columns (``cap.column(name)`` with ``cap.present(name)``), which cost
+nothing to hand out; people read ``cap.packets``, a DataFrame where a column is ``<NA>`` on
+packets that lack its layer.  Column meanings live in pcapstats.schema.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from . import schema
+from .errors import UsageError
+
+_NULLABLE = {"uint8": "UInt8", "uint16": "UInt16", "uint32": "UInt32", "int64": "Int64",
+             "int32": "Int32"}
+
+
+@dataclass(eq=False)
+class Capture:
+    path: str
+    format: str                       # "pcap" | "pcapng" (| "tshark" for the reference engine)
+    compressed: bool
+    file_size: int
+    interfaces: list[dict]
+    arrays: dict[str, np.ndarray]     # schema column name -> raw array
+    layers: dict[str, np.ndarray]     # layer name -> bool mask (frame layer absent: all rows)
+    addresses: np.ndarray             # object array of address strings; ip_src/ip_dst are codes
+    engine: str = "fast"
+    kernel: str = "c"
+    warnings: list[str] = field(default_factory=list)
+    _packets: pd.DataFrame | None = field(default=None, repr=False)
+
+    def __len__(self) -> int:
+        return len(self.arrays["frame_number"])
+
+    def __repr__(self) -> str:
+        return (f"<Capture {self.path!r}: {len(self)} packets, {self.format}"
+                f"{' (gzip)' if self.compressed else ''}, engine={self.engine}>")
+
+    def column(self, name: str) -> np.ndarray:
+        """Raw array of a column; its values are meaningful where ``present(name)``."""
+        try:
+            return self.arrays[name]
+        except KeyError:
+            raise UsageError(f"no column named {name!r}",
+                             hint="`pcapstats columns` lists them") from None
+
+    def present(self, name: str) -> np.ndarray:
+        """Bool mask of the rows where the column has a value."""
+        layer = schema.BY_NAME[name].layer if name in schema.BY_NAME else schema.FRAME
+        if layer == schema.FRAME:
+            return np.ones(len(self), bool)
+        return self.layers[layer]
+
+    @property
+    def first_time_ns(self) -> int | None:
+        t = self.arrays["frame_time_ns"]
+        return int(t[0]) if len(t) else None
+
+    @property
+    def packets(self) -> pd.DataFrame:
+        """The packet table as a DataFrame (built once, then cached)."""
+        if self._packets is None:
+            self._packets = pd.DataFrame({c.name: self._series(c) for c in schema.COLUMNS},
+                                         copy=False)
+        return self._packets
+
+    def _series(self, col: schema.Column):
+        raw = self.arrays[col.name]
+        mask = None if col.layer == schema.FRAME else ~self.layers[col.layer]
+        if col.dtype == "category":
+            codes = np.where(mask, -1, raw) if mask is not None else raw
+            return pd.Categorical.from_codes(codes, categories=pd.Index(self.addresses, dtype=object),
+                                             validate=False)
+        if mask is None:
+            return raw
+        if col.dtype == "bool":
+            return pd.arrays.BooleanArray(np.ascontiguousarray(raw, bool), mask.copy())
+        if col.dtype == "float64":
+            return np.where(mask, np.nan, raw)
+        return pd.arrays.IntegerArray(np.ascontiguousarray(raw), mask.copy())
+
+    def _repr_html_(self) -> str:  # notebooks: a summary, not a million rows
+        return (f"<b>{self.path}</b>: {len(self)} packets ({self.format}"
+                f"{', gzip' if self.compressed else ''}); "
+                f"<code>.packets</code> for the table, <code>ps.throughput(cap)</code> per stream")

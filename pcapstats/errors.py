@@ -1,0 +1,80 @@
+"""One family of exceptions and warnings, each able to say what went wrong, where, and what to do.
+
+    PcapstatsError                 anything pcapstats refuses to do
+    ├── CaptureOpenError           the path is missing, a directory, or unreadable
+    ├── CaptureFormatError         the bytes are not a capture we can read (empty, unknown magic)
+    │   └── CorruptCaptureError    a record or block that cannot be right (absurd length,
+    │                              pcapng trailer disagreeing with its header, ...): has an offset
+    ├── EngineError                the tshark engine is missing or failed
+    └── UsageError                 a request that cannot be met (no such stream, bad interval)
+
+    PcapstatsWarning               the answer is given, but with a caveat worth a line
+    ├── TruncatedCaptureWarning    the file ends mid-record: read up to the last whole record
+    └── SkippedPacketsWarning      packets of a link type we cannot decode were counted, skipped
+
+The CLI prints ``str(error)`` as its one line and exits non-zero; ``str`` joins the parts as
+``what (where). hint``.
+"""
+
+from __future__ import annotations
+
+
+def _where(path: str | None, offset: int | None, packet: int | None) -> str:
+    parts = []
+    if path is not None:
+        parts.append(str(path))
+    if offset is not None:
+        parts.append(f"file offset {offset}")
+    if packet is not None:
+        parts.append(f"packet {packet}")
+    return ", ".join(parts)
+
+
+class _Located:
+    """Mixin: message parts (what, where, hint) kept apart so callers and tests can read them."""
+
+    def _init_located(self, what: str, path=None, offset=None, packet=None, hint=None):
+        self.what, self.path, self.offset, self.packet, self.hint = what, path, offset, packet, hint
+        where = _where(path, offset, packet)
+        text = what + (f" ({where})" if where else "")
+        if hint:
+            text += f". {hint}"
+        return text
+
+
+class PcapstatsError(Exception, _Located):
+    def __init__(self, what: str, *, path=None, offset=None, packet=None, hint=None):
+        super().__init__(self._init_located(what, path, offset, packet, hint))
+
+
+class CaptureOpenError(PcapstatsError):
+    pass
+
+
+class CaptureFormatError(PcapstatsError):
+    pass
+
+
+class CorruptCaptureError(CaptureFormatError):
+    pass
+
+
+class EngineError(PcapstatsError):
+    pass
+
+
+class UsageError(PcapstatsError):
+    pass
+
+
+class PcapstatsWarning(UserWarning, _Located):
+    def __init__(self, what: str, *, path=None, offset=None, packet=None, hint=None):
+        super().__init__(self._init_located(what, path, offset, packet, hint))
+
+
+class TruncatedCaptureWarning(PcapstatsWarning):
+    pass
+
+
+class SkippedPacketsWarning(PcapstatsWarning):
+    pass

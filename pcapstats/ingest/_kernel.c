@@ -1,0 +1,481 @@
+/*
+ * pcapstats ingest kernel: the three per-packet loops of the reader, in C because they are
+ * sequential (a record's length says where the next one starts) or branchy (link, VLAN, IPv6
+ * extension headers) and run once per packet.  Everything else -- file headers, error
+ * messages, timestamps, addresses, streams -- stays in Python/numpy.
+ *
+ * pcapstats/ingest/kernel_numpy.py implements the same three functions in numpy as the
+ * fallback when this file could not be compiled; tests run both on the same captures.
+ *
+ * Safety: every read is bounds-checked against the buffer length (or the record's captured
+ * length); the input is untrusted and fuzzed.  The functions only write into the caller's
+ * arrays, whose capacity is passed in.
+ *
+ * It is loaded with ctypes; the Python module init below only makes it importable so that
+ * the loader can find the shared object.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <string.h>
+
+/* ---- status codes (mirrored in kernel.py) ---- */
+enum {
+    ST_OK = 0,
+    ST_TRUNCATED = 1,         /* the file ends inside a record: stop, keep what was read */
+    ST_ABSURD_LENGTH = 2,     /* a record/block length no real capture has */
+    ST_TRAILER_MISMATCH = 3,  /* pcapng block trailer != header length */
+    ST_BAD_BLOCK = 4,         /* pcapng block length < 12 or not a multiple of 4, or too short for its type */
+    ST_UNKNOWN_INTERFACE = 5, /* packet block names an interface not described in its section */
+    ST_TOO_MANY_INTERFACES = 6,
+    ST_BAD_SECTION = 7,       /* section header block with a bad byte-order magic */
+    ST_CAPACITY = 8,          /* more records than the caller made room for (a bug, not the file's) */
+};
+
+#define ABSURD_RECORD (64u * 1024u * 1024u)
+
+static inline uint16_t rd16(const uint8_t *p, int sw) {
+    uint16_t v = (uint16_t)(p[0] | (p[1] << 8));
+    return sw ? (uint16_t)((v >> 8) | (v << 8)) : v;
+}
+static inline uint32_t rd32(const uint8_t *p, int sw) {
+    uint32_t v = (uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16) | ((uint32_t)p[3] << 24);
+    return sw ? __builtin_bswap32(v) : v;
+}
+static inline uint16_t be16(const uint8_t *p) { return (uint16_t)((p[0] << 8) | p[1]); }
+static inline uint32_t be32(const uint8_t *p) {
+    return ((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) | p[3];
+}
+
+/* status[0] = code, status[1] = file offset of the offending record, status[2] = its packet number;
+ * the pcapng walk also sets status[3] = 1 when the section it stopped in is byte-swapped */
+static void set_status(int64_t *status, int64_t code, int64_t off, int64_t n) {
+    status[0] = code; status[1] = off; status[2] = n + 1;
+}
+
+/* ---- classic pcap: 16-byte record headers back to back after the 24-byte file header ---- */
+int64_t ps_walk_pcap(const uint8_t *buf, int64_t len, int64_t pos, int32_t swapped, int32_t nsec,
+                     uint32_t max_caplen, int64_t cap, int64_t *data_off, uint32_t *caplen,
+                     uint32_t *origlen, int64_t *ts_ns, int64_t *status)
+{
+    int64_t n = 0;
+    const int64_t frac = nsec ? 1 : 1000;
+    set_status(status, ST_OK, pos, 0);
+    while (pos < len) {
+        if (len - pos < 16) { set_status(status, ST_TRUNCATED, pos, n); return n; }
+        const uint8_t *h = buf + pos;
+        uint32_t cl = rd32(h + 8, swapped);
+        if (cl > max_caplen) { set_status(status, ST_ABSURD_LENGTH, pos, n); return n; }
+        if ((int64_t)cl > len - pos - 16) { set_status(status, ST_TRUNCATED, pos, n); return n; }
+        if (n >= cap) { set_status(status, ST_CAPACITY, pos, n); return n; }
+        data_off[n] = pos + 16;
+        caplen[n] = cl;
+        origlen[n] = rd32(h + 12, swapped);
+        ts_ns[n] = (int64_t)rd32(h, swapped) * 1000000000LL + (int64_t)rd32(h + 4, swapped) * frac;
+        n++;
+        pos += 16 + (int64_t)cl;
+    }
+    return n;
+}
+
+/* ---- pcapng: blocks; sections set byte order; interfaces numbered per section ---- */
+#define BT_SHB 0x0A0D0D0Au
+#define BT_IDB 1u
+#define BT_OPB 2u
+#define BT_SPB 3u
+#define BT_EPB 6u
+
+/*
+ * Interface table (filled here, capacity if_cap): link type, snaplen, the raw if_tsresol byte
+ * (default 6), if_tsoffset seconds, and the interface's id within its section.
+ * Packets get the table index of their interface (iface) and the raw 64-bit timestamp in
+ * interface units (ts_raw); kernel.py converts units to nanoseconds per interface.
+ */
+int64_t ps_walk_pcapng(const uint8_t *buf, int64_t len, int64_t cap, int64_t *data_off,
+                       uint32_t *caplen, uint32_t *origlen, uint64_t *ts_raw, uint32_t *iface,
+                       int64_t if_cap, int32_t *if_linktype, uint32_t *if_snaplen,
+                       uint8_t *if_tsresol, int64_t *if_tsoffset, uint32_t *if_local_id,
+                       int64_t *n_if_out, int64_t *status)
+{
+    int64_t n = 0, pos = 0, n_if = 0, section_first_if = 0;
+    int sw = 0;
+    set_status(status, ST_OK, 0, 0);
+    *n_if_out = 0;
+    while (pos < len) {
+        if (len - pos < 12) { set_status(status, ST_TRUNCATED, pos, n); break; }
+        const uint8_t *b = buf + pos;
+        uint32_t type_le = rd32(b, 0);
+        if (type_le == BT_SHB) {
+            if (len - pos < 28) { set_status(status, ST_TRUNCATED, pos, n); break; }
+            uint32_t magic = rd32(b + 8, 0);
+            if (magic == 0x1A2B3C4Du) sw = 0;
+            else if (magic == 0x4D3C2B1Au) sw = 1;
+            else { set_status(status, ST_BAD_SECTION, pos, n); break; }
+            section_first_if = n_if;
+        }
+        uint32_t type = rd32(b, sw);
+        uint32_t blen = rd32(b + 4, sw);
+        if (blen < 12 || (blen & 3u)) { set_status(status, ST_BAD_BLOCK, pos, n); break; }
+        if (blen > ABSURD_RECORD) { set_status(status, ST_ABSURD_LENGTH, pos, n); break; }
+        if ((int64_t)blen > len - pos) { set_status(status, ST_TRUNCATED, pos, n); break; }
+        if (rd32(b + blen - 4, sw) != blen) { set_status(status, ST_TRAILER_MISMATCH, pos, n); break; }
+        const int64_t body_end = (int64_t)blen - 4;  /* relative to b: first byte of the trailer */
+
+        if (type == BT_SHB) {
+            if (blen < 28) { set_status(status, ST_BAD_BLOCK, pos, n); break; }
+        } else if (type == BT_IDB) {
+            if (blen < 20) { set_status(status, ST_BAD_BLOCK, pos, n); break; }
+            if (n_if >= if_cap) { set_status(status, ST_TOO_MANY_INTERFACES, pos, n); break; }
+            if_linktype[n_if] = rd16(b + 8, sw);
+            if_snaplen[n_if] = rd32(b + 12, sw);
+            if_tsresol[n_if] = 6;
+            if_tsoffset[n_if] = 0;
+            if_local_id[n_if] = (uint32_t)(n_if - section_first_if);
+            int64_t o = 16;
+            while (o + 4 <= body_end) {             /* options: code, length, value padded to 4 */
+                uint16_t code = rd16(b + o, sw), olen = rd16(b + o + 2, sw);
+                if (code == 0) break;
+                if (o + 4 + olen > body_end) break;  /* malformed option list: keep what we have */
+                if (code == 9 && olen >= 1) if_tsresol[n_if] = b[o + 4];
+                if (code == 14 && olen >= 8)
+                    if_tsoffset[n_if] = (int64_t)((uint64_t)rd32(b + o + 4, sw) |
+                                                  ((uint64_t)rd32(b + o + 8, sw) << 32));
+                o += 4 + ((olen + 3) & ~3);
+            }
+            if (sw) {  /* 64-bit option values are in section byte order: fix the word order */
+                uint64_t v = (uint64_t)if_tsoffset[n_if];
+                if_tsoffset[n_if] = (int64_t)((v >> 32) | (v << 32));
+            }
+            n_if++;
+        } else if (type == BT_EPB || type == BT_OPB || type == BT_SPB) {
+            uint32_t id, cl, ol;
+            uint64_t ts = 0;
+            int64_t data;
+            if (type == BT_SPB) {
+                if (blen < 16) { set_status(status, ST_BAD_BLOCK, pos, n); break; }
+                id = 0;
+                ol = rd32(b + 8, sw);
+                data = 12;
+                int64_t room = body_end - data;
+                cl = ol;
+                if (section_first_if < n_if && if_snaplen[section_first_if] &&
+                    cl > if_snaplen[section_first_if]) cl = if_snaplen[section_first_if];
+                if ((int64_t)cl > room) cl = (uint32_t)room;
+            } else {
+                if (blen < 32) { set_status(status, ST_BAD_BLOCK, pos, n); break; }
+                id = (type == BT_EPB) ? rd32(b + 8, sw) : rd16(b + 8, sw);
+                ts = ((uint64_t)rd32(b + 12, sw) << 32) | rd32(b + 16, sw);
+                cl = rd32(b + 20, sw);
+                ol = rd32(b + 24, sw);
+                data = 28;
+                if ((int64_t)cl > body_end - data) { set_status(status, ST_ABSURD_LENGTH, pos, n); break; }
+            }
+            if ((int64_t)id >= n_if - section_first_if) {
+                set_status(status, ST_UNKNOWN_INTERFACE, pos, n); break;
+            }
+            if (n >= cap) { set_status(status, ST_CAPACITY, pos, n); break; }
+            data_off[n] = pos + data;
+            caplen[n] = cl;
+            origlen[n] = ol;
+            ts_raw[n] = ts;
+            iface[n] = (uint32_t)(section_first_if + id);
+            n++;
+        }
+        /* any other block type (NRB, ISB, DSB, custom, ...) is skipped */
+        pos += blen;
+    }
+    *n_if_out = n_if;
+    status[3] = sw;
+    return n;
+}
+
+/* ---- field decoding: link layer -> IPv4/IPv6 (+ extension headers) -> TCP/UDP/ICMP ---- */
+
+/* Per-packet decode status (mirrored in kernel.py). */
+enum { DS_OK = 0, DS_UNKNOWN_LINKTYPE = 1, DS_MALFORMED = 2 };
+/* l4 kinds */
+enum { L4_NONE = 0, L4_ICMP = 1, L4_TCP = 6, L4_UDP = 17 };
+/* tcp_opts bits */
+enum { OPT_MSS = 1, OPT_WS = 2, OPT_SACK_PERM = 4, OPT_TS = 8 };
+/* ip_flags bits */
+enum { IPF_DF = 1, IPF_MF = 2, IPF_FRAGMENT = 4 };
+
+typedef struct {
+    /* in */
+    const uint8_t *buf;
+    int64_t n;
+    const int64_t *data_off;
+    const uint32_t *caplen;
+    const uint32_t *origlen;
+    const uint16_t *linktype;
+    /* out, each n long (ip_src/ip_dst: n x 16 bytes, tcp_sack: n x 8) */
+    uint8_t *status;
+    uint16_t *vlan_id;
+    uint8_t *vlan_count;
+    uint8_t *ip_version;
+    uint8_t *ip_src;
+    uint8_t *ip_dst;
+    uint16_t *ip_hdr_len;
+    uint32_t *ip_len;
+    uint8_t *ip_proto;
+    uint8_t *ip_ttl;
+    uint32_t *ip_id;
+    uint8_t *ip_flags;
+    uint16_t *ip_frag_offset;
+    uint8_t *l4;
+    uint16_t *srcport;
+    uint16_t *dstport;
+    uint32_t *tcp_seq;
+    uint32_t *tcp_ack;
+    uint8_t *tcp_hdr_len;
+    uint16_t *tcp_flags;
+    uint16_t *tcp_win;
+    uint8_t *tcp_opts;
+    uint16_t *tcp_mss;
+    uint8_t *tcp_ws;
+    uint32_t *tcp_tsval;
+    uint32_t *tcp_tsecr;
+    uint8_t *tcp_sack_count;
+    uint32_t *tcp_sack;
+    uint16_t *udp_length;
+    uint8_t *icmp_type;
+    uint8_t *icmp_code;
+    uint8_t *icmp_echo;
+    uint16_t *icmp_ident;
+    uint16_t *icmp_seq;
+    int64_t *payload_off;
+    uint32_t *payload_len;
+    uint32_t *payload_cap_len;
+} decode_args;
+
+#define ETH_IPV4 0x0800
+#define ETH_IPV6 0x86DD
+
+static int is_vlan_ethertype(uint16_t t) { return t == 0x8100 || t == 0x88A8 || t == 0x9100; }
+
+/* Walk VLAN tags starting at p[off] whose ethertype is *et; returns the L3 offset or -1. */
+static int64_t skip_vlans(const uint8_t *p, int64_t cl, int64_t off, uint16_t *et,
+                          decode_args *a, int64_t i)
+{
+    while (is_vlan_ethertype(*et)) {
+        if (off + 4 > cl) return -1;
+        if (a->vlan_count[i] == 0) a->vlan_id[i] = be16(p + off) & 0x0FFF;
+        if (a->vlan_count[i] < 255) a->vlan_count[i]++;
+        *et = be16(p + off + 2);
+        off += 4;
+    }
+    return off;
+}
+
+/* Returns the L3 offset and sets *et to an ethertype (0x0800/0x86DD for IP), or -1 when the
+ * link header is cut, -2 for an unknown link type. */
+static int64_t link_layer(const uint8_t *p, int64_t cl, uint16_t lt, uint16_t *et,
+                          decode_args *a, int64_t i)
+{
+    uint32_t fam;
+    switch (lt) {
+    case 1:    /* Ethernet, with 802.1Q / 802.1ad / QinQ tags */
+        if (cl < 14) return -1;
+        *et = be16(p + 12);
+        return skip_vlans(p, cl, 14, et, a, i);
+    case 113:  /* Linux cooked v1: protocol at 14 */
+        if (cl < 16) return -1;
+        *et = be16(p + 14);
+        return skip_vlans(p, cl, 16, et, a, i);
+    case 276:  /* Linux cooked v2: protocol at 0, 20-byte header */
+        if (cl < 20) return -1;
+        *et = be16(p);
+        return skip_vlans(p, cl, 20, et, a, i);
+    case 101: case 12: case 14:  /* raw IP: the version nibble says which */
+        if (cl < 1) return -1;
+        *et = ((p[0] >> 4) == 6) ? ETH_IPV6 : ((p[0] >> 4) == 4 ? ETH_IPV4 : 0);
+        return 0;
+    case 228: *et = ETH_IPV4; return 0;
+    case 229: *et = ETH_IPV6; return 0;
+    case 0: case 108:  /* BSD null (host byte order of the capturing machine) / OpenBSD loop (big-endian) */
+        if (cl < 4) return -1;
+        if (lt == 108) fam = be32(p);
+        else {
+            fam = rd32(p, 0);
+            if ((fam & 0xFFFFu) == 0) fam = __builtin_bswap32(fam);
+        }
+        *et = (fam == 2) ? ETH_IPV4 : ((fam == 10 || fam == 24 || fam == 28 || fam == 30) ? ETH_IPV6 : 0);
+        return 4;
+    default:
+        return -2;
+    }
+}
+
+static void tcp_options(const uint8_t *p, int64_t end, decode_args *a, int64_t i)
+{
+    int64_t o = 0;
+    while (o < end) {
+        uint8_t kind = p[o];
+        if (kind == 0) break;
+        if (kind == 1) { o++; continue; }
+        if (o + 2 > end) break;
+        uint8_t olen = p[o + 1];
+        if (olen < 2 || o + olen > end) break;
+        const uint8_t *v = p + o + 2;
+        if (kind == 2 && olen == 4) { a->tcp_opts[i] |= OPT_MSS; a->tcp_mss[i] = be16(v); }
+        else if (kind == 3 && olen == 3) { a->tcp_opts[i] |= OPT_WS; a->tcp_ws[i] = v[0]; }
+        else if (kind == 4 && olen == 2) { a->tcp_opts[i] |= OPT_SACK_PERM; }
+        else if (kind == 8 && olen == 10) {
+            a->tcp_opts[i] |= OPT_TS; a->tcp_tsval[i] = be32(v); a->tcp_tsecr[i] = be32(v + 4);
+        } else if (kind == 5 && olen >= 10 && (olen - 2) % 8 == 0) {
+            int k, blocks = (olen - 2) / 8;
+            for (k = 0; k < blocks && a->tcp_sack_count[i] < 4; k++) {
+                int s = a->tcp_sack_count[i]++;
+                a->tcp_sack[i * 8 + 2 * s] = be32(v + 8 * k);
+                a->tcp_sack[i * 8 + 2 * s + 1] = be32(v + 8 * k + 4);
+            }
+        }
+        o += olen;
+    }
+}
+
+/* Transport header at p (cap bytes captured, rep bytes reported by the IP length). */
+static void transport(const uint8_t *p, int64_t cap, int64_t rep, uint8_t proto, int ipver,
+                      int64_t file_off, decode_args *a, int64_t i)
+{
+    int64_t hl = 0, plen = 0;
+    if (proto == 6) {
+        if (cap < 20 || rep < 20) return;
+        hl = (p[12] >> 4) * 4;
+        if (hl < 20 || hl > rep) return;  /* Wireshark stops before the stream is assigned */
+        a->l4[i] = L4_TCP;
+        a->srcport[i] = be16(p); a->dstport[i] = be16(p + 2);
+        a->tcp_seq[i] = be32(p + 4); a->tcp_ack[i] = be32(p + 8);
+        a->tcp_hdr_len[i] = (uint8_t)hl;
+        a->tcp_flags[i] = be16(p + 12) & 0x0FFF;
+        a->tcp_win[i] = be16(p + 14);
+        tcp_options(p + 20, (hl < cap ? hl : cap) - 20, a, i);
+        plen = rep - hl;
+    } else if (proto == 17) {
+        if (cap < 8 || rep < 8) return;
+        a->l4[i] = L4_UDP;
+        a->srcport[i] = be16(p); a->dstport[i] = be16(p + 2);
+        a->udp_length[i] = be16(p + 4);
+        hl = 8;
+        plen = a->udp_length[i] >= 8 ? a->udp_length[i] - 8 : 0;
+        if (plen > rep - 8) plen = rep - 8;
+    } else if ((proto == 1 && ipver == 4) || (proto == 58 && ipver == 6)) {
+        if (cap < 4 || rep < 4) return;
+        uint8_t t = p[0];
+        a->l4[i] = L4_ICMP;
+        a->icmp_type[i] = t; a->icmp_code[i] = p[1];
+        int echo = (ipver == 4) ? (t == 0 || t == 8 || (t >= 13 && t <= 18)) : (t == 128 || t == 129);
+        if (echo && cap >= 8 && rep >= 8) {
+            a->icmp_echo[i] = 1; a->icmp_ident[i] = be16(p + 4); a->icmp_seq[i] = be16(p + 6);
+        }
+        hl = rep < 8 ? rep : 8;
+        plen = rep - hl;
+    } else {
+        return;
+    }
+    a->payload_off[i] = file_off + hl;
+    a->payload_len[i] = (uint32_t)plen;
+    int64_t pc = cap - hl;
+    a->payload_cap_len[i] = (uint32_t)(pc < 0 ? 0 : (pc > plen ? plen : pc));
+}
+
+static void decode_one(decode_args *a, int64_t i)
+{
+    const uint8_t *p = a->buf + a->data_off[i];
+    const int64_t cl = a->caplen[i], ol = a->origlen[i] > a->caplen[i] ? a->origlen[i] : a->caplen[i];
+    uint16_t et = 0;
+    a->payload_off[i] = -1;
+    int64_t l3 = link_layer(p, cl, a->linktype[i], &et, a, i);
+    if (l3 == -2) { a->status[i] = DS_UNKNOWN_LINKTYPE; return; }
+    if (l3 < 0) { a->status[i] = DS_MALFORMED; return; }
+    if (et != ETH_IPV4 && et != ETH_IPV6) return;  /* ARP, LLDP, ...: a frame without IP */
+
+    const uint8_t *ip = p + l3;
+    const int64_t ipcap = cl - l3;
+    const int64_t frame_rest = ol - l3;  /* reported bytes from the IP header on */
+    int64_t hdr, total, l4cap;
+    uint8_t proto;
+    if (et == ETH_IPV4) {
+        if (ipcap < 20 || (ip[0] >> 4) != 4) { a->status[i] = DS_MALFORMED; return; }
+        hdr = (ip[0] & 0x0F) * 4;
+        if (hdr < 20) { a->status[i] = DS_MALFORMED; return; }
+        total = be16(ip + 2);
+        if (total == 0) total = frame_rest;        /* TSO: length left 0, use the frame's */
+        a->ip_version[i] = 4;
+        memcpy(a->ip_src + 16 * i, ip + 12, 4);
+        memcpy(a->ip_dst + 16 * i, ip + 16, 4);
+        a->ip_hdr_len[i] = (uint16_t)hdr;
+        a->ip_len[i] = (uint32_t)total;
+        a->ip_proto[i] = proto = ip[9];
+        a->ip_ttl[i] = ip[8];
+        a->ip_id[i] = be16(ip + 4);
+        uint16_t fr = be16(ip + 6);
+        a->ip_frag_offset[i] = fr & 0x1FFF;
+        a->ip_flags[i] = (uint8_t)(((fr & 0x4000) ? IPF_DF : 0) | ((fr & 0x2000) ? IPF_MF : 0) |
+                                   ((fr & 0x3FFF) ? IPF_FRAGMENT : 0));
+        if (total < hdr) return;
+        if (fr & 0x1FFF) return;                   /* non-first fragment: no transport header */
+    } else {
+        if (ipcap < 40 || (ip[0] >> 4) != 6) { a->status[i] = DS_MALFORMED; return; }
+        total = be16(ip + 4) + 40;
+        if (total == 40 && frame_rest > 40) total = frame_rest;  /* jumbogram / TSO */
+        a->ip_version[i] = 6;
+        memcpy(a->ip_src + 16 * i, ip + 8, 16);
+        memcpy(a->ip_dst + 16 * i, ip + 24, 16);
+        a->ip_len[i] = (uint32_t)total;
+        a->ip_ttl[i] = ip[7];
+        proto = ip[6];
+        hdr = 40;
+        int guard;
+        for (guard = 0; guard < 32; guard++) {     /* walk the extension headers */
+            if (proto == 0 || proto == 43 || proto == 60 || proto == 135 || proto == 139 || proto == 140) {
+                if (hdr + 2 > ipcap) break;
+                uint8_t nx = ip[hdr];
+                hdr += 8 * ((int64_t)ip[hdr + 1] + 1);
+                proto = nx;
+            } else if (proto == 51) {              /* AH: length in 4-byte units, minus 2 */
+                if (hdr + 2 > ipcap) break;
+                uint8_t nx = ip[hdr];
+                hdr += 4 * ((int64_t)ip[hdr + 1] + 2);
+                proto = nx;
+            } else if (proto == 44) {              /* fragment header */
+                if (hdr + 8 > ipcap) break;
+                uint16_t fr = be16(ip + hdr + 2);
+                a->ip_frag_offset[i] = fr >> 3;
+                a->ip_id[i] = be32(ip + hdr + 4);
+                if (fr & 1) a->ip_flags[i] |= IPF_MF;
+                if ((fr & 1) || (fr >> 3)) a->ip_flags[i] |= IPF_FRAGMENT;
+                proto = ip[hdr];
+                hdr += 8;
+            } else {
+                break;
+            }
+        }
+        a->ip_hdr_len[i] = (uint16_t)(hdr > 0xFFFF ? 0xFFFF : hdr);
+        a->ip_proto[i] = proto;
+        if (proto == 0 || proto == 43 || proto == 60 || proto == 51 || proto == 44 ||
+            proto == 135 || proto == 139 || proto == 140 || proto == 59) return;  /* cut or no next header */
+        if (a->ip_frag_offset[i]) return;
+    }
+    if (hdr > total) return;
+    /* Wireshark trims the reported length to the IP length, never extends it */
+    int64_t rep = (total < frame_rest ? total : frame_rest) - hdr;
+    l4cap = ipcap - hdr;
+    if (rep < 0) return;
+    transport(ip + hdr, l4cap < 0 ? 0 : l4cap, rep, proto, a->ip_version[i],
+              a->data_off[i] + l3 + hdr, a, i);
+}
+
+void ps_decode(decode_args *a)
+{
+    int64_t i;
+    for (i = 0; i < a->n; i++) decode_one(a, i);
+}
+
+/* ---- module stub, so setuptools builds it and importlib finds it ---- */
+static struct PyModuleDef kernel_module = {
+    PyModuleDef_HEAD_INIT, "_kernel",
+    "Compiled ingest loops for pcapstats, called through ctypes (see kernel.py).", -1, NULL,
+};
+
+PyMODINIT_FUNC PyInit__kernel(void) { return PyModule_Create(&kernel_module); }

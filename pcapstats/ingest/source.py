@@ -1,0 +1,115 @@
+"""Open a capture path as one read-only byte array, without holding the file in memory twice.
+
+Plain files are memory-mapped.  Gzip files are inflated, in chunks, into an unlinked temporary
+file that is then mapped, so a big .pcap.gz costs disk, not memory.  The caller closes the
+returned ``Source`` (or uses it as a context manager) when the packet table is built.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+import tempfile
+import warnings
+import zlib
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..errors import CaptureFormatError, CaptureOpenError, CorruptCaptureError, TruncatedCaptureWarning
+
+GZIP_MAGIC = b"\x1f\x8b"
+_CHUNK = 4 * 1024 * 1024
+
+
+@dataclass
+class Source:
+    path: str
+    buf: np.ndarray               # uint8 view of the mapped bytes
+    file_size: int                # bytes on disk
+    compressed: bool
+    _closers: list = field(default_factory=list, repr=False)
+
+    def close(self) -> None:
+        self.buf = np.empty(0, np.uint8)
+        for close in reversed(self._closers):
+            try:
+                close()
+            except BufferError:  # a view of the map is still alive somewhere: the GC unmaps it later
+                pass
+        self._closers.clear()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+def open_source(path) -> Source:
+    path = os.fspath(path)
+    if not os.path.exists(path):
+        raise CaptureOpenError("no such file", path=path, hint="check the path and the working directory")
+    if os.path.isdir(path):
+        raise CaptureOpenError("is a directory, not a capture file", path=path,
+                               hint="name the capture files inside it, e.g. DIR/*.pcap")
+    try:
+        f = open(path, "rb")
+    except OSError as e:
+        raise CaptureOpenError(f"cannot open: {e.strerror}", path=path,
+                               hint="check the file's permissions") from None
+    with f:
+        size = os.fstat(f.fileno()).st_size
+        if size == 0:
+            raise CaptureFormatError("empty file (0 bytes), no capture header", path=path,
+                                     hint="was the capture stopped before it wrote anything?")
+        head = f.read(2)
+        f.seek(0)
+        if head == GZIP_MAGIC:
+            return _inflate(f, path, size)
+        mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+    mm.madvise(mmap.MADV_SEQUENTIAL)
+    buf = np.frombuffer(mm, dtype=np.uint8)
+    return Source(path, buf, size, False, [mm.close])
+
+
+def _inflate(f, path: str, size: int) -> Source:
+    """Inflate all gzip members into an unlinked temp file; a cut stream keeps what it gave."""
+    tmp = tempfile.TemporaryFile(prefix="pcapstats-", suffix=".inflated")
+    try:
+        d = zlib.decompressobj(wbits=31)
+        member_open = False   # fed bytes to a member that has not ended yet
+        consumed = 0          # compressed bytes handled before the current chunk
+        while chunk := f.read(_CHUNK):
+            data = chunk
+            while data:
+                member_open = True
+                try:
+                    tmp.write(d.decompress(data))
+                except zlib.error as e:
+                    raise CorruptCaptureError(
+                        f"corrupt gzip data ({e})", path=path, offset=consumed,
+                        hint="the compressed file is damaged; `gzip -t` tells where") from None
+                data = b""
+                if d.eof:  # one member ended: another may follow, or trailing junk (ignored, as gzip does)
+                    member_open = False
+                    rest = d.unused_data
+                    d = zlib.decompressobj(wbits=31)
+                    if rest[:2] == GZIP_MAGIC:
+                        data = rest
+            consumed += len(chunk)
+        if member_open:
+            tmp.write(d.flush())
+            warnings.warn(TruncatedCaptureWarning(
+                "gzip stream ends early; reading what could be inflated", path=path, offset=size,
+                hint="the compressed file was cut while being copied or written"))
+        tmp.flush()
+        if tmp.tell() == 0:
+            raise CaptureFormatError("gzip file holds no data", path=path,
+                                     hint="it is not a compressed capture")
+        mm = mmap.mmap(tmp.fileno(), 0, access=mmap.ACCESS_READ)
+    except BaseException:
+        tmp.close()
+        raise
+    buf = np.frombuffer(mm, dtype=np.uint8)
+    return Source(path, buf, size, True, [tmp.close, mm.close])

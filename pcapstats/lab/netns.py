@@ -1,0 +1,568 @@
+"""Network-namespace lab: hosts joined by veth pairs, commands inside them, tcpdump -- all undone.
+
+A :class:`Lab` owns a set of network namespaces (one per *host*) joined by veth pairs.  It is the
+only place in pcapstats that touches the host's network, and it puts everything back:
+
+- every namespace is named ``<run prefix>-<host>``, the run prefix being ``psl-<pid>-<n>``, so
+  a leftover from a killed run is recognisable (and removable with :func:`cleanup_leftovers`);
+- veth pairs are created with both ends directly inside their namespaces, so nothing ever
+  appears in the host's own namespace, and deleting the namespaces deletes the veths;
+- processes started with :meth:`Lab.popen` / :meth:`Lab.capture` get a session of their own
+  (a terminal's Ctrl-C reaches only us, and we stop them in order) and are killed on close,
+  together with anything else still running inside the lab's namespaces;
+- :meth:`Lab.close` runs on every exit path: ``with Lab() as lab``, ``atexit``, and SIGTERM /
+  SIGHUP (when nobody else handles them: the handler closes every open lab, then lets the
+  signal kill the process as it would have).  SIGINT already unwinds as KeyboardInterrupt.
+
+Every veth gets TSO/GSO/GRO switched off (the capture then shows the packets the wire would
+carry, not 64 kB super-packets) and its receive queue's ``rps_cpus`` pinned to CPU 0 (veth
+hops otherwise reorder a few packets per hundred thousand); see ../shared/DESIGN.md.
+
+tcpdump is started with ``--immediate-mode`` (else the last second of packets can be lost)
+and stopped with SIGINT, waiting for its final "packets captured" report; a capture that the
+kernel dropped packets from is an error, not a silently thinner file.
+
+Example::
+
+    with Lab.sender_router_receiver() as lab:
+        with lab.capture("receiver", "eth0", "out.pcap", snaplen=128):
+            lab.run("sender", "ping", "-c", "3", lab.address("receiver"))
+"""
+
+from __future__ import annotations
+
+import atexit
+import itertools
+import os
+import re
+import select
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Sequence
+
+from pcapstats.errors import PcapstatsError
+
+PREFIX = "psl-"
+_RUN_RE = re.compile(r"^psl-(\d+)-\d+-")
+_counter = itertools.count()
+_IFNAMSIZ = 15
+
+
+class LabError(PcapstatsError):
+    """The lab cannot do what was asked: not root, a tool missing, a command inside failed."""
+
+
+@dataclass(frozen=True)
+class Interface:
+    """One end of a veth pair, as seen from inside its host's namespace."""
+    host: str
+    name: str
+    peer: str  # the host at the other end
+    ipv4: str | None = None  # "10.77.1.1/24"
+    ipv6: str | None = None  # "fd00:77:1::1/64"
+
+
+@dataclass(frozen=True)
+class CaptureStats:
+    """What tcpdump said on exit."""
+    captured: int
+    received: int
+    dropped_by_kernel: int
+    dropped_by_interface: int = 0
+
+
+@dataclass
+class _Host:
+    name: str
+    netns: str
+    interfaces: list[Interface] = field(default_factory=list)
+
+
+def _require_tools(*tools: str) -> None:
+    if os.geteuid() != 0:
+        raise LabError("the lab needs root (network namespaces, veth, tcpdump)",
+                       hint="run as root, e.g. with sudo")
+    for tool in tools:
+        if shutil.which(tool) is None:
+            package = {"ip": "iproute2", "editcap": "wireshark-common"}.get(tool, tool)
+            raise LabError(f"the lab needs '{tool}', which is not installed",
+                           hint=f"install it: apt-get install {package}")
+
+
+def _ip(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    return _checked(["ip", *args], check=check)
+
+
+def _checked(argv: Sequence[str], *, check: bool = True, timeout: float | None = 60,
+             input: str | None = None) -> subprocess.CompletedProcess[str]:
+    """Run argv; on failure raise LabError naming the command and tool's last stderr line."""
+    try:
+        proc = subprocess.run(list(argv), capture_output=True, text=True, timeout=timeout,
+                              input=input)
+    except FileNotFoundError:
+        raise LabError(f"'{argv[0]}' is not installed") from None
+    except subprocess.TimeoutExpired:
+        raise LabError(f"'{' '.join(argv)}' did not finish within {timeout} s") from None
+    if check and proc.returncode != 0:
+        last = (proc.stderr.strip().splitlines() or ["(no message)"])[-1]
+        raise LabError(f"'{' '.join(argv)}' failed with exit code {proc.returncode}: {last}")
+    return proc
+
+
+def list_netns() -> list[str]:
+    """Names of all network namespaces known to `ip netns`."""
+    out = _ip("netns", "list").stdout
+    return [line.split()[0] for line in out.splitlines() if line.strip()]
+
+
+def _kill_netns_processes(netns: str) -> None:
+    """SIGKILL whatever still runs inside netns (only ever our lab's namespaces)."""
+    for _ in range(50):
+        pids = [int(p) for p in _ip("netns", "pids", netns, check=False).stdout.split()]
+        if not pids:
+            return
+        for pid in pids:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        time.sleep(0.05)
+    raise LabError(f"processes in namespace {netns} survive SIGKILL")
+
+
+def _delete_netns(netns: str) -> None:
+    _kill_netns_processes(netns)
+    _ip("netns", "delete", netns, check=False)
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def cleanup_leftovers(prefix: str = PREFIX, *, only_dead: bool = True) -> list[str]:
+    """Delete namespaces (and kill processes in them) whose name starts with prefix.
+
+    With ``only_dead`` (the default), a namespace of a run whose process is still alive is left
+    alone, so one run cannot tear down another's lab.  Returns the namespaces deleted.
+    """
+    _require_tools("ip")
+    removed = []
+    for netns in list_netns():
+        if not netns.startswith(prefix):
+            continue
+        match = _RUN_RE.match(netns)
+        if only_dead and match and _pid_alive(int(match.group(1))):
+            continue
+        _delete_netns(netns)
+        removed.append(netns)
+    return removed
+
+
+# -- every exit path closes every open lab ----------------------------------------------------
+_open_labs: list["Lab"] = []
+_saved_handlers: dict[int, object] = {}
+_atexit_registered = False
+_EXIT_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
+
+
+def _close_all() -> None:
+    for lab in list(_open_labs):
+        lab.close()
+
+
+def _on_exit_signal(signum, frame):
+    """Close every lab, then die of the same signal as if we had not caught it."""
+    _close_all()
+    signal.signal(signum, signal.SIG_DFL)
+    os.kill(os.getpid(), signum)
+
+
+def _register(lab: "Lab") -> None:
+    global _atexit_registered
+    if not _atexit_registered:
+        atexit.register(_close_all)
+        _atexit_registered = True
+    if not _open_labs and threading.current_thread() is threading.main_thread():
+        for sig in _EXIT_SIGNALS:
+            if signal.getsignal(sig) == signal.SIG_DFL:  # never override someone's handler
+                _saved_handlers[sig] = signal.signal(sig, _on_exit_signal)
+    _open_labs.append(lab)
+
+
+def _unregister(lab: "Lab") -> None:
+    if lab in _open_labs:
+        _open_labs.remove(lab)
+    if not _open_labs and threading.current_thread() is threading.main_thread():
+        for sig, old in list(_saved_handlers.items()):
+            if signal.getsignal(sig) is _on_exit_signal:
+                signal.signal(sig, old)
+            del _saved_handlers[sig]
+
+
+class _SignalsBlocked:
+    """Block exit signals while the lab is being undone, so a second Ctrl-C cannot cut it short."""
+    _SIGS = {signal.SIGINT, signal.SIGTERM, signal.SIGHUP}
+
+    def __enter__(self):
+        self._old = signal.pthread_sigmask(signal.SIG_BLOCK, self._SIGS)
+
+    def __exit__(self, *exc):
+        signal.pthread_sigmask(signal.SIG_SETMASK, self._old)
+
+
+class Lab:
+    """Network namespaces joined by veth pairs; everything made is undone by :meth:`close`."""
+
+    def __init__(self, run_prefix: str | None = None):
+        _require_tools("ip", "ethtool")
+        self.prefix = run_prefix or f"{PREFIX}{os.getpid()}-{next(_counter)}"
+        self._hosts: dict[str, _Host] = {}
+        self._procs: list[subprocess.Popen] = []
+        self._closed = False
+        _register(self)
+
+    # -- building -----------------------------------------------------------------------------
+    def add_host(self, name: str) -> str:
+        """Create a namespace for host `name` (loopback up); returns the namespace's name."""
+        if name in self._hosts:
+            raise LabError(f"host {name!r} exists already in lab {self.prefix}")
+        netns = f"{self.prefix}-{name}"
+        self._hosts[name] = _Host(name, netns)  # recorded first: close() removes half-made ones
+        _ip("netns", "add", netns)
+        _ip("-n", netns, "link", "set", "lo", "up")
+        # No duplicate address detection: a tentative link-local address holds up neighbour
+        # discovery (IPv6 pings took 2 s), and there is nobody on these links to collide with.
+        for scope in ("all", "default"):
+            self.sysctl(name, f"net.ipv6.conf.{scope}.accept_dad", 0)
+        return netns
+
+    def link(self, a: str, b: str, *, ipv4: tuple[str, str] | None = None,
+             ipv6: tuple[str, str] | None = None, mtu: int | None = None
+             ) -> tuple[Interface, Interface]:
+        """Join hosts a and b with a veth pair, offloads off, rps pinned, addresses set, up.
+
+        Each end is named ``eth<k>`` inside its namespace (k counting that host's links), so
+        captures show familiar names.  ``ipv4``/``ipv6`` are (a's, b's) addresses with prefix
+        length; IPv6 addresses skip duplicate address detection so they work at once.
+        """
+        ha, hb = self._host(a), self._host(b)
+        name_a, name_b = f"eth{len(ha.interfaces)}", f"eth{len(hb.interfaces)}"
+        _ip("link", "add", name_a, "netns", ha.netns, "type", "veth",
+            "peer", "name", name_b, "netns", hb.netns)
+        ends = []
+        for k, (host, name, peer) in enumerate(((ha, name_a, b), (hb, name_b, a))):
+            iface = Interface(host.name, name, peer, ipv4 and ipv4[k], ipv6 and ipv6[k])
+            host.interfaces.append(iface)
+            self._configure(host, iface, mtu)
+            ends.append(iface)
+        return ends[0], ends[1]
+
+    def _configure(self, host: _Host, iface: Interface, mtu: int | None) -> None:
+        ns, dev = host.netns, iface.name
+        self.run(host.name, "ethtool", "-K", dev, "tso", "off", "gso", "off", "gro", "off")
+        # ip netns exec mounts the namespace's own /sys, so this reaches the right device.
+        self.run(host.name, "sh", "-c", f"echo 1 > /sys/class/net/{dev}/queues/rx-0/rps_cpus")
+        if mtu:
+            _ip("-n", ns, "link", "set", dev, "mtu", str(mtu))
+        if iface.ipv4:
+            _ip("-n", ns, "addr", "add", iface.ipv4, "dev", dev)
+        if iface.ipv6:
+            _ip("-n", ns, "-6", "addr", "add", iface.ipv6, "dev", dev, "nodad")
+        _ip("-n", ns, "link", "set", dev, "up")
+
+    def wait_ready(self, timeout: float = 5.0) -> None:
+        """Wait until every link is up with its IPv6 link-local address usable.
+
+        The kernel sees a veth's carrier through linkwatch, up to a second late, and IPv6 on
+        that interface (neighbour discovery included) starts only then: traffic sent earlier
+        waits for it (the first IPv6 ping took 1 s).  Call this after building a topology.
+        """
+        deadline = time.monotonic() + timeout
+        for host in self._hosts.values():
+            for iface in host.interfaces:
+                while True:
+                    out = _ip("-n", host.netns, "-6", "addr", "show", "dev", iface.name,
+                              "scope", "link").stdout
+                    if "inet6" in out and "tentative" not in out:
+                        break
+                    if time.monotonic() > deadline:
+                        raise LabError(f"{host.name}:{iface.name} not ready after {timeout} s")
+                    time.sleep(0.05)
+
+    def route(self, host: str, destination: str, via: str) -> None:
+        """Add a route (``default`` or a prefix) in host's namespace; v4/v6 by the gateway."""
+        family = "-6" if ":" in via else "-4"
+        _ip("-n", self._host(host).netns, family, "route", "add", destination, "via", via)
+
+    def sysctl(self, host: str, key: str, value: str | int) -> None:
+        self.run(host, "sysctl", "-q", "-w", f"{key}={value}")
+
+    def enable_forwarding(self, host: str) -> None:
+        self.sysctl(host, "net.ipv4.ip_forward", 1)
+        self.sysctl(host, "net.ipv6.conf.all.forwarding", 1)
+
+    # -- ready-made topologies ------------------------------------------------------------------
+    @classmethod
+    def two_hosts(cls, run_prefix: str | None = None) -> "Lab":
+        """Hosts ``a`` (10.77.0.1, fd00:77::1) and ``b`` (10.77.0.2, fd00:77::2), directly linked."""
+        lab = cls(run_prefix)
+        try:
+            lab.add_host("a")
+            lab.add_host("b")
+            lab.link("a", "b", ipv4=("10.77.0.1/24", "10.77.0.2/24"),
+                     ipv6=("fd00:77::1/64", "fd00:77::2/64"))
+            lab.wait_ready()
+        except BaseException:
+            lab.close()
+            raise
+        return lab
+
+    @classmethod
+    def sender_router_receiver(cls, run_prefix: str | None = None) -> "Lab":
+        """``sender`` (10.77.1.1) - ``router`` (.254 on both nets) - ``receiver`` (10.77.2.1).
+
+        IPv6 alike: fd00:77:1::1 - fd00:77:1::fe | fd00:77:2::fe - fd00:77:2::1.  The router
+        forwards; the end hosts route everything through it.  Put impairments on the router's
+        egress so the capture shows real in-network loss (see DESIGN.md).
+        """
+        lab = cls(run_prefix)
+        try:
+            for host in ("sender", "router", "receiver"):
+                lab.add_host(host)
+            # Before the links: switching IPv6 forwarding on later restarts the interfaces'
+            # IPv6 setup, and the router then ignores neighbour solicitations for a second.
+            lab.enable_forwarding("router")
+            lab.link("sender", "router", ipv4=("10.77.1.1/24", "10.77.1.254/24"),
+                     ipv6=("fd00:77:1::1/64", "fd00:77:1::fe/64"))
+            lab.link("router", "receiver", ipv4=("10.77.2.254/24", "10.77.2.1/24"),
+                     ipv6=("fd00:77:2::fe/64", "fd00:77:2::1/64"))
+            for host, net in (("sender", 1), ("receiver", 2)):
+                lab.route(host, "default", f"10.77.{net}.254")
+                lab.route(host, "default", f"fd00:77:{net}::fe")
+            lab.wait_ready()
+        except BaseException:
+            lab.close()
+            raise
+        return lab
+
+    # -- looking things up ------------------------------------------------------------------
+    def _host(self, name: str) -> _Host:
+        try:
+            return self._hosts[name]
+        except KeyError:
+            raise LabError(f"no host {name!r} in lab {self.prefix}",
+                           hint=f"hosts: {', '.join(self._hosts) or 'none'}") from None
+
+    @property
+    def hosts(self) -> list[str]:
+        return list(self._hosts)
+
+    def netns(self, host: str) -> str:
+        return self._host(host).netns
+
+    def interfaces(self, host: str) -> list[Interface]:
+        return list(self._host(host).interfaces)
+
+    def interface(self, host: str, peer: str) -> Interface:
+        """host's end of the link to peer."""
+        for iface in self._host(host).interfaces:
+            if iface.peer == peer:
+                return iface
+        raise LabError(f"host {host!r} has no link to {peer!r}")
+
+    def address(self, host: str, family: int = 4) -> str:
+        """host's first address of that family, without prefix length."""
+        for iface in self._host(host).interfaces:
+            addr = iface.ipv4 if family == 4 else iface.ipv6
+            if addr:
+                return addr.split("/")[0]
+        raise LabError(f"host {host!r} has no IPv{family} address")
+
+    # -- running things ---------------------------------------------------------------------
+    def _argv(self, host: str, argv: Sequence[str]) -> list[str]:
+        return ["ip", "netns", "exec", self._host(host).netns, *map(str, argv)]
+
+    def run(self, host: str, *argv, check: bool = True, timeout: float | None = 60,
+            input: str | None = None) -> subprocess.CompletedProcess[str]:
+        """Run a command inside host's namespace and wait; LabError if it fails (check)."""
+        return _checked(self._argv(host, argv), check=check, timeout=timeout, input=input)
+
+    def python(self, host: str, source: str, *args, check: bool = True,
+               timeout: float | None = 60) -> subprocess.CompletedProcess[str]:
+        """Run Python source (this interpreter) inside host's namespace; args in sys.argv[1:]."""
+        return self.run(host, sys.executable, "-c", source, *args, check=check, timeout=timeout)
+
+    def popen(self, host: str, *argv, **kwargs) -> subprocess.Popen:
+        """Start a command inside host's namespace; it is killed on close() if still running.
+
+        ``ip netns exec`` execs the command, so the Popen's pid is the command's own.  It gets
+        a session of its own: a terminal's Ctrl-C reaches only us, and we stop it in order.
+        """
+        kwargs.setdefault("stdin", subprocess.DEVNULL)
+        proc = subprocess.Popen(self._argv(host, argv), start_new_session=True, **kwargs)
+        self._procs.append(proc)
+        return proc
+
+    def popen_python(self, host: str, source: str, *args, **kwargs) -> subprocess.Popen:
+        return self.popen(host, sys.executable, "-c", source, *args, **kwargs)
+
+    @staticmethod
+    def stop(proc: subprocess.Popen, sig: int = signal.SIGTERM, timeout: float = 5.0) -> int:
+        """Signal a started process's group, wait; SIGKILL if it does not go. Returns its code."""
+        if proc.poll() is None:
+            try:
+                os.killpg(proc.pid, sig)  # its own group: we gave it a session of its own
+            except ProcessLookupError:
+                pass
+            try:
+                proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                try:
+                    os.killpg(proc.pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+                proc.wait()
+        for stream in (proc.stdout, proc.stderr):
+            if stream:
+                stream.close()
+        return proc.returncode
+
+    def capture(self, host: str, interface: str, path: str | os.PathLike, *,
+                snaplen: int = 262144, nano: bool = True, pcapng: bool = False,
+                bpf: str | None = None) -> "TcpdumpCapture":
+        """Start tcpdump on host's interface writing path; returns once it is listening.
+
+        ``nano`` writes the nanosecond pcap magic; ``pcapng`` converts the finished file with
+        ``editcap -F pcapng`` (tcpdump writes only classic pcap), keeping the resolution.
+        """
+        return TcpdumpCapture(self, host, interface, Path(path), snaplen=snaplen, nano=nano,
+                              pcapng=pcapng, bpf=bpf)
+
+    # -- undoing ------------------------------------------------------------------------------
+    def close(self) -> None:
+        """Stop our processes, kill anything left in our namespaces, delete the namespaces.
+
+        Idempotent, and safe to call on a half-built lab.  Namespaces are found by the run
+        prefix as well as by our records, so one created just before an interruption goes too.
+        """
+        if self._closed:
+            return
+        with _SignalsBlocked():
+            for proc in self._procs:
+                self.stop(proc, timeout=2.0)
+            self._procs.clear()
+            names = {h.netns for h in self._hosts.values()}
+            names.update(n for n in list_netns() if n.startswith(self.prefix + "-"))
+            for netns in sorted(names):
+                _delete_netns(netns)
+            self._closed = True
+            _unregister(self)
+
+    def __enter__(self) -> "Lab":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+class TcpdumpCapture:
+    """A tcpdump running in a lab host; :meth:`stop` returns once the file is complete."""
+
+    _STAT_RE = {
+        "captured": re.compile(r"(\d+) packets? captured"),
+        "received": re.compile(r"(\d+) packets? received by filter"),
+        "dropped_by_kernel": re.compile(r"(\d+) packets? dropped by kernel"),
+        "dropped_by_interface": re.compile(r"(\d+) packets? dropped by interface"),
+    }
+
+    def __init__(self, lab: Lab, host: str, interface: str, path: Path, *, snaplen: int,
+                 nano: bool, pcapng: bool, bpf: str | None, ready_timeout: float = 10.0):
+        _require_tools("tcpdump", *(["editcap"] if pcapng else []))
+        self.lab, self.path, self.pcapng = lab, path, pcapng
+        self.stats: CaptureStats | None = None
+        self._raw = path.with_name(path.name + ".tmp.pcap") if pcapng else path
+        argv = ["tcpdump", "-n", "-i", interface, "-w", str(self._raw), "-s", str(snaplen),
+                "--immediate-mode", "-Z", "root",  # -Z: stay root, the file may be anywhere
+                "--time-stamp-precision", "nano" if nano else "micro"]
+        if bpf:
+            argv.append(bpf)
+        self._proc = lab.popen(host, *argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                               text=True)
+        self._stderr = self._wait_listening(ready_timeout)
+
+    def _wait_listening(self, timeout: float) -> str:
+        """Read tcpdump's stderr until "listening on": from then on it sees every packet."""
+        seen = ""
+        deadline = time.monotonic() + timeout
+        fd = self._proc.stderr.fileno()
+        while "listening on" not in seen:
+            left = deadline - time.monotonic()
+            if left <= 0 or self._proc.poll() is not None:
+                self.lab.stop(self._proc)
+                rest = seen.strip().splitlines()
+                raise LabError(f"tcpdump did not start: {rest[-1] if rest else 'no message'}",
+                               path=str(self.path))
+            if select.select([fd], [], [], min(left, 0.2))[0]:
+                chunk = os.read(fd, 4096).decode(errors="replace")
+                if not chunk:  # EOF: it exited; the poll above reports it
+                    time.sleep(0.05)
+                seen += chunk
+        return seen
+
+    def stop(self, settle: float = 0.3, allow_drops: bool = False) -> CaptureStats:
+        """Wait `settle` s for packets in flight, SIGINT tcpdump, wait for its report.
+
+        Raises LabError if tcpdump does not report, or if the kernel dropped packets (unless
+        allow_drops).  Converts to pcapng last, if asked.
+        """
+        if self.stats is not None:
+            return self.stats
+        time.sleep(settle)
+        if self._proc.poll() is None:
+            os.kill(self._proc.pid, signal.SIGINT)
+        try:
+            _, err = self._proc.communicate(timeout=15)
+        except subprocess.TimeoutExpired:
+            self.lab.stop(self._proc, signal.SIGKILL)
+            raise LabError("tcpdump did not exit after SIGINT; the capture may be incomplete",
+                           path=str(self.path)) from None
+        report = self._stderr + (err or "")
+        values = {k: int(m.group(1)) for k, rx in self._STAT_RE.items()
+                  if (m := rx.search(report))}
+        if "captured" not in values or self._proc.returncode not in (0, -signal.SIGINT):
+            raise LabError(f"tcpdump ended without its report (exit {self._proc.returncode}): "
+                           f"{report.strip().splitlines()[-1:]}", path=str(self.path))
+        self.stats = CaptureStats(values["captured"], values.get("received", 0),
+                                  values.get("dropped_by_kernel", 0),
+                                  values.get("dropped_by_interface", 0))
+        if self.stats.dropped_by_kernel and not allow_drops:
+            raise LabError(f"tcpdump: {self.stats.dropped_by_kernel} packets dropped by kernel",
+                           path=str(self.path), hint="capture less traffic or a larger buffer")
+        if self.pcapng:
+            _checked(["editcap", "-F", "pcapng", str(self._raw), str(self.path)])
+            self._raw.unlink()
+        return self.stats
+
+    def __enter__(self) -> "TcpdumpCapture":
+        return self
+
+    def __exit__(self, exc_type, *exc) -> None:
+        if exc_type is None:
+            self.stop()
+        else:  # already failing: stop it, but do not hide the first error behind a second
+            try:
+                self.stop()
+            except LabError:
+                pass

@@ -1,0 +1,164 @@
+"""The packet table: every column, its type, the Wireshark field it mirrors, and what it means.
+
+This module is the one place where the packet table is defined. Readers fill these columns,
+analyses read them, `pcapstats columns` prints this list, and the tests compare each column that
+names a Wireshark field against ``tshark -T fields -e <field>`` packet by packet.
+
+A column belongs to a *layer*; it has a value only on packets that carry that layer and is
+``<NA>`` elsewhere (in the DataFrame; the raw numpy arrays hold 0 there and the layer's
+presence mask says which rows are real):
+
+- ``frame``: every packet;
+- ``ip``: IPv4 or IPv6 was decoded (``ip_version`` is 4 or 6);
+- ``tcp`` / ``udp`` / ``icmp``: that transport header was decoded.  Non-first IP fragments carry
+  no transport header (Wireshark with ``ip.defragment:FALSE`` shows them as data too);
+- ``vlan``: the frame had at least one VLAN tag; ``icmp_echo``: an ICMP echo (or IPv4
+  timestamp/info/mask) request or reply, which carry an identifier and a sequence number;
+- ``tcp_opt_*``: the option was present in that TCP header; ``tcp_sackK``: the header had at
+  least K SACK blocks.
+
+Timestamps are exact int64 nanoseconds since the epoch (``frame_time_ns``); float seconds are
+derived from it.  Addresses are strings in the DataFrame (a pandas Categorical: 4 bytes a row).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+# Layers: a column's value is real only where its layer is present.
+FRAME, VLAN, IP, TCP, UDP, ICMP, ICMP_ECHO = (
+    "frame", "vlan", "ip", "tcp", "udp", "icmp", "icmp_echo")
+TCP_OPT_MSS, TCP_OPT_WS, TCP_OPT_SACK_PERM, TCP_OPT_TS = (
+    "tcp_opt_mss", "tcp_opt_wscale", "tcp_opt_sack_perm", "tcp_opt_ts")
+TCP_SACK1, TCP_SACK2, TCP_SACK3, TCP_SACK4 = "tcp_sack1", "tcp_sack2", "tcp_sack3", "tcp_sack4"
+
+
+@dataclass(frozen=True)
+class Column:
+    name: str
+    dtype: str
+    layer: str
+    wireshark: str | None  # display field(s) it equals, "|"-separated for IPv4|IPv6 variants
+    doc: str
+
+
+_C = Column
+COLUMNS: tuple[Column, ...] = (
+    # -- frame -------------------------------------------------------------------------------
+    _C("frame_number", "uint32", FRAME, "frame.number", "1-based packet number in the file."),
+    _C("frame_time_ns", "int64", FRAME, None,
+       "Capture time, exact integer nanoseconds since the epoch (frame.time_epoch * 1e9)."),
+    _C("frame_time_epoch", "float64", FRAME, "frame.time_epoch",
+       "Capture time in seconds since the epoch (float; derived from frame_time_ns)."),
+    _C("frame_time_relative", "float64", FRAME, "frame.time_relative",
+       "Seconds since the first packet of the capture."),
+    _C("frame_len", "uint32", FRAME, "frame.len", "Bytes the packet had on the wire."),
+    _C("frame_cap_len", "uint32", FRAME, "frame.cap_len",
+       "Bytes captured (less than frame_len when the snaplen cut the packet)."),
+    _C("frame_interface_id", "uint32", FRAME, "frame.interface_id",
+       "pcapng interface id within its section (0 for classic pcap)."),
+    _C("link_type", "uint16", FRAME, None,
+       "LINKTYPE_* of the packet's interface (1 Ethernet, 113 SLL, 276 SLL2, 101 raw IP, 0 null)."),
+    _C("vlan_id", "uint16", VLAN, "vlan.id",
+       "Outermost 802.1Q/802.1ad VLAN id; <NA> when untagged (see vlan_count)."),
+    _C("vlan_count", "uint8", FRAME, None, "Number of VLAN tags (0, 1, 2 for QinQ ...)."),
+    _C("frame_offset", "int64", FRAME, None,
+       "Offset of the packet's first byte in the (decompressed) file: where to look with a hex "
+       "editor, and what error messages quote."),
+    # -- IP (v4 or v6) -----------------------------------------------------------------------
+    _C("ip_version", "uint8", IP, "ip.version|ipv6.version", "4 or 6."),
+    _C("ip_src", "category", IP, "ip.src|ipv6.src", "Source address as text."),
+    _C("ip_dst", "category", IP, "ip.dst|ipv6.dst", "Destination address as text."),
+    _C("ip_hdr_len", "uint16", IP, "ip.hdr_len",
+       "IP header length in bytes; for IPv6 40 plus the extension headers walked."),
+    _C("ip_len", "uint32", IP, "ip.len",
+       "Total IP packet length from the header (IPv6: payload length + 40). Transport lengths "
+       "come from this, not from the captured bytes, as in Wireshark."),
+    _C("ip_proto", "uint8", IP, "ip.proto",
+       "Upper-layer protocol: IPv4's protocol field; for IPv6 the next header after walking the "
+       "extension headers (6 TCP, 17 UDP, 1 ICMP, 58 ICMPv6)."),
+    _C("ip_ttl", "uint8", IP, "ip.ttl|ipv6.hlim", "IPv4 TTL or IPv6 hop limit."),
+    _C("ip_id", "uint32", IP, "ip.id|ipv6.fraghdr.ident",
+       "IPv4 identification; for IPv6 the fragment header's identification, else 0."),
+    _C("ip_flags_df", "bool", IP, "ip.flags.df", "IPv4 don't-fragment flag."),
+    _C("ip_flags_mf", "bool", IP, "ip.flags.mf|ipv6.fraghdr.more",
+       "More-fragments flag (IPv4, or the IPv6 fragment header)."),
+    _C("ip_frag_offset", "uint16", IP, "ip.frag_offset|ipv6.fraghdr.offset",
+       "Fragment offset in 8-byte units, as carried in the header."),
+    _C("ip_fragment", "bool", IP, None,
+       "The packet is an IP fragment (MF set or offset > 0). Only the first fragment carries "
+       "transport fields; pcapstats does not reassemble."),
+    # -- TCP -----------------------------------------------------------------------------------
+    _C("tcp_srcport", "uint16", TCP, "tcp.srcport", "TCP source port."),
+    _C("tcp_dstport", "uint16", TCP, "tcp.dstport", "TCP destination port."),
+    _C("tcp_stream", "int64", TCP, "tcp.stream",
+       "TCP stream index, numbered exactly as Wireshark numbers it (see pcapstats.streams)."),
+    _C("tcp_seq_raw", "uint32", TCP, "tcp.seq_raw", "Sequence number as on the wire."),
+    _C("tcp_ack_raw", "uint32", TCP, "tcp.ack_raw",
+       "Acknowledgement number as on the wire (also when the ACK flag is clear)."),
+    _C("tcp_hdr_len", "uint8", TCP, "tcp.hdr_len", "TCP header length in bytes."),
+    _C("tcp_flags", "uint16", TCP, "tcp.flags",
+       "The 12 flag bits (FIN 0x001, SYN 0x002, RST 0x004, PSH 0x008, ACK 0x010, URG 0x020, "
+       "ECE 0x040, CWR 0x080, NS/AE 0x100, reserved 0xE00)."),
+    _C("tcp_window_size_value", "uint16", TCP, "tcp.window_size_value",
+       "Window field as on the wire, before window scaling."),
+    _C("tcp_len", "uint32", TCP, "tcp.len",
+       "TCP payload length from the IP length (right even when the snaplen cut the payload)."),
+    _C("tcp_option_mss", "uint16", TCP_OPT_MSS, "tcp.options.mss_val", "MSS option value."),
+    _C("tcp_option_wscale_shift", "uint8", TCP_OPT_WS, "tcp.options.wscale.shift",
+       "Window-scale option shift count."),
+    _C("tcp_option_sack_perm", "bool", TCP, None, "SACK-permitted option present."),
+    _C("tcp_option_tsval", "uint32", TCP_OPT_TS, "tcp.options.timestamp.tsval",
+       "Timestamp option TSval."),
+    _C("tcp_option_tsecr", "uint32", TCP_OPT_TS, "tcp.options.timestamp.tsecr",
+       "Timestamp option TSecr."),
+    _C("tcp_sack_count", "uint8", TCP, None, "Number of SACK blocks in the header (0-4)."),
+    *(c for k, layer in enumerate((TCP_SACK1, TCP_SACK2, TCP_SACK3, TCP_SACK4), start=1)
+      for c in (
+          _C(f"tcp_sack_le{k}_raw", "uint32", layer, None,
+             f"Left edge of SACK block {k}, raw sequence number."),
+          _C(f"tcp_sack_re{k}_raw", "uint32", layer, None,
+             f"Right edge of SACK block {k}, raw sequence number."))),
+    # -- UDP -----------------------------------------------------------------------------------
+    _C("udp_srcport", "uint16", UDP, "udp.srcport", "UDP source port."),
+    _C("udp_dstport", "uint16", UDP, "udp.dstport", "UDP destination port."),
+    _C("udp_stream", "int64", UDP, "udp.stream",
+       "UDP stream index, numbered exactly as Wireshark numbers it."),
+    _C("udp_length", "uint16", UDP, "udp.length", "UDP length field (header + payload)."),
+    # -- ICMP / ICMPv6 -------------------------------------------------------------------------
+    _C("icmp_type", "uint8", ICMP, "icmp.type|icmpv6.type", "ICMP or ICMPv6 type."),
+    _C("icmp_code", "uint8", ICMP, "icmp.code|icmpv6.code", "ICMP or ICMPv6 code."),
+    _C("icmp_ident", "uint16", ICMP_ECHO, "icmp.ident|icmpv6.echo.identifier",
+       "Echo identifier (echo request/reply, and IPv4 timestamp/info/mask messages)."),
+    _C("icmp_seq", "uint16", ICMP_ECHO, "icmp.seq|icmpv6.echo.sequence_number",
+       "Echo sequence number, big-endian (echo request/reply only, else <NA>)."),
+    # -- payload (pcapstats' own) ---------------------------------------------------------------
+    _C("payload_offset", "int64", FRAME, None,
+       "File offset of the transport payload (TCP/UDP data, ICMP body); -1 when none decoded."),
+    _C("payload_len", "uint32", FRAME, None,
+       "Payload bytes by the headers (tcp_len, udp_length - 8, ...); 0 when none decoded."),
+    _C("payload_cap_len", "uint32", FRAME, None,
+       "Payload bytes actually present in the file (less than payload_len when cut)."),
+)
+
+BY_NAME: dict[str, Column] = {c.name: c for c in COLUMNS}
+
+# Columns the decoder fills with echo fields only for these ICMP types (echo request/reply).
+ICMP_ECHO_TYPES = {4: (0, 8), 6: (128, 129)}
+
+
+def numpy_dtype(column: Column) -> np.dtype:
+    """Storage dtype of a column's raw array (categories are stored as int32 codes)."""
+    return np.dtype("int32" if column.dtype == "category" else column.dtype)
+
+
+def describe() -> str:
+    """One line per column: name, type, layer, Wireshark field, meaning (for `pcapstats columns`)."""
+    width = max(len(c.name) for c in COLUMNS)
+    lines = []
+    for c in COLUMNS:
+        ws = c.wireshark or "-"
+        lines.append(f"{c.name:<{width}}  {c.dtype:<8}  {c.layer:<17}  {ws:<38}  {c.doc}")
+    return "\n".join(lines)

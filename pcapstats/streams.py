@@ -1,0 +1,107 @@
+"""Stream indices numbered exactly as Wireshark numbers ``tcp.stream`` and ``udp.stream``.
+
+Wireshark (4.0, epan/dissectors/packet-tcp.c and packet-udp.c) gives each new conversation the
+next index when its first packet is dissected, so indices follow the order of first appearance.
+A conversation is the unordered pair of (address, port) endpoints.  For TCP one more rule splits
+a conversation (port reuse): a SYN without ACK whose sequence number differs from the *base
+sequence number* already recorded for its direction starts a new stream.  The base of a
+direction is set by the first packet of that direction after the stream began (its seq, or
+seq - 1 when it is not a SYN), or earlier by the first ACK-bearing packet of the other
+direction (its ack - 1), whichever comes first.  A retransmitted SYN (same seq) stays.
+
+All of it is vectorised except a short loop over the SYNs that could split a conversation.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+SYN, ACK = 0x002, 0x010
+
+
+def conversation_ids(src: np.ndarray, dst: np.ndarray, sport: np.ndarray, dport: np.ndarray):
+    """Per packet: conversation id in order of first appearance, and whether it goes B -> A.
+
+    ``src``/``dst`` are address codes (int), ports uint16.  The direction bit is relative to the
+    endpoint ordering by (address code, port), only used to tell the two directions apart.
+    """
+    e_src = src.astype(np.int64) * 65536 + sport
+    e_dst = dst.astype(np.int64) * 65536 + dport
+    codes, _ = pd.factorize(np.concatenate([e_src, e_dst]))
+    c_src, c_dst = codes[: len(src)], codes[len(src):]
+    reverse = c_src > c_dst
+    lo = np.where(reverse, c_dst, c_src).astype(np.int64)
+    hi = np.where(reverse, c_src, c_dst).astype(np.int64)
+    conv, _ = pd.factorize(lo * (int(codes.max(initial=0)) + 1) + hi)
+    return conv.astype(np.int64), reverse
+
+
+def udp_streams(src, dst, sport, dport) -> np.ndarray:
+    return conversation_ids(src, dst, sport, dport)[0]
+
+
+def tcp_streams(src, dst, sport, dport, flags, seq, ack) -> np.ndarray:
+    conv, reverse = conversation_ids(src, dst, sport, dport)
+    n = len(conv)
+    if n == 0:
+        return conv
+    pure_syn = (flags & (SYN | ACK)) == SYN
+    first_of_conv = np.zeros(n, bool)
+    first_of_conv[first_occurrences(conv)] = True
+    candidates = np.flatnonzero(pure_syn & ~first_of_conv)
+    if len(candidates) == 0:
+        return conv
+    splits = _port_reuse_splits(conv, reverse, flags, seq, ack, candidates)
+    if not splits.any():
+        return conv
+    # segment number within the conversation, then renumber (conversation, segment) by first appearance
+    order = np.argsort(conv, kind="stable")
+    seg_sorted = np.cumsum(splits[order])
+    conv_sorted = conv[order]
+    starts = np.r_[0, np.flatnonzero(conv_sorted[1:] != conv_sorted[:-1]) + 1]
+    base = np.repeat(seg_sorted[starts] - splits[order][starts], np.diff(np.r_[starts, n]))
+    seg = np.empty(n, np.int64)
+    seg[order] = seg_sorted - base
+    streams, _ = pd.factorize(conv * (int(seg.max()) + 1) + seg)
+    return streams.astype(np.int64)
+
+
+def first_occurrences(codes: np.ndarray) -> np.ndarray:
+    """Indices of the first packet of each code, given codes numbered by first appearance."""
+    running = np.maximum.accumulate(codes)
+    return np.flatnonzero(np.r_[True, running[1:] != running[:-1]])
+
+
+def _port_reuse_splits(conv, reverse, flags, seq, ack, candidates) -> np.ndarray:
+    """Mark the pure SYNs that start a new stream (see the module docstring for the rule)."""
+    splits = np.zeros(len(conv), bool)
+    has_ack = (flags & ACK) != 0
+    for c in np.unique(conv[candidates]):
+        idx = np.flatnonzero(conv == c)            # this conversation's packets, in order
+        d = reverse[idx]
+        # positions (within idx) of the events that can set each direction's base
+        own = [np.flatnonzero(~d), np.flatnonzero(d)]                           # by direction
+        acks = [np.flatnonzero(d & has_ack[idx]), np.flatnonzero(~d & has_ack[idx])]  # sets base of dir k
+        start = 0
+        for j in np.flatnonzero(np.isin(idx, candidates)):
+            k = int(d[j])
+            base = _base_seq(idx, own[k], acks[k], start, j, flags, seq, ack)
+            if base is not None and base != int(seq[idx[j]]):
+                splits[idx[j]] = True
+                start = j
+    return splits
+
+
+def _base_seq(idx, own, acks, start, j, flags, seq, ack):
+    """Base sequence number of one direction as set by packets start..j-1, or None if unset."""
+    a = np.searchsorted(own, start)
+    b = np.searchsorted(acks, start)
+    p_own = own[a] if a < len(own) and own[a] < j else None
+    p_ack = acks[b] if b < len(acks) and acks[b] < j else None
+    if p_own is None and p_ack is None:
+        return None
+    if p_ack is None or (p_own is not None and p_own < p_ack):
+        pkt = idx[p_own]
+        return int(seq[pkt]) if flags[pkt] & SYN else (int(seq[pkt]) - 1) & 0xFFFFFFFF
+    return (int(ack[idx[p_ack]]) - 1) & 0xFFFFFFFF

@@ -1,0 +1,984 @@
+"""Crafted captures whose every column value is known by construction.
+
+Packets are built with scapy from explicit parameters, and the expected value of each column is
+computed from those same parameters (never by parsing the bytes back), so a reader is checked
+against what was put in.  The capture files are written by the small writers below with
+``struct.pack`` -- not by scapy -- so every byte of every header (magic, byte order, resolution,
+block layout, lengths) is under the test's control and every packet's file offset is known.
+
+Three layers:
+
+- transport builders (``tcp``, ``udp``, ``icmp``) -> ``L4``;
+- network builders (``ipv4``, ``ipv6``, ``arp``) -> ``Built`` (an L3 packet with its columns);
+- link wrappers (``ether``, ``sll``, ``sll2``, ``raw``, ``null``, ``loop``) -> ``Built`` with a
+  link type;
+
+then the writers (``pcap``, ``Pcapng``, ``gzipped``) lay records into a file and return
+``Written``: the bytes plus one expected row per packet, with the frame columns (number, time,
+lengths, interface, offsets) filled in and streams numbered by first appearance.
+
+``tshark_rows`` reads a file with tshark into the same column names, and ``compare_rows`` diffs
+two sets of rows; the tests use them to confirm each known answer independently and then to
+hold ``pcapstats.read`` to it.
+"""
+
+from __future__ import annotations
+
+import gzip
+import ipaddress
+import math
+import shutil
+import struct
+import subprocess
+from dataclasses import dataclass, field, replace
+from decimal import Decimal
+from fractions import Fraction
+
+from scapy.layers.inet import ICMP, IP, TCP, UDP
+from scapy.layers.inet6 import IPv6, ICMPv6DestUnreach, ICMPv6EchoReply, ICMPv6EchoRequest
+from scapy.layers.l2 import ARP
+from scapy.packet import Raw
+
+NS = 1_000_000_000
+
+# LINKTYPE_* values (https://www.tcpdump.org/linktypes.html).
+LT_NULL, LT_ETHERNET, LT_RAW, LT_LOOP, LT_SLL, LT_IPV4, LT_IPV6, LT_SLL2 = (
+    0, 1, 101, 108, 113, 228, 229, 276)
+ETH_IPV4, ETH_IPV6, ETH_ARP, ETH_8021Q, ETH_8021AD = 0x0800, 0x86DD, 0x0806, 0x8100, 0x88A8
+
+# The columns a crafted row describes: everything in the schema that crafting can know.
+FRAME_COLUMNS = ("frame_number", "frame_time_ns", "frame_time_epoch", "frame_time_relative",
+                 "frame_len", "frame_cap_len", "frame_interface_id", "link_type", "vlan_id",
+                 "vlan_count", "frame_offset", "payload_offset", "payload_len", "payload_cap_len")
+IP_COLUMNS = ("ip_version", "ip_src", "ip_dst", "ip_hdr_len", "ip_len", "ip_proto", "ip_ttl",
+              "ip_id", "ip_flags_df", "ip_flags_mf", "ip_frag_offset", "ip_fragment")
+TCP_COLUMNS = ("tcp_srcport", "tcp_dstport", "tcp_stream", "tcp_seq_raw", "tcp_ack_raw",
+               "tcp_hdr_len", "tcp_flags", "tcp_window_size_value", "tcp_len",
+               "tcp_option_mss", "tcp_option_wscale_shift", "tcp_option_sack_perm",
+               "tcp_option_tsval", "tcp_option_tsecr", "tcp_sack_count",
+               *(f"tcp_sack_{edge}{k}_raw" for k in range(1, 5) for edge in ("le", "re")))
+UDP_COLUMNS = ("udp_srcport", "udp_dstport", "udp_stream", "udp_length")
+ICMP_COLUMNS = ("icmp_type", "icmp_code", "icmp_ident", "icmp_seq")
+ALL_COLUMNS = FRAME_COLUMNS + IP_COLUMNS + TCP_COLUMNS + UDP_COLUMNS + ICMP_COLUMNS
+
+
+# -- transport --------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class L4:
+    """A transport header (scapy layer, checksummed once stacked on IP) and its columns."""
+    layer: object
+    proto: int
+    hdr_len: int
+    fields: dict
+    payload_len: int          # payload bytes by the headers
+    quoted: bool = False      # an ICMP error quoting another packet's IP + transport header
+
+
+# Encoded length of each TCP option kind in the spec lists below (scapy's names).
+_TCP_OPT_LEN = {"MSS": 4, "WScale": 3, "SAckOK": 2, "Timestamp": 10, "NOP": 1, "EOL": 1}
+
+
+def _tcp_option_columns(options) -> tuple[int, dict]:
+    """Encoded length and expected columns of a TCP option list; parsing stops at EOL."""
+    cols = {"tcp_option_mss": None, "tcp_option_wscale_shift": None,
+            "tcp_option_sack_perm": False, "tcp_option_tsval": None, "tcp_option_tsecr": None,
+            "tcp_sack_count": 0}
+    for k in range(1, 5):
+        cols[f"tcp_sack_le{k}_raw"] = cols[f"tcp_sack_re{k}_raw"] = None
+    length, ended = 0, False
+    for kind, value in options:
+        length += 2 + 4 * len(value) if kind == "SAck" else _TCP_OPT_LEN[kind]
+        if ended:
+            continue
+        if kind == "EOL":
+            ended = True
+        elif kind == "MSS":
+            cols["tcp_option_mss"] = value
+        elif kind == "WScale":
+            cols["tcp_option_wscale_shift"] = value
+        elif kind == "SAckOK":
+            cols["tcp_option_sack_perm"] = True
+        elif kind == "Timestamp":
+            cols["tcp_option_tsval"], cols["tcp_option_tsecr"] = value
+        elif kind == "SAck":
+            cols["tcp_sack_count"] = len(value) // 2
+            for k in range(len(value) // 2):
+                cols[f"tcp_sack_le{k + 1}_raw"] = value[2 * k]
+                cols[f"tcp_sack_re{k + 1}_raw"] = value[2 * k + 1]
+    return length, cols
+
+
+def tcp(sport, dport, *, seq=0, ack=0, flags=0x010, window=65535, options=(), payload=b"",
+        reserved=0) -> L4:
+    """A TCP segment.  ``flags`` holds the 9 flag bits, ``reserved`` the 3 bits above them."""
+    opt_len, cols = _tcp_option_columns(options)
+    hdr_len = 20 + -(-opt_len // 4) * 4
+    assert hdr_len <= 60, "TCP options longer than 40 bytes"
+    layer = TCP(sport=sport, dport=dport, seq=seq, ack=ack, flags=flags, reserved=reserved,
+                window=window, options=list(options)) / Raw(payload)
+    cols.update(tcp_srcport=sport, tcp_dstport=dport, tcp_seq_raw=seq, tcp_ack_raw=ack,
+                tcp_hdr_len=hdr_len, tcp_flags=flags | reserved << 9,
+                tcp_window_size_value=window, tcp_len=len(payload))
+    return L4(layer, 6, hdr_len, cols, len(payload))
+
+
+def udp(sport, dport, payload=b"") -> L4:
+    length = 8 + len(payload)
+    layer = UDP(sport=sport, dport=dport, len=length) / Raw(payload)
+    cols = dict(udp_srcport=sport, udp_dstport=dport, udp_length=length)
+    return L4(layer, 17, 8, cols, len(payload))
+
+
+_ICMP_ECHO = {4: (8, 0), 6: (128, 129)}
+
+
+def icmp(version, type_, code=0, *, ident=None, seq=None, body=b"") -> L4:
+    """ICMP (version 4) or ICMPv6 (6): an echo request/reply, or an error quoting ``body``."""
+    echo = type_ in _ICMP_ECHO[version]
+    if version == 4:
+        layer = (ICMP(type=type_, code=code, id=ident, seq=seq) if echo
+                 else ICMP(type=type_, code=code)) / Raw(body)
+    elif echo:
+        cls = ICMPv6EchoRequest if type_ == 128 else ICMPv6EchoReply
+        layer = cls(id=ident, seq=seq, data=body)
+    else:
+        assert type_ == 1, "only destination unreachable is built for ICMPv6 errors"
+        layer = ICMPv6DestUnreach(code=code) / Raw(body)
+    cols = dict(icmp_type=type_, icmp_code=code,
+                icmp_ident=ident if echo else None, icmp_seq=seq if echo else None)
+    return L4(layer, 1 if version == 4 else 58, 8, cols, len(body), quoted=not echo)
+
+
+# -- network ----------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Built:
+    """Bytes of a packet and the column values it must read back as.
+
+    ``payload_start``/``ip_end`` index into ``data``: where the transport payload starts (None
+    when no transport header is decoded) and where the IP packet ends (bytes after it are link
+    padding, not payload).
+    """
+    data: bytes
+    fields: dict
+    name: str
+    ethertype: int = 0
+    payload_start: int | None = None
+    ip_end: int = 0
+    link_type: int | None = None
+    quotes_transport: bool = False     # tshark shows the quoted header's ports on this packet
+    fragmented_tcp: bool = False       # a first fragment carrying TCP (tshark omits tcp.len)
+
+    def shifted(self, prefix: bytes, link_type: int, **fields) -> Built:
+        """The same packet behind a link-layer header ``prefix``."""
+        start = None if self.payload_start is None else self.payload_start + len(prefix)
+        return replace(self, data=prefix + self.data, fields={**self.fields, **fields},
+                       payload_start=start, ip_end=self.ip_end + len(prefix),
+                       link_type=link_type)
+
+
+def _with_transport(l4: L4, frag_first: bool, ip_len: int, ip_hdr_len: int):
+    """Transport columns and payload start of an IP packet carrying ``l4`` (or a fragment of
+    it: only a first fragment carries the header)."""
+    if not frag_first:
+        return {}, None
+    cols = dict(l4.fields)
+    if l4.proto == 6:   # the TCP payload is whatever follows the header inside this IP packet
+        cols["tcp_len"] = ip_len - ip_hdr_len - l4.hdr_len
+        payload_len = cols["tcp_len"]
+    else:
+        payload_len = l4.payload_len
+    cols["payload_len"] = payload_len
+    return cols, ip_hdr_len + l4.hdr_len
+
+
+def _transport_bytes(l4: L4, ip_layer) -> bytes:
+    """The transport header + payload with its checksum over ``ip_layer``'s pseudo-header."""
+    whole = bytes(ip_layer / l4.layer)
+    return whole[len(bytes(ip_layer)):]
+
+
+def ipv4(l4: L4, src, dst, *, ttl=64, ident=0, df=False, options=b"", frag=None,
+         name="") -> Built:
+    """An IPv4 packet.  ``frag=(offset_units, more, size)`` sends ``size`` bytes of the
+    transport bytes starting at ``offset_units * 8`` (no transport decoded unless offset 0)."""
+    assert len(options) % 4 == 0 and len(options) <= 40
+    transport = _transport_bytes(l4, IP(src=src, dst=dst))
+    offset, mf = 0, False
+    if frag is not None:
+        offset, mf, size = frag
+        transport = transport[offset * 8: offset * 8 + size]
+    hdr_len = 20 + len(options)
+    ip_len = hdr_len + len(transport)
+    layer = IP(src=src, dst=dst, ttl=ttl, id=ident, proto=l4.proto, ihl=hdr_len // 4,
+               flags=(2 if df else 0) | (1 if mf else 0), frag=offset, len=ip_len)
+    data = bytes(layer)[:20] + options + transport
+    data = _ipv4_checksummed(data, hdr_len)
+    cols = dict(ip_version=4, ip_src=src, ip_dst=dst, ip_hdr_len=hdr_len, ip_len=ip_len,
+                ip_proto=l4.proto, ip_ttl=ttl, ip_id=ident, ip_flags_df=df, ip_flags_mf=mf,
+                ip_frag_offset=offset, ip_fragment=mf or offset > 0)
+    tcols, start = _with_transport(l4, offset == 0, ip_len, hdr_len)
+    cols.update(tcols)
+    return Built(data, cols, name or f"ipv4-{_l4_name(l4)}", ETH_IPV4, start, ip_len,
+                 quotes_transport=l4.quoted and offset == 0,
+                 fragmented_tcp=l4.proto == 6 and offset == 0 and mf)
+
+
+def _ipv4_checksummed(data: bytes, hdr_len: int) -> bytes:
+    hdr = bytearray(data[:hdr_len])
+    hdr[10:12] = b"\0\0"
+    total = sum(struct.unpack(f"!{hdr_len // 2}H", hdr))
+    while total >> 16:
+        total = (total & 0xFFFF) + (total >> 16)
+    hdr[10:12] = struct.pack("!H", ~total & 0xFFFF)
+    return bytes(hdr) + data[hdr_len:]
+
+
+# IPv6 extension headers are laid out here byte by byte so their lengths are known exactly.
+HOPOPT, ROUTING, FRAGMENT, DSTOPTS = 0, 43, 44, 60
+
+
+def ext_options(kind, units=0):
+    """A hop-by-hop or destination-options header of (units + 1) * 8 bytes, filled with PadN."""
+    assert kind in (HOPOPT, DSTOPTS)
+    return (kind, lambda nh: bytes([nh, units, 1, units * 8 + 4]) + bytes(units * 8 + 4))
+
+
+def ext_routing(addresses):
+    """A type-0 routing header listing ``addresses`` (8 + 16 * n bytes)."""
+    body = b"".join(ipaddress.IPv6Address(a).packed for a in addresses)
+    n = len(addresses)
+    return (ROUTING, lambda nh: bytes([nh, 2 * n, 0, n]) + bytes(4) + body)
+
+
+def ipv6(l4: L4, src, dst, *, hlim=64, ext=(), frag=None, name="") -> Built:
+    """An IPv6 packet with extension headers ``ext`` (from ``ext_options``/``ext_routing``) and,
+    if ``frag=(ident, offset_units, more, size)``, a fragment header last."""
+    transport = _transport_bytes(l4, IPv6(src=src, dst=dst))
+    headers = list(ext)
+    ident, offset, mf = 0, 0, False
+    if frag is not None:
+        ident, offset, mf, size = frag
+        transport = transport[offset * 8: offset * 8 + size]
+        headers.append((FRAGMENT, lambda nh: struct.pack("!BBHI", nh, 0, offset << 3 | mf,
+                                                         ident)))
+    chain = b""
+    for i, (_, make) in enumerate(headers):
+        nh = headers[i + 1][0] if i + 1 < len(headers) else l4.proto
+        chain += make(nh)
+    first_nh = headers[0][0] if headers else l4.proto
+    payload = chain + transport
+    data = bytes(IPv6(src=src, dst=dst, hlim=hlim, nh=first_nh, plen=len(payload))) + payload
+    hdr_len, ip_len = 40 + len(chain), 40 + len(payload)
+    cols = dict(ip_version=6, ip_src=_canon(src), ip_dst=_canon(dst), ip_hdr_len=hdr_len,
+                ip_len=ip_len, ip_proto=l4.proto, ip_ttl=hlim, ip_id=ident, ip_flags_df=False,
+                ip_flags_mf=mf, ip_frag_offset=offset, ip_fragment=mf or offset > 0)
+    tcols, start = _with_transport(l4, offset == 0, ip_len, hdr_len)
+    cols.update(tcols)
+    return Built(data, cols, name or f"ipv6-{_l4_name(l4)}", ETH_IPV6, start, ip_len,
+                 quotes_transport=l4.quoted and offset == 0,
+                 fragmented_tcp=l4.proto == 6 and offset == 0 and mf)
+
+
+def arp(name="arp") -> Built:
+    data = bytes(ARP(op=1, hwsrc="02:00:00:00:00:01", psrc="10.0.0.1", pdst="10.0.0.2"))
+    return Built(data, {}, name, ETH_ARP, None, len(data))
+
+
+def _canon(address: str) -> str:
+    return ipaddress.ip_address(address).compressed
+
+
+def _l4_name(l4: L4) -> str:
+    return {6: "tcp", 17: "udp", 1: "icmp", 58: "icmpv6"}[l4.proto]
+
+
+# -- link layers ------------------------------------------------------------------------------
+
+MAC_A, MAC_B = bytes.fromhex("020000000001"), bytes.fromhex("020000000002")
+
+
+def ether(p: Built, vlans=(), pad_to=0, outer_tpid=ETH_8021AD) -> Built:
+    """Ethernet II, optionally tagged: ``vlans`` outermost first; with two or more tags the
+    outer one uses ``outer_tpid`` (802.1ad QinQ).  ``pad_to`` pads the frame like a NIC does."""
+    tags = b""
+    for i, vid in enumerate(vlans):
+        tpid = outer_tpid if i == 0 and len(vlans) > 1 else ETH_8021Q
+        tags += struct.pack("!HH", tpid, (3 << 13) | vid)      # PCP 3, DEI 0
+    prefix = MAC_A + MAC_B + tags + struct.pack("!H", p.ethertype)
+    vlan = dict(vlan_id=vlans[0] if vlans else None, vlan_count=len(vlans))
+    out = p.shifted(prefix, LT_ETHERNET, **vlan)
+    if len(out.data) < pad_to:
+        out = replace(out, data=out.data + bytes(pad_to - len(out.data)))
+    return out
+
+
+def sll(p: Built) -> Built:
+    """Linux cooked capture v1: packet type, ARPHRD, address length, 8 address bytes, protocol."""
+    prefix = struct.pack("!HHH8sH", 4, 1, 6, MAC_A, p.ethertype)    # 4 = sent by us
+    return p.shifted(prefix, LT_SLL, vlan_id=None, vlan_count=0)
+
+
+def sll2(p: Built) -> Built:
+    """Linux cooked capture v2: protocol, reserved, ifindex, ARPHRD, packet type, addr len, addr."""
+    prefix = struct.pack("!HHIHBB8s", p.ethertype, 0, 7, 1, 0, 6, MAC_A)
+    return p.shifted(prefix, LT_SLL2, vlan_id=None, vlan_count=0)
+
+
+def raw(p: Built, link_type=LT_RAW) -> Built:
+    return p.shifted(b"", link_type, vlan_id=None, vlan_count=0)
+
+
+# BSD loopback address families for IPv6 differ by OS; all three are in use in the wild.
+AF_INET, AF_INET6_BSD, AF_INET6_FREEBSD, AF_INET6_DARWIN = 2, 24, 28, 30
+
+
+def null(p: Built, byteorder="<", family=None) -> Built:
+    """BSD null/loopback (DLT_NULL): a 4-byte address family in the *capturing host's* order."""
+    fam = family if family is not None else (AF_INET if p.ethertype == ETH_IPV4 else AF_INET6_BSD)
+    return p.shifted(struct.pack(byteorder + "I", fam), LT_NULL, vlan_id=None, vlan_count=0)
+
+
+def loop(p: Built, family=None) -> Built:
+    """OpenBSD loopback (LINKTYPE_LOOP): like null, but the family is always big-endian."""
+    return replace(null(p, ">", family), link_type=LT_LOOP)
+
+
+def opaque(link_type: int, data: bytes, name="opaque") -> Built:
+    """A frame of a link type the reader is not expected to decode."""
+    return Built(data, {"vlan_id": None, "vlan_count": 0}, name, 0, None, len(data), link_type)
+
+
+# -- expected rows ----------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Record:
+    """One packet as a writer lays it down: the frame, its time, and where the snaplen cut it."""
+    frame: Built
+    ts_ns: int
+    cap_len: int | None = None      # None: the whole frame
+    interface: int = 0
+
+
+@dataclass
+class Written:
+    """A capture file's bytes and what reading it must give."""
+    data: bytes
+    rows: list[dict]
+    name: str
+    fmt: str                          # "pcap" or "pcapng"
+    record_offsets: list[int] = field(default_factory=list)   # record header / block starts
+    length_fields: list[tuple[int, int, str]] = field(default_factory=list)  # (offset, size, "<"|">")
+    notes: list[frozenset] = field(default_factory=list)      # per packet, see tshark_excuses
+
+
+def _row(number, frame: Built, ts_ns, cap_len, interface, offset, first_ts) -> dict:
+    """The expected columns of one packet: its built fields plus the frame-level values."""
+    row = dict.fromkeys(ALL_COLUMNS)
+    row.update(frame.fields)
+    row["_name"] = frame.name
+    row.update(frame_number=number, frame_time_ns=ts_ns, frame_time_epoch=ts_ns / NS,
+               frame_time_relative=(ts_ns - first_ts) / NS, frame_len=len(frame.data),
+               frame_cap_len=cap_len, frame_interface_id=interface, link_type=frame.link_type,
+               frame_offset=offset)
+    if frame.payload_start is not None and cap_len < frame.payload_start:
+        raise ValueError(f"{frame.name}: a cut at {cap_len} bytes falls inside the headers, "
+                         "where no answer is known by construction")
+    if frame.payload_start is None:
+        row.update(payload_offset=-1, payload_len=0, payload_cap_len=0)
+    else:
+        present = min(cap_len, frame.ip_end) - frame.payload_start
+        row.update(payload_offset=offset + frame.payload_start,
+                   payload_cap_len=max(0, min(present, row["payload_len"])))
+    return row
+
+
+def _number_streams(rows: list[dict]) -> None:
+    """tcp.stream / udp.stream by first appearance of each address-port pair (no port reuse in
+    crafted captures, so this is Wireshark's numbering)."""
+    for proto in ("tcp", "udp"):
+        ids: dict = {}
+        for r in rows:
+            if r[f"{proto}_srcport"] is None:
+                continue
+            key = frozenset([(r["ip_src"], r[f"{proto}_srcport"]),
+                             (r["ip_dst"], r[f"{proto}_dstport"])])
+            r[f"{proto}_stream"] = ids.setdefault(key, len(ids))
+
+
+def _finish(data, entries, name, fmt, record_offsets, length_fields) -> Written:
+    """entries: (frame, ts_ns, cap_len, interface, data offset, notes) per packet, file order."""
+    first_ts = entries[0][1] if entries else 0
+    rows = [_row(i + 1, f, ts, cap, ifc, off, first_ts)
+            for i, (f, ts, cap, ifc, off, _) in enumerate(entries)]
+    _number_streams(rows)
+    notes = []
+    for f, *_, extra in entries:
+        notes.append(frozenset(extra) | {n for n, on in (("quotes_transport", f.quotes_transport),
+                                                         ("fragmented_tcp", f.fragmented_tcp))
+                                         if on})
+    return Written(bytes(data), rows, name, fmt, record_offsets, length_fields, notes)
+
+
+# -- classic pcap -----------------------------------------------------------------------------
+
+PCAP_MAGIC_US, PCAP_MAGIC_NS = 0xA1B2C3D4, 0xA1B23C4D
+
+
+def pcap(records, link_type, *, endian="<", nano=False, snaplen=65535, name="pcap") -> Written:
+    """Classic pcap (2.4) in byte order ``endian``, microsecond or nanosecond timestamps."""
+    magic = PCAP_MAGIC_NS if nano else PCAP_MAGIC_US
+    out = bytearray(struct.pack(endian + "IHHiIII", magic, 2, 4, 0, 0, snaplen, link_type))
+    units = 1 if nano else 1000
+    entries, offsets, lengths = [], [], []
+    for r in records:
+        assert r.frame.link_type == link_type, (r.frame.name, r.frame.link_type, link_type)
+        sec, sub = divmod(r.ts_ns, NS)
+        assert sub % units == 0, f"{r.ts_ns} ns is not representable in this resolution"
+        cap = min(len(r.frame.data), snaplen, r.cap_len or len(r.frame.data))
+        offsets.append(len(out))
+        lengths.append((len(out) + 8, 4, endian))
+        out += struct.pack(endian + "IIII", sec, sub // units, cap, len(r.frame.data))
+        entries.append((r.frame, r.ts_ns, cap, 0, len(out), ()))
+        out += r.frame.data[:cap]
+    return _finish(out, entries, name, "pcap", offsets, lengths)
+
+
+# -- pcapng -----------------------------------------------------------------------------------
+
+SHB, IDB, OPB, SPB, NRB, ISB, EPB = 0x0A0D0D0A, 1, 2, 3, 4, 5, 6
+CUSTOM_COPY, CUSTOM_NOCOPY = 0x00000BAD, 0x40000BAD
+BYTE_ORDER_MAGIC = 0x1A2B3C4D
+OPT_ENDOFOPT, OPT_COMMENT, IF_NAME, IF_TSRESOL, IF_TSOFFSET, EPB_FLAGS = 0, 1, 2, 9, 14, 2
+
+
+def tsresol_ns(tsresol: int) -> Fraction:
+    """Nanoseconds per timestamp unit for an if_tsresol byte (10^-v, or 2^-v with bit 7 set)."""
+    if tsresol & 0x80:
+        return Fraction(NS, 2 ** (tsresol & 0x7F))
+    return Fraction(NS, 10 ** tsresol)
+
+
+@dataclass
+class _Interface:
+    link_type: int
+    snaplen: int
+    tsresol: int
+    tsoffset: int
+
+
+class Pcapng:
+    """Writes a pcapng file block by block; each method returns the block's file offset."""
+
+    def __init__(self, name="pcapng"):
+        self.name = name
+        self.out = bytearray()
+        self.entries: list = []
+        self.block_offsets: list[int] = []
+        self.length_fields: list[tuple[int, int, str]] = []
+        self.endian = "<"
+        self.interfaces: list[_Interface] = []
+        self._shb_length_at: int | None = None
+
+    # generic pieces
+    def options(self, opts) -> bytes:
+        """Encode (code, bytes) options, padded to 32 bits, ended by opt_endofopt."""
+        if not opts:
+            return b""
+        e, body = self.endian, b""
+        for code, value in opts:
+            body += struct.pack(e + "HH", code, len(value)) + value + bytes(-len(value) % 4)
+        return body + struct.pack(e + "HH", OPT_ENDOFOPT, 0)
+
+    def block(self, btype: int, body: bytes, *, trailer_delta=0) -> int:
+        """A block: type, total length, body (padded), total length again (+ trailer_delta)."""
+        e = self.endian
+        body += bytes(-len(body) % 4)
+        total = 12 + len(body)
+        offset = len(self.out)
+        self.block_offsets.append(offset)
+        self.length_fields.append((offset + 4, 4, e))
+        self.length_fields.append((offset + total - 4, 4, e))
+        self.out += struct.pack(e + "II", btype, total) + body
+        self.out += struct.pack(e + "I", total + trailer_delta)
+        return offset
+
+    # sections and interfaces
+    def section(self, endian="<", *, real_length=False, comment: str | None = None) -> int:
+        """A new section (SHB) in byte order ``endian``; its interfaces start again at id 0.
+        ``real_length`` writes the section length instead of -1 (patched when it ends)."""
+        self._close_section()
+        self.endian, self.interfaces = endian, []
+        opts = self.options([(OPT_COMMENT, comment.encode())] if comment else [])
+        body = struct.pack(endian + "IHHq", BYTE_ORDER_MAGIC, 1, 0, -1) + opts
+        offset = self.block(SHB, body)
+        self._shb_length_at = offset + 16 if real_length else None
+        self._section_body_start = offset + 12 + len(body) + 4
+        return offset
+
+    def _close_section(self):
+        if self._shb_length_at is not None:
+            length = len(self.out) - self._section_body_start
+            self.out[self._shb_length_at:self._shb_length_at + 8] = struct.pack(
+                self.endian + "q", length)
+            self._shb_length_at = None
+
+    def interface(self, link_type, *, snaplen=0, tsresol=None, tsoffset=None,
+                  if_name=None) -> int:
+        """An IDB; returns the new interface id.  ``tsresol`` None means the default (10^-6)."""
+        opts = []
+        if if_name:
+            opts.append((IF_NAME, if_name.encode()))
+        if tsresol is not None:
+            opts.append((IF_TSRESOL, bytes([tsresol])))
+        if tsoffset is not None:
+            opts.append((IF_TSOFFSET, struct.pack(self.endian + "q", tsoffset)))
+        body = struct.pack(self.endian + "HHI", link_type, 0, snaplen) + self.options(opts)
+        self.block(IDB, body)
+        self.interfaces.append(_Interface(link_type, snaplen, 6 if tsresol is None else tsresol,
+                                          tsoffset or 0))
+        return len(self.interfaces) - 1
+
+    # packets
+    def _cap(self, ifc: _Interface, frame: Built, cap_len):
+        cap = len(frame.data) if cap_len is None else min(cap_len, len(frame.data))
+        return min(cap, ifc.snaplen) if ifc.snaplen else cap
+
+    def _ts_units(self, ifc: _Interface, ts_ns: int) -> int:
+        units = Fraction(ts_ns - ifc.tsoffset * NS) / tsresol_ns(ifc.tsresol)
+        assert units.denominator == 1 and units >= 0, f"{ts_ns} ns not representable"
+        return int(units)
+
+    def _packet(self, btype, head: bytes, frame: Built, cap, ts_ns, if_id, opts=(),
+                notes=()) -> int:
+        body = head + frame.data[:cap] + bytes(-cap % 4) + self.options(list(opts))
+        offset = self.block(btype, body)
+        assert frame.link_type == self.interfaces[if_id].link_type, frame.name
+        self.entries.append((frame, ts_ns, cap, if_id, offset + 8 + len(head), notes))
+        return offset
+
+    def epb(self, if_id, frame: Built, ts_ns, *, cap_len=None, flags=None) -> int:
+        ifc = self.interfaces[if_id]
+        cap = self._cap(ifc, frame, cap_len)
+        t = self._ts_units(ifc, ts_ns)
+        head = struct.pack(self.endian + "IIIII", if_id, t >> 32, t & 0xFFFFFFFF, cap,
+                           len(frame.data))
+        self.length_fields.append((len(self.out) + 20, 4, self.endian))
+        opts = [(EPB_FLAGS, struct.pack(self.endian + "I", flags))] if flags is not None else []
+        return self._packet(EPB, head, frame, cap, ts_ns, if_id, opts)
+
+    def opb(self, if_id, frame: Built, ts_ns, *, cap_len=None, drops=0) -> int:
+        """Obsolete Packet Block (type 2): 16-bit interface id and drop count."""
+        ifc = self.interfaces[if_id]
+        cap = self._cap(ifc, frame, cap_len)
+        t = self._ts_units(ifc, ts_ns)
+        head = struct.pack(self.endian + "HHIIII", if_id, drops, t >> 32, t & 0xFFFFFFFF, cap,
+                           len(frame.data))
+        self.length_fields.append((len(self.out) + 20, 4, self.endian))
+        return self._packet(OPB, head, frame, cap, ts_ns, if_id)
+
+    def spb(self, frame: Built) -> int:
+        """Simple Packet Block: interface 0, original length only, no timestamp.  The expected
+        time is 0 (pcapstats' choice; tshark shows no time at all, see tshark_excuses)."""
+        cap = self._cap(self.interfaces[0], frame, None)
+        head = struct.pack(self.endian + "I", len(frame.data))
+        return self._packet(SPB, head, frame, cap, 0, 0, notes=("untimed",))
+
+    # blocks a packet reader must step over
+    def nrb(self) -> int:
+        e = self.endian
+        rec = ipaddress.IPv4Address("10.0.0.1").packed + b"host.example\0"
+        body = struct.pack(e + "HH", 1, len(rec)) + rec + bytes(-len(rec) % 4)
+        return self.block(NRB, body + struct.pack(e + "HH", 0, 0))
+
+    def isb(self, if_id, ts_ns=0) -> int:
+        ifc = self.interfaces[if_id]
+        t = self._ts_units(ifc, ts_ns) if ts_ns else 0
+        return self.block(ISB, struct.pack(self.endian + "III", if_id, t >> 32, t & 0xFFFFFFFF))
+
+    def custom(self, copy=True, data=b"custom!") -> int:
+        body = struct.pack(self.endian + "I", 32473) + data    # 32473: PEN for documentation
+        return self.block(CUSTOM_COPY if copy else CUSTOM_NOCOPY, body)
+
+    def unknown(self, btype=0x00000F00, data=b"\x01\x02\x03\x04\x05") -> int:
+        return self.block(btype, data)
+
+    def written(self) -> Written:
+        self._close_section()
+        return _finish(self.out, self.entries, self.name, "pcapng", self.block_offsets,
+                       self.length_fields)
+
+
+def gzipped(w: Written) -> Written:
+    """The same capture gzip-compressed; offsets still count in the decompressed bytes."""
+    return replace(w, data=gzip.compress(w.data, mtime=0), name=w.name + ".gz")
+
+
+# -- timestamps -------------------------------------------------------------------------------
+
+BASE_NS = 1_700_000_000 * NS + 123_456_789
+
+
+def times(n, unit_ns=1, base=BASE_NS, step=1_234_567_891):
+    """``n`` increasing timestamps on a grid of ``unit_ns``, with uneven sub-second parts."""
+    return [(base + i * step + i * i * 7_777) // unit_ns * unit_ns for i in range(n)]
+
+
+# -- tshark, the independent reader ----------------------------------------------------------
+
+TSHARK = shutil.which("tshark")
+# Wireshark's dissection that matches pcapstats' rules: no reassembly, raw sequence numbers.
+TSHARK_PREFS = ("-o", "ip.defragment:FALSE", "-o", "ipv6.defragment:FALSE",
+                "-o", "tcp.relative_sequence_numbers:FALSE", "-o", "tcp.desegment_tcp_streams:FALSE")
+_TSHARK_FIELDS = (
+    "frame.number", "frame.time_epoch", "frame.time_relative", "frame.len", "frame.cap_len",
+    "frame.interface_id", "vlan.id", "ieee8021ad.id",
+    "ip.version", "ip.src", "ip.dst", "ip.hdr_len", "ip.len", "ip.proto", "ip.ttl", "ip.id",
+    "ip.flags.df", "ip.flags.mf", "ip.frag_offset",
+    "ipv6.version", "ipv6.src", "ipv6.dst", "ipv6.plen", "ipv6.nxt", "ipv6.hlim",
+    "ipv6.hopopts.nxt", "ipv6.routing.nxt", "ipv6.dstopts.nxt", "ipv6.fraghdr.nxt",
+    "ipv6.fraghdr.offset", "ipv6.fraghdr.more", "ipv6.fraghdr.ident",
+    "tcp.srcport", "tcp.dstport", "tcp.stream", "tcp.seq_raw", "tcp.ack_raw", "tcp.hdr_len",
+    "tcp.flags", "tcp.window_size_value", "tcp.len", "tcp.options.mss_val",
+    "tcp.options.wscale.shift", "tcp.options.sack_perm", "tcp.options.timestamp.tsval",
+    "tcp.options.timestamp.tsecr", "tcp.options.sack.count", "tcp.options.sack_le",
+    "tcp.options.sack_re",
+    "udp.srcport", "udp.dstport", "udp.stream", "udp.length",
+    "icmp.type", "icmp.code", "icmp.ident", "icmp.seq",
+    "icmpv6.type", "icmpv6.code", "icmpv6.echo.identifier", "icmpv6.echo.sequence_number",
+)
+
+
+def tshark_raw(path, fields=_TSHARK_FIELDS, prefs=TSHARK_PREFS) -> list[dict[str, list[str]]]:
+    """tshark's fields per packet, each as the list of all its occurrences (outer first)."""
+    cmd = [TSHARK, "-n", "-r", str(path), *prefs, "-T", "fields", "-E", "occurrence=a",
+           "-E", "aggregator=|", "-E", "separator=/t"]
+    for f in fields:
+        cmd += ["-e", f]
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, f"tshark failed on {path}: {out.stderr}"
+    rows = []
+    for line in out.stdout.splitlines():
+        values = line.split("\t")
+        rows.append({f: (v.split("|") if v else []) for f, v in zip(fields, values)})
+    return rows
+
+
+def _ns(text: str) -> int:
+    return int(Decimal(text) * NS)
+
+
+def _first(raw, name, conv=int):
+    vals = raw[name]
+    return conv(vals[0]) if vals else None
+
+
+def _as_int(text: str) -> int:
+    return int(text, 0)
+
+
+def _ipv6_upper(raw) -> int | None:
+    """The protocol after the outer IPv6 header's extension chain, from tshark's nxt fields."""
+    by_type = {HOPOPT: "ipv6.hopopts.nxt", ROUTING: "ipv6.routing.nxt",
+               DSTOPTS: "ipv6.dstopts.nxt", FRAGMENT: "ipv6.fraghdr.nxt"}
+    used = dict.fromkeys(by_type, 0)
+    nh = _first(raw, "ipv6.nxt")
+    while nh in by_type:
+        vals = raw[by_type[nh]]
+        if used[nh] >= len(vals):
+            break
+        nxt = int(vals[used[nh]])
+        used[nh] += 1
+        nh = nxt
+    return nh
+
+
+def tshark_rows(path) -> list[dict]:
+    """tshark's view of a capture in pcapstats' column names and units (None where absent).
+
+    Columns tshark has no field for (link_type, frame_offset, payload_*, IPv6 ip_hdr_len) are
+    left out of the dicts.  Where a packet quotes another (ICMP errors) the outer header's
+    occurrence is taken; the quoted transport header's ports are what tshark shows for tcp/udp.
+    """
+    rows = []
+    for raw in tshark_raw(path):
+        v6 = not raw["ip.src"] and bool(raw["ipv6.src"])
+        v4 = bool(raw["ip.src"])
+        r: dict = {
+            "frame_number": _first(raw, "frame.number"),
+            "frame_time_ns": _first(raw, "frame.time_epoch", _ns),
+            "frame_len": _first(raw, "frame.len"),
+            "frame_cap_len": _first(raw, "frame.cap_len"),
+            "frame_interface_id": _first(raw, "frame.interface_id"),
+            # An 802.1ad S-tag is ieee8021ad.id, not vlan.id: outermost is the S-tag if any.
+            "vlan_id": _first(raw, "ieee8021ad.id") or _first(raw, "vlan.id"),
+            "vlan_count": len(raw["ieee8021ad.id"]) + len(raw["vlan.id"]),
+        }
+        r["frame_time_relative"] = _first(raw, "frame.time_relative", Decimal)
+        ip = dict.fromkeys(IP_COLUMNS)
+        if v4:
+            mf = _first(raw, "ip.flags.mf", _as_int)
+            off = _first(raw, "ip.frag_offset")
+            ip.update(ip_version=4, ip_src=raw["ip.src"][0], ip_dst=raw["ip.dst"][0],
+                      ip_hdr_len=_first(raw, "ip.hdr_len"), ip_len=_first(raw, "ip.len"),
+                      ip_proto=_first(raw, "ip.proto"), ip_ttl=_first(raw, "ip.ttl"),
+                      ip_id=_first(raw, "ip.id", _as_int),
+                      ip_flags_df=bool(_first(raw, "ip.flags.df", _as_int)),
+                      ip_flags_mf=bool(mf), ip_frag_offset=off, ip_fragment=bool(mf) or off > 0)
+        elif v6:
+            mf = bool(_first(raw, "ipv6.fraghdr.more", _as_int))
+            off = _first(raw, "ipv6.fraghdr.offset") or 0
+            ip.update(ip_version=6, ip_src=raw["ipv6.src"][0], ip_dst=raw["ipv6.dst"][0],
+                      ip_len=_first(raw, "ipv6.plen") + 40, ip_proto=_ipv6_upper(raw),
+                      ip_ttl=_first(raw, "ipv6.hlim"),
+                      ip_id=_first(raw, "ipv6.fraghdr.ident", _as_int) or 0,
+                      ip_flags_df=False, ip_flags_mf=mf, ip_frag_offset=off,
+                      ip_fragment=mf or off > 0)
+            del ip["ip_hdr_len"]     # tshark has no IPv6 header-length field
+        r.update(ip)
+        sack_le, sack_re = raw["tcp.options.sack_le"], raw["tcp.options.sack_re"]
+        has_tcp = bool(raw["tcp.srcport"])
+        r.update(
+            tcp_srcport=_first(raw, "tcp.srcport"), tcp_dstport=_first(raw, "tcp.dstport"),
+            tcp_stream=_first(raw, "tcp.stream"), tcp_seq_raw=_first(raw, "tcp.seq_raw"),
+            tcp_ack_raw=_first(raw, "tcp.ack_raw"), tcp_hdr_len=_first(raw, "tcp.hdr_len"),
+            tcp_flags=_first(raw, "tcp.flags", _as_int),
+            tcp_window_size_value=_first(raw, "tcp.window_size_value"),
+            tcp_len=_first(raw, "tcp.len"),
+            tcp_option_mss=_first(raw, "tcp.options.mss_val"),
+            tcp_option_wscale_shift=_first(raw, "tcp.options.wscale.shift"),
+            tcp_option_sack_perm=bool(raw["tcp.options.sack_perm"]) if has_tcp else None,
+            tcp_option_tsval=_first(raw, "tcp.options.timestamp.tsval"),
+            tcp_option_tsecr=_first(raw, "tcp.options.timestamp.tsecr"),
+            tcp_sack_count=len(sack_le) if has_tcp else None,
+        )
+        for k in range(1, 5):
+            r[f"tcp_sack_le{k}_raw"] = int(sack_le[k - 1]) if len(sack_le) >= k else None
+            r[f"tcp_sack_re{k}_raw"] = int(sack_re[k - 1]) if len(sack_re) >= k else None
+        r.update(udp_srcport=_first(raw, "udp.srcport"), udp_dstport=_first(raw, "udp.dstport"),
+                 udp_stream=_first(raw, "udp.stream"), udp_length=_first(raw, "udp.length"))
+        fam = "icmp" if raw["icmp.type"] else "icmpv6"
+        r.update(icmp_type=_first(raw, f"{fam}.type"), icmp_code=_first(raw, f"{fam}.code"),
+                 icmp_ident=_first(raw, "icmp.ident" if fam == "icmp"
+                                   else "icmpv6.echo.identifier", _as_int),
+                 icmp_seq=_first(raw, "icmp.seq" if fam == "icmp"
+                                 else "icmpv6.echo.sequence_number", _as_int))
+        rows.append(r)
+    return rows
+
+
+# -- comparing --------------------------------------------------------------------------------
+
+def same(expected, got) -> bool:
+    """Equality for column values: floats to the last bits, NA/None alike, bools as ints."""
+    if expected is None or got is None:
+        return expected is None and got is None
+    if isinstance(expected, (float, Decimal)) or isinstance(got, (float, Decimal)):
+        return math.isclose(float(expected), float(got), rel_tol=4e-16, abs_tol=1e-12)
+    if isinstance(expected, str) or isinstance(got, str):
+        return str(expected) == str(got)
+    return int(expected) == int(got)
+
+
+def compare_rows(label, expected: list[dict], got: list[dict], columns, skip=None) -> list[str]:
+    """Every difference as 'label: packet N (name) column: expected X, got Y'.
+
+    ``skip(i, column)`` may excuse a cell (a documented difference of definition)."""
+    problems = []
+    if len(expected) != len(got):
+        problems.append(f"{label}: {len(got)} packets, expected {len(expected)}")
+    for i, (e, g) in enumerate(zip(expected, got)):
+        for col in columns:
+            if col not in e or col not in g or (skip and skip(i, col)):
+                continue
+            if not same(e[col], g[col]):
+                problems.append(f"{label}: packet {i + 1} ({e.get('_name', '?')}) {col}: "
+                                f"expected {e[col]!r}, got {g[col]!r}")
+    return problems
+
+
+# -- a catalogue of packets -------------------------------------------------------------------
+
+A4, B4, C4 = "192.0.2.1", "198.51.100.2", "203.0.113.3"
+A6, B6, C6 = "2001:db8::1", "2001:db8:0:1::2", "2001:db8:ff::3"
+FIN, SYN, RST, PSH, ACK, URG, ECE, CWR, NS_ = 0x1, 0x2, 0x4, 0x8, 0x10, 0x20, 0x40, 0x80, 0x100
+
+
+def zoo() -> list[Built]:
+    """IP packets (no link header) exercising every decoded field, option and extension header.
+
+    ICMP errors quote packets that appear earlier, so stream numbering stays unambiguous."""
+    syn_opts = [("MSS", 1460), ("SAckOK", b""), ("Timestamp", (1111, 0)), ("NOP", None),
+                ("WScale", 7)]
+    ts = ("Timestamp", (2222, 3333))
+    udp4 = ipv4(udp(5353, 53, b"q" * 50), A4, B4, ttl=1, ident=7, name="udp4")
+    syn4 = ipv4(tcp(40000, 80, seq=1000, flags=SYN, window=64240, options=syn_opts),
+                A4, B4, ident=0x1234, df=True, name="tcp-syn-mss-sackok-ts-nop-ws")
+    udp6 = ipv6(udp(6000, 7000, b"u" * 33), A6, B6, hlim=200,
+                ext=[ext_options(HOPOPT), ext_options(DSTOPTS, 1)], name="udp6-hbh-dstopts")
+    big = b"".join(bytes([i % 251]) for i in range(1200))
+    return [
+        syn4,
+        ipv4(tcp(80, 40000, seq=5000, ack=1001, flags=SYN | ACK, window=65160,
+                 options=[("MSS", 1400), ("NOP", None), ("NOP", None), ("SAckOK", b""),
+                          ("NOP", None), ("WScale", 14)]),
+             B4, A4, ttl=63, df=True, name="tcp-synack-ws14"),
+        ipv4(tcp(40000, 80, seq=1001, ack=5001, flags=ACK, window=502,
+                 options=[("NOP", None), ("NOP", None), ts, ("NOP", None), ("NOP", None),
+                          ("SAck", (6000, 6100))]), A4, B4, ident=2, df=True,
+             name="tcp-ts-sack1"),
+        ipv4(tcp(40000, 80, seq=1001, ack=5001, window=502,
+                 options=[("NOP", None), ("NOP", None), ts, ("NOP", None), ("NOP", None),
+                          ("SAck", (6000, 6100, 6200, 6300))]), A4, B4, ident=3,
+             name="tcp-ts-sack2"),
+        ipv4(tcp(40000, 80, seq=1001, ack=5001, window=502,
+                 options=[("NOP", None), ("NOP", None), ts, ("NOP", None), ("NOP", None),
+                          ("SAck", (6000, 6100, 6200, 6300, 6400, 6500))]), A4, B4, ident=4,
+             name="tcp-ts-sack3"),
+        ipv4(tcp(40000, 80, seq=1001, ack=5001, window=502,
+                 options=[("NOP", None), ("NOP", None),
+                          ("SAck", (0xFFFFFF00, 0xFFFFFFFF, 1, 2, 30, 40, 500, 600))]),
+             A4, B4, ident=5, name="tcp-sack4-wrapping"),
+        ipv4(tcp(80, 40000, seq=0xFFFFFFF0, ack=1001, flags=PSH | ACK | ECE | CWR | NS_,
+                 reserved=0b101, window=0, payload=b"d" * 100), B4, A4, ttl=255,
+             ident=0xFFFF, name="tcp-data-all-flag-bits"),
+        ipv4(tcp(40000, 80, seq=1001, ack=0xFFFFFFFF, flags=FIN | ACK | URG,
+                 options=[("MSS", 536), ("EOL", None), ("Timestamp", (9, 9))]),
+             A4, B4, name="tcp-fin-options-after-eol"),
+        ipv4(tcp(40000, 80, seq=1002, flags=RST), A4, B4, name="tcp-rst"),
+        udp4,
+        ipv4(icmp(4, 8, ident=0x4242, seq=0x0102, body=b"p" * 56), A4, C4, name="icmp-echo"),
+        ipv4(icmp(4, 0, ident=0x4242, seq=0x0102, body=b"p" * 56), C4, A4, name="icmp-reply"),
+        ipv4(icmp(4, 3, 3, body=udp4.data[:28]), B4, A4, name="icmp-port-unreachable"),
+        ipv4(icmp(4, 11, 0, body=syn4.data[:28]), C4, A4, name="icmp-time-exceeded"),
+        ipv4(udp(1234, 4321, b"o" * 10), A4, C4, options=bytes.fromhex("9404000001010100"),
+             name="ipv4-options-router-alert"),
+        ipv4(udp(1111, 2222, big), A4, C4, ident=0xBEEF, frag=(0, True, 608),
+             name="ipv4-frag-first-udp"),
+        ipv4(udp(1111, 2222, big), A4, C4, ident=0xBEEF, frag=(76, False, 600),
+             name="ipv4-frag-last"),
+        ipv4(tcp(2000, 3000, seq=7, ack=8, payload=big), A4, C4, ident=0xCAFE,
+             frag=(0, True, 520), name="ipv4-frag-first-tcp"),
+        ipv6(tcp(50000, 443, seq=77, flags=SYN, window=28800, options=syn_opts), A6, B6,
+             name="tcp6-syn"),
+        udp6,
+        ipv6(tcp(50001, 443, seq=1, ack=2, flags=PSH | ACK, payload=b"r" * 20), A6, B6,
+             ext=[ext_routing([C6, B6])], name="tcp6-routing"),
+        ipv6(udp(6001, 7001, big), A6, B6, frag=(0xABCDEF01, 0, True, 512),
+             ext=[ext_options(HOPOPT)], name="udp6-frag-first"),
+        ipv6(udp(6001, 7001, big), A6, B6, frag=(0xABCDEF01, 64, False, 696),
+             name="udp6-frag-last"),
+        ipv6(icmp(6, 128, ident=0x0A0B, seq=3, body=b"e" * 16), A6, C6,
+             ext=[ext_options(HOPOPT)], name="icmp6-echo-hbh"),
+        ipv6(icmp(6, 129, ident=0x0A0B, seq=3, body=b"e" * 16), C6, A6, name="icmp6-reply"),
+        ipv6(icmp(6, 1, 4, body=udp6.data[:56 + 8]), B6, A6, name="icmp6-port-unreachable"),
+    ]
+
+
+def basic() -> list[Built]:
+    """A few packets of each IP version and transport, for link-type checks."""
+    return [
+        ipv4(tcp(33000, 22, seq=10, ack=20, flags=PSH | ACK, payload=b"s" * 30,
+                 options=[("NOP", None), ("NOP", None), ("Timestamp", (5, 6))]),
+             A4, B4, ident=9, df=True, name="tcp4"),
+        ipv4(udp(5000, 5001, b"x" * 12), B4, A4, ttl=3, name="udp4"),
+        ipv4(icmp(4, 8, ident=1, seq=2, body=b"ping"), A4, C4, name="icmp4"),
+        ipv6(tcp(33001, 22, seq=1, flags=SYN, options=[("MSS", 1220)]), A6, B6, name="tcp6"),
+        ipv6(udp(5002, 5003, b"y" * 7), B6, A6, ext=[ext_options(DSTOPTS)], name="udp6"),
+        ipv6(icmp(6, 128, ident=5, seq=6, body=b"pong"), A6, C6, name="icmp6"),
+    ]
+
+
+def tshark_excuses(w: Written):
+    """Cells where tshark's field is defined differently from the column, on purpose:
+
+    - classic pcap has no interface: tshark prints no frame.interface_id, the column says 0;
+    - an ICMP error quoting a TCP/UDP header: tshark fills tcp.*/udp.* (even udp.stream) from
+      the quoted header, pcapstats decodes no transport layer on that packet;
+    - a first fragment carrying TCP: tshark prints no tcp.len (it is not the segment length);
+    - a pcapng Simple Packet Block has no timestamp: tshark prints no time, the column says 0.
+    """
+    def skip(i, col):
+        notes = w.notes[i]
+        return ((col == "frame_interface_id" and w.fmt == "pcap")
+                or ("quotes_transport" in notes and col in TCP_COLUMNS + UDP_COLUMNS)
+                or ("fragmented_tcp" in notes and col == "tcp_len")
+                or ("untimed" in notes and col.startswith("frame_time")))
+    return skip
+
+
+# -- pcapstats' view --------------------------------------------------------------------------
+
+def _py(value):
+    """A DataFrame cell as a plain Python value, None for <NA>."""
+    import pandas as pd
+    if value is None or value is pd.NA or (isinstance(value, float) and math.isnan(value)):
+        return None
+    return value.item() if hasattr(value, "item") else value
+
+
+def capture_rows(cap, columns=ALL_COLUMNS) -> list[dict]:
+    """pcapstats' packet table as one dict per packet (only ``columns`` that it has)."""
+    df = cap.packets
+    cols = {c: [_py(v) for v in df[c].tolist()] for c in columns if c in df.columns}
+    return [{c: cols[c][i] for c in cols} for i in range(len(df))]
+
+
+def raw_array_problems(label, cap, rows) -> list[str]:
+    """``cap.present`` must be True exactly where a value is expected, and ``cap.column`` must
+    hold that value there (0 elsewhere; addresses as codes into ``cap.addresses``)."""
+    import numpy as np
+    problems = []
+    for col in ALL_COLUMNS:
+        expected_present = np.array([r[col] is not None for r in rows], bool)
+        present = np.asarray(cap.present(col), bool)
+        raw_col = np.asarray(cap.column(col))
+        if not np.array_equal(present, expected_present):
+            bad = np.flatnonzero(present != expected_present)[:5] + 1
+            problems.append(f"{label}: present({col}) wrong on packets {bad.tolist()}")
+            continue
+        for i in np.flatnonzero(~present)[:1000]:
+            if col not in ("ip_src", "ip_dst") and raw_col[i] != 0:
+                problems.append(f"{label}: column({col})[packet {i + 1}] is {raw_col[i]!r} "
+                                "where absent, expected 0")
+                break
+        for i in np.flatnonzero(present):
+            got = raw_col[i]
+            if col in ("ip_src", "ip_dst"):
+                got = cap.addresses[got]
+            if not same(rows[i][col], _py(got)):
+                problems.append(f"{label}: column({col})[packet {i + 1}] is {got!r}, "
+                                f"expected {rows[i][col]!r}")
+                break
+    return problems
+
+
+def read_problems(label, path, w: Written, kernel, skip=None) -> list[str]:
+    """Everything ``pcapstats.read`` gets wrong about a crafted capture, one line each."""
+    import pcapstats as ps
+    cap = ps.read(path, kernel=kernel)
+    problems = compare_rows(label, w.rows, capture_rows(cap), ALL_COLUMNS, skip)
+    if len(cap) == len(w.rows):
+        problems += raw_array_problems(label, cap, w.rows)
+    return problems
+
+
+def kernel_unavailable(kernel) -> str | None:
+    """Why ``kernel`` cannot be used in this install (None when it can)."""
+    import pcapstats as ps
+    import tempfile
+    import os
+    w = pcap([Record(raw(ipv4(udp(1, 2), A4, B4)), BASE_NS // 1000 * 1000)], LT_RAW)
+    fd, path = tempfile.mkstemp(suffix=".pcap")
+    try:
+        os.write(fd, w.data)
+        os.close(fd)
+        ps.read(path, kernel=kernel)
+    except ps.UsageError as e:
+        return str(e)
+    except ImportError as e:
+        return f"kernel {kernel!r} cannot be imported: {e}"
+    finally:
+        os.unlink(path)
+    return None
