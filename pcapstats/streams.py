@@ -9,7 +9,8 @@ direction is set by the first packet of that direction after the stream began (i
 seq - 1 when it is not a SYN), or earlier by the first ACK-bearing packet of the other
 direction (its ack - 1), whichever comes first.  A retransmitted SYN (same seq) stays.
 
-All of it is vectorised except a short loop over the SYNs that could split a conversation.
+Conversation ids come from the kernel's hash (ingest/kernel.py); here only the port-reuse split,
+vectorised except for a short loop over the SYNs that could split a conversation.
 """
 
 from __future__ import annotations
@@ -20,39 +21,21 @@ import pandas as pd
 SYN, ACK = 0x002, 0x010
 
 
-def conversation_ids(src: np.ndarray, dst: np.ndarray, sport: np.ndarray, dport: np.ndarray):
-    """Per packet: conversation id in order of first appearance, and whether it goes B -> A.
-
-    ``src``/``dst`` are address codes (int), ports uint16.  The direction bit is relative to the
-    endpoint ordering by (address code, port), only used to tell the two directions apart.
-    """
-    e_src = src.astype(np.int64) * 65536 + sport
-    e_dst = dst.astype(np.int64) * 65536 + dport
-    codes, _ = pd.factorize(np.concatenate([e_src, e_dst]))
-    c_src, c_dst = codes[: len(src)], codes[len(src):]
-    reverse = c_src > c_dst
-    lo = np.where(reverse, c_dst, c_src).astype(np.int64)
-    hi = np.where(reverse, c_src, c_dst).astype(np.int64)
-    conv, _ = pd.factorize(lo * (int(codes.max(initial=0)) + 1) + hi)
-    return conv.astype(np.int64), reverse
+def udp_streams(conv: np.ndarray) -> np.ndarray:
+    """udp.stream is the conversation id itself (UDP conversations never split)."""
+    return conv
 
 
-def udp_streams(src, dst, sport, dport) -> np.ndarray:
-    return conversation_ids(src, dst, sport, dport)[0]
-
-
-def tcp_streams(src, dst, sport, dport, flags, seq, ack) -> np.ndarray:
-    conv, reverse = conversation_ids(src, dst, sport, dport)
+def tcp_streams(conv, reverse, first, flags, seq, ack) -> np.ndarray:
+    """tcp.stream from the TCP packets' conversation ids (numbered by first appearance); ``first``
+    marks each conversation's first packet."""
     n = len(conv)
     if n == 0:
         return conv
-    pure_syn = (flags & (SYN | ACK)) == SYN
-    first_of_conv = np.zeros(n, bool)
-    first_of_conv[first_occurrences(conv)] = True
-    candidates = np.flatnonzero(pure_syn & ~first_of_conv)
+    candidates = np.flatnonzero(((flags & (SYN | ACK)) == SYN) & (first == 0))
     if len(candidates) == 0:
         return conv
-    splits = _port_reuse_splits(conv, reverse, flags, seq, ack, candidates)
+    splits = _port_reuse_splits(conv, reverse.astype(bool), flags, seq, ack, candidates)
     if not splits.any():
         return conv
     # segment number within the conversation, then renumber (conversation, segment) by first appearance
@@ -60,7 +43,7 @@ def tcp_streams(src, dst, sport, dport, flags, seq, ack) -> np.ndarray:
     seg_sorted = np.cumsum(splits[order])
     conv_sorted = conv[order]
     starts = np.r_[0, np.flatnonzero(conv_sorted[1:] != conv_sorted[:-1]) + 1]
-    base = np.repeat(seg_sorted[starts] - splits[order][starts], np.diff(np.r_[starts, n]))
+    base = np.repeat(seg_sorted[starts], np.diff(np.r_[starts, n]))
     seg = np.empty(n, np.int64)
     seg[order] = seg_sorted - base
     streams, _ = pd.factorize(conv * (int(seg.max()) + 1) + seg)
@@ -68,7 +51,9 @@ def tcp_streams(src, dst, sport, dport, flags, seq, ack) -> np.ndarray:
 
 
 def first_occurrences(codes: np.ndarray) -> np.ndarray:
-    """Indices of the first packet of each code, given codes numbered by first appearance."""
+    """Indices of the first element of each code, for codes numbered by first appearance."""
+    if len(codes) == 0:
+        return np.zeros(0, np.int64)
     running = np.maximum.accumulate(codes)
     return np.flatnonzero(np.r_[True, running[1:] != running[:-1]])
 

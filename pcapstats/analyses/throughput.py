@@ -98,28 +98,30 @@ def _empty() -> pd.DataFrame:
 
 def _one_proto(cap: Capture, proto: str, interval_ns: int) -> pd.DataFrame:
     layer, stream_col, sport_col, dport_col = _PROTOS[proto]
-    idx = np.flatnonzero(cap.layers[layer])
-    if len(idx) == 0:
+    mask = cap.layers[layer]
+    n_rows = int(np.count_nonzero(mask))
+    if n_rows == 0:
         return _empty()
-    s = cap.column(stream_col)[idx]
-    src, dst = cap.column("ip_src")[idx], cap.column("ip_dst")[idx]
-    sport = cap.column(sport_col)[idx].astype(np.int64)
-    dport = cap.column(dport_col)[idx].astype(np.int64)
-    frame_bytes = cap.column("frame_len")[idx].astype(np.int64)
-    payload = cap.column("payload_len")[idx].astype(np.int64)
-    t = cap.column("frame_time_ns")[idx]
+    sel = slice(None) if n_rows == len(mask) else np.flatnonzero(mask)  # all-TCP captures: no copy
+    s = cap.column(stream_col)[sel]
+    src, dst = cap.column("ip_src")[sel], cap.column("ip_dst")[sel]
+    sport, dport = cap.column(sport_col)[sel], cap.column(dport_col)[sel]
+    t = cap.column("frame_time_ns")[sel]
     n_streams = int(s.max()) + 1
 
     # side A of each stream is the source of its first packet (stream ids follow first appearance)
     first = _first_occurrences(s)
     a_addr, a_port = src[first], sport[first]
-    ab = (src == a_addr[s]) & (sport == a_port[s])
+    # key: stream x direction (0 = A to B, 1 = B to A); one bincount per quantity
+    key = s * 2 + ((src != a_addr[s]) | (sport != a_port[s]))
 
-    def per_stream(weights, mask):
-        return np.bincount(s[mask], weights=None if weights is None else weights[mask],
-                           minlength=n_streams).astype(np.int64)
+    def per_direction(weights=None) -> np.ndarray:
+        sums = np.bincount(key, weights=weights, minlength=2 * n_streams)
+        return sums.reshape(n_streams, 2).round().astype(np.int64)
 
-    ba = ~ab
+    packets = per_direction()
+    frame_bytes = per_direction(cap.column("frame_len")[sel])
+    payload_bytes = per_direction(cap.column("payload_len")[sel])
     t0 = cap.first_time_ns
     t_min = np.full(n_streams, np.iinfo(np.int64).max, np.int64)
     t_max = np.full(n_streams, np.iinfo(np.int64).min, np.int64)
@@ -127,45 +129,50 @@ def _one_proto(cap: Capture, proto: str, interval_ns: int) -> pd.DataFrame:
     np.maximum.at(t_max, s, t)
     duration = (t_max - t_min) / 1e9
     with np.errstate(divide="ignore", invalid="ignore"):
-        rate = np.where(duration > 0, 8.0 / duration, np.nan)
-
+        rate = np.where(duration > 0, 8.0 / duration, np.nan)[:, None]
     bins = (t - t0) // interval_ns
-    table = pd.DataFrame({
+    to_bps = 8e9 / interval_ns
+    peak = _peak_per_direction(key, bins, cap.column("frame_len")[sel], n_streams) * to_bps
+    peak_payload = _peak_per_direction(key, bins, cap.column("payload_len")[sel], n_streams) * to_bps
+
+    columns = {
         "stream": np.arange(n_streams, dtype=np.int64),
-        "proto": proto,
+        "proto": np.full(n_streams, proto, dtype=object),
         "address_a": cap.addresses[a_addr].astype(object),
-        "port_a": a_port,
+        "port_a": a_port.astype(np.int64),
         "address_b": cap.addresses[dst[first]].astype(object),
-        "port_b": dport[first],
-        "packets": per_stream(None, slice(None)),
-        "bytes": per_stream(frame_bytes, slice(None)),
-        "packets_a_to_b": per_stream(None, ab),
-        "bytes_a_to_b": per_stream(frame_bytes, ab),
-        "packets_b_to_a": per_stream(None, ba),
-        "bytes_b_to_a": per_stream(frame_bytes, ba),
+        "port_b": dport[first].astype(np.int64),
+        "packets": packets.sum(axis=1),
+        "bytes": frame_bytes.sum(axis=1),
+        "packets_a_to_b": packets[:, 0], "bytes_a_to_b": frame_bytes[:, 0],
+        "packets_b_to_a": packets[:, 1], "bytes_b_to_a": frame_bytes[:, 1],
         "rel_start_s": (t_min - t0) / 1e9,
         "duration_s": duration,
+    }
+    bps, payload_bps = frame_bytes * rate, payload_bytes * rate
+    columns.update({
+        "bps_a_to_b": bps[:, 0], "bps_b_to_a": bps[:, 1],
+        "payload_bytes_a_to_b": payload_bytes[:, 0], "payload_bytes_b_to_a": payload_bytes[:, 1],
+        "payload_bps_a_to_b": payload_bps[:, 0], "payload_bps_b_to_a": payload_bps[:, 1],
+        "peak_bps_a_to_b": peak[:, 0], "peak_bps_b_to_a": peak[:, 1],
+        "peak_payload_bps_a_to_b": peak_payload[:, 0], "peak_payload_bps_b_to_a": peak_payload[:, 1],
     })
-    table["bps_a_to_b"] = table["bytes_a_to_b"] * rate
-    table["bps_b_to_a"] = table["bytes_b_to_a"] * rate
-    table["payload_bytes_a_to_b"] = per_stream(payload, ab)
-    table["payload_bytes_b_to_a"] = per_stream(payload, ba)
-    table["payload_bps_a_to_b"] = table["payload_bytes_a_to_b"] * rate
-    table["payload_bps_b_to_a"] = table["payload_bytes_b_to_a"] * rate
-    for name, weights in (("peak_bps", frame_bytes), ("peak_payload_bps", payload)):
-        peak = _peak_per_direction(s, ab, bins, weights, n_streams) * (8e9 / interval_ns)
-        table[f"{name}_a_to_b"], table[f"{name}_b_to_a"] = peak[:, 0], peak[:, 1]
-    return table[[name for name, _ in THROUGHPUT_COLUMNS]]
+    return pd.DataFrame({name: columns[name] for name, _ in THROUGHPUT_COLUMNS})
 
 
-def _peak_per_direction(s, ab, bins, weights, n_streams) -> np.ndarray:
+_DENSE_LIMIT = 1 << 24  # (stream, direction, interval) cells counted in one dense array
+
+
+def _peak_per_direction(key, bins, weights, n_streams) -> np.ndarray:
     """Largest per-interval byte sum of each (stream, direction): shape (n_streams, 2)."""
-    key_dir = s * 2 + (~ab).astype(np.int64)
-    b0 = bins.min()
-    key = key_dir * (int(bins.max() - b0) + 1) + (bins - b0)
-    sums = pd.Series(weights).groupby(key, sort=False).sum()
-    per_dir = pd.Series(sums.to_numpy()).groupby(sums.index.to_numpy() // (int(bins.max() - b0) + 1),
-                                                 sort=False).max()
+    b0 = int(bins.min())
+    n_bins = int(bins.max()) - b0 + 1
+    cell = key * n_bins + (bins - b0)
+    if 2 * n_streams * n_bins <= _DENSE_LIMIT:
+        sums = np.bincount(cell, weights=weights, minlength=2 * n_streams * n_bins)
+        return sums.reshape(2 * n_streams, n_bins).max(axis=1).reshape(n_streams, 2)
+    sums = pd.Series(weights).groupby(cell, sort=False).sum()       # sparse: only occupied cells
+    best = pd.Series(sums.to_numpy()).groupby(sums.index.to_numpy() // n_bins, sort=False).max()
     out = np.zeros(n_streams * 2)
-    out[per_dir.index.to_numpy()] = per_dir.to_numpy()
+    out[best.index.to_numpy()] = best.to_numpy()
     return out.reshape(n_streams, 2)

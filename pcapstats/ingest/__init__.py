@@ -10,7 +10,6 @@ import ipaddress
 import warnings
 
 import numpy as np
-import pandas as pd
 
 from .. import schema
 from ..capture import Capture
@@ -30,24 +29,27 @@ def read_fast(path, kernel: str = "auto") -> Capture:
             walked = formats.walk(src.buf, src.path, kern)
             rec = walked.records
             out = kern.decode(src.buf, rec.data_off, rec.caplen, rec.origlen, walked.linktype)
-            cap = _build(src, walked, out, kern.name)
+            cap = _build(src, walked, out, kern)
     cap.warnings.extend(str(w.message) for w in caught)
     for w in caught:  # re-emit for the caller's own filters
         warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
     return cap
 
 
-def _build(src, walked: formats.Walked, out: dict, kernel_name: str) -> Capture:
+def _build(src, walked: formats.Walked, out: dict, kern) -> Capture:
     rec = walked.records
     n = len(rec.data_off)
     status = out["status"]
     _warn_skipped(status, walked.linktype, src.path)
 
     ip = out["ip_version"] > 0
-    addresses, src_codes, dst_codes = _intern_addresses(out["ip_src"], out["ip_dst"],
-                                                        out["ip_version"], ip)
+    src_codes, dst_codes, addr16, addr_v6 = kern.intern_addresses(out["ip_version"], out["ip_src"],
+                                                                  out["ip_dst"])
+    addresses = np.array([_format_address(bytes(a), bool(v)) for a, v in zip(addr16, addr_v6)],
+                         dtype=object)
     del out["ip_src"], out["ip_dst"]
     l4, opts, flags = out["l4"], out["tcp_opts"], out["ip_flags"]
+    conv, reverse, first = kern.conversations(l4, src_codes, dst_codes, out["srcport"], out["dstport"])
     tcp, udp = l4 == K.L4_TCP, l4 == K.L4_UDP
     ts = rec.ts.astype(np.int64, copy=False)
 
@@ -82,9 +84,9 @@ def _build(src, walked: formats.Walked, out: dict, kernel_name: str) -> Capture:
     for k in range(1, 5):
         a[f"tcp_sack_le{k}_raw"] = sack[:, 2 * k - 2]
         a[f"tcp_sack_re{k}_raw"] = sack[:, 2 * k - 1]
-    a["tcp_stream"] = _stream_column(tcp, src_codes, dst_codes, out, tcp_streams,
-                                     out["tcp_flags"], out["tcp_seq"], out["tcp_ack"])
-    a["udp_stream"] = _stream_column(udp, src_codes, dst_codes, out, udp_streams)
+    a["tcp_stream"] = _stream_column(tcp, tcp_streams, conv, reverse, first, out["tcp_flags"],
+                                     out["tcp_seq"], out["tcp_ack"])
+    a["udp_stream"] = _stream_column(udp, udp_streams, conv)
 
     layers = {
         schema.VLAN: out["vlan_count"] > 0, schema.IP: ip, schema.TCP: tcp, schema.UDP: udp,
@@ -98,45 +100,20 @@ def _build(src, walked: formats.Walked, out: dict, kernel_name: str) -> Capture:
         layers[layer] = out["tcp_sack_count"] >= k
     return Capture(path=src.path, format=walked.format, compressed=src.compressed,
                    file_size=src.file_size, interfaces=walked.interfaces, arrays=a, layers=layers,
-                   addresses=addresses, engine="fast", kernel=kernel_name,
+                   addresses=addresses, engine="fast", kernel=kern.name,
                    warnings=[])
 
 
-def _stream_column(mask, src_codes, dst_codes, out, numbering, *extra) -> np.ndarray:
+def _stream_column(mask, numbering, *per_packet) -> np.ndarray:
+    """Stream ids of the masked packets, -1 elsewhere (no gather when every packet qualifies)."""
+    count = int(np.count_nonzero(mask))
+    if count == len(mask):
+        return numbering(*per_packet).astype(np.int64, copy=False)
     col = np.full(len(mask), -1, np.int64)
-    idx = np.flatnonzero(mask)
-    if len(idx):
-        col[idx] = numbering(src_codes[idx], dst_codes[idx], out["srcport"][idx],
-                             out["dstport"][idx], *(e[idx] for e in extra))
+    if count:
+        idx = np.flatnonzero(mask)
+        col[idx] = numbering(*(p[idx] for p in per_packet))
     return col
-
-
-def _intern_addresses(src16, dst16, version, ip):
-    """16-byte addresses -> (unique address strings, src codes, dst codes), in order of appearance.
-
-    Codes are -1 where the packet has no IP layer.  Hashing is done by pandas on 64-bit halves,
-    so no Python object is made per packet, only one per distinct address.
-    """
-    n = len(version)
-    idx = np.flatnonzero(ip)
-    both16 = np.concatenate([src16[idx], dst16[idx]])
-    halves = both16.view("<u8").reshape(-1, 2)
-    v6 = np.concatenate([version[idx], version[idx]]) == 6
-    lo_codes, lo_uniq = pd.factorize(halves[:, 0])
-    key = lo_codes.astype(np.int64) * 2 + v6
-    if v6.any():
-        hi_codes, _ = pd.factorize(halves[:, 1])
-        key += hi_codes.astype(np.int64) * (2 * len(lo_uniq))
-    codes, _ = pd.factorize(key)
-    codes = codes.astype(np.int32)
-    running = np.maximum.accumulate(codes) if len(codes) else codes
-    first = np.flatnonzero(np.r_[True, running[1:] != running[:-1]]) if len(codes) else codes
-    names = np.array([_format_address(bytes(both16[i]), bool(v6[i])) for i in first], dtype=object)
-    src_codes = np.full(n, -1, np.int32)
-    dst_codes = np.full(n, -1, np.int32)
-    src_codes[idx] = codes[: len(idx)]
-    dst_codes[idx] = codes[len(idx):]
-    return names, src_codes, dst_codes
 
 
 def _format_address(raw16: bytes, v6: bool) -> str:

@@ -472,6 +472,150 @@ void ps_decode(decode_args *a)
     for (i = 0; i < a->n; i++) decode_one(a, i);
 }
 
+/* ---- hashing: distinct addresses, and conversations (unordered endpoint pairs) ----
+ *
+ * Both number keys in order of first appearance, so the ids equal what pandas.factorize gives
+ * on the same sequence (interning.py does that for the numpy kernel).  Open addressing with
+ * linear probing in a table that doubles at half load; consecutive packets of one flow skip the
+ * lookup.  Return -1 when memory runs out.
+ */
+#include <stdlib.h>
+
+static inline uint64_t mix64(uint64_t x) {
+    x ^= x >> 33; x *= 0xff51afd7ed558ccdULL; x ^= x >> 33; x *= 0xc4ceb9fe1a85ec53ULL; x ^= x >> 33;
+    return x;
+}
+
+/* A table of int32 ids; the keys live in the caller's arrays, looked up through a callback-free
+ * layout: hash[j] = hash of the key of id ids[j] (kept to rehash without the keys). */
+typedef struct { int32_t *ids; uint64_t *hashes; uint64_t mask; int64_t used; } idtable;
+
+static int idt_init(idtable *t) {
+    t->mask = 1023; t->used = 0;
+    t->ids = malloc(sizeof(int32_t) * 1024);
+    t->hashes = malloc(sizeof(uint64_t) * 1024);
+    if (!t->ids || !t->hashes) return -1;
+    memset(t->ids, 0xFF, sizeof(int32_t) * 1024);
+    return 0;
+}
+static void idt_free(idtable *t) { free(t->ids); free(t->hashes); }
+static int idt_grow(idtable *t) {
+    uint64_t old_mask = t->mask, j, size = (old_mask + 1) * 2;
+    int32_t *old_ids = t->ids; uint64_t *old_h = t->hashes;
+    t->ids = malloc(sizeof(int32_t) * size);
+    t->hashes = malloc(sizeof(uint64_t) * size);
+    if (!t->ids || !t->hashes) { free(old_ids); free(old_h); return -1; }
+    memset(t->ids, 0xFF, sizeof(int32_t) * size);
+    t->mask = size - 1;
+    for (j = 0; j <= old_mask; j++) {
+        if (old_ids[j] < 0) continue;
+        uint64_t h = old_h[j] & t->mask;
+        while (t->ids[h] >= 0) h = (h + 1) & t->mask;
+        t->ids[h] = old_ids[j]; t->hashes[h] = old_h[j];
+    }
+    free(old_ids); free(old_h);
+    return 0;
+}
+
+/*
+ * Addresses: packets with ip_version != 0 get codes for src and dst (src first), -1 otherwise.
+ * addr_out (capacity 2n x 16) and addr_v6 receive the distinct addresses.  Returns their number.
+ */
+int64_t ps_intern_addresses(int64_t n, const uint8_t *version, const uint8_t *src16,
+                            const uint8_t *dst16, int32_t *src_code, int32_t *dst_code,
+                            uint8_t *addr_out, uint8_t *addr_v6)
+{
+    idtable t;
+    int64_t k = 0, i;
+    if (idt_init(&t)) { idt_free(&t); return -1; }
+    for (i = 0; i < n; i++) {
+        if (!version[i]) { src_code[i] = dst_code[i] = -1; continue; }
+        int side;
+        for (side = 0; side < 2; side++) {
+            const uint8_t *a = (side ? dst16 : src16) + 16 * i;
+            uint8_t v6 = version[i] == 6;
+            int32_t code = -1;
+            if (i > 0 && version[i - 1] == version[i]) {  /* most packets repeat a recent address */
+                if (src_code[i - 1] >= 0 && memcmp(src16 + 16 * (i - 1), a, 16) == 0) code = src_code[i - 1];
+                else if (dst_code[i - 1] >= 0 && memcmp(dst16 + 16 * (i - 1), a, 16) == 0) code = dst_code[i - 1];
+            }
+            if (code < 0) {
+                uint64_t lo, hi;
+                memcpy(&lo, a, 8); memcpy(&hi, a + 8, 8);
+                uint64_t hash = mix64(lo ^ mix64(hi + v6)), h = hash & t.mask;
+                for (;;) {
+                    code = t.ids[h];
+                    if (code < 0) {
+                        code = (int32_t)k++;
+                        t.ids[h] = code; t.hashes[h] = hash;
+                        memcpy(addr_out + 16 * (int64_t)code, a, 16);
+                        addr_v6[code] = v6;
+                        if (++t.used * 2 > (int64_t)t.mask && idt_grow(&t)) { idt_free(&t); return -1; }
+                        break;
+                    }
+                    if (addr_v6[code] == v6 && memcmp(addr_out + 16 * (int64_t)code, a, 16) == 0) break;
+                    h = (h + 1) & t.mask;
+                }
+            }
+            if (side) dst_code[i] = code; else src_code[i] = code;
+        }
+    }
+    idt_free(&t);
+    return k;
+}
+
+/*
+ * Conversations of TCP (l4 == 6) and UDP (l4 == 17) packets: the unordered pair of (address code,
+ * port) endpoints, numbered per protocol in order of first appearance; -1 for other packets.
+ * reverse[i] = 1 when the packet's source is the larger endpoint (orders the two directions);
+ * first[i] = 1 on the first packet of each conversation.
+ * key_lo/key_hi/key_proto: scratch of capacity n, receive each conversation's key by table id.
+ * Returns the number of conversations (both protocols).
+ */
+int64_t ps_conversations(int64_t n, const uint8_t *l4, const int32_t *src_code,
+                         const int32_t *dst_code, const uint16_t *srcport, const uint16_t *dstport,
+                         int64_t *conv, uint8_t *reverse, uint8_t *first, int64_t *key_lo, int64_t *key_hi,
+                         uint8_t *key_proto, int64_t *key_conv)
+{
+    idtable t;
+    int64_t next_tcp = 0, next_udp = 0, total = 0, i;
+    int64_t last_lo = -1, last_hi = -1, last_conv = -1;
+    uint8_t last_p = 0;
+    if (idt_init(&t)) { idt_free(&t); return -1; }
+    for (i = 0; i < n; i++) {
+        uint8_t p = l4[i];
+        first[i] = 0;
+        if (p != 6 && p != 17) { conv[i] = -1; reverse[i] = 0; continue; }
+        int64_t es = (int64_t)src_code[i] * 65536 + srcport[i];
+        int64_t ed = (int64_t)dst_code[i] * 65536 + dstport[i];
+        uint8_t rev = es > ed;
+        int64_t lo = rev ? ed : es, hi = rev ? es : ed;
+        reverse[i] = rev;
+        if (lo == last_lo && hi == last_hi && p == last_p) { conv[i] = last_conv; continue; }
+        uint64_t hash = mix64((uint64_t)lo * 0x9E3779B97F4A7C15ULL ^ mix64((uint64_t)hi + p));
+        uint64_t h = hash & t.mask;
+        int32_t id;
+        for (;;) {
+            id = t.ids[h];
+            if (id < 0) {
+                id = (int32_t)total++;
+                t.ids[h] = id; t.hashes[h] = hash;
+                key_lo[id] = lo; key_hi[id] = hi; key_proto[id] = p;
+                key_conv[id] = (p == 6) ? next_tcp++ : next_udp++;
+                first[i] = 1;
+                if (++t.used * 2 > (int64_t)t.mask && idt_grow(&t)) { idt_free(&t); return -1; }
+                break;
+            }
+            if (key_lo[id] == lo && key_hi[id] == hi && key_proto[id] == p) break;
+            h = (h + 1) & t.mask;
+        }
+        conv[i] = last_conv = key_conv[id];
+        last_lo = lo; last_hi = hi; last_p = p;
+    }
+    idt_free(&t);
+    return total;
+}
+
 /* ---- module stub, so setuptools builds it and importlib finds it ---- */
 static struct PyModuleDef kernel_module = {
     PyModuleDef_HEAD_INIT, "_kernel",

@@ -8,6 +8,8 @@ Both take the file as a read-only uint8 array (an mmap) and return numpy arrays:
 - ``walk_pcapng(buf) -> (Records, Interfaces, Status)``
 - ``decode(buf, data_off, caplen, origlen, linktype) -> dict[name, array]`` with the arrays of
   ``DECODE_OUTPUTS``; an array is meaningful only where its layer is present (see capture.py).
+- ``intern_addresses(version, src16, dst16)`` and ``conversations(l4, src, dst, sport, dport)``:
+  the hashing steps, numbered as interning.py documents.
 
 The walks stop at the first bad record and say why in ``Status``; formats.py turns that into
 an exception or a warning.  Nothing here raises on bad input.
@@ -131,6 +133,10 @@ class CKernel:
         lib.ps_walk_pcapng.argtypes = [p, i64, i64, p, p, p, p, p, i64, p, p, p, p, p, p, p]
         lib.ps_decode.restype = None
         lib.ps_decode.argtypes = [p]
+        lib.ps_intern_addresses.restype = i64
+        lib.ps_intern_addresses.argtypes = [i64, p, p, p, p, p, p, p]
+        lib.ps_conversations.restype = i64
+        lib.ps_conversations.argtypes = [i64, p, p, p, p, p, p, p, p, p, p, p, p]
 
     def walk_pcap(self, buf, pos, swapped, nsec, max_caplen):
         cap = _upper_bound(len(buf) - pos, 16)
@@ -173,6 +179,32 @@ class CKernel:
         args = _DecodeArgs(*fields)
         self._lib.ps_decode(ctypes.byref(args))
         return out
+
+
+    def intern_addresses(self, version, src16, dst16):
+        """Codes for source and destination addresses, and the table of distinct addresses."""
+        n = len(version)
+        src_code, dst_code = np.empty(n, np.int32), np.empty(n, np.int32)
+        addr = np.empty((max(2 * n, 1), 16), np.uint8)   # worst case; untouched pages cost nothing
+        v6 = np.empty(max(2 * n, 1), np.uint8)
+        k = self._lib.ps_intern_addresses(n, _ptr(version), _ptr(src16), _ptr(dst16), _ptr(src_code),
+                                          _ptr(dst_code), _ptr(addr), _ptr(v6))
+        if k < 0:
+            raise MemoryError("out of memory while hashing addresses")
+        return src_code, dst_code, addr[:k].copy(), v6[:k].copy()
+
+    def conversations(self, l4, src_code, dst_code, srcport, dstport):
+        """Per-protocol conversation ids of TCP/UDP packets (-1 otherwise), the direction bit, and
+        whether the packet is its conversation's first."""
+        n = len(l4)
+        conv, reverse, first = np.empty(n, np.int64), np.empty(n, np.uint8), np.empty(n, np.uint8)
+        keys = [np.empty(max(n, 1), dt) for dt in (np.int64, np.int64, np.uint8, np.int64)]
+        k = self._lib.ps_conversations(n, _ptr(l4), _ptr(src_code), _ptr(dst_code), _ptr(srcport),
+                                       _ptr(dstport), _ptr(conv), _ptr(reverse), _ptr(first),
+                                       *(_ptr(a) for a in keys))
+        if k < 0:
+            raise MemoryError("out of memory while hashing conversations")
+        return conv, reverse, first
 
 
 class _DecodeArgs(ctypes.Structure):
