@@ -1,8 +1,11 @@
 """``Capture``: the packet table of one file, as numpy columns with a pandas view on demand.
 
-Analyses read the raw columns (``cap.column(name)`` with ``cap.present(name)``), which cost
-nothing to hand out; people read ``cap.packets``, a DataFrame where a column is ``<NA>`` on
-packets that lack its layer.  Column meanings live in pcapstats.schema.
+Analyses read the raw columns (``cap.column(name)``, whose values are meaningful only where
+``cap.present(name)``: TCP and UDP ports share one array, for instance); people read
+``cap.packets``, a DataFrame where a column is ``<NA>`` on packets that lack its layer.  Column
+meanings live in pcapstats.schema.  Columns that are cheap to derive (float times, flag bits,
+SACK edges from their compact table) are stored as functions and computed when asked, so the
+table in memory stays near 100 bytes a packet.
 """
 
 from __future__ import annotations
@@ -26,8 +29,8 @@ class Capture:
     compressed: bool
     file_size: int
     interfaces: list[dict]
-    arrays: dict[str, np.ndarray]     # schema column name -> raw array
-    layers: dict[str, np.ndarray]     # layer name -> bool mask (frame layer absent: all rows)
+    arrays: dict                      # schema column name -> raw array, or a function making it
+    layers: dict                      # layer name -> bool mask or function (frame: all rows)
     addresses: np.ndarray             # object array of address strings; ip_src/ip_dst are codes
     engine: str = "fast"
     kernel: str = "c"
@@ -35,7 +38,7 @@ class Capture:
     _packets: pd.DataFrame | None = field(default=None, repr=False)
 
     def __len__(self) -> int:
-        return len(self.arrays["frame_number"])
+        return len(self.arrays["frame_time_ns"])
 
     def __repr__(self) -> str:
         return (f"<Capture {self.path!r}: {len(self)} packets, {self.format}"
@@ -44,17 +47,22 @@ class Capture:
     def column(self, name: str) -> np.ndarray:
         """Raw array of a column; its values are meaningful where ``present(name)``."""
         try:
-            return self.arrays[name]
+            value = self.arrays[name]
         except KeyError:
             raise UsageError(f"no column named {name!r}",
                              hint="`pcapstats columns` lists them") from None
+        return value() if callable(value) else value
+
+    def layer(self, layer: str) -> np.ndarray:
+        """Bool mask of the packets that carry a layer (schema.IP, schema.TCP, ...)."""
+        if layer == schema.FRAME:
+            return np.ones(len(self), bool)
+        value = self.layers[layer]
+        return value() if callable(value) else value
 
     def present(self, name: str) -> np.ndarray:
         """Bool mask of the rows where the column has a value."""
-        layer = schema.BY_NAME[name].layer if name in schema.BY_NAME else schema.FRAME
-        if layer == schema.FRAME:
-            return np.ones(len(self), bool)
-        return self.layers[layer]
+        return self.layer(schema.BY_NAME[name].layer if name in schema.BY_NAME else schema.FRAME)
 
     @property
     def first_time_ns(self) -> int | None:
@@ -70,8 +78,8 @@ class Capture:
         return self._packets
 
     def _series(self, col: schema.Column):
-        raw = self.arrays[col.name]
-        mask = None if col.layer == schema.FRAME else ~self.layers[col.layer]
+        raw = self.column(col.name)
+        mask = None if col.layer == schema.FRAME else ~self.layer(col.layer)
         if col.dtype == "category":
             codes = np.where(mask, -1, raw) if mask is not None else raw
             return pd.Categorical.from_codes(codes, categories=pd.Index(self.addresses, dtype=object),

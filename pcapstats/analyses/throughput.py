@@ -98,7 +98,7 @@ def _empty() -> pd.DataFrame:
 
 def _one_proto(cap: Capture, proto: str, interval_ns: int) -> pd.DataFrame:
     layer, stream_col, sport_col, dport_col = _PROTOS[proto]
-    mask = cap.layers[layer]
+    mask = cap.layer(layer)
     n_rows = int(np.count_nonzero(mask))
     if n_rows == 0:
         return _empty()

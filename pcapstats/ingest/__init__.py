@@ -1,7 +1,9 @@
-"""Bytes to packet table: open (mmap / gunzip), walk records, decode fields, number streams.
+"""Bytes to packet table: map the file, walk and decode it window by window, number streams.
 
-``read(path)`` is the whole path of the fast engine; every step is vectorised or in the kernel,
-no Python object is made per packet.
+``read_fast(path)`` is the whole path of the fast engine.  The file is processed in windows
+(32 MiB by default): each window's records are walked, decoded and hashed by the kernel into
+arrays preallocated for the whole file, then the window's pages are released, so the file is
+never resident in full next to its table.  No Python object is made per packet.
 """
 
 from __future__ import annotations
@@ -14,106 +16,156 @@ import numpy as np
 from .. import schema
 from ..capture import Capture
 from ..errors import SkippedPacketsWarning
-from ..streams import tcp_streams, udp_streams
+from ..streams import tcp_streams
 from . import formats
 from . import kernel as K
 from .linktypes import linktype_name
 from .source import open_source
 
+WINDOW_BYTES = 32 << 20
 
-def read_fast(path, kernel: str = "auto") -> Capture:
+
+def read_fast(path, kernel: str = "auto", window_bytes: int = WINDOW_BYTES, progress=None) -> Capture:
+    """Read a capture with the fast engine; ``progress(done_bytes, total_bytes)`` per window."""
     kern = K.get_kernel(kernel)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         with open_source(path) as src:
-            walked = formats.walk(src.buf, src.path, kern)
-            rec = walked.records
-            out = kern.decode(src.buf, rec.data_off, rec.caplen, rec.origlen, walked.linktype)
-            cap = _build(src, walked, out, kern)
+            walker = formats.walker_for(src.buf, src.path)
+            table = _read_windows(src, walker, kern, max(window_bytes, 1 << 16), progress)
+            cap = _capture(src, walker, table, kern)
     cap.warnings.extend(str(w.message) for w in caught)
     for w in caught:  # re-emit for the caller's own filters
         warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
     return cap
 
 
-def _build(src, walked: formats.Walked, out: dict, kern) -> Capture:
-    rec = walked.records
-    n = len(rec.data_off)
-    status = out["status"]
-    _warn_skipped(status, walked.linktype, src.path)
+class _Table:
+    """Arrays for every packet the file can hold (untouched rows cost no memory), filled in order."""
 
-    ip = out["ip_version"] > 0
-    src_codes, dst_codes, addr16, addr_v6 = kern.intern_addresses(out["ip_version"], out["ip_src"],
-                                                                  out["ip_dst"])
-    addresses = np.array([_format_address(bytes(a), bool(v)) for a, v in zip(addr16, addr_v6)],
-                         dtype=object)
-    del out["ip_src"], out["ip_dst"]
+    def __init__(self, capacity: int, kern):
+        self.n = 0
+        self.rec = K.Records.empty(capacity)
+        self.out = K.new_outputs(capacity)
+        self.sack = K.SackTable(capacity)
+        self.linktype = np.empty(capacity, np.uint16)
+        self.interface_id = np.empty(capacity, np.uint32)
+        self.ip_src, self.ip_dst = np.empty(capacity, np.int32), np.empty(capacity, np.int32)
+        self.conv = np.empty(capacity, np.int32)
+        self.reverse, self.first = np.empty(capacity, np.uint8), np.empty(capacity, np.uint8)
+        self.interner, self.conversations = kern.new_interner(), kern.new_conversations()
+
+    def add_window(self, buf, walker, kern, k: int) -> None:
+        lo, hi = self.n, self.n + k
+        rec = self.rec.at(lo, hi)
+        self.linktype[lo:hi], self.interface_id[lo:hi] = walker.finish(rec)
+        out = {name: a[lo:hi] for name, a in self.out.items()}
+        out["ip_src"], out["ip_dst"] = np.zeros((k, 16), np.uint8), np.zeros((k, 16), np.uint8)
+        kern.decode(buf, rec.data_off, rec.caplen, rec.origlen, self.linktype[lo:hi], out, self.sack)
+        self.ip_src[lo:hi], self.ip_dst[lo:hi] = self.interner.intern(out["ip_version"], out["ip_src"],
+                                                                      out["ip_dst"])
+        self.conv[lo:hi], self.reverse[lo:hi], self.first[lo:hi] = self.conversations.assign(
+            out["l4"], self.ip_src[lo:hi], self.ip_dst[lo:hi], out["srcport"], out["dstport"])
+        self.n = hi
+
+
+def _read_windows(src, walker, kern, window: int, progress) -> _Table:
+    buf, size = src.buf, len(src.buf)
+    table = _Table(size // 16 + 1, kern)
+    while True:
+        end = min(size, walker.pos + window)
+        k, status = walker.walk(kern, end, table.rec.at(table.n))
+        if k:
+            table.add_window(buf, walker, kern, k)
+        src.release(walker.pos)
+        if progress:
+            progress(walker.pos, size)
+        if status.code == K.ST_TRUNCATED and end < size:
+            if k == 0:
+                window *= 2  # one record larger than the window
+            continue
+        formats.check_status(status, walker, table.n - k)
+        return table
+
+
+def _capture(src, walker, t: _Table, kern) -> Capture:
+    n = t.n
+    out = {name: a[:n] for name, a in t.out.items()}
+    rec = t.rec.at(0, n)
+    _warn_skipped(out["status"], t.linktype[:n], src.path)
+    addr16, v6 = t.interner.addresses()
+    addresses = np.array([_format_address(bytes(a), bool(v)) for a, v in zip(addr16, v6)], dtype=object)
     l4, opts, flags = out["l4"], out["tcp_opts"], out["ip_flags"]
-    conv, reverse, first = kern.conversations(l4, src_codes, dst_codes, out["srcport"], out["dstport"])
-    tcp, udp = l4 == K.L4_TCP, l4 == K.L4_UDP
-    ts = rec.ts.astype(np.int64, copy=False)
-
-    a: dict[str, np.ndarray] = {
-        "frame_number": np.arange(1, n + 1, dtype=np.uint32),
+    tcp = l4 == K.L4_TCP
+    stream = t.conv[:n].astype(np.int64)
+    idx = np.flatnonzero(tcp)
+    if len(idx):
+        sel = slice(None) if len(idx) == n else idx
+        stream[sel] = tcp_streams(stream[sel], t.reverse[:n][sel], t.first[:n][sel],
+                                  out["tcp_flags"][sel], out["tcp_seq"][sel], out["tcp_ack"][sel])
+    ts = rec.ts
+    sack_rows, sack_table = out["tcp_sack_row"], t.sack.trimmed()
+    a: dict = {
+        "frame_number": lambda: np.arange(1, n + 1, dtype=np.uint32),
         "frame_time_ns": ts,
-        "frame_time_epoch": ts / 1e9,
-        "frame_time_relative": (ts - ts[0]) / 1e9 if n else np.zeros(0),
+        "frame_time_epoch": lambda: ts / 1e9,
+        "frame_time_relative": lambda: (ts - ts[0]) / 1e9 if n else np.zeros(0),
         "frame_len": rec.origlen, "frame_cap_len": rec.caplen,
-        "frame_interface_id": walked.interface_id, "link_type": walked.linktype,
+        "frame_interface_id": t.interface_id[:n], "link_type": t.linktype[:n],
         "vlan_id": out["vlan_id"], "vlan_count": out["vlan_count"], "frame_offset": rec.data_off,
-        "ip_version": out["ip_version"], "ip_src": src_codes, "ip_dst": dst_codes,
+        "ip_version": out["ip_version"], "ip_src": t.ip_src[:n], "ip_dst": t.ip_dst[:n],
         "ip_hdr_len": out["ip_hdr_len"], "ip_len": out["ip_len"], "ip_proto": out["ip_proto"],
         "ip_ttl": out["ip_ttl"], "ip_id": out["ip_id"],
-        "ip_flags_df": (flags & K.IPF_DF) != 0, "ip_flags_mf": (flags & K.IPF_MF) != 0,
-        "ip_frag_offset": out["ip_frag_offset"], "ip_fragment": (flags & K.IPF_FRAGMENT) != 0,
+        "ip_flags_df": lambda: (flags & K.IPF_DF) != 0, "ip_flags_mf": lambda: (flags & K.IPF_MF) != 0,
+        "ip_frag_offset": out["ip_frag_offset"],
+        "ip_fragment": lambda: (flags & K.IPF_FRAGMENT) != 0,
         "tcp_srcport": out["srcport"], "tcp_dstport": out["dstport"],
+        "tcp_stream": stream,
         "tcp_seq_raw": out["tcp_seq"], "tcp_ack_raw": out["tcp_ack"],
         "tcp_hdr_len": out["tcp_hdr_len"], "tcp_flags": out["tcp_flags"],
         "tcp_window_size_value": out["tcp_win"], "tcp_len": out["payload_len"],
         "tcp_option_mss": out["tcp_mss"], "tcp_option_wscale_shift": out["tcp_ws"],
-        "tcp_option_sack_perm": (opts & K.OPT_SACK_PERM) != 0,
+        "tcp_option_sack_perm": lambda: (opts & K.OPT_SACK_PERM) != 0,
         "tcp_option_tsval": out["tcp_tsval"], "tcp_option_tsecr": out["tcp_tsecr"],
         "tcp_sack_count": out["tcp_sack_count"],
         "udp_srcport": out["srcport"], "udp_dstport": out["dstport"], "udp_length": out["udp_length"],
+        "udp_stream": stream,
         "icmp_type": out["icmp_type"], "icmp_code": out["icmp_code"],
         "icmp_ident": out["icmp_ident"], "icmp_seq": out["icmp_seq"],
-        "payload_offset": out["payload_off"], "payload_len": out["payload_len"],
-        "payload_cap_len": out["payload_cap_len"],
+        "payload_offset": lambda: np.where(l4 != 0, rec.data_off + out["payload_rel"], -1),
+        "payload_len": out["payload_len"],
+        "payload_cap_len": lambda: np.where(
+            l4 != 0, np.clip(rec.caplen.astype(np.int64) - out["payload_rel"], 0, out["payload_len"]),
+            0).astype(np.uint32),
     }
-    sack = out["tcp_sack"]
     for k in range(1, 5):
-        a[f"tcp_sack_le{k}_raw"] = sack[:, 2 * k - 2]
-        a[f"tcp_sack_re{k}_raw"] = sack[:, 2 * k - 1]
-    a["tcp_stream"] = _stream_column(tcp, tcp_streams, conv, reverse, first, out["tcp_flags"],
-                                     out["tcp_seq"], out["tcp_ack"])
-    a["udp_stream"] = _stream_column(udp, udp_streams, conv)
-
+        a[f"tcp_sack_le{k}_raw"] = _sack_column(sack_rows, out["tcp_sack_count"], sack_table, k, 2 * k - 2)
+        a[f"tcp_sack_re{k}_raw"] = _sack_column(sack_rows, out["tcp_sack_count"], sack_table, k, 2 * k - 1)
     layers = {
-        schema.VLAN: out["vlan_count"] > 0, schema.IP: ip, schema.TCP: tcp, schema.UDP: udp,
-        schema.ICMP: l4 == K.L4_ICMP, schema.ICMP_ECHO: out["icmp_echo"] != 0,
-        schema.TCP_OPT_MSS: (opts & K.OPT_MSS) != 0, schema.TCP_OPT_WS: (opts & K.OPT_WS) != 0,
-        schema.TCP_OPT_SACK_PERM: (opts & K.OPT_SACK_PERM) != 0,
-        schema.TCP_OPT_TS: (opts & K.OPT_TS) != 0,
+        schema.VLAN: lambda: out["vlan_count"] > 0,
+        schema.IP: lambda: out["ip_version"] > 0,
+        schema.TCP: lambda: l4 == K.L4_TCP, schema.UDP: lambda: l4 == K.L4_UDP,
+        schema.ICMP: lambda: l4 == K.L4_ICMP, schema.ICMP_ECHO: lambda: out["icmp_echo"] != 0,
+        schema.TCP_OPT_MSS: lambda: (opts & K.OPT_MSS) != 0,
+        schema.TCP_OPT_WS: lambda: (opts & K.OPT_WS) != 0,
+        schema.TCP_OPT_SACK_PERM: lambda: (opts & K.OPT_SACK_PERM) != 0,
+        schema.TCP_OPT_TS: lambda: (opts & K.OPT_TS) != 0,
     }
     for k, layer in enumerate((schema.TCP_SACK1, schema.TCP_SACK2, schema.TCP_SACK3,
                                schema.TCP_SACK4), start=1):
-        layers[layer] = out["tcp_sack_count"] >= k
-    return Capture(path=src.path, format=walked.format, compressed=src.compressed,
-                   file_size=src.file_size, interfaces=walked.interfaces, arrays=a, layers=layers,
-                   addresses=addresses, engine="fast", kernel=kern.name,
-                   warnings=[])
+        layers[layer] = (lambda k=k: out["tcp_sack_count"] >= k)
+    return Capture(path=src.path, format=walker.format, compressed=src.compressed,
+                   file_size=src.file_size, interfaces=walker.interfaces, arrays=a, layers=layers,
+                   addresses=addresses, engine="fast", kernel=kern.name)
 
 
-def _stream_column(mask, numbering, *per_packet) -> np.ndarray:
-    """Stream ids of the masked packets, -1 elsewhere (no gather when every packet qualifies)."""
-    count = int(np.count_nonzero(mask))
-    if count == len(mask):
-        return numbering(*per_packet).astype(np.int64, copy=False)
-    col = np.full(len(mask), -1, np.int64)
-    if count:
-        idx = np.flatnonzero(mask)
-        col[idx] = numbering(*(p[idx] for p in per_packet))
-    return col
+def _sack_column(rows, count, table, k: int, col: int):
+    def column():
+        values = np.zeros(len(rows), np.uint32)
+        has = count >= k
+        values[has] = table[rows[has], col]
+        return values
+    return column
 
 
 def _format_address(raw16: bytes, v6: bool) -> str:

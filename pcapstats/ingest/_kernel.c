@@ -95,12 +95,14 @@ int64_t ps_walk_pcapng(const uint8_t *buf, int64_t len, int64_t cap, int64_t *da
                        uint32_t *caplen, uint32_t *origlen, uint64_t *ts_raw, uint32_t *iface,
                        int64_t if_cap, int32_t *if_linktype, uint32_t *if_snaplen,
                        uint8_t *if_tsresol, int64_t *if_tsoffset, uint32_t *if_local_id,
-                       int64_t *n_if_out, int64_t *status)
+                       int64_t *state, int64_t *status)
 {
-    int64_t n = 0, pos = 0, n_if = 0, section_first_if = 0;
-    int sw = 0;
-    set_status(status, ST_OK, 0, 0);
-    *n_if_out = 0;
+    /* state carries the walk across windows: [0] next block offset, [1] section byte-swapped,
+     * [2] table index of the section's first interface, [3] interfaces so far.  The walk stops
+     * with ST_TRUNCATED at the first block that does not end before len (the window's end). */
+    int64_t n = 0, pos = state[0], n_if = state[3], section_first_if = state[2];
+    int sw = (int)state[1];
+    set_status(status, ST_OK, pos, 0);
     while (pos < len) {
         if (len - pos < 12) { set_status(status, ST_TRUNCATED, pos, n); break; }
         const uint8_t *b = buf + pos;
@@ -184,7 +186,7 @@ int64_t ps_walk_pcapng(const uint8_t *buf, int64_t len, int64_t cap, int64_t *da
         /* any other block type (NRB, ISB, DSB, custom, ...) is skipped */
         pos += blen;
     }
-    *n_if_out = n_if;
+    state[0] = pos; state[1] = sw; state[2] = section_first_if; state[3] = n_if;
     status[3] = sw;
     return n;
 }
@@ -208,13 +210,14 @@ typedef struct {
     const uint32_t *caplen;
     const uint32_t *origlen;
     const uint16_t *linktype;
-    /* out, each n long (ip_src/ip_dst: n x 16 bytes, tcp_sack: n x 8) */
+    /* window scratch: n x 16 bytes each (IPv4 in the first 4) */
+    uint8_t *ip_src;
+    uint8_t *ip_dst;
+    /* out, each n long */
     uint8_t *status;
     uint16_t *vlan_id;
     uint8_t *vlan_count;
     uint8_t *ip_version;
-    uint8_t *ip_src;
-    uint8_t *ip_dst;
     uint16_t *ip_hdr_len;
     uint32_t *ip_len;
     uint8_t *ip_proto;
@@ -236,16 +239,19 @@ typedef struct {
     uint32_t *tcp_tsval;
     uint32_t *tcp_tsecr;
     uint8_t *tcp_sack_count;
-    uint32_t *tcp_sack;
+    int32_t *tcp_sack_row;     /* row of this packet's blocks in the compact table, -1 if none */
     uint16_t *udp_length;
     uint8_t *icmp_type;
     uint8_t *icmp_code;
     uint8_t *icmp_echo;
     uint16_t *icmp_ident;
     uint16_t *icmp_seq;
-    int64_t *payload_off;
+    uint16_t *payload_rel;     /* payload offset from the packet's first byte (valid where l4) */
     uint32_t *payload_len;
-    uint32_t *payload_cap_len;
+    /* the compact SACK table, shared by all windows: rows of 4 (left, right) pairs */
+    uint32_t *sack_table;
+    int64_t sack_cap;
+    int64_t *sack_used;        /* in/out: rows filled so far */
 } decode_args;
 
 #define ETH_IPV4 0x0800
@@ -324,10 +330,15 @@ static void tcp_options(const uint8_t *p, int64_t end, decode_args *a, int64_t i
             a->tcp_opts[i] |= OPT_TS; a->tcp_tsval[i] = be32(v); a->tcp_tsecr[i] = be32(v + 4);
         } else if (kind == 5 && olen >= 10 && (olen - 2) % 8 == 0) {
             int k, blocks = (olen - 2) / 8;
+            if (a->tcp_sack_row[i] < 0) {
+                if (*a->sack_used >= a->sack_cap) { o += olen; continue; }
+                a->tcp_sack_row[i] = (int32_t)(*a->sack_used)++;
+            }
+            uint32_t *row = a->sack_table + 8 * (int64_t)a->tcp_sack_row[i];
             for (k = 0; k < blocks && a->tcp_sack_count[i] < 4; k++) {
                 int s = a->tcp_sack_count[i]++;
-                a->tcp_sack[i * 8 + 2 * s] = be32(v + 8 * k);
-                a->tcp_sack[i * 8 + 2 * s + 1] = be32(v + 8 * k + 4);
+                row[2 * s] = be32(v + 8 * k);
+                row[2 * s + 1] = be32(v + 8 * k + 4);
             }
         }
         o += olen;
@@ -336,7 +347,7 @@ static void tcp_options(const uint8_t *p, int64_t end, decode_args *a, int64_t i
 
 /* Transport header at p (cap bytes captured, rep bytes reported by the IP length). */
 static void transport(const uint8_t *p, int64_t cap, int64_t rep, uint8_t proto, int ipver,
-                      int64_t file_off, decode_args *a, int64_t i)
+                      int64_t rel, decode_args *a, int64_t i)
 {
     int64_t hl = 0, plen = 0;
     if (proto == 6) {
@@ -358,7 +369,8 @@ static void transport(const uint8_t *p, int64_t cap, int64_t rep, uint8_t proto,
         a->udp_length[i] = be16(p + 4);
         hl = 8;
         plen = a->udp_length[i] >= 8 ? a->udp_length[i] - 8 : 0;
-        if (plen > rep - 8) plen = rep - 8;
+        /* a first fragment carries the datagram's header: its payload is the whole datagram's */
+        if (plen > rep - 8 && !(a->ip_flags[i] & IPF_MF)) plen = rep - 8;
     } else if ((proto == 1 && ipver == 4) || (proto == 58 && ipver == 6)) {
         if (cap < 4 || rep < 4) return;
         uint8_t t = p[0];
@@ -373,10 +385,8 @@ static void transport(const uint8_t *p, int64_t cap, int64_t rep, uint8_t proto,
     } else {
         return;
     }
-    a->payload_off[i] = file_off + hl;
+    a->payload_rel[i] = (uint16_t)(rel + hl > 0xFFFF ? 0xFFFF : rel + hl);
     a->payload_len[i] = (uint32_t)plen;
-    int64_t pc = cap - hl;
-    a->payload_cap_len[i] = (uint32_t)(pc < 0 ? 0 : (pc > plen ? plen : pc));
 }
 
 static void decode_one(decode_args *a, int64_t i)
@@ -384,7 +394,7 @@ static void decode_one(decode_args *a, int64_t i)
     const uint8_t *p = a->buf + a->data_off[i];
     const int64_t cl = a->caplen[i], ol = a->origlen[i] > a->caplen[i] ? a->origlen[i] : a->caplen[i];
     uint16_t et = 0;
-    a->payload_off[i] = -1;
+    a->tcp_sack_row[i] = -1;
     int64_t l3 = link_layer(p, cl, a->linktype[i], &et, a, i);
     if (l3 == -2) { a->status[i] = DS_UNKNOWN_LINKTYPE; return; }
     if (l3 < 0) { a->status[i] = DS_MALFORMED; return; }
@@ -462,8 +472,7 @@ static void decode_one(decode_args *a, int64_t i)
     int64_t rep = (total < frame_rest ? total : frame_rest) - hdr;
     l4cap = ipcap - hdr;
     if (rep < 0) return;
-    transport(ip + hdr, l4cap < 0 ? 0 : l4cap, rep, proto, a->ip_version[i],
-              a->data_off[i] + l3 + hdr, a, i);
+    transport(ip + hdr, l4cap < 0 ? 0 : l4cap, rep, proto, a->ip_version[i], l3 + hdr, a, i);
 }
 
 void ps_decode(decode_args *a)
@@ -486,8 +495,7 @@ static inline uint64_t mix64(uint64_t x) {
     return x;
 }
 
-/* A table of int32 ids; the keys live in the caller's arrays, looked up through a callback-free
- * layout: hash[j] = hash of the key of id ids[j] (kept to rehash without the keys). */
+/* A table of int32 ids whose keys live elsewhere; hashes kept to rehash without the keys. */
 typedef struct { int32_t *ids; uint64_t *hashes; uint64_t mask; int64_t used; } idtable;
 
 static int idt_init(idtable *t) {
@@ -498,36 +506,66 @@ static int idt_init(idtable *t) {
     memset(t->ids, 0xFF, sizeof(int32_t) * 1024);
     return 0;
 }
-static void idt_free(idtable *t) { free(t->ids); free(t->hashes); }
+static void idt_free(idtable *t) { free(t->ids); free(t->hashes); t->ids = NULL; t->hashes = NULL; }
 static int idt_grow(idtable *t) {
     uint64_t old_mask = t->mask, j, size = (old_mask + 1) * 2;
     int32_t *old_ids = t->ids; uint64_t *old_h = t->hashes;
-    t->ids = malloc(sizeof(int32_t) * size);
-    t->hashes = malloc(sizeof(uint64_t) * size);
-    if (!t->ids || !t->hashes) { free(old_ids); free(old_h); return -1; }
-    memset(t->ids, 0xFF, sizeof(int32_t) * size);
-    t->mask = size - 1;
+    int32_t *ids = malloc(sizeof(int32_t) * size);
+    uint64_t *hashes = malloc(sizeof(uint64_t) * size);
+    if (!ids || !hashes) { free(ids); free(hashes); return -1; }
+    memset(ids, 0xFF, sizeof(int32_t) * size);
     for (j = 0; j <= old_mask; j++) {
         if (old_ids[j] < 0) continue;
-        uint64_t h = old_h[j] & t->mask;
-        while (t->ids[h] >= 0) h = (h + 1) & t->mask;
-        t->ids[h] = old_ids[j]; t->hashes[h] = old_h[j];
+        uint64_t h = old_h[j] & (size - 1);
+        while (ids[h] >= 0) h = (h + 1) & (size - 1);
+        ids[h] = old_ids[j]; hashes[h] = old_h[j];
     }
     free(old_ids); free(old_h);
+    t->ids = ids; t->hashes = hashes; t->mask = size - 1;
+    return 0;
+}
+/* grow a malloc'd array of (count) items of size sz to hold at least need items */
+static int reserve(void **p, int64_t *cap, int64_t need, size_t sz) {
+    if (need <= *cap) return 0;
+    int64_t c = *cap ? *cap : 1024;
+    while (c < need) c *= 2;
+    void *q = realloc(*p, (size_t)c * sz);
+    if (!q) return -1;
+    *p = q; *cap = c;
     return 0;
 }
 
+/* ---- address interner: state kept across windows ---- */
+typedef struct { idtable t; uint8_t *addr; uint8_t *v6; int64_t k, cap, cap_v6; } interner;
+
+void *ps_interner_new(void) {
+    interner *h = calloc(1, sizeof(interner));
+    if (!h) return NULL;
+    if (idt_init(&h->t)) { idt_free(&h->t); free(h); return NULL; }
+    return h;
+}
+void ps_interner_free(void *hp) {
+    interner *h = hp;
+    if (!h) return;
+    idt_free(&h->t); free(h->addr); free(h->v6); free(h);
+}
+/* copy the distinct addresses (k x 16) and their v6 flags out; returns k */
+int64_t ps_interner_get(void *hp, uint8_t *addr_out, uint8_t *v6_out) {
+    interner *h = hp;
+    if (h->k) { memcpy(addr_out, h->addr, 16 * (size_t)h->k); memcpy(v6_out, h->v6, (size_t)h->k); }
+    return h->k;
+}
+
 /*
- * Addresses: packets with ip_version != 0 get codes for src and dst (src first), -1 otherwise.
- * addr_out (capacity 2n x 16) and addr_v6 receive the distinct addresses.  Returns their number.
+ * Packets with ip_version != 0 get codes for src and dst (src first), -1 otherwise; codes follow
+ * first appearance across every call on the same interner.  Returns the number of distinct
+ * addresses so far, or -1 when memory runs out.
  */
-int64_t ps_intern_addresses(int64_t n, const uint8_t *version, const uint8_t *src16,
-                            const uint8_t *dst16, int32_t *src_code, int32_t *dst_code,
-                            uint8_t *addr_out, uint8_t *addr_v6)
+int64_t ps_intern_addresses(void *hp, int64_t n, const uint8_t *version, const uint8_t *src16,
+                            const uint8_t *dst16, int32_t *src_code, int32_t *dst_code)
 {
-    idtable t;
-    int64_t k = 0, i;
-    if (idt_init(&t)) { idt_free(&t); return -1; }
+    interner *h = hp;
+    int64_t i;
     for (i = 0; i < n; i++) {
         if (!version[i]) { src_code[i] = dst_code[i] = -1; continue; }
         int side;
@@ -536,52 +574,69 @@ int64_t ps_intern_addresses(int64_t n, const uint8_t *version, const uint8_t *sr
             uint8_t v6 = version[i] == 6;
             int32_t code = -1;
             if (i > 0 && version[i - 1] == version[i]) {  /* most packets repeat a recent address */
-                if (src_code[i - 1] >= 0 && memcmp(src16 + 16 * (i - 1), a, 16) == 0) code = src_code[i - 1];
-                else if (dst_code[i - 1] >= 0 && memcmp(dst16 + 16 * (i - 1), a, 16) == 0) code = dst_code[i - 1];
+                if (memcmp(src16 + 16 * (i - 1), a, 16) == 0) code = src_code[i - 1];
+                else if (memcmp(dst16 + 16 * (i - 1), a, 16) == 0) code = dst_code[i - 1];
             }
             if (code < 0) {
                 uint64_t lo, hi;
                 memcpy(&lo, a, 8); memcpy(&hi, a + 8, 8);
-                uint64_t hash = mix64(lo ^ mix64(hi + v6)), h = hash & t.mask;
+                uint64_t hash = mix64(lo ^ mix64(hi + v6)), s = hash & h->t.mask;
                 for (;;) {
-                    code = t.ids[h];
+                    code = h->t.ids[s];
                     if (code < 0) {
-                        code = (int32_t)k++;
-                        t.ids[h] = code; t.hashes[h] = hash;
-                        memcpy(addr_out + 16 * (int64_t)code, a, 16);
-                        addr_v6[code] = v6;
-                        if (++t.used * 2 > (int64_t)t.mask && idt_grow(&t)) { idt_free(&t); return -1; }
+                        if (reserve((void **)&h->addr, &h->cap, h->k + 1, 16) ||
+                            reserve((void **)&h->v6, &h->cap_v6, h->k + 1, 1)) return -1;
+                        code = (int32_t)h->k++;
+                        h->t.ids[s] = code; h->t.hashes[s] = hash;
+                        memcpy(h->addr + 16 * (int64_t)code, a, 16);
+                        h->v6[code] = v6;
+                        if (++h->t.used * 2 > (int64_t)h->t.mask && idt_grow(&h->t)) return -1;
                         break;
                     }
-                    if (addr_v6[code] == v6 && memcmp(addr_out + 16 * (int64_t)code, a, 16) == 0) break;
-                    h = (h + 1) & t.mask;
+                    if (h->v6[code] == v6 && memcmp(h->addr + 16 * (int64_t)code, a, 16) == 0) break;
+                    s = (s + 1) & h->t.mask;
                 }
             }
             if (side) dst_code[i] = code; else src_code[i] = code;
         }
     }
-    idt_free(&t);
-    return k;
+    return h->k;
+}
+
+/* ---- conversations: state kept across windows ---- */
+typedef struct {
+    idtable t;
+    int64_t *lo, *hi, *id;   /* per table entry: endpoints and the per-protocol conversation id */
+    uint8_t *proto;
+    int64_t k, cap_lo, cap_hi, cap_id, cap_proto, next_tcp, next_udp;
+} convs;
+
+void *ps_convs_new(void) {
+    convs *h = calloc(1, sizeof(convs));
+    if (!h) return NULL;
+    if (idt_init(&h->t)) { idt_free(&h->t); free(h); return NULL; }
+    return h;
+}
+void ps_convs_free(void *hp) {
+    convs *h = hp;
+    if (!h) return;
+    idt_free(&h->t); free(h->lo); free(h->hi); free(h->id); free(h->proto); free(h);
 }
 
 /*
- * Conversations of TCP (l4 == 6) and UDP (l4 == 17) packets: the unordered pair of (address code,
- * port) endpoints, numbered per protocol in order of first appearance; -1 for other packets.
- * reverse[i] = 1 when the packet's source is the larger endpoint (orders the two directions);
- * first[i] = 1 on the first packet of each conversation.
- * key_lo/key_hi/key_proto: scratch of capacity n, receive each conversation's key by table id.
- * Returns the number of conversations (both protocols).
+ * TCP (l4 == 6) and UDP (l4 == 17) packets get the id of their unordered (address code, port)
+ * endpoint pair, numbered per protocol in order of first appearance across calls; -1 otherwise.
+ * reverse[i] = 1 when the source is the larger endpoint (endpoint = code x 65536 + port);
+ * first[i] = 1 on a conversation's first packet.  Returns the conversations so far, -1 on OOM.
  */
-int64_t ps_conversations(int64_t n, const uint8_t *l4, const int32_t *src_code,
+int64_t ps_conversations(void *hp, int64_t n, const uint8_t *l4, const int32_t *src_code,
                          const int32_t *dst_code, const uint16_t *srcport, const uint16_t *dstport,
-                         int64_t *conv, uint8_t *reverse, uint8_t *first, int64_t *key_lo, int64_t *key_hi,
-                         uint8_t *key_proto, int64_t *key_conv)
+                         int32_t *conv, uint8_t *reverse, uint8_t *first)
 {
-    idtable t;
-    int64_t next_tcp = 0, next_udp = 0, total = 0, i;
-    int64_t last_lo = -1, last_hi = -1, last_conv = -1;
+    convs *h = hp;
+    int64_t i, last_lo = -1, last_hi = -1;
+    int32_t last_conv = -1;
     uint8_t last_p = 0;
-    if (idt_init(&t)) { idt_free(&t); return -1; }
     for (i = 0; i < n; i++) {
         uint8_t p = l4[i];
         first[i] = 0;
@@ -593,27 +648,30 @@ int64_t ps_conversations(int64_t n, const uint8_t *l4, const int32_t *src_code,
         reverse[i] = rev;
         if (lo == last_lo && hi == last_hi && p == last_p) { conv[i] = last_conv; continue; }
         uint64_t hash = mix64((uint64_t)lo * 0x9E3779B97F4A7C15ULL ^ mix64((uint64_t)hi + p));
-        uint64_t h = hash & t.mask;
-        int32_t id;
+        uint64_t s = hash & h->t.mask;
+        int32_t e;
         for (;;) {
-            id = t.ids[h];
-            if (id < 0) {
-                id = (int32_t)total++;
-                t.ids[h] = id; t.hashes[h] = hash;
-                key_lo[id] = lo; key_hi[id] = hi; key_proto[id] = p;
-                key_conv[id] = (p == 6) ? next_tcp++ : next_udp++;
+            e = h->t.ids[s];
+            if (e < 0) {
+                int64_t need = h->k + 1;
+                if (reserve((void **)&h->lo, &h->cap_lo, need, 8) || reserve((void **)&h->hi, &h->cap_hi, need, 8) ||
+                    reserve((void **)&h->id, &h->cap_id, need, 8) || reserve((void **)&h->proto, &h->cap_proto, need, 1))
+                    return -1;
+                e = (int32_t)h->k++;
+                h->t.ids[s] = e; h->t.hashes[s] = hash;
+                h->lo[e] = lo; h->hi[e] = hi; h->proto[e] = p;
+                h->id[e] = (p == 6) ? h->next_tcp++ : h->next_udp++;
                 first[i] = 1;
-                if (++t.used * 2 > (int64_t)t.mask && idt_grow(&t)) { idt_free(&t); return -1; }
+                if (++h->t.used * 2 > (int64_t)h->t.mask && idt_grow(&h->t)) return -1;
                 break;
             }
-            if (key_lo[id] == lo && key_hi[id] == hi && key_proto[id] == p) break;
-            h = (h + 1) & t.mask;
+            if (h->lo[e] == lo && h->hi[e] == hi && h->proto[e] == p) break;
+            s = (s + 1) & h->t.mask;
         }
-        conv[i] = last_conv = key_conv[id];
+        conv[i] = last_conv = (int32_t)h->id[e];
         last_lo = lo; last_hi = hi; last_p = p;
     }
-    idt_free(&t);
-    return total;
+    return h->k;
 }
 
 /* ---- module stub, so setuptools builds it and importlib finds it ---- */

@@ -1,16 +1,15 @@
 """File formats: recognise pcap / pcapng, read their headers, walk their records.
 
-Turns a byte array into ``Walked``: per packet where its bytes are, its lengths, its exact time
-in nanoseconds and its interface's link type.  The per-record loops are the kernel's; this
-module owns what the bytes mean at file level and how a bad record is reported.
+A walker knows the file header and walks the records window by window (resumable), giving per
+packet where its bytes are, its lengths, its exact time in nanoseconds and its interface's link
+type.  The per-record loops are the kernel's; this module owns what the bytes mean at file level
+and how a bad record is reported.
 """
 
 from __future__ import annotations
 
 import struct
 import warnings
-from dataclasses import dataclass
-
 import numpy as np
 
 from ..errors import CaptureFormatError, CorruptCaptureError, PcapstatsError, TruncatedCaptureWarning
@@ -36,22 +35,13 @@ PCAP_HEADER = 24
 MAX_STANDARD_PACKET = 262144  # Wireshark's WTAP_MAX_PACKET_SIZE_STANDARD
 
 
-@dataclass
-class Walked:
-    format: str                 # "pcap" | "pcapng"
-    records: K.Records          # ts replaced by int64 ns
-    linktype: np.ndarray        # uint16 per packet
-    interface_id: np.ndarray    # uint32 per packet: id within its section (frame.interface_id)
-    interfaces: list[dict]      # one per interface: linktype, snaplen, tsresol, tsoffset
-    warnings: list[str]
-
-
-def walk(buf: np.ndarray, path: str, kernel) -> Walked:
+def walker_for(buf: np.ndarray, path: str):
+    """The walker of the file's format, positioned at its first record."""
     head = bytes(buf[:4])
     if head == PCAPNG_MAGIC:
-        return _walk_pcapng(buf, path, kernel)
+        return PcapngWalker(buf, path)
     if head in PCAP_MAGICS:
-        return _walk_pcap(buf, path, kernel, *PCAP_MAGICS[head])
+        return PcapWalker(buf, path, *PCAP_MAGICS[head])
     for magic, what in OTHER_FORMATS.items():
         if head.startswith(magic):
             raise CaptureFormatError(f"not a pcap or pcapng file: it is {what}", path=path, offset=0)
@@ -61,56 +51,92 @@ def walk(buf: np.ndarray, path: str, kernel) -> Walked:
                              hint="pcapstats reads .pcap, .pcapng and their .gz")
 
 
-def _walk_pcap(buf, path, kernel, swapped: bool, nsec: bool) -> Walked:
-    if len(buf) < PCAP_HEADER:
-        raise CaptureFormatError(f"file ends inside the pcap file header ({len(buf)} of "
-                                 f"{PCAP_HEADER} bytes)", path=path, offset=0,
-                                 hint="the capture was cut before its first packet")
-    bo = ">" if swapped else "<"
-    _, major, minor, _, _, snaplen, linktype_field = struct.unpack(bo + "IHHiIII", bytes(buf[:PCAP_HEADER]))
-    linktype = linktype_field & 0x0FFFFFFF  # the upper bits carry FCS information
-    max_caplen = min(max(MAX_STANDARD_PACKET, snaplen), K.ABSURD_RECORD)
-    records, status = kernel.walk_pcap(buf, PCAP_HEADER, swapped, nsec, max_caplen)
-    msgs = _check_status(status, buf, path, "pcap", bo, len(records.data_off))
-    n = len(records.data_off)
-    iface = {"interface_id": 0, "linktype": linktype, "snaplen": snaplen,
-             "tsresol": 9 if nsec else 6, "tsoffset": 0}
-    return Walked("pcap", records, np.full(n, linktype, np.uint16), np.zeros(n, np.uint32),
-                  [iface], msgs)
+class PcapWalker:
+    """Classic pcap: one link type, timestamps already in ns after the walk."""
+    format = "pcap"
+
+    def __init__(self, buf, path: str, swapped: bool, nsec: bool):
+        if len(buf) < PCAP_HEADER:
+            raise CaptureFormatError(f"file ends inside the pcap file header ({len(buf)} of "
+                                     f"{PCAP_HEADER} bytes)", path=path, offset=0,
+                                     hint="the capture was cut before its first packet")
+        self.buf, self.path, self.swapped, self.nsec = buf, path, swapped, nsec
+        self.byte_order = ">" if swapped else "<"
+        _, _, _, _, _, snaplen, linktype_field = struct.unpack(self.byte_order + "IHHiIII",
+                                                               bytes(buf[:PCAP_HEADER]))
+        self.linktype = linktype_field & 0x0FFFFFFF  # the upper bits carry FCS information
+        self.max_caplen = min(max(MAX_STANDARD_PACKET, snaplen), K.ABSURD_RECORD)
+        self.pos = PCAP_HEADER
+        self.interfaces = [{"interface_id": 0, "linktype": self.linktype, "snaplen": snaplen,
+                            "tsresol": 9 if nsec else 6, "tsoffset": 0}]
+
+    def walk(self, kern, end: int, rec: K.Records):
+        """Records from self.pos up to the last one ending before ``end``; moves self.pos on."""
+        n, status = kern.walk_pcap(self.buf, self.pos, end, self.swapped, self.nsec,
+                                   self.max_caplen, rec)
+        self.pos = status.offset if status.code != K.ST_OK else end
+        return n, status
+
+    def finish(self, rec: K.Records):
+        """Per-packet link type and interface id of the records just walked."""
+        n = len(rec.data_off)
+        return np.full(n, self.linktype, np.uint16), np.zeros(n, np.uint32)
 
 
-def _walk_pcapng(buf, path, kernel) -> Walked:
-    records, ifs, status = kernel.walk_pcapng(buf)
-    bo = ">" if status.swapped else "<"
-    msgs = _check_status(status, buf, path, "pcapng", bo, len(records.data_off))
-    iface_idx = records.iface
-    ts_ns = _pcapng_ns(records.ts, iface_idx, ifs)
-    records.ts = ts_ns
-    interfaces = [{"interface_id": int(ifs.local_id[i]), "linktype": int(ifs.linktype[i]),
-                   "snaplen": int(ifs.snaplen[i]), "tsresol": int(ifs.tsresol[i]),
-                   "tsoffset": int(ifs.tsoffset[i])} for i in range(len(ifs.linktype))]
-    linktype = ifs.linktype.astype(np.uint16)[iface_idx] if len(iface_idx) else np.zeros(0, np.uint16)
-    local = ifs.local_id[iface_idx] if len(iface_idx) else np.zeros(0, np.uint32)
-    return Walked("pcapng", records, linktype, local, interfaces, msgs)
+class PcapngWalker:
+    """pcapng: sections and interfaces carried across windows in ``state``."""
+    format = "pcapng"
+
+    def __init__(self, buf, path: str):
+        self.buf, self.path = buf, path
+        self.state = np.zeros(4, np.int64)   # next offset, swapped, section's first iface, ifaces
+        self.ifs = K.Interfaces.empty()
+        self.byte_order = "<"
+
+    @property
+    def pos(self) -> int:
+        return int(self.state[0])
+
+    def walk(self, kern, end: int, rec: K.Records):
+        n, status = kern.walk_pcapng(self.buf, end, self.state, rec, self.ifs)
+        self.byte_order = ">" if status.swapped else "<"
+        return n, status
+
+    def finish(self, rec: K.Records):
+        """Convert the window's raw timestamps to ns in place; link types and interface ids."""
+        k = int(self.state[3])
+        iface = rec.iface
+        rec.ts[:] = _pcapng_ns(rec.ts.view(np.uint64), iface, self.ifs, k)
+        return self.ifs.linktype[iface].astype(np.uint16), self.ifs.local_id[iface]
+
+    @property
+    def interfaces(self) -> list[dict]:
+        ifs = self.ifs.first(int(self.state[3]))
+        return [{"interface_id": int(ifs.local_id[i]), "linktype": int(ifs.linktype[i]),
+                 "snaplen": int(ifs.snaplen[i]), "tsresol": int(ifs.tsresol[i]),
+                 "tsoffset": int(ifs.tsoffset[i])} for i in range(len(ifs.linktype))]
 
 
-def _pcapng_ns(ts: np.ndarray, iface_idx: np.ndarray, ifs: K.Interfaces) -> np.ndarray:
+def _pcapng_ns(ts: np.ndarray, iface_idx: np.ndarray, ifs: K.Interfaces, n_if: int) -> np.ndarray:
     """Raw interface time units -> int64 ns since the epoch, exactly, per interface resolution."""
     out = np.zeros(len(ts), np.int64)
-    for i, (resol, offset) in enumerate(zip(ifs.tsresol, ifs.tsoffset)):
-        sel = slice(None) if len(ifs.tsresol) == 1 else (iface_idx == i)
+    used = np.unique(iface_idx) if n_if > 1 else range(min(n_if, 1))
+    for i in used:
+        resol, offset = int(ifs.tsresol[i]), int(ifs.tsoffset[i])
+        sel = slice(None) if n_if <= 1 else (iface_idx == i)
         t = ts[sel].astype(np.uint64)
         if resol & 0x80:  # 2^-k seconds per unit
-            k = int(resol & 0x7F)
-            whole, frac = t >> np.uint64(k), t & np.uint64((1 << k) - 1) if k < 64 else t
-            if k > 32:   # keep frac * 1e9 inside 64 bits: drop bits below a nanosecond first
-                frac, k_frac = frac >> np.uint64(k - 32), 32
+            k = resol & 0x7F
+            if k >= 64:
+                whole, frac, k_frac = np.zeros_like(t), t >> np.uint64(32), 32
             else:
+                whole, frac = t >> np.uint64(k), t & np.uint64((1 << k) - 1)
                 k_frac = k
+                if k > 32:   # keep frac * 1e9 inside 64 bits: drop bits below a nanosecond first
+                    frac, k_frac = frac >> np.uint64(k - 32), 32
             ns = whole * np.uint64(10**9) + ((frac * np.uint64(10**9)) >> np.uint64(k_frac))
         else:             # 10^-k seconds per unit
-            k = int(resol)
-            ns = t * np.uint64(10 ** (9 - k)) if k <= 9 else t // np.uint64(10 ** min(k - 9, 19))
+            ns = t * np.uint64(10 ** (9 - resol)) if resol <= 9 else t // np.uint64(10 ** min(resol - 9, 19))
         out[sel] = ns.astype(np.int64) + np.int64(offset) * 10**9
     return out
 
@@ -119,11 +145,16 @@ _BLOCK_NAMES = {0x0A0D0D0A: "section header", 1: "interface description", 2: "pa
                 3: "simple packet", 6: "enhanced packet"}
 
 
-def _check_status(status: K.Status, buf, path: str, fmt: str, bo: str, n_read: int) -> list[str]:
-    """Raise for a record that cannot be right; warn (and return the text) for a cut file."""
-    code, off, pkt = status.code, status.offset, status.packet
+def check_status(status: K.Status, walker, n_before: int) -> None:
+    """Raise for a record that cannot be right; warn for a file cut mid-record.
+
+    ``n_before``: packets read in earlier windows (status packet numbers count from the window).
+    """
+    buf, path, fmt, bo = walker.buf, walker.path, walker.format, walker.byte_order
+    code, off, pkt = status.code, status.offset, status.packet + n_before
+    n_read = pkt - 1
     if code == K.ST_OK:
-        return []
+        return
     if code == K.ST_TRUNCATED:
         left = len(buf) - off
         w = TruncatedCaptureWarning(
@@ -131,7 +162,7 @@ def _check_status(status: K.Status, buf, path: str, fmt: str, bo: str, n_read: i
             f"bytes", path=path, offset=off, packet=pkt,
             hint="the file was cut (capture killed, or still being written)")
         warnings.warn(w, stacklevel=4)
-        return [str(w)]
+        return
 
     def u32(at: int) -> int:
         return struct.unpack(bo + "I", bytes(buf[at:at + 4]))[0] if at + 4 <= len(buf) else -1

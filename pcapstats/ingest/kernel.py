@@ -1,18 +1,23 @@
-"""The three per-packet loops of the reader, behind one interface with two implementations.
+"""The per-packet loops of the reader, behind one interface with two implementations.
 
 ``CKernel`` calls the compiled ``_kernel`` extension through ctypes; ``NumpyKernel``
 (kernel_numpy.py) does the same in numpy and plain Python, for installs without a compiler.
-Both take the file as a read-only uint8 array (an mmap) and return numpy arrays:
+The reader (ingest/__init__.py) drives them window by window over a read-only uint8 array (the
+mmap), so that only one window of the file is resident at a time; each call writes into arrays
+the reader preallocated (views starting at the window's first packet):
 
-- ``walk_pcap(buf, pos, swapped, nsec, max_caplen) -> (Records, Status)``
-- ``walk_pcapng(buf) -> (Records, Interfaces, Status)``
-- ``decode(buf, data_off, caplen, origlen, linktype) -> dict[name, array]`` with the arrays of
-  ``DECODE_OUTPUTS``; an array is meaningful only where its layer is present (see capture.py).
-- ``intern_addresses(version, src16, dst16)`` and ``conversations(l4, src, dst, sport, dport)``:
-  the hashing steps, numbered as interning.py documents.
+- ``walk_pcap(buf, pos, end, swapped, nsec, max_caplen, rec) -> (n, Status)``: records from
+  ``pos``, stopping with ST_TRUNCATED at the first one that does not end before ``end``;
+- ``walk_pcapng(buf, end, state, rec, ifs) -> (n, Status)``: the same for blocks; ``state``
+  carries section and interface bookkeeping across windows (see _kernel.c);
+- ``decode(buf, data_off, caplen, origlen, linktype, out, sack) -> None``: the fields of
+  ``DECODE_OUTPUTS`` into ``out`` (plus 16-byte ``ip_src``/``ip_dst`` scratch of the window), SACK
+  blocks appended to the compact ``sack`` table;
+- ``new_interner()`` / ``new_conversations()``: hashing state across windows, numbered in order
+  of first appearance (interning.py documents the numbering both implement).
 
-The walks stop at the first bad record and say why in ``Status``; formats.py turns that into
-an exception or a warning.  Nothing here raises on bad input.
+Walks stop at the first bad record and say why in ``Status``; formats.py turns that into an
+exception or a warning.  Nothing here raises on bad input.
 """
 
 from __future__ import annotations
@@ -37,56 +42,37 @@ IPF_DF, IPF_MF, IPF_FRAGMENT = 1, 2, 4
 MAX_INTERFACES = 65536
 ABSURD_RECORD = 64 * 1024 * 1024
 
-# (name, dtype, values per packet) in the order of decode_args in _kernel.c.
-DECODE_OUTPUTS: tuple[tuple[str, str, int], ...] = (
-    ("status", "uint8", 1),
-    ("vlan_id", "uint16", 1),
-    ("vlan_count", "uint8", 1),
-    ("ip_version", "uint8", 1),
-    ("ip_src", "uint8", 16),       # IPv4 in the first 4 bytes, the rest 0
-    ("ip_dst", "uint8", 16),
-    ("ip_hdr_len", "uint16", 1),
-    ("ip_len", "uint32", 1),
-    ("ip_proto", "uint8", 1),
-    ("ip_ttl", "uint8", 1),
-    ("ip_id", "uint32", 1),
-    ("ip_flags", "uint8", 1),
-    ("ip_frag_offset", "uint16", 1),
-    ("l4", "uint8", 1),
-    ("srcport", "uint16", 1),
-    ("dstport", "uint16", 1),
-    ("tcp_seq", "uint32", 1),
-    ("tcp_ack", "uint32", 1),
-    ("tcp_hdr_len", "uint8", 1),
-    ("tcp_flags", "uint16", 1),
-    ("tcp_win", "uint16", 1),
-    ("tcp_opts", "uint8", 1),
-    ("tcp_mss", "uint16", 1),
-    ("tcp_ws", "uint8", 1),
-    ("tcp_tsval", "uint32", 1),
-    ("tcp_tsecr", "uint32", 1),
-    ("tcp_sack_count", "uint8", 1),
-    ("tcp_sack", "uint32", 8),     # up to 4 (left, right) pairs
-    ("udp_length", "uint16", 1),
-    ("icmp_type", "uint8", 1),
-    ("icmp_code", "uint8", 1),
-    ("icmp_echo", "uint8", 1),
-    ("icmp_ident", "uint16", 1),
-    ("icmp_seq", "uint16", 1),
-    ("payload_off", "int64", 1),   # -1 where no transport header was decoded
-    ("payload_len", "uint32", 1),
-    ("payload_cap_len", "uint32", 1),
+# (name, dtype) in the order of decode_args in _kernel.c, after the window scratch.
+DECODE_OUTPUTS: tuple[tuple[str, str], ...] = (
+    ("status", "uint8"), ("vlan_id", "uint16"), ("vlan_count", "uint8"), ("ip_version", "uint8"),
+    ("ip_hdr_len", "uint16"), ("ip_len", "uint32"), ("ip_proto", "uint8"), ("ip_ttl", "uint8"),
+    ("ip_id", "uint32"), ("ip_flags", "uint8"), ("ip_frag_offset", "uint16"), ("l4", "uint8"),
+    ("srcport", "uint16"), ("dstport", "uint16"), ("tcp_seq", "uint32"), ("tcp_ack", "uint32"),
+    ("tcp_hdr_len", "uint8"), ("tcp_flags", "uint16"), ("tcp_win", "uint16"), ("tcp_opts", "uint8"),
+    ("tcp_mss", "uint16"), ("tcp_ws", "uint8"), ("tcp_tsval", "uint32"), ("tcp_tsecr", "uint32"),
+    ("tcp_sack_count", "uint8"),
+    ("tcp_sack_row", "int32"),     # row of the packet's SACK blocks in the compact table, or -1
+    ("udp_length", "uint16"), ("icmp_type", "uint8"), ("icmp_code", "uint8"),
+    ("icmp_echo", "uint8"), ("icmp_ident", "uint16"), ("icmp_seq", "uint16"),
+    ("payload_rel", "uint16"),     # payload offset from the packet's first byte (where l4 != 0)
+    ("payload_len", "uint32"),
 )
 
 
 def new_outputs(n: int) -> dict[str, np.ndarray]:
-    """Zeroed output arrays for n packets (np.zeros pages in lazily, so unused columns are free)."""
-    out = {}
-    for name, dtype, width in DECODE_OUTPUTS:
-        shape = (n,) if width == 1 else (n, width)
-        out[name] = np.zeros(shape, dtype=dtype)
-    out["payload_off"].fill(-1)
-    return out
+    """Zeroed output arrays for up to n packets (np.zeros maps pages lazily: unused rows are free)."""
+    return {name: np.zeros(n, dtype=dtype) for name, dtype in DECODE_OUTPUTS}
+
+
+class SackTable:
+    """SACK blocks of the packets that have them, 4 (left, right) pairs a row, filled in order."""
+
+    def __init__(self, capacity: int):
+        self.rows = np.zeros((max(capacity, 1), 8), np.uint32)
+        self.used = np.zeros(1, np.int64)
+
+    def trimmed(self) -> np.ndarray:
+        return self.rows[: int(self.used[0])].copy()
 
 
 @dataclass
@@ -95,8 +81,18 @@ class Records:
     data_off: np.ndarray   # int64, offset of the packet's first byte
     caplen: np.ndarray     # uint32
     origlen: np.ndarray    # uint32
-    ts: np.ndarray         # pcap: int64 ns; pcapng: uint64 in interface units
+    ts: np.ndarray         # int64 ns (pcapng walks leave raw interface units, converted per window)
     iface: np.ndarray      # uint32, index into Interfaces (pcap: all 0)
+
+    @classmethod
+    def empty(cls, n: int) -> "Records":
+        return cls(np.empty(n, np.int64), np.empty(n, np.uint32), np.empty(n, np.uint32),
+                   np.empty(n, np.int64), np.zeros(n, np.uint32))
+
+    def at(self, start: int, stop: int | None = None) -> "Records":
+        """Views of the rows start:stop (what a window's walk writes into)."""
+        sl = slice(start, stop)
+        return Records(self.data_off[sl], self.caplen[sl], self.origlen[sl], self.ts[sl], self.iface[sl])
 
 
 @dataclass
@@ -108,6 +104,16 @@ class Interfaces:
     tsoffset: np.ndarray   # int64 seconds
     local_id: np.ndarray   # uint32, id within its section (what frame.interface_id shows)
 
+    @classmethod
+    def empty(cls, n: int = 0) -> "Interfaces":
+        n = n or MAX_INTERFACES
+        return cls(np.zeros(n, np.int32), np.zeros(n, np.uint32), np.zeros(n, np.uint8),
+                   np.zeros(n, np.int64), np.zeros(n, np.uint32))
+
+    def first(self, k: int) -> "Interfaces":
+        return Interfaces(*(a[:k].copy() for a in (self.linktype, self.snaplen, self.tsresol,
+                                                     self.tsoffset, self.local_id)))
+
 
 @dataclass
 class Status:
@@ -117,8 +123,8 @@ class Status:
     swapped: bool = False  # pcapng: the byte order of the section the walk stopped in
 
 
-def _upper_bound(nbytes: int, min_record: int) -> int:
-    return max(1, nbytes // min_record + 1)
+def _status(st: np.ndarray) -> Status:
+    return Status(int(st[0]), int(st[1]), int(st[2]), bool(st[3]))
 
 
 class CKernel:
@@ -133,75 +139,97 @@ class CKernel:
         lib.ps_walk_pcapng.argtypes = [p, i64, i64, p, p, p, p, p, i64, p, p, p, p, p, p, p]
         lib.ps_decode.restype = None
         lib.ps_decode.argtypes = [p]
+        for name in ("ps_interner_new", "ps_convs_new"):
+            getattr(lib, name).restype = p
+            getattr(lib, name).argtypes = []
+        for name in ("ps_interner_free", "ps_convs_free"):
+            getattr(lib, name).restype = None
+            getattr(lib, name).argtypes = [p]
+        lib.ps_interner_get.restype = i64
+        lib.ps_interner_get.argtypes = [p, p, p]
         lib.ps_intern_addresses.restype = i64
-        lib.ps_intern_addresses.argtypes = [i64, p, p, p, p, p, p, p]
+        lib.ps_intern_addresses.argtypes = [p, i64, p, p, p, p, p]
         lib.ps_conversations.restype = i64
-        lib.ps_conversations.argtypes = [i64, p, p, p, p, p, p, p, p, p, p, p, p]
+        lib.ps_conversations.argtypes = [p, i64, p, p, p, p, p, p, p, p]
 
-    def walk_pcap(self, buf, pos, swapped, nsec, max_caplen):
-        cap = _upper_bound(len(buf) - pos, 16)
-        rec = Records(np.empty(cap, np.int64), np.empty(cap, np.uint32), np.empty(cap, np.uint32),
-                      np.empty(cap, np.int64), None)
+    def walk_pcap(self, buf, pos, end, swapped, nsec, max_caplen, rec: Records):
         st = np.zeros(4, np.int64)
-        n = self._lib.ps_walk_pcap(_ptr(buf), len(buf), pos, int(swapped), int(nsec), max_caplen, cap,
-                                   _ptr(rec.data_off), _ptr(rec.caplen), _ptr(rec.origlen),
-                                   _ptr(rec.ts), _ptr(st))
-        rec = Records(rec.data_off[:n], rec.caplen[:n], rec.origlen[:n], rec.ts[:n],
-                      np.zeros(n, np.uint32))
-        return rec, Status(int(st[0]), int(st[1]), int(st[2]), bool(st[3]))
+        n = self._lib.ps_walk_pcap(_ptr(buf), end, pos, int(swapped), int(nsec), max_caplen,
+                                   len(rec.data_off), _ptr(rec.data_off), _ptr(rec.caplen),
+                                   _ptr(rec.origlen), _ptr(rec.ts), _ptr(st))
+        return n, _status(st)
 
-    def walk_pcapng(self, buf):
-        cap = _upper_bound(len(buf), 16)
-        rec = Records(np.empty(cap, np.int64), np.empty(cap, np.uint32), np.empty(cap, np.uint32),
-                      np.empty(cap, np.uint64), np.empty(cap, np.uint32))
-        ifs = Interfaces(np.empty(MAX_INTERFACES, np.int32), np.empty(MAX_INTERFACES, np.uint32),
-                         np.empty(MAX_INTERFACES, np.uint8), np.empty(MAX_INTERFACES, np.int64),
-                         np.empty(MAX_INTERFACES, np.uint32))
-        n_if = np.zeros(1, np.int64)
+    def walk_pcapng(self, buf, end, state, rec: Records, ifs: Interfaces):
         st = np.zeros(4, np.int64)
         n = self._lib.ps_walk_pcapng(
-            _ptr(buf), len(buf), cap, _ptr(rec.data_off), _ptr(rec.caplen), _ptr(rec.origlen),
-            _ptr(rec.ts), _ptr(rec.iface), MAX_INTERFACES, _ptr(ifs.linktype), _ptr(ifs.snaplen),
-            _ptr(ifs.tsresol), _ptr(ifs.tsoffset), _ptr(ifs.local_id), _ptr(n_if), _ptr(st))
-        k = int(n_if[0])
-        rec = Records(rec.data_off[:n], rec.caplen[:n], rec.origlen[:n], rec.ts[:n], rec.iface[:n])
-        ifs = Interfaces(*(a[:k].copy() for a in (ifs.linktype, ifs.snaplen, ifs.tsresol,
-                                                   ifs.tsoffset, ifs.local_id)))
-        return rec, ifs, Status(int(st[0]), int(st[1]), int(st[2]), bool(st[3]))
+            _ptr(buf), end, len(rec.data_off), _ptr(rec.data_off), _ptr(rec.caplen),
+            _ptr(rec.origlen), _ptr(rec.ts), _ptr(rec.iface), len(ifs.linktype),
+            _ptr(ifs.linktype), _ptr(ifs.snaplen), _ptr(ifs.tsresol), _ptr(ifs.tsoffset),
+            _ptr(ifs.local_id), _ptr(state), _ptr(st))
+        return n, _status(st)
 
-    def decode(self, buf, data_off, caplen, origlen, linktype):
+    def decode(self, buf, data_off, caplen, origlen, linktype, out, sack: SackTable):
         n = len(data_off)
-        out = new_outputs(n)
         inputs = [np.ascontiguousarray(data_off, np.int64), np.ascontiguousarray(caplen, np.uint32),
                   np.ascontiguousarray(origlen, np.uint32), np.ascontiguousarray(linktype, np.uint16)]
-        fields = [_ptr(buf), n] + [_ptr(a) for a in inputs] + [_ptr(out[name]) for name, _, _ in
-                                                              DECODE_OUTPUTS]
-        args = _DecodeArgs(*fields)
-        self._lib.ps_decode(ctypes.byref(args))
-        return out
+        fields = ([_ptr(buf), n] + [_ptr(a) for a in inputs] + [_ptr(out["ip_src"]), _ptr(out["ip_dst"])]
+                  + [_ptr(out[name]) for name, _ in DECODE_OUTPUTS]
+                  + [_ptr(sack.rows), len(sack.rows), _ptr(sack.used)])
+        self._lib.ps_decode(ctypes.byref(_DecodeArgs(*fields)))
+
+    def new_interner(self):
+        return _CInterner(self._lib)
+
+    def new_conversations(self):
+        return _CConversations(self._lib)
 
 
-    def intern_addresses(self, version, src16, dst16):
-        """Codes for source and destination addresses, and the table of distinct addresses."""
+class _Handle:
+    """Owns a C-side table; freed with the object."""
+
+    def __init__(self, lib, new, free):
+        self._lib, self._free = lib, free
+        self._h = new()
+        if not self._h:
+            raise MemoryError("out of memory creating a hash table")
+
+    def __del__(self):
+        if getattr(self, "_h", None):
+            self._free(self._h)
+            self._h = None
+
+
+class _CInterner(_Handle):
+    def __init__(self, lib):
+        super().__init__(lib, lib.ps_interner_new, lib.ps_interner_free)
+        self._k = 0
+
+    def intern(self, version, src16, dst16):
         n = len(version)
         src_code, dst_code = np.empty(n, np.int32), np.empty(n, np.int32)
-        addr = np.empty((max(2 * n, 1), 16), np.uint8)   # worst case; untouched pages cost nothing
-        v6 = np.empty(max(2 * n, 1), np.uint8)
-        k = self._lib.ps_intern_addresses(n, _ptr(version), _ptr(src16), _ptr(dst16), _ptr(src_code),
-                                          _ptr(dst_code), _ptr(addr), _ptr(v6))
+        k = self._lib.ps_intern_addresses(self._h, n, _ptr(version), _ptr(src16), _ptr(dst16),
+                                          _ptr(src_code), _ptr(dst_code))
         if k < 0:
             raise MemoryError("out of memory while hashing addresses")
-        return src_code, dst_code, addr[:k].copy(), v6[:k].copy()
+        self._k = k
+        return src_code, dst_code
 
-    def conversations(self, l4, src_code, dst_code, srcport, dstport):
-        """Per-protocol conversation ids of TCP/UDP packets (-1 otherwise), the direction bit, and
-        whether the packet is its conversation's first."""
+    def addresses(self):
+        addr, v6 = np.empty((max(self._k, 1), 16), np.uint8), np.empty(max(self._k, 1), np.uint8)
+        k = self._lib.ps_interner_get(self._h, _ptr(addr), _ptr(v6))
+        return addr[:k], v6[:k]
+
+
+class _CConversations(_Handle):
+    def __init__(self, lib):
+        super().__init__(lib, lib.ps_convs_new, lib.ps_convs_free)
+
+    def assign(self, l4, src_code, dst_code, srcport, dstport):
         n = len(l4)
-        conv, reverse, first = np.empty(n, np.int64), np.empty(n, np.uint8), np.empty(n, np.uint8)
-        keys = [np.empty(max(n, 1), dt) for dt in (np.int64, np.int64, np.uint8, np.int64)]
-        k = self._lib.ps_conversations(n, _ptr(l4), _ptr(src_code), _ptr(dst_code), _ptr(srcport),
-                                       _ptr(dstport), _ptr(conv), _ptr(reverse), _ptr(first),
-                                       *(_ptr(a) for a in keys))
+        conv, reverse, first = np.empty(n, np.int32), np.empty(n, np.uint8), np.empty(n, np.uint8)
+        k = self._lib.ps_conversations(self._h, n, _ptr(l4), _ptr(src_code), _ptr(dst_code),
+                                       _ptr(srcport), _ptr(dstport), _ptr(conv), _ptr(reverse),
+                                       _ptr(first))
         if k < 0:
             raise MemoryError("out of memory while hashing conversations")
         return conv, reverse, first
@@ -209,8 +237,11 @@ class CKernel:
 
 class _DecodeArgs(ctypes.Structure):
     _fields_ = ([("buf", ctypes.c_void_p), ("n", ctypes.c_int64)]
-                + [(name, ctypes.c_void_p) for name in ("data_off", "caplen", "origlen", "linktype")]
-                + [(name, ctypes.c_void_p) for name, _, _ in DECODE_OUTPUTS])
+                + [(name, ctypes.c_void_p) for name in ("data_off", "caplen", "origlen", "linktype",
+                                                         "ip_src", "ip_dst")]
+                + [(name, ctypes.c_void_p) for name, _ in DECODE_OUTPUTS]
+                + [("sack_table", ctypes.c_void_p), ("sack_cap", ctypes.c_int64),
+                   ("sack_used", ctypes.c_void_p)])
 
 
 def _ptr(a: np.ndarray) -> int:

@@ -29,6 +29,17 @@ class Source:
     file_size: int                # bytes on disk
     compressed: bool
     _closers: list = field(default_factory=list, repr=False)
+    _map: mmap.mmap | None = field(default=None, repr=False)
+    _released: int = field(default=0, repr=False)
+
+    def release(self, upto: int) -> None:
+        """Drop the mapped pages before file offset ``upto`` from memory (they were read)."""
+        mm = self._map
+        page = mmap.PAGESIZE
+        upto = (upto // page) * page
+        if mm is not None and upto > self._released:
+            mm.madvise(mmap.MADV_DONTNEED, self._released, upto - self._released)
+            self._released = upto
 
     def close(self) -> None:
         self.buf = np.empty(0, np.uint8)
@@ -69,13 +80,12 @@ def open_source(path) -> Source:
             return _inflate(f, path, size)
         mm = _map(f.fileno())
     buf = np.frombuffer(mm, dtype=np.uint8)
-    return Source(path, buf, size, False, [mm.close])
+    return Source(path, buf, size, False, [mm.close], mm)
 
 
 def _map(fd: int) -> mmap.mmap:
-    """Read-only map; pre-faulted (MAP_POPULATE) because every page is read once, in order."""
-    flags = mmap.MAP_SHARED | getattr(mmap, "MAP_POPULATE", 0)
-    mm = mmap.mmap(fd, 0, flags=flags, prot=mmap.PROT_READ)
+    """Read-only map, read once in order; the reader releases pages window by window."""
+    mm = mmap.mmap(fd, 0, access=mmap.ACCESS_READ)
     mm.madvise(mmap.MADV_SEQUENTIAL)
     return mm
 
@@ -119,4 +129,4 @@ def _inflate(f, path: str, size: int) -> Source:
         tmp.close()
         raise
     buf = np.frombuffer(mm, dtype=np.uint8)
-    return Source(path, buf, size, True, [tmp.close, mm.close])
+    return Source(path, buf, size, True, [tmp.close, mm.close], mm)
