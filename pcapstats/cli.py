@@ -176,8 +176,8 @@ def _write(text: str, output: Optional[Path]) -> None:
 def main(argv: Optional[list] = None) -> int:
     """Console entry point: runs the app and turns every failure into one line and an exit code."""
     try:
-        app(args=argv, standalone_mode=False, prog_name="pcapstats")
-        return 0
+        code = app(args=argv, standalone_mode=False, prog_name="pcapstats")
+        return code if isinstance(code, int) else 0
     except PcapstatsError as e:
         _say("error", str(e))
         return EXIT_ERROR

@@ -38,7 +38,7 @@ class _Located:
         where = _where(path, offset, packet)
         text = what + (f" ({where})" if where else "")
         if hint:
-            text += f". {hint}"
+            text += f". {hint[:1].upper()}{hint[1:]}"
         return text
 
 

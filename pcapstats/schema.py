@@ -11,7 +11,9 @@ presence mask says which rows are real):
 - ``frame``: every packet;
 - ``ip``: IPv4 or IPv6 was decoded (``ip_version`` is 4 or 6);
 - ``tcp`` / ``udp`` / ``icmp``: that transport header was decoded.  Non-first IP fragments carry
-  no transport header (Wireshark with ``ip.defragment:FALSE`` shows them as data too);
+  no transport header (Wireshark with ``ip.defragment:FALSE`` shows them as data too).  An ICMP
+  error that quotes a TCP/UDP header has the ``icmp`` layer *and* the quoted ``tcp``/``udp``
+  fields, as in Wireshark, with ``l4_quoted`` set;
 - ``vlan``: the frame had at least one VLAN tag; ``icmp_echo``: an ICMP echo (or IPv4
   timestamp/info/mask) request or reply, which carry an identifier and a sequence number;
 - ``tcp_opt_*``: the option was present in that TCP header; ``tcp_sackK``: the header had at
@@ -134,6 +136,11 @@ COLUMNS: tuple[Column, ...] = (
        "Echo identifier (echo request/reply, and IPv4 timestamp/info/mask messages)."),
     _C("icmp_seq", "uint16", ICMP_ECHO, "icmp.seq|icmpv6.echo.sequence_number",
        "Echo sequence number, big-endian (echo request/reply only, else <NA>)."),
+    _C("l4_quoted", "bool", FRAME, None,
+       "The TCP/UDP columns hold the header quoted inside this ICMP error, not a header of the "
+       "packet's own. Wireshark dissects that header and gives it a stream index (so it counts "
+       "for stream numbering), but its conversation tables leave the packet out, and so does "
+       "pcapstats throughput."),
     # -- payload (pcapstats' own) ---------------------------------------------------------------
     _C("payload_offset", "int64", FRAME, None,
        "File offset of the transport payload (TCP/UDP data, ICMP body); -1 when none decoded."),

@@ -19,5 +19,5 @@ def test_error_family():
         assert issubclass(cls, ps.PcapstatsError)
     assert issubclass(ps.CorruptCaptureError, ps.CaptureFormatError)
     e = ps.CorruptCaptureError("bad block", path="x.pcapng", offset=128, packet=3, hint="fix it")
-    assert str(e) == "bad block (x.pcapng, file offset 128, packet 3). fix it"
+    assert str(e) == "bad block (x.pcapng, file offset 128, packet 3). Fix it"
     assert (e.offset, e.packet) == (128, 3)

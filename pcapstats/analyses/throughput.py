@@ -98,19 +98,24 @@ def _empty() -> pd.DataFrame:
 
 def _one_proto(cap: Capture, proto: str, interval_ns: int) -> pd.DataFrame:
     layer, stream_col, sport_col, dport_col = _PROTOS[proto]
-    mask = cap.layer(layer)
+    mask = cap.layer(layer) & ~cap.column("l4_quoted")  # as Wireshark's conversation tables
     n_rows = int(np.count_nonzero(mask))
     if n_rows == 0:
         return _empty()
     sel = slice(None) if n_rows == len(mask) else np.flatnonzero(mask)  # all-TCP captures: no copy
-    s = cap.column(stream_col)[sel]
+    ids = cap.column(stream_col)[sel]
     src, dst = cap.column("ip_src")[sel], cap.column("ip_dst")[sel]
     sport, dport = cap.column(sport_col)[sel], cap.column(dport_col)[sel]
     t = cap.column("frame_time_ns")[sel]
-    n_streams = int(s.max()) + 1
 
-    # side A of each stream is the source of its first packet (stream ids follow first appearance)
-    first = _first_occurrences(s)
+    # stream ids follow first appearance, with gaps where a stream was only ever quoted in ICMP
+    # errors; s numbers the streams present 0..n-1.  Side A is the source of a stream's first packet.
+    first = _first_occurrences(ids)
+    stream_ids = ids[first]
+    n_streams = len(first)
+    dense = np.zeros(int(stream_ids[-1]) + 1, np.int64)
+    dense[stream_ids] = np.arange(n_streams)
+    s = dense[ids] if n_streams != len(dense) else ids
     a_addr, a_port = src[first], sport[first]
     # key: stream x direction (0 = A to B, 1 = B to A); one bincount per quantity
     key = s * 2 + ((src != a_addr[s]) | (sport != a_port[s]))
@@ -136,7 +141,7 @@ def _one_proto(cap: Capture, proto: str, interval_ns: int) -> pd.DataFrame:
     peak_payload = _peak_per_direction(key, bins, cap.column("payload_len")[sel], n_streams) * to_bps
 
     columns = {
-        "stream": np.arange(n_streams, dtype=np.int64),
+        "stream": stream_ids.astype(np.int64),
         "proto": np.full(n_streams, proto, dtype=object),
         "address_a": cap.addresses[a_addr].astype(object),
         "port_a": a_port.astype(np.int64),

@@ -118,6 +118,12 @@ def _to_capture(raw: pd.DataFrame, path: str, size: int, compressed: bool) -> Ca
         r"(?:^|:)(?:ip|ipv6)(?::(?!tcp|udp|icmp|icmpv6)[^:]+)*:(tcp|udp|icmp|icmpv6)(?::|$)")[0]
     l4name = l4name.fillna("").to_numpy()
     tcp, udp, icmp = l4name == "tcp", l4name == "udp", (l4name == "icmp") | (l4name == "icmpv6")
+    # an ICMP error's quoted TCP/UDP header: its fields are shown, flagged l4_quoted (schema.py)
+    quoted_tcp = icmp & (_first(raw["tcp.srcport"]) != "").to_numpy()
+    quoted_udp = icmp & (_first(raw["udp.srcport"]) != "").to_numpy()
+    a["l4_quoted"] = quoted_tcp | quoted_udp
+    own_tcp, own_udp = tcp, udp
+    tcp, udp = tcp | quoted_tcp, udp | quoted_udp
 
     ver, ip = _pick(raw, "ip.version|ipv6.version", "uint8")
     a["ip_version"] = ver
@@ -131,7 +137,7 @@ def _to_capture(raw: pd.DataFrame, path: str, size: int, compressed: bool) -> Ca
     a["ip_len"] = np.where(v6, plen + 40, iplen).astype(np.uint32)
     proto4 = _num(raw["ip.proto"], "uint8")[0]
     nxt6 = _num(raw["ipv6.nxt"], "uint8")[0]
-    proto6 = np.select([tcp, udp, icmp], [6, 17, 58], nxt6.astype(np.int64))
+    proto6 = np.select([own_tcp, own_udp, icmp], [6, 17, 58], nxt6.astype(np.int64))
     a["ip_proto"] = np.where(v6, proto6, proto4).astype(np.uint8)
     a["ip_ttl"] = _pick(raw, "ip.ttl|ipv6.hlim", "uint8")[0]
     a["ip_id"] = _pick(raw, "ip.id|ipv6.fraghdr.ident", "uint32", 16)[0]
@@ -167,7 +173,7 @@ def _to_capture(raw: pd.DataFrame, path: str, size: int, compressed: bool) -> Ca
     udp_payload = np.maximum(a["udp_length"].astype(np.int64) - 8, 0)
     icmp_payload = np.maximum(a["ip_len"].astype(np.int64) - a["ip_hdr_len"] - 8, 0)
     a["payload_offset"] = np.full(n, -1, np.int64)
-    a["payload_len"] = np.select([tcp, udp, icmp], [a["tcp_len"], udp_payload, icmp_payload], 0) \
+    a["payload_len"] = np.select([own_tcp, own_udp, icmp], [a["tcp_len"], udp_payload, icmp_payload], 0) \
         .astype(np.uint32)
     a["payload_cap_len"] = np.zeros(n, np.uint32)
 

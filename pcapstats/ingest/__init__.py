@@ -60,12 +60,21 @@ class _Table:
         rec = self.rec.at(lo, hi)
         self.linktype[lo:hi], self.interface_id[lo:hi] = walker.finish(rec)
         out = {name: a[lo:hi] for name, a in self.out.items()}
-        out["ip_src"], out["ip_dst"] = np.zeros((k, 16), np.uint8), np.zeros((k, 16), np.uint8)
+        for name in ("ip_src", "ip_dst", "q_src", "q_dst"):
+            out[name] = np.zeros((k, 16), np.uint8)
         kern.decode(buf, rec.data_off, rec.caplen, rec.origlen, self.linktype[lo:hi], out, self.sack)
-        self.ip_src[lo:hi], self.ip_dst[lo:hi] = self.interner.intern(out["ip_version"], out["ip_src"],
-                                                                      out["ip_dst"])
+        src, dst = self.interner.intern(out["ip_version"], out["ip_src"], out["ip_dst"])
+        self.ip_src[lo:hi], self.ip_dst[lo:hi] = src, dst
+        # a TCP/UDP header quoted in an ICMP error joins its own conversation, as in Wireshark
+        quoted = out["l4_quoted"] != 0
+        l4 = out["l4"]
+        if quoted.any():
+            q_src, q_dst = self.interner.intern(np.where(quoted, out["ip_version"], 0),
+                                                out["q_src"], out["q_dst"])
+            l4 = np.where(quoted, out["l4_quoted"], l4)
+            src, dst = np.where(quoted, q_src, src), np.where(quoted, q_dst, dst)
         self.conv[lo:hi], self.reverse[lo:hi], self.first[lo:hi] = self.conversations.assign(
-            out["l4"], self.ip_src[lo:hi], self.ip_dst[lo:hi], out["srcport"], out["dstport"])
+            l4, src, dst, out["srcport"], out["dstport"])
         self.n = hi
 
 
@@ -80,10 +89,10 @@ def _read_windows(src, walker, kern, window: int, progress) -> _Table:
         src.release(walker.pos)
         if progress:
             progress(walker.pos, size)
-        if status.code == K.ST_TRUNCATED and end < size:
-            if k == 0:
+        if status.code in (K.ST_OK, K.ST_TRUNCATED) and end < size:
+            if k == 0 and status.code == K.ST_TRUNCATED:
                 window *= 2  # one record larger than the window
-            continue
+            continue  # the window ended (at a record boundary or inside a record): next one
         formats.check_status(status, walker, table.n - k)
         return table
 
@@ -95,8 +104,8 @@ def _capture(src, walker, t: _Table, kern) -> Capture:
     _warn_skipped(out["status"], t.linktype[:n], src.path)
     addr16, v6 = t.interner.addresses()
     addresses = np.array([_format_address(bytes(a), bool(v)) for a, v in zip(addr16, v6)], dtype=object)
-    l4, opts, flags = out["l4"], out["tcp_opts"], out["ip_flags"]
-    tcp = l4 == K.L4_TCP
+    l4, quoted, opts, flags = out["l4"], out["l4_quoted"], out["tcp_opts"], out["ip_flags"]
+    tcp = (l4 == K.L4_TCP) | (quoted == K.L4_TCP)
     stream = t.conv[:n].astype(np.int64)
     idx = np.flatnonzero(tcp)
     if len(idx):
@@ -123,7 +132,7 @@ def _capture(src, walker, t: _Table, kern) -> Capture:
         "tcp_stream": stream,
         "tcp_seq_raw": out["tcp_seq"], "tcp_ack_raw": out["tcp_ack"],
         "tcp_hdr_len": out["tcp_hdr_len"], "tcp_flags": out["tcp_flags"],
-        "tcp_window_size_value": out["tcp_win"], "tcp_len": out["payload_len"],
+        "tcp_window_size_value": out["tcp_win"], "tcp_len": out["tcp_len"],
         "tcp_option_mss": out["tcp_mss"], "tcp_option_wscale_shift": out["tcp_ws"],
         "tcp_option_sack_perm": lambda: (opts & K.OPT_SACK_PERM) != 0,
         "tcp_option_tsval": out["tcp_tsval"], "tcp_option_tsecr": out["tcp_tsecr"],
@@ -132,6 +141,7 @@ def _capture(src, walker, t: _Table, kern) -> Capture:
         "udp_stream": stream,
         "icmp_type": out["icmp_type"], "icmp_code": out["icmp_code"],
         "icmp_ident": out["icmp_ident"], "icmp_seq": out["icmp_seq"],
+        "l4_quoted": lambda: quoted != 0,
         "payload_offset": lambda: np.where(l4 != 0, rec.data_off + out["payload_rel"], -1),
         "payload_len": out["payload_len"],
         "payload_cap_len": lambda: np.where(
@@ -144,7 +154,8 @@ def _capture(src, walker, t: _Table, kern) -> Capture:
     layers = {
         schema.VLAN: lambda: out["vlan_count"] > 0,
         schema.IP: lambda: out["ip_version"] > 0,
-        schema.TCP: lambda: l4 == K.L4_TCP, schema.UDP: lambda: l4 == K.L4_UDP,
+        schema.TCP: lambda: (l4 == K.L4_TCP) | (quoted == K.L4_TCP),
+        schema.UDP: lambda: (l4 == K.L4_UDP) | (quoted == K.L4_UDP),
         schema.ICMP: lambda: l4 == K.L4_ICMP, schema.ICMP_ECHO: lambda: out["icmp_echo"] != 0,
         schema.TCP_OPT_MSS: lambda: (opts & K.OPT_MSS) != 0,
         schema.TCP_OPT_WS: lambda: (opts & K.OPT_WS) != 0,

@@ -210,9 +210,12 @@ typedef struct {
     const uint32_t *caplen;
     const uint32_t *origlen;
     const uint16_t *linktype;
-    /* window scratch: n x 16 bytes each (IPv4 in the first 4) */
+    /* window scratch: n x 16 bytes each (IPv4 in the first 4, the rest left 0): the packet's
+     * addresses, and those of the header quoted in an ICMP error */
     uint8_t *ip_src;
     uint8_t *ip_dst;
+    uint8_t *q_src;
+    uint8_t *q_dst;
     /* out, each n long */
     uint8_t *status;
     uint16_t *vlan_id;
@@ -226,6 +229,7 @@ typedef struct {
     uint8_t *ip_flags;
     uint16_t *ip_frag_offset;
     uint8_t *l4;
+    uint8_t *l4_quoted;        /* 6 or 17 when an ICMP error quotes a TCP/UDP header */
     uint16_t *srcport;
     uint16_t *dstport;
     uint32_t *tcp_seq;
@@ -238,6 +242,7 @@ typedef struct {
     uint8_t *tcp_ws;
     uint32_t *tcp_tsval;
     uint32_t *tcp_tsecr;
+    uint32_t *tcp_len;
     uint8_t *tcp_sack_count;
     int32_t *tcp_sack_row;     /* row of this packet's blocks in the compact table, -1 if none */
     uint16_t *udp_length;
@@ -345,16 +350,102 @@ static void tcp_options(const uint8_t *p, int64_t end, decode_args *a, int64_t i
     }
 }
 
-/* Transport header at p (cap bytes captured, rep bytes reported by the IP length). */
+/* An IPv4 or IPv6 header as parsed, before anything is written out. */
+typedef struct {
+    int version;
+    int64_t hdr, total;       /* header bytes (IPv6: with extension headers), total length */
+    uint8_t proto, ttl, flags;
+    uint16_t frag_offset;
+    uint32_t id;
+    const uint8_t *src, *dst;
+    int transport;            /* a transport header follows (first fragment, walk complete) */
+} iphdr;
+
+static int ext_header(uint8_t proto) {
+    return proto == 0 || proto == 43 || proto == 60 || proto == 135 || proto == 139 ||
+           proto == 140 || proto == 51 || proto == 44;
+}
+
+/* Parse the IP header at ip (cap bytes captured, rest bytes reported); -1 when malformed. */
+static int parse_ip(const uint8_t *ip, int64_t cap, int64_t rest, int version, iphdr *h)
+{
+    memset(h, 0, sizeof(*h));
+    h->version = version;
+    if (version == 4) {
+        if (cap < 20 || (ip[0] >> 4) != 4) return -1;
+        h->hdr = (ip[0] & 0x0F) * 4;
+        if (h->hdr < 20) return -1;
+        h->total = be16(ip + 2);
+        if (h->total == 0) h->total = rest;        /* TSO: length left 0, use the frame's */
+        h->src = ip + 12; h->dst = ip + 16;
+        h->proto = ip[9]; h->ttl = ip[8]; h->id = be16(ip + 4);
+        uint16_t fr = be16(ip + 6);
+        h->frag_offset = fr & 0x1FFF;
+        h->flags = (uint8_t)(((fr & 0x4000) ? IPF_DF : 0) | ((fr & 0x2000) ? IPF_MF : 0) |
+                             ((fr & 0x3FFF) ? IPF_FRAGMENT : 0));
+        h->transport = h->total >= h->hdr && !h->frag_offset;  /* non-first fragment: no header */
+        return 0;
+    }
+    if (cap < 40 || (ip[0] >> 4) != 6) return -1;
+    h->total = be16(ip + 4) + 40;
+    if (h->total == 40 && rest > 40) h->total = rest;  /* jumbogram / TSO */
+    h->src = ip + 8; h->dst = ip + 24;
+    h->ttl = ip[7];
+    uint8_t proto = ip[6];
+    int64_t hdr = 40;
+    int guard;
+    for (guard = 0; guard < 32 && ext_header(proto); guard++) {  /* walk the extension headers */
+        if (proto == 44) {                         /* fragment header */
+            if (hdr + 8 > cap) break;
+            uint16_t fr = be16(ip + hdr + 2);
+            h->frag_offset = fr >> 3;
+            h->id = be32(ip + hdr + 4);
+            if (fr & 1) h->flags |= IPF_MF;
+            if ((fr & 1) || (fr >> 3)) h->flags |= IPF_FRAGMENT;
+            proto = ip[hdr];
+            hdr += 8;
+        } else {
+            if (hdr + 2 > cap) break;
+            uint8_t nx = ip[hdr];
+            hdr += (proto == 51) ? 4 * ((int64_t)ip[hdr + 1] + 2)   /* AH: 4-byte units, minus 2 */
+                                 : 8 * ((int64_t)ip[hdr + 1] + 1);
+            proto = nx;
+        }
+    }
+    h->hdr = hdr;
+    h->proto = proto;
+    h->transport = !ext_header(proto) && proto != 59 && !h->frag_offset;
+    return 0;
+}
+
 static void transport(const uint8_t *p, int64_t cap, int64_t rep, uint8_t proto, int ipver,
-                      int64_t rel, decode_args *a, int64_t i)
+                      int64_t rel, decode_args *a, int64_t i, int quoted);
+
+/* The IP header quoted in an ICMP error and the start of its transport header: Wireshark gives
+ * that TCP/UDP header a stream, so the conversation hash must see it (kernel.py, streams.py). */
+static void quoted_packet(const uint8_t *p, int64_t cap, int64_t rep, int outer_version,
+                          decode_args *a, int64_t i)
+{
+    iphdr h;
+    if (cap < 1 || parse_ip(p, cap, rep, outer_version == 6 ? 6 : 4, &h) || !h.transport) return;
+    if (h.hdr > h.total || (h.proto != 6 && h.proto != 17)) return;
+    memcpy(a->q_src + 16 * i, h.src, h.version == 4 ? 4 : 16);
+    memcpy(a->q_dst + 16 * i, h.dst, h.version == 4 ? 4 : 16);
+    int64_t qrep = (h.total < rep ? h.total : rep) - h.hdr;
+    transport(p + h.hdr, cap - h.hdr > 0 ? cap - h.hdr : 0, qrep, h.proto, h.version, 0, a, i, 1);
+}
+
+/* Transport header at p (cap bytes captured, rep bytes reported by the IP length).  A quoted
+ * header (inside an ICMP error) fills the TCP/UDP fields and l4_quoted, not l4 or the payload. */
+static void transport(const uint8_t *p, int64_t cap, int64_t rep, uint8_t proto, int ipver,
+                      int64_t rel, decode_args *a, int64_t i, int quoted)
 {
     int64_t hl = 0, plen = 0;
     if (proto == 6) {
         if (cap < 20 || rep < 20) return;
         hl = (p[12] >> 4) * 4;
         if (hl < 20 || hl > rep) return;  /* Wireshark stops before the stream is assigned */
-        a->l4[i] = L4_TCP;
+        if (quoted) a->l4_quoted[i] = L4_TCP; else a->l4[i] = L4_TCP;
         a->srcport[i] = be16(p); a->dstport[i] = be16(p + 2);
         a->tcp_seq[i] = be32(p + 4); a->tcp_ack[i] = be32(p + 8);
         a->tcp_hdr_len[i] = (uint8_t)hl;
@@ -362,16 +453,17 @@ static void transport(const uint8_t *p, int64_t cap, int64_t rep, uint8_t proto,
         a->tcp_win[i] = be16(p + 14);
         tcp_options(p + 20, (hl < cap ? hl : cap) - 20, a, i);
         plen = rep - hl;
+        a->tcp_len[i] = (uint32_t)plen;
     } else if (proto == 17) {
         if (cap < 8 || rep < 8) return;
-        a->l4[i] = L4_UDP;
+        if (quoted) a->l4_quoted[i] = L4_UDP; else a->l4[i] = L4_UDP;
         a->srcport[i] = be16(p); a->dstport[i] = be16(p + 2);
         a->udp_length[i] = be16(p + 4);
         hl = 8;
         plen = a->udp_length[i] >= 8 ? a->udp_length[i] - 8 : 0;
         /* a first fragment carries the datagram's header: its payload is the whole datagram's */
         if (plen > rep - 8 && !(a->ip_flags[i] & IPF_MF)) plen = rep - 8;
-    } else if ((proto == 1 && ipver == 4) || (proto == 58 && ipver == 6)) {
+    } else if (!quoted && ((proto == 1 && ipver == 4) || (proto == 58 && ipver == 6))) {
         if (cap < 4 || rep < 4) return;
         uint8_t t = p[0];
         a->l4[i] = L4_ICMP;
@@ -382,9 +474,13 @@ static void transport(const uint8_t *p, int64_t cap, int64_t rep, uint8_t proto,
         }
         hl = rep < 8 ? rep : 8;
         plen = rep - hl;
+        int error = (ipver == 4) ? (t == 3 || t == 4 || t == 5 || t == 11 || t == 12)
+                                 : (t >= 1 && t <= 4);
+        if (error && cap > 8 && rep > 8) quoted_packet(p + 8, cap - 8, rep - 8, ipver, a, i);
     } else {
         return;
     }
+    if (quoted) return;
     a->payload_rel[i] = (uint16_t)(rel + hl > 0xFFFF ? 0xFFFF : rel + hl);
     a->payload_len[i] = (uint32_t)plen;
 }
@@ -403,76 +499,24 @@ static void decode_one(decode_args *a, int64_t i)
     const uint8_t *ip = p + l3;
     const int64_t ipcap = cl - l3;
     const int64_t frame_rest = ol - l3;  /* reported bytes from the IP header on */
-    int64_t hdr, total, l4cap;
-    uint8_t proto;
-    if (et == ETH_IPV4) {
-        if (ipcap < 20 || (ip[0] >> 4) != 4) { a->status[i] = DS_MALFORMED; return; }
-        hdr = (ip[0] & 0x0F) * 4;
-        if (hdr < 20) { a->status[i] = DS_MALFORMED; return; }
-        total = be16(ip + 2);
-        if (total == 0) total = frame_rest;        /* TSO: length left 0, use the frame's */
-        a->ip_version[i] = 4;
-        memcpy(a->ip_src + 16 * i, ip + 12, 4);
-        memcpy(a->ip_dst + 16 * i, ip + 16, 4);
-        a->ip_hdr_len[i] = (uint16_t)hdr;
-        a->ip_len[i] = (uint32_t)total;
-        a->ip_proto[i] = proto = ip[9];
-        a->ip_ttl[i] = ip[8];
-        a->ip_id[i] = be16(ip + 4);
-        uint16_t fr = be16(ip + 6);
-        a->ip_frag_offset[i] = fr & 0x1FFF;
-        a->ip_flags[i] = (uint8_t)(((fr & 0x4000) ? IPF_DF : 0) | ((fr & 0x2000) ? IPF_MF : 0) |
-                                   ((fr & 0x3FFF) ? IPF_FRAGMENT : 0));
-        if (total < hdr) return;
-        if (fr & 0x1FFF) return;                   /* non-first fragment: no transport header */
-    } else {
-        if (ipcap < 40 || (ip[0] >> 4) != 6) { a->status[i] = DS_MALFORMED; return; }
-        total = be16(ip + 4) + 40;
-        if (total == 40 && frame_rest > 40) total = frame_rest;  /* jumbogram / TSO */
-        a->ip_version[i] = 6;
-        memcpy(a->ip_src + 16 * i, ip + 8, 16);
-        memcpy(a->ip_dst + 16 * i, ip + 24, 16);
-        a->ip_len[i] = (uint32_t)total;
-        a->ip_ttl[i] = ip[7];
-        proto = ip[6];
-        hdr = 40;
-        int guard;
-        for (guard = 0; guard < 32; guard++) {     /* walk the extension headers */
-            if (proto == 0 || proto == 43 || proto == 60 || proto == 135 || proto == 139 || proto == 140) {
-                if (hdr + 2 > ipcap) break;
-                uint8_t nx = ip[hdr];
-                hdr += 8 * ((int64_t)ip[hdr + 1] + 1);
-                proto = nx;
-            } else if (proto == 51) {              /* AH: length in 4-byte units, minus 2 */
-                if (hdr + 2 > ipcap) break;
-                uint8_t nx = ip[hdr];
-                hdr += 4 * ((int64_t)ip[hdr + 1] + 2);
-                proto = nx;
-            } else if (proto == 44) {              /* fragment header */
-                if (hdr + 8 > ipcap) break;
-                uint16_t fr = be16(ip + hdr + 2);
-                a->ip_frag_offset[i] = fr >> 3;
-                a->ip_id[i] = be32(ip + hdr + 4);
-                if (fr & 1) a->ip_flags[i] |= IPF_MF;
-                if ((fr & 1) || (fr >> 3)) a->ip_flags[i] |= IPF_FRAGMENT;
-                proto = ip[hdr];
-                hdr += 8;
-            } else {
-                break;
-            }
-        }
-        a->ip_hdr_len[i] = (uint16_t)(hdr > 0xFFFF ? 0xFFFF : hdr);
-        a->ip_proto[i] = proto;
-        if (proto == 0 || proto == 43 || proto == 60 || proto == 51 || proto == 44 ||
-            proto == 135 || proto == 139 || proto == 140 || proto == 59) return;  /* cut or no next header */
-        if (a->ip_frag_offset[i]) return;
-    }
-    if (hdr > total) return;
+    iphdr h;
+    if (parse_ip(ip, ipcap, frame_rest, et == ETH_IPV4 ? 4 : 6, &h)) { a->status[i] = DS_MALFORMED; return; }
+    a->ip_version[i] = (uint8_t)h.version;
+    memcpy(a->ip_src + 16 * i, h.src, h.version == 4 ? 4 : 16);
+    memcpy(a->ip_dst + 16 * i, h.dst, h.version == 4 ? 4 : 16);
+    a->ip_hdr_len[i] = (uint16_t)(h.hdr > 0xFFFF ? 0xFFFF : h.hdr);
+    a->ip_len[i] = (uint32_t)h.total;
+    a->ip_proto[i] = h.proto;
+    a->ip_ttl[i] = h.ttl;
+    a->ip_id[i] = h.id;
+    a->ip_flags[i] = h.flags;
+    a->ip_frag_offset[i] = h.frag_offset;
+    if (!h.transport || h.hdr > h.total) return;
     /* Wireshark trims the reported length to the IP length, never extends it */
-    int64_t rep = (total < frame_rest ? total : frame_rest) - hdr;
-    l4cap = ipcap - hdr;
+    int64_t rep = (h.total < frame_rest ? h.total : frame_rest) - h.hdr;
+    int64_t l4cap = ipcap - h.hdr;
     if (rep < 0) return;
-    transport(ip + hdr, l4cap < 0 ? 0 : l4cap, rep, proto, a->ip_version[i], l3 + hdr, a, i);
+    transport(ip + h.hdr, l4cap < 0 ? 0 : l4cap, rep, h.proto, h.version, l3 + h.hdr, a, i, 0);
 }
 
 void ps_decode(decode_args *a)

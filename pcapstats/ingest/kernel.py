@@ -11,7 +11,8 @@ the reader preallocated (views starting at the window's first packet):
 - ``walk_pcapng(buf, end, state, rec, ifs) -> (n, Status)``: the same for blocks; ``state``
   carries section and interface bookkeeping across windows (see _kernel.c);
 - ``decode(buf, data_off, caplen, origlen, linktype, out, sack) -> None``: the fields of
-  ``DECODE_OUTPUTS`` into ``out`` (plus 16-byte ``ip_src``/``ip_dst`` scratch of the window), SACK
+  ``DECODE_OUTPUTS`` into ``out`` (plus zeroed 16-byte ``ip_src``/``ip_dst``/``q_src``/``q_dst``
+  scratch of the window: the addresses, and those quoted in ICMP errors), SACK
   blocks appended to the compact ``sack`` table;
 - ``new_interner()`` / ``new_conversations()``: hashing state across windows, numbered in order
   of first appearance (interning.py documents the numbering both implement).
@@ -47,9 +48,11 @@ DECODE_OUTPUTS: tuple[tuple[str, str], ...] = (
     ("status", "uint8"), ("vlan_id", "uint16"), ("vlan_count", "uint8"), ("ip_version", "uint8"),
     ("ip_hdr_len", "uint16"), ("ip_len", "uint32"), ("ip_proto", "uint8"), ("ip_ttl", "uint8"),
     ("ip_id", "uint32"), ("ip_flags", "uint8"), ("ip_frag_offset", "uint16"), ("l4", "uint8"),
+    ("l4_quoted", "uint8"),        # 6/17: an ICMP error quotes a TCP/UDP header (fields filled)
     ("srcport", "uint16"), ("dstport", "uint16"), ("tcp_seq", "uint32"), ("tcp_ack", "uint32"),
     ("tcp_hdr_len", "uint8"), ("tcp_flags", "uint16"), ("tcp_win", "uint16"), ("tcp_opts", "uint8"),
     ("tcp_mss", "uint16"), ("tcp_ws", "uint8"), ("tcp_tsval", "uint32"), ("tcp_tsecr", "uint32"),
+    ("tcp_len", "uint32"),
     ("tcp_sack_count", "uint8"),
     ("tcp_sack_row", "int32"),     # row of the packet's SACK blocks in the compact table, or -1
     ("udp_length", "uint16"), ("icmp_type", "uint8"), ("icmp_code", "uint8"),
@@ -172,7 +175,8 @@ class CKernel:
         n = len(data_off)
         inputs = [np.ascontiguousarray(data_off, np.int64), np.ascontiguousarray(caplen, np.uint32),
                   np.ascontiguousarray(origlen, np.uint32), np.ascontiguousarray(linktype, np.uint16)]
-        fields = ([_ptr(buf), n] + [_ptr(a) for a in inputs] + [_ptr(out["ip_src"]), _ptr(out["ip_dst"])]
+        scratch = [_ptr(out[k]) for k in ("ip_src", "ip_dst", "q_src", "q_dst")]
+        fields = ([_ptr(buf), n] + [_ptr(a) for a in inputs] + scratch
                   + [_ptr(out[name]) for name, _ in DECODE_OUTPUTS]
                   + [_ptr(sack.rows), len(sack.rows), _ptr(sack.used)])
         self._lib.ps_decode(ctypes.byref(_DecodeArgs(*fields)))
@@ -238,7 +242,7 @@ class _CConversations(_Handle):
 class _DecodeArgs(ctypes.Structure):
     _fields_ = ([("buf", ctypes.c_void_p), ("n", ctypes.c_int64)]
                 + [(name, ctypes.c_void_p) for name in ("data_off", "caplen", "origlen", "linktype",
-                                                         "ip_src", "ip_dst")]
+                                                         "ip_src", "ip_dst", "q_src", "q_dst")]
                 + [(name, ctypes.c_void_p) for name, _ in DECODE_OUTPUTS]
                 + [("sack_table", ctypes.c_void_p), ("sack_cap", ctypes.c_int64),
                    ("sack_used", ctypes.c_void_p)])
