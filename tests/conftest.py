@@ -3,17 +3,20 @@
 ``real_captures`` builds sender - router - receiver with :mod:`pcapstats.lab.netns`, runs real
 traffic through the router and captures it with tcpdump at three places/formats:
 
-=====================  ===============================================================
-recv_nano.pcap         receiver's eth0, full packets, nanosecond pcap
-recv_nano.pcapng       the same file converted with ``editcap -F pcapng``
-router_s96_usec.pcap   router's sender-side eth0, snaplen 96 (payloads cut), microsecond pcap
-=====================  ===============================================================
+====================  ================================================================
+recv_nano.pcap        receiver's eth0, full packets, nanosecond pcap
+recv_nano.pcapng      the same file converted with ``editcap -F pcapng``
+router_s96_bpf.pcap   router's sender-side eth0, snaplen 96 (payloads cut), microsecond
+                      pcap, capture filter ``not (udp and dst port 5304)``: the datagram to
+                      the closed port is not captured, the ICMP error quoting it is
+====================  ================================================================
 
-Traffic (``TRAFFIC`` says what each phase is for; the tests check that it is really there):
+Traffic (test_real_captures.py checks that each kind is really in the captures):
 iperf3 TCP with 2 parallel streams plus its control connection, 4 concurrent plain-socket TCP
 transfers at the same time, one client port reused for two connections to the same server port,
-iperf3 UDP, a plain UDP echo (with a datagram big enough to be fragmented, one to a closed port
-and one after the echo server has gone: ICMP port unreachable quoting a known UDP flow), IPv4
+iperf3 UDP, a datagram to a closed port (ICMP port unreachable) then a plain UDP echo (with a
+datagram big enough to be fragmented, and one after the echo server has gone: ICMP port
+unreachable quoting a known UDP flow), IPv4
 and IPv6 pings (also fragmented ones), and a TCP transfer over IPv6.  Addresses live only inside
 the namespaces (10.77.x.x, fd00:77:x::x).
 
@@ -23,20 +26,26 @@ is removed at the end of the session, also when tests fail.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import select
 import shutil
+import signal
 import subprocess
 import tempfile
+import threading
 import time
 from pathlib import Path
 
 import pytest
 
-CAPTURE_NAMES = ("recv_nano.pcap", "recv_nano.pcapng", "router_s96_usec.pcap")
+CAPTURE_NAMES = ("recv_nano.pcap", "recv_nano.pcapng", "router_s96_bpf.pcap")
 # (what, port): facts about the traffic the tests verify are present in the captures.
-TCP_SINK_PORT, REUSE_SERVER_PORT, REUSE_CLIENT_PORT = 6000, 6001, 40000
-UDP_ECHO_PORT, UDP_CLOSED_PORT, IPERF_PORT = 7000, 7999, 5201
+# Ports no Wireshark dissector claims (6000 would be decoded as X11, udp 7000 as AFS RX).  The
+# reused client port is below the server's, so "side A" tells first-packet-source from
+# higher-port rules apart.
+TCP_SINK_PORT, REUSE_SERVER_PORT, REUSE_CLIENT_PORT = 5301, 5302, 4001
+UDP_ECHO_PORT, UDP_CLOSED_PORT, IPERF_PORT = 5303, 5304, 5201
 CONCURRENT_TCP = 4
 
 _TOOLS = ("ip", "ethtool", "tcpdump", "iperf3", "ping", "tshark", "editcap")
@@ -99,16 +108,32 @@ for t in threads:
 """
 
 TCP_SOURCE = r"""
-import socket, struct, sys, threading
+import errno, socket, struct, sys, threading, time
 family, addr, port, nconn, nbytes, bind_port = sys.argv[1:7]
 port, nconn, nbytes, bind_port = int(port), int(nconn), int(nbytes), int(bind_port)
 fam = socket.AF_INET6 if family == "6" else socket.AF_INET
-def transfer():
-    s = socket.socket(fam, socket.SOCK_STREAM)
-    if bind_port:  # the same client port every time: port reuse on one 4-tuple
+together = threading.Barrier(1 if bind_port else nconn)  # concurrent: all connect, then send
+def connect():
+    if not bind_port:
+        return socket.create_connection((addr, port))
+    # The same client port every time: port reuse on one 4-tuple.  Until the peer has acked
+    # our last FIN the old socket still holds the 4-tuple (EADDRNOTAVAIL): try again shortly.
+    for attempt in range(100):
+        s = socket.socket(fam, socket.SOCK_STREAM)
         s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         s.bind(("", bind_port))
-    s.connect((addr, port))
+        try:
+            s.connect((addr, port))
+            return s
+        except OSError as e:
+            s.close()
+            if e.errno != errno.EADDRNOTAVAIL:
+                raise
+            time.sleep(0.02)
+    raise SystemExit("client port stayed busy")
+def transfer():
+    s = connect()
+    together.wait(10)
     s.sendall(struct.pack("!Q", nbytes))
     block = bytes(1000)
     for _ in range(nbytes // 1000):
@@ -119,7 +144,8 @@ def transfer():
     assert reply == b"BYE", reply
     s.close()
 if bind_port:
-    for _ in range(nconn):
+    for k in range(nconn):
+        time.sleep(0.2 if k else 0)  # the ISN clock moves on: the server's TIME_WAIT takes the SYN
         transfer()
 else:
     threads = [threading.Thread(target=transfer) for _ in range(nconn)]
@@ -142,12 +168,16 @@ while True:
 UDP_CLIENT = r"""
 import socket, sys, time
 addr, port, closed_port = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+# First a flow of its own to a closed port: ICMP port unreachable.  Where a capture filter
+# hides the datagram, the ICMP error quotes a flow never seen, before the echo flow starts.
+probe = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+probe.sendto(b"to a closed port", (addr, closed_port))
+time.sleep(0.1)
 s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
 s.settimeout(5)
 for size in [500] * 20 + [3000]:  # 3000 > MTU: sent, and echoed, as IPv4 fragments
     s.sendto(bytes(size), (addr, port))
     assert len(s.recvfrom(65535)[0]) == size
-s.sendto(b"to a closed port", (addr, closed_port))  # ICMP port unreachable, a new 4-tuple
 s.sendto(b"END", (addr, port)); s.recvfrom(65535)
 time.sleep(0.2)  # the echo server has exited: ICMP port unreachable quoting a known flow
 s.sendto(b"anyone there?", (addr, port))
@@ -226,7 +256,8 @@ def make_real_captures(directory: Path) -> dict[str, Path]:
         captures = [
             lab.capture("receiver", "eth0", paths["recv_nano.pcap"], nano=True),
             lab.capture("router", lab.interface("router", "sender").name,
-                        paths["router_s96_usec.pcap"], snaplen=96, nano=False),
+                        paths["router_s96_bpf.pcap"], snaplen=96, nano=False,
+                        bpf=f"not (udp and dst port {UDP_CLOSED_PORT})"),
         ]
         try:
             run_traffic(lab)
@@ -238,11 +269,33 @@ def make_real_captures(directory: Path) -> dict[str, Path]:
     return paths
 
 
+@contextlib.contextmanager
+def _sigterm_unwinds():
+    """Let SIGTERM (e.g. from `timeout`) unwind like Ctrl-C, so teardown still runs.
+
+    Only when nobody else handles SIGTERM; pytest stops on KeyboardInterrupt and runs the
+    session's finalizers, which remove the captures and (during setup) the lab.
+    """
+    if (threading.current_thread() is not threading.main_thread()
+            or signal.getsignal(signal.SIGTERM) != signal.SIG_DFL):
+        yield
+        return
+
+    def interrupt(signum, frame):
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
 @pytest.fixture(scope="session")
 def real_captures() -> dict[str, Path]:
     """name -> path of each real capture (see the module docstring); removed after the session."""
     reason = netns_unavailable()
     if reason:
         pytest.skip(reason)
-    with tempfile.TemporaryDirectory(prefix="pcapstats-real-") as tmp:
+    with _sigterm_unwinds(), tempfile.TemporaryDirectory(prefix="pcapstats-real-") as tmp:
         yield make_real_captures(Path(tmp))
