@@ -132,18 +132,25 @@ def _each_capture(files, engine: str, kernel: str):
         task = progress.add_task("reading", total=max(total, 1))
         progress.start()
     try:
+        done = 0
         for path in files:
+            size = _size(path)
             if progress:
                 progress.update(task, description=f"reading {path.name}")
+
+                def moved(fraction, base=done, size=size):
+                    progress.update(task, completed=base + fraction * size)
             with warnings.catch_warnings(record=True) as caught:
                 warnings.simplefilter("always", PcapstatsWarning)
                 try:
-                    result = read(path, engine=engine, kernel=kernel)
+                    result = read(path, engine=engine, kernel=kernel,
+                                  progress=moved if progress and engine == "fast" else None)
                 except PcapstatsError as e:
                     result = e
             texts = [str(w.message) for w in caught if issubclass(w.category, PcapstatsWarning)]
+            done += size
             if progress:
-                progress.advance(task, _size(path))
+                progress.update(task, completed=done)
             yield path, texts, result
     finally:
         if progress:
