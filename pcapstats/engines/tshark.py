@@ -28,8 +28,9 @@ from ..errors import EngineError
 from ..ingest.source import open_source
 
 _ENCAP_TO_LINKTYPE = {"1": 1, "25": 113, "7": 101, "15": 0, "210": 276, "225": 276}
+_V6_EXT = ("hopopts", "dstopts", "routing")
 _EXTRA = ["frame.protocols", "frame.encap_type", "ipv6.plen", "ipv6.nxt", "tcp.options.sack_le",
-          "tcp.options.sack_re", "tcp.options.sack_perm"]
+          "tcp.options.sack_re", "tcp.options.sack_perm", *(f"ipv6.{e}.len_oct" for e in _V6_EXT)]
 
 
 def tshark_fields() -> list[str]:
@@ -68,13 +69,17 @@ def _first(col: pd.Series) -> pd.Series:
 
 
 def _num(col: pd.Series, dtype="int64", base=10) -> tuple[np.ndarray, np.ndarray]:
-    """(values, present) from a text column; empty cells are absent."""
+    """(values, present) from a text column; empty cells are absent.  tshark prints some fields
+    in hex (ip.id, tcp.flags, icmpv6.echo.identifier): those are parsed as such."""
     s = _first(col)
     present = (s != "").to_numpy()
     vals = np.zeros(len(s), dtype)
     if present.any():
-        vals[present] = [int(v, 0) for v in s[present]] if base != 10 else \
-            s[present].astype("int64").to_numpy().astype(dtype)
+        text = s[present]
+        if base != 10 or text.str.startswith("0x").any():
+            vals[present] = [int(v, 0) for v in text]
+        else:
+            vals[present] = text.astype("int64").to_numpy().astype(dtype)
     return vals, present
 
 
@@ -131,7 +136,7 @@ def _to_capture(raw: pd.DataFrame, path: str, size: int, compressed: bool) -> Ca
     a["ip_src"], a["ip_dst"] = src_codes, dst_codes
     v6 = ver == 6
     hdr = _num(raw["ip.hdr_len"], "uint16")[0]
-    a["ip_hdr_len"] = np.where(v6, 40, hdr).astype(np.uint16)
+    a["ip_hdr_len"] = np.where(v6, 40 + _v6_extension_bytes(raw), hdr).astype(np.uint16)
     iplen = _num(raw["ip.len"], "uint32")[0]
     plen = _num(raw["ipv6.plen"], "uint32")[0]
     a["ip_len"] = np.where(v6, plen + 40, iplen).astype(np.uint32)
@@ -187,6 +192,15 @@ def _to_capture(raw: pd.DataFrame, path: str, size: int, compressed: bool) -> Ca
     return Capture(path=path, format="tshark", compressed=compressed, file_size=size,
                    interfaces=[], arrays=a, layers=layers, addresses=addresses, engine="tshark",
                    kernel="tshark")
+
+
+def _v6_extension_bytes(raw) -> np.ndarray:
+    """Bytes of the IPv6 extension headers of each packet's own (first) IPv6 header."""
+    total = np.zeros(len(raw), np.int64)
+    for e in _V6_EXT:
+        total += _num(raw[f"ipv6.{e}.len_oct"])[0]
+    total += 8 * (_first(raw["ipv6.fraghdr.offset"]) != "").to_numpy()
+    return total
 
 
 def _addresses(raw, ip):
