@@ -14,7 +14,6 @@ from enum import Enum
 from pathlib import Path
 from typing import List, Optional
 
-import click
 import typer
 
 from . import schema
@@ -188,13 +187,14 @@ def main(argv: Optional[list] = None) -> int:
     except PcapstatsError as e:
         _say("error", str(e))
         return EXIT_ERROR
-    except click.exceptions.Exit as e:
+    except typer.Exit as e:
         return e.exit_code
-    except click.exceptions.Abort:
+    except typer.Abort:
         _say("error", "interrupted")
         return 130
-    except click.exceptions.ClickException as e:
-        _say("error", f"{e.format_message()} (see `pcapstats --help`)")
+    except typer.TyperException as e:  # usage errors: unknown option, bad value, missing file name
+        text = e.format_message() if hasattr(e, "format_message") else str(e)
+        _say("error", f"{text} (see `pcapstats --help`)")
         return EXIT_ERROR
     except KeyboardInterrupt:
         _say("error", "interrupted")
