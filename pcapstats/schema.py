@@ -63,8 +63,9 @@ COLUMNS: tuple[Column, ...] = (
        "pcapng interface id within its section (0 for classic pcap)."),
     _C("link_type", "uint16", FRAME, None,
        "LINKTYPE_* of the packet's interface (1 Ethernet, 113 SLL, 276 SLL2, 101 raw IP, 0 null)."),
-    _C("vlan_id", "uint16", VLAN, "vlan.id",
-       "Outermost 802.1Q/802.1ad VLAN id; <NA> when untagged (see vlan_count)."),
+    _C("vlan_id", "uint16", VLAN, "ieee8021ad.id|vlan.id",
+       "Outermost VLAN id (802.1ad S-tag, else the first 802.1Q tag); <NA> when untagged "
+       "(see vlan_count)."),
     _C("vlan_count", "uint8", FRAME, None, "Number of VLAN tags (0, 1, 2 for QinQ ...)."),
     _C("frame_offset", "int64", FRAME, None,
        "Offset of the packet's first byte in the (decompressed) file: where to look with a hex "

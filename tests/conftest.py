@@ -51,6 +51,16 @@ CONCURRENT_TCP = 4
 _TOOLS = ("ip", "ethtool", "tcpdump", "iperf3", "ping", "tshark", "editcap")
 
 
+# Hypothesis writes its example database (and, since 6.1xx, a constants cache) under the working
+# directory even with database=None: keep it in a temporary directory the session removes.
+_HYPOTHESIS_DIR = tempfile.mkdtemp(prefix="pcapstats-hypothesis-")
+os.environ.setdefault("HYPOTHESIS_STORAGE_DIRECTORY", _HYPOTHESIS_DIR)
+
+
+def pytest_unconfigure(config):
+    shutil.rmtree(_HYPOTHESIS_DIR, ignore_errors=True)
+
+
 def pytest_configure(config):
     config.addinivalue_line(
         "markers", "netns: needs root and network namespaces (makes real traffic with tcpdump)")

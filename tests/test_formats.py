@@ -1,23 +1,34 @@
 """Every capture format variant, read back to exactly the values written into it.
 
 Each variant is a crafted file (tests/craft.py) whose every column is known by construction.
-Two checks per variant:
+Checks per variant:
 
 - ``test_known_answers_agree_with_tshark``: tshark reads the file and agrees with the known
   answers (so the construction itself is confirmed by an independent reader);
 - ``test_read_gives_known_answers``: ``pcapstats.read`` with each kernel gives those answers,
-  column by column, packet by packet (DataFrame, raw arrays and presence masks).
+  column by column, packet by packet, in ``cap.packets``;
+- ``test_raw_arrays_give_known_answers``: the same through ``cap.column``/``cap.present``.
+
+Then: packets cut inside their headers (against tshark), pcapng custom blocks, and files that
+span many read windows (records and sections across window edges, a window ending exactly on
+a record boundary).
 """
 
 from __future__ import annotations
 
+import struct
 import sys
+import warnings
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 import craft as c  # noqa: E402
+
+import pcapstats as ps  # noqa: E402
+from pcapstats import schema  # noqa: E402
 
 NS = c.NS
 
@@ -51,7 +62,8 @@ def _pcapng_single(endian):
         g = c.Pcapng(f"pcapng-{'le' if endian == '<' else 'be'}")
         g.section(endian)
         i = g.interface(c.LT_ETHERNET)
-        for f, t in zip(_ethernet_zoo(), c.times(40, 1000)):
+        frames = _ethernet_zoo()
+        for f, t in zip(frames, c.times(len(frames), 1000)):
             g.epb(i, f, t)
         return g.written()
     return build
@@ -78,7 +90,7 @@ def _pcapng_interfaces():
     g.epb(sl1, c.sll(b[4]), 1_700_000_004 * NS + 999_999_000)
     g.epb(sl2, c.sll2(c.ipv4(c.tcp(1, 2, payload=b"z" * 500), c.A4, c.B4)),
           1_700_000_005 * NS)                                        # cut by snaplen 80
-    g.epb(eth, c.ether(b[5]), 1_700_000_006 * NS + 1, cap_len=60)    # cut by the record
+    g.epb(eth, c.ether(b[5]), 1_700_000_006 * NS + 1, cap_len=64)    # cut by the record
     g.epb(raw, c.raw(b[0]), 1_600_000_000 * NS)                       # unit 0 = the offset itself
     return g.written()
 
@@ -94,7 +106,7 @@ def _pcapng_sections():
     g.epb(e0, c.ether(b[0]), next(t))
     g.epb(s1, c.sll(b[1]), next(t))
     g.section(">", real_length=True)
-    r0, e1 = g.interface(c.LT_IPV6, tsresol=9), g.interface(c.LT_ETHERNET, snaplen=70)
+    r0, e1 = g.interface(c.LT_IPV6, tsresol=9), g.interface(c.LT_ETHERNET, snaplen=80)
     g.epb(r0, c.raw(b[3], c.LT_IPV6), next(t))
     g.epb(e1, c.ether(b[4], vlans=[42]), next(t))
     g.epb(r0, c.raw(b[5], c.LT_IPV6), next(t))
@@ -127,8 +139,8 @@ VARIANTS = {
     "pcap-be-us": _classic(">", False),
     "pcap-le-ns": _classic("<", True),
     "pcap-be-ns": _classic(">", True),
-    "pcap-le-us-snaplen128": _classic("<", False, snaplen=128),
-    "pcap-be-ns-record-cut": _classic(">", True, cut=130),
+    "pcap-le-us-snaplen160": _classic("<", False, snaplen=160),
+    "pcap-be-ns-record-cut": _classic(">", True, cut=170),
     "pcap-be-past-2038": _pcap_times_past_2038,
     "pcapng-le": _pcapng_single("<"),
     "pcapng-be": _pcapng_single(">"),
@@ -173,9 +185,17 @@ def test_read_gives_known_answers(variant, kernel, tmp_path):
     assert not problems, "\n".join(problems)
 
 
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_raw_arrays_give_known_answers(variant, kernel, tmp_path):
+    """``cap.present(col)`` is True exactly where a value was written and ``cap.column(col)``
+    holds it there."""
+    w = VARIANTS[variant]()
+    problems = c.raw_problems(f"{variant} [{kernel}]", _write(tmp_path, w), w, kernel)
+    assert not problems, "\n".join(problems)
+
+
 def test_crafted_rows_cover_the_schema():
     """Every schema column is checked by these tests, and every checked column exists."""
-    from pcapstats import schema
     names = [col.name for col in schema.COLUMNS]
     assert sorted(set(names) - set(c.ALL_COLUMNS)) == [], "columns no crafted test checks"
     assert sorted(set(c.ALL_COLUMNS) - set(names)) == [], "crafted columns missing from schema"
@@ -193,7 +213,7 @@ def test_sections_restart_interface_ids():
 def test_snaplen_cut_packets_keep_header_fields():
     """Guard on the construction: some packets really are cut, with payload by the headers
     larger than what was captured (so tcp_len/udp_length must come from the IP length)."""
-    rows = VARIANTS["pcap-le-us-snaplen128"]().rows
+    rows = VARIANTS["pcap-le-us-snaplen160"]().rows
     cut = [r for r in rows if r["frame_cap_len"] < r["frame_len"]]
     assert len(cut) >= 3
     assert any(r["tcp_len"] and r["payload_cap_len"] < r["tcp_len"] for r in cut)
@@ -203,7 +223,6 @@ def test_snaplen_cut_packets_keep_header_fields():
 @pytest.mark.parametrize("variant", ["pcap-le-us", "pcapng-interfaces"])
 def test_gzip_matches_plain(variant, kernel, tmp_path):
     """A gzipped file reads to the same table as the plain one (offsets in decompressed bytes)."""
-    import pcapstats as ps
     w = VARIANTS[variant]()
     plain = ps.read(_write(tmp_path, w), kernel=kernel).packets
     gz = ps.read(_write(tmp_path, c.gzipped(w)), kernel=kernel).packets
@@ -236,7 +255,6 @@ def test_cuts_inside_headers_agree_with_tshark(variant, kernel, tmp_path):
     pcapstats decodes that layer, they agree; frame fields always agree."""
     if not c.TSHARK:
         pytest.skip("tshark not installed")
-    import pcapstats as ps
     full = c.ether(c.ipv4(c.tcp(40000, 80, seq=1, ack=2, options=[
         ("MSS", 1460), ("SAckOK", b""), ("Timestamp", (7, 8)), ("NOP", None), ("WScale", 7)],
         payload=b"a" * 20), c.A4, c.B4))
@@ -266,7 +284,6 @@ def test_cuts_inside_headers_agree_with_tshark(variant, kernel, tmp_path):
 
 def _raw_pcap_cuts(frame, times) -> bytes:
     """A pcap of ``frame`` captured at every length 0..len-1 (no known answer beyond frame)."""
-    import struct
     out = bytearray(struct.pack("<IHHiIII", c.PCAP_MAGIC_US, 2, 4, 0, 0, 65535, c.LT_ETHERNET))
     for cap, ts in zip(range(len(frame.data)), times):
         out += struct.pack("<IIII", ts // NS, ts % NS // 1000, cap, len(frame.data))
@@ -275,7 +292,125 @@ def _raw_pcap_cuts(frame, times) -> bytes:
 
 
 def _raw_epb(g: c.Pcapng, frame, ts, cap):
-    import struct
+    """An EPB on interface 0 (microseconds) of ``frame`` cut at ``cap``: no known answer."""
     t = ts // 1000
     head = struct.pack(g.endian + "IIIII", 0, t >> 32, t & 0xFFFFFFFF, cap, len(frame.data))
     g.block(c.EPB, head + frame.data[:cap])
+
+
+# -- files spanning many read windows ---------------------------------------------------------
+
+WINDOW = 1 << 16      # the smallest window read_fast accepts: many windows in a small file
+
+
+def _big_pcap():
+    """~1500 packets (~700 KB) with one 150 kB record (a frame with a long trailer), so records
+    straddle window boundaries and one record is larger than a window."""
+    frames = [c.ether(p) for p in c.many_flows(1500)]
+    giant = c.ether(c.ipv4(c.udp(7, 7, b"g" * 100), c.A4, c.C4, name="giant"))
+    giant = replace(giant, data=giant.data + bytes(150_000))
+    frames.insert(700, giant)
+    recs = [c.Record(f, t) for f, t in zip(frames, c.times(len(frames), 1000, step=1_000_003))]
+    return c.pcap(recs, c.LT_ETHERNET, snaplen=262144, name="big-pcap")
+
+
+def _big_pcapng():
+    """The same flows in a new section every 400 packets (byte order alternating, interfaces in
+    a different order each time), so section and interface state crosses windows."""
+    flows = c.many_flows(1500)
+    t = iter(c.times(len(flows), 1, step=1_000_003))
+    g = c.Pcapng("big-pcapng")
+    for k, start in enumerate(range(0, len(flows), 400)):
+        g.section("<" if k % 2 == 0 else ">")
+        if k % 2:
+            raw, eth = g.interface(c.LT_RAW), g.interface(c.LT_ETHERNET, tsresol=9)
+        else:
+            eth, raw = g.interface(c.LT_ETHERNET, tsresol=9), g.interface(c.LT_RAW)
+        for i, p in enumerate(flows[start:start + 400]):
+            ts = next(t)
+            if i % 3 == 0:
+                g.epb(raw, c.raw(p), ts // 1000 * 1000)
+            else:
+                g.epb(eth, c.ether(p), ts)
+    return g.written()
+
+
+BIG = {"big-pcap": _big_pcap, "big-pcapng": _big_pcapng,
+       "big-pcapng.gz": _gz(_big_pcapng)}
+
+
+@pytest.mark.parametrize("variant", BIG)
+def test_windowed_reads_give_known_answers(variant, kernel, tmp_path):
+    """Read in 64 KiB windows (records cut by window edges, a record larger than a window,
+    sections changing mid-file): the same known answers as a whole-file read."""
+    from pcapstats.ingest import read_fast
+    w = BIG[variant]()
+    path = _write(tmp_path, w)
+    cap = read_fast(path, kernel=kernel, window_bytes=WINDOW)
+    problems = c.compare_rows(f"{variant} [{kernel}]", w.rows, c.capture_rows(cap), c.ALL_COLUMNS)
+    assert not problems, "\n".join(problems[:50])
+
+
+@pytest.mark.parametrize("variant", BIG)
+def test_big_known_answers_agree_with_tshark(variant, tmp_path):
+    if not c.TSHARK:
+        pytest.skip("tshark not installed")
+    w = BIG[variant]()
+    path = _write(tmp_path, w)
+    problems = c.compare_rows(variant, w.rows, c.tshark_rows(path), c.ALL_COLUMNS,
+                              c.tshark_excuses(w))
+    assert not problems, "\n".join(problems[:50])
+
+
+def _flows_file(fmt: str) -> c.Written:
+    """600 packets of many flows (~300 kB) in one pcap or one single-section pcapng."""
+    frames = [c.ether(p) for p in c.many_flows(600)]
+    ts = c.times(len(frames), 1000, step=1_000_003)
+    if fmt == "pcap":
+        return c.pcap([c.Record(f, t) for f, t in zip(frames, ts)], c.LT_ETHERNET,
+                      name="flows")
+    g = c.Pcapng("flows")
+    g.section("<")
+    i = g.interface(c.LT_ETHERNET)
+    for f, t in zip(frames, ts):
+        g.epb(i, f, t)
+    return g.written()
+
+
+@pytest.mark.parametrize("fmt", ["pcap", "pcapng"])
+def test_window_ending_exactly_on_a_record_boundary(fmt, kernel, tmp_path):
+    """Window sizes chosen so that a window ends exactly where a record ends (whatever the
+    walk's start: after the file header, or at 0): every packet is still read, no warning.
+
+    (A reader that takes "walked up to the window's end, status OK" for "end of file" stops
+    there silently.)"""
+    from pcapstats.ingest import read_fast
+    w = _flows_file(fmt)
+    path = _write(tmp_path, w)
+    ends = [off for off in w.record_offsets if WINDOW <= off < 3 * WINDOW][:8]
+    starts = (0, 24 if fmt == "pcap" else w.record_offsets[2])   # pcapng: SHB + IDB
+    windows = sorted({end - start for end in ends for start in starts if end - start >= WINDOW})
+    assert windows
+    lost = []
+    for window in windows:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            n = len(read_fast(path, kernel=kernel, window_bytes=window))
+        if n != len(w.rows) or caught:
+            lost.append(f"window {window}: {n} of {len(w.rows)} packets, "
+                        f"warnings {[str(x.message) for x in caught]}")
+    assert not lost, "\n".join(lost)
+
+
+def test_default_window_edge_on_a_record_boundary(kernel, tmp_path):
+    """The same through the public ``ps.read``: a pcap of 1024-byte records (16 + 1008) whose
+    record ends exactly where the default first read window ends (file header + window)."""
+    from pcapstats.ingest import WINDOW_BYTES
+    frame = c.ether(c.ipv4(c.udp(1000, 2000, b"u" * 966), c.A4, c.B4)).data
+    assert len(frame) == 1008 and WINDOW_BYTES % 1024 == 0
+    n = WINDOW_BYTES // 1024 + 1000
+    header = struct.pack("<IHHiIII", c.PCAP_MAGIC_US, 2, 4, 0, 0, 65535, c.LT_ETHERNET)
+    record = struct.pack("<IIII", 1_700_000_000, 0, len(frame), len(frame)) + frame
+    path = tmp_path / "aligned.pcap"
+    path.write_bytes(header + record * n)
+    assert len(ps.read(path, kernel=kernel)) == n

@@ -113,9 +113,10 @@ def _to_capture(raw: pd.DataFrame, path: str, size: int, compressed: bool) -> Ca
     a["frame_interface_id"] = _num(raw["frame.interface_id"], "uint32")[0]
     a["link_type"] = _first(raw["frame.encap_type"]).map(_ENCAP_TO_LINKTYPE).fillna(65535) \
         .astype("uint16").to_numpy()
-    vlan, vlan_present = _num(raw["vlan.id"], "uint16")
+    vlan, vlan_present = _pick(raw, "ieee8021ad.id|vlan.id", "uint16")
     a["vlan_id"] = vlan
-    a["vlan_count"] = raw["vlan.id"].map(lambda s: s.count(",") + 1 if s else 0).astype("uint8").to_numpy()
+    tags = raw["ieee8021ad.id"].str.cat(raw["vlan.id"], sep=",").str.strip(",")
+    a["vlan_count"] = tags.map(lambda s: s.count(",") + 1 if s else 0).astype("uint8").to_numpy()
     a["frame_offset"] = np.full(n, -1, np.int64)
 
     # transport of the packet itself: first tcp/udp/icmp token after its first ip/ipv6 token

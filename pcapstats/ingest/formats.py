@@ -64,7 +64,11 @@ class PcapWalker:
         self.byte_order = ">" if swapped else "<"
         _, _, _, _, _, snaplen, linktype_field = struct.unpack(self.byte_order + "IHHiIII",
                                                                bytes(buf[:PCAP_HEADER]))
-        self.linktype = linktype_field & 0x0FFFFFFF  # the upper bits carry FCS information
+        if linktype_field & 0x03FF0000:  # bits 16-25 are reserved; 26-31 carry FCS information
+            raise CaptureFormatError(f"pcap header: link-type field 0x{linktype_field:08x} has "
+                                     "reserved bits set", path=path, offset=20,
+                                     hint="the file header is damaged, or this is not a pcap file")
+        self.linktype = linktype_field & 0xFFFF
         self.max_caplen = min(max(MAX_STANDARD_PACKET, snaplen), K.ABSURD_RECORD)
         self.pos = PCAP_HEADER
         self.interfaces = [{"interface_id": 0, "linktype": self.linktype, "snaplen": snaplen,
@@ -167,8 +171,9 @@ def check_status(status: K.Status, walker, n_before: int) -> None:
     def u32(at: int) -> int:
         return struct.unpack(bo + "I", bytes(buf[at:at + 4]))[0] if at + 4 <= len(buf) else -1
 
-    damaged = "the file is damaged here; the packets before this offset can be kept with " \
-              f"`editcap -r FILE OUT 1-{max(pkt - 1, 1)}`"
+    damaged = ("the file is damaged here; the packets before this offset can be kept with "
+               f"`editcap -r FILE OUT 1-{pkt - 1}`") if pkt > 1 else \
+        "the file is damaged before its first packet"
     if fmt == "pcap" and code == K.ST_ABSURD_LENGTH:
         raise CorruptCaptureError(f"record claims {u32(off + 8)} captured bytes, more than any "
                                   "packet of this capture can have", path=path, offset=off,
