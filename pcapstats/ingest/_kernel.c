@@ -528,7 +528,7 @@ void ps_decode(decode_args *a)
 /* ---- hashing: distinct addresses, and conversations (unordered endpoint pairs) ----
  *
  * Both number keys in order of first appearance, so the ids equal what pandas.factorize gives
- * on the same sequence (interning.py does that for the numpy kernel).  Open addressing with
+ * on the same sequence (kernel_numpy.py does that for the numpy kernel).  Open addressing with
  * linear probing in a table that doubles at half load; consecutive packets of one flow skip the
  * lookup.  Return -1 when memory runs out.
  */

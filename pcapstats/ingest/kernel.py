@@ -15,7 +15,7 @@ the reader preallocated (views starting at the window's first packet):
   scratch of the window: the addresses, and those quoted in ICMP errors), SACK
   blocks appended to the compact ``sack`` table;
 - ``new_interner()`` / ``new_conversations()``: hashing state across windows, numbered in order
-  of first appearance (interning.py documents the numbering both implement).
+  of first appearance (the comments above ps_intern_addresses in _kernel.c define it).
 
 Walks stop at the first bad record and say why in ``Status``; formats.py turns that into an
 exception or a warning.  Nothing here raises on bad input.

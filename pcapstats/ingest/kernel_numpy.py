@@ -1,15 +1,18 @@
 """The ingest kernel in numpy and plain Python: the fallback when ``_kernel.c`` was not compiled.
 
-``NumpyKernel`` has the methods of ``kernel.CKernel`` and returns bit-identical results for
-every input, valid or not; ``tests/test_kernel_equivalence.py`` holds the two to that.  Every
-rule below mirrors a line of ``_kernel.c`` -- read the two side by side.
+``NumpyKernel`` has the methods of ``kernel.CKernel`` (see kernel.py for the contract) and gives
+bit-identical results for every input, valid or not; ``tests/test_kernel_equivalence.py`` holds
+the two to that.  Every rule below mirrors a line of ``_kernel.c``: read them side by side.
 
-- The record walks are sequential (a record's length says where the next one starts), so they
-  are Python loops over ``struct`` unpacks of the mapped file, bounds-checked as in C.
-- ``decode`` is vectorised: each layer is one helper working on the rows (packets) that reached
-  it, reading fixed-width byte rows out of the file with one fancy index (``_Bytes``).  The
-  variable-length parts (VLAN tags, IPv6 extension headers, TCP options) loop over the depth,
-  each step vectorised over the packets still walking; all those loops are bounded.
+- The record walks are sequential (a record's length says where the next one starts): Python
+  loops over ``struct`` unpacks of the mapped file, bounds-checked as in C, header fields
+  gathered afterwards in numpy.
+- ``decode`` is vectorised: each layer is one helper working on the packets that reached it,
+  reading fixed-width byte rows out of the file with one fancy index (``_Bytes``).  The parts of
+  variable length (VLAN tags, IPv6 extension headers, TCP options) loop over the depth, each step
+  vectorised over the packets still walking; all those loops are bounded.
+- The hashing steps number keys in order of first appearance across windows, as the C hash
+  tables do; ``pandas.factorize`` keeps that order.
 """
 
 from __future__ import annotations
@@ -18,13 +21,13 @@ import struct
 from array import array
 
 import numpy as np
-from numpy.lib.stride_tricks import sliding_window_view
+import pandas as pd
 
 from .kernel import (ABSURD_RECORD, DS_MALFORMED, DS_UNKNOWN_LINKTYPE, IPF_DF, IPF_FRAGMENT,
-                     IPF_MF, L4_ICMP, L4_TCP, L4_UDP, MAX_INTERFACES, OPT_MSS, OPT_SACK_PERM,
-                     OPT_TS, OPT_WS, ST_ABSURD_LENGTH, ST_BAD_BLOCK, ST_BAD_SECTION, ST_OK,
+                     IPF_MF, L4_ICMP, L4_TCP, L4_UDP, OPT_MSS, OPT_SACK_PERM, OPT_TS, OPT_WS,
+                     ST_ABSURD_LENGTH, ST_BAD_BLOCK, ST_BAD_SECTION, ST_CAPACITY, ST_OK,
                      ST_TOO_MANY_INTERFACES, ST_TRAILER_MISMATCH, ST_TRUNCATED,
-                     ST_UNKNOWN_INTERFACE, Interfaces, Records, Status, new_outputs)
+                     ST_UNKNOWN_INTERFACE, Interfaces, Records, SackTable, Status)
 
 # pcapng block types
 _SHB, _IDB, _OPB, _SPB, _EPB = 0x0A0D0D0A, 1, 2, 3, 6
@@ -33,8 +36,9 @@ _VLAN_TPIDS = (0x8100, 0x88A8, 0x9100)
 # IPv6 next-header values walked as "next header, length in 8-byte units - 1" extensions.
 _EXT_GENERIC = (0, 43, 60, 135, 139, 140)
 _EXT_AH, _EXT_FRAGMENT, _NO_NEXT = 51, 44, 59
+_EXTENSIONS = _EXT_GENERIC + (_EXT_AH, _EXT_FRAGMENT)
 # Next-header values after which no transport header is decoded (cut walk or no next header).
-_NOT_TRANSPORT = _EXT_GENERIC + (_EXT_AH, _EXT_FRAGMENT, _NO_NEXT)
+_NOT_TRANSPORT = _EXTENSIONS + (_NO_NEXT,)
 
 _CHUNK = 1 << 17            # packets decoded per pass: bounds the temporaries' memory
 _VLAN_BUDGET = 1 << 20      # tag slots examined per VLAN step (rows x tags)
@@ -45,160 +49,167 @@ class NumpyKernel:
 
     # -- classic pcap --------------------------------------------------------------------------
 
-    def walk_pcap(self, buf, pos, swapped, nsec, max_caplen):
+    def walk_pcap(self, buf, pos, end, swapped, nsec, max_caplen, rec: Records):
         """Record offsets by a Python loop; the header fields are then gathered in numpy."""
-        end = len(buf)
-        pos = int(pos)
+        pos, end, cap = int(pos), int(end), len(rec.data_off)
         max_caplen = int(max_caplen) & 0xFFFFFFFF
-        status = Status(ST_OK, pos, 1)
+        code, stop = ST_OK, pos
         caplen_at = struct.Struct(">I" if swapped else "<I").unpack_from
-        view = memoryview(np.ascontiguousarray(buf)).cast("B")
+        view = _view(buf)
         heads = array("q")
         add = heads.append
-        # ST_CAPACITY cannot happen here: records are at least 16 bytes and the list grows.
+        n = 0
         while pos < end:
             if end - pos < 16:
-                status = Status(ST_TRUNCATED, pos, len(heads) + 1)
+                code, stop = ST_TRUNCATED, pos
                 break
             cl = caplen_at(view, pos + 8)[0]
             if cl > max_caplen:
-                status = Status(ST_ABSURD_LENGTH, pos, len(heads) + 1)
+                code, stop = ST_ABSURD_LENGTH, pos
                 break
             if cl > end - pos - 16:
-                status = Status(ST_TRUNCATED, pos, len(heads) + 1)
+                code, stop = ST_TRUNCATED, pos
+                break
+            if n >= cap:
+                code, stop = ST_CAPACITY, pos
                 break
             add(pos)
+            n += 1
             pos += 16 + cl
-        head = np.frombuffer(heads, np.int64) if len(heads) else np.zeros(0, np.int64)
-        rows = _Bytes(buf).rows(head, 16).view(">u4" if swapped else "<u4")
-        ts = rows[:, 0].astype(np.int64) * 1_000_000_000 + rows[:, 1].astype(np.int64) * (
-            1 if nsec else 1000)
-        rec = Records(head + 16, rows[:, 2].astype(np.uint32), rows[:, 3].astype(np.uint32), ts,
-                      np.zeros(len(head), np.uint32))
-        return rec, status
+        if n:
+            head = np.frombuffer(heads, np.int64)
+            words = _Bytes(buf).rows(head, 16).view(">u4" if swapped else "<u4")
+            rec.data_off[:n] = head + 16
+            rec.caplen[:n] = words[:, 2]
+            rec.origlen[:n] = words[:, 3]
+            rec.ts[:n] = (words[:, 0].astype(np.int64) * 1_000_000_000
+                          + words[:, 1].astype(np.int64) * (1 if nsec else 1000))
+        return n, Status(code, stop, 1 if code == ST_OK else n + 1)
 
     # -- pcapng --------------------------------------------------------------------------------
 
-    def walk_pcapng(self, buf):
-        """Blocks by a Python loop: sections set the byte order, interfaces are numbered per
-        section, packet blocks (EPB/OPB/SPB) become records, other blocks are stepped over."""
-        end = len(buf)
-        view = memoryview(np.ascontiguousarray(buf)).cast("B")
-        u32le = struct.Struct("<I").unpack_from
-        fmt = _PcapngStructs(False)
-        if_cols = ([], [], [], [], [])   # linktype, snaplen, tsresol, tsoffset, local_id
-        if_snaplen = if_cols[1]
-        offs, caps, origs, tss, ifaces = (array("q"), array("I"), array("I"), array("Q"),
-                                          array("I"))
-        pos = n_if = first_if = 0
-        sw = False
-        code = ST_OK
-        stop = 0
+    def walk_pcapng(self, buf, end, state, rec: Records, ifs: Interfaces):
+        """Blocks by a Python loop from ``state`` (next offset, byte-swapped, section's first
+        interface, interfaces so far), which it updates: sections set the byte order, IDBs are
+        added to ``ifs``, packet blocks (EPB/OPB/SPB) become records, other blocks are skipped."""
+        end, cap, if_cap = int(end), len(rec.data_off), len(ifs.linktype)
+        pos, sw, first_if, n_if = (int(x) for x in state[:4])
+        sw = bool(sw)
+        view = _view(buf)
+        fmt = _PcapngStructs(sw)
+        cols = (array("q"), array("I"), array("I"), array("Q"), array("I"))
+        add_off, add_cap, add_orig, add_ts, add_iface = (c.append for c in cols)
+        n, code, stop = 0, ST_OK, pos
         while pos < end:
-            if end - pos < 12:
-                code, stop = ST_TRUNCATED, pos
+            left = end - pos
+            if left < 12:
+                code = ST_TRUNCATED
                 break
-            if u32le(view, pos)[0] == _SHB:
-                if end - pos < 28:
-                    code, stop = ST_TRUNCATED, pos
+            # type, length and (for a packet block) its fixed fields in one unpack
+            btype, blen, ifid, ts_hi, ts_lo, cl, ol = (fmt.packet(view, pos) if left >= 28
+                                                       else fmt.head(view, pos) + (0,) * 5)
+            if btype == _SHB:   # a byte palindrome: recognised in either byte order
+                if left < 28:
+                    code = ST_TRUNCATED
                     break
-                magic = u32le(view, pos + 8)[0]
-                if magic == 0x1A2B3C4D:
-                    sw = False
-                elif magic == 0x4D3C2B1A:
-                    sw = True
-                else:
-                    code, stop = ST_BAD_SECTION, pos
+                magic = fmt.u32le(view, pos + 8)[0]
+                if magic not in (0x1A2B3C4D, 0x4D3C2B1A):
+                    code = ST_BAD_SECTION
                     break
+                sw, first_if = magic == 0x4D3C2B1A, n_if
                 fmt = _PcapngStructs(sw)
-                first_if = n_if
-            btype, blen = fmt.head(view, pos)
+                btype, blen, ifid, ts_hi, ts_lo, cl, ol = fmt.packet(view, pos)
             if blen < 12 or blen & 3:
-                code, stop = ST_BAD_BLOCK, pos
-                break
-            if blen > ABSURD_RECORD:
-                code, stop = ST_ABSURD_LENGTH, pos
-                break
-            if blen > end - pos:
-                code, stop = ST_TRUNCATED, pos
-                break
-            if fmt.u32(view, pos + blen - 4)[0] != blen:
-                code, stop = ST_TRAILER_MISMATCH, pos
+                code = ST_BAD_BLOCK
+            elif blen > ABSURD_RECORD:
+                code = ST_ABSURD_LENGTH
+            elif blen > left:
+                code = ST_TRUNCATED
+            elif fmt.u32(view, pos + blen - 4)[0] != blen:
+                code = ST_TRAILER_MISMATCH
+            if code != ST_OK:
                 break
             body_end = blen - 4
             if btype == _EPB or btype == _OPB:
                 if blen < 32:
-                    code, stop = ST_BAD_BLOCK, pos
+                    code = ST_BAD_BLOCK
                     break
-                _, _, ifid, ts_hi, ts_lo, cl, ol = fmt.packet(view, pos)
                 if btype == _OPB:   # a 16-bit interface id, then the drop count
                     ifid = (ifid >> 16) if sw else (ifid & 0xFFFF)
                 if cl > body_end - 28:
-                    code, stop = ST_ABSURD_LENGTH, pos
+                    code = ST_ABSURD_LENGTH
                     break
                 data, ts = 28, (ts_hi << 32) | ts_lo
             elif btype == _SPB:
                 if blen < 16:
-                    code, stop = ST_BAD_BLOCK, pos
+                    code = ST_BAD_BLOCK
                     break
                 ifid, ts, data = 0, 0, 12
                 ol = cl = fmt.u32(view, pos + 8)[0]
-                if first_if < n_if and if_snaplen[first_if] and cl > if_snaplen[first_if]:
-                    cl = if_snaplen[first_if]
+                snaplen = int(ifs.snaplen[first_if]) if first_if < n_if else 0
+                if snaplen and cl > snaplen:
+                    cl = snaplen
                 cl = min(cl, body_end - data)
-            elif btype == _IDB:
-                if blen < 20:
-                    code, stop = ST_BAD_BLOCK, pos
+            else:
+                if btype == _IDB:
+                    if blen < 20:
+                        code = ST_BAD_BLOCK
+                        break
+                    if n_if >= if_cap:
+                        code = ST_TOO_MANY_INTERFACES
+                        break
+                    _interface(view, pos, body_end, fmt, sw, ifs, n_if, n_if - first_if)
+                    n_if += 1
+                elif btype == _SHB and blen < 28:
+                    code = ST_BAD_BLOCK
                     break
-                if n_if >= MAX_INTERFACES:
-                    code, stop = ST_TOO_MANY_INTERFACES, pos
-                    break
-                for col, value in zip(if_cols, _interface(view, pos, body_end, fmt, sw)):
-                    col.append(value)
-                if_cols[4].append(n_if - first_if)
-                n_if += 1
-                pos += blen
-                continue
-            elif btype == _SHB:
-                if blen < 28:
-                    code, stop = ST_BAD_BLOCK, pos
-                    break
-                pos += blen
-                continue
-            else:                # NRB, ISB, DSB, custom, unknown: stepped over
-                pos += blen
+                pos += blen      # IDB, SHB, and every other block (NRB, ISB, DSB, custom, ...)
                 continue
             if ifid >= n_if - first_if:
-                code, stop = ST_UNKNOWN_INTERFACE, pos
+                code = ST_UNKNOWN_INTERFACE
                 break
-            offs.append(pos + data)
-            caps.append(cl)
-            origs.append(ol)
-            tss.append(ts)
-            ifaces.append(first_if + ifid)
+            if n >= cap:
+                code = ST_CAPACITY
+                break
+            add_off(pos + data)
+            add_cap(cl)
+            add_orig(ol)
+            add_ts(ts)
+            add_iface(first_if + ifid)
+            n += 1
             pos += blen
-        rec = Records(_np(offs, np.int64), _np(caps, np.uint32), _np(origs, np.uint32),
-                      _np(tss, np.uint64), _np(ifaces, np.uint32))
-        ifs = Interfaces(*(np.array(col, dtype) for col, dtype in zip(
-            if_cols, (np.int32, np.uint32, np.uint8, np.int64, np.uint32))))
-        return rec, ifs, Status(code, stop, 1 if code == ST_OK else len(offs) + 1, sw)
+        if code != ST_OK:
+            stop = pos
+        if n:
+            for a, c, dtype in zip((rec.data_off, rec.caplen, rec.origlen, rec.ts, rec.iface),
+                                   cols, (np.int64, np.uint32, np.uint32, np.uint64, np.uint32)):
+                a[:n].view(dtype)[:] = np.frombuffer(c, dtype)   # ts: raw interface units
+        state[:4] = (pos, sw, first_if, n_if)
+        return n, Status(code, stop, 1 if code == ST_OK else n + 1, sw)
 
     # -- field decoding ------------------------------------------------------------------------
 
-    def decode(self, buf, data_off, caplen, origlen, linktype):
-        """All packets' header fields, a chunk of packets at a time (see ``_decode_chunk``)."""
+    def decode(self, buf, data_off, caplen, origlen, linktype, out, sack: SackTable):
+        """The header fields of every packet into ``out`` (zeroed arrays, as kernel.new_outputs
+        makes, plus the zeroed n x 16 ``ip_src``/``ip_dst``/``q_src``/``q_dst`` scratch), SACK
+        blocks into ``sack``; a chunk of packets at a time."""
         off = np.ascontiguousarray(data_off, np.int64)
         cl = np.ascontiguousarray(caplen, np.uint32)
         ol = np.ascontiguousarray(origlen, np.uint32)
         lt = np.ascontiguousarray(linktype, np.uint16)
-        n = len(off)
-        out = new_outputs(n)
         src = _Bytes(buf)
-        for s in range(0, n, _CHUNK):
-            e = min(s + _CHUNK, n)
+        for s in range(0, len(off), _CHUNK):
+            e = min(s + _CHUNK, len(off))
             _decode_chunk(src, off[s:e], cl[s:e], ol[s:e], lt[s:e],
-                          {k: v[s:e] for k, v in out.items()})
-        return out
+                          {k: v[s:e] for k, v in out.items()}, sack)
+
+    # -- hashing -------------------------------------------------------------------------------
+
+    def new_interner(self):
+        return _Interner()
+
+    def new_conversations(self):
+        return _Conversations()
 
 
 class _PcapngStructs:
@@ -207,16 +218,15 @@ class _PcapngStructs:
     def __init__(self, swapped: bool):
         bo = ">" if swapped else "<"
         self.u32 = struct.Struct(bo + "I").unpack_from
+        self.u32le = struct.Struct("<I").unpack_from
         self.u16x2 = struct.Struct(bo + "HH").unpack_from
         self.head = struct.Struct(bo + "II").unpack_from
         self.packet = struct.Struct(bo + "7I").unpack_from
 
 
-def _interface(view, pos, body_end, fmt: _PcapngStructs, sw: bool):
-    """An IDB's link type, snaplen, if_tsresol byte and if_tsoffset (its options walked as in C:
-    stop at opt_endofopt or at an option running past the block body)."""
-    linktype = fmt.u16x2(view, pos + 8)[0]
-    snaplen = fmt.u32(view, pos + 12)[0]
+def _interface(view, pos, body_end, fmt: _PcapngStructs, sw: bool, ifs: Interfaces, i, local):
+    """Interface ``i`` from the IDB at ``pos``: link type, snaplen, and the if_tsresol and
+    if_tsoffset options (walked as in C: stop at opt_endofopt or at an option past the body)."""
     tsresol, tsoffset = 6, 0
     o = 16
     while o + 4 <= body_end:
@@ -230,26 +240,36 @@ def _interface(view, pos, body_end, fmt: _PcapngStructs, sw: bool):
         o += 4 + ((olen + 3) & ~3)
     if sw:   # a 64-bit value in a big-endian section: its first word is the high one
         tsoffset = (tsoffset >> 32) | ((tsoffset & 0xFFFFFFFF) << 32)
-    if tsoffset >= 1 << 63:
-        tsoffset -= 1 << 64
-    return linktype, snaplen, tsresol, tsoffset
+    ifs.linktype[i] = fmt.u16x2(view, pos + 8)[0]
+    ifs.snaplen[i] = fmt.u32(view, pos + 12)[0]
+    ifs.tsresol[i] = tsresol
+    ifs.tsoffset[i] = tsoffset - (1 << 64) if tsoffset >= 1 << 63 else tsoffset
+    ifs.local_id[i] = local
 
 
-def _np(a: array, dtype) -> np.ndarray:
-    return np.frombuffer(a, dtype).copy() if len(a) else np.zeros(0, dtype)
+def _view(buf) -> memoryview:
+    return memoryview(np.ascontiguousarray(buf)).cast("B")
 
 
 class _Bytes:
     """Fixed-width byte rows of the file at arbitrary offsets, never read out of bounds.
 
-    A sliding-window view turns "``width`` bytes at each offset" into one fancy index; rows that
-    would run past the end of the buffer (only near its end) are read byte by byte with clipped
-    indices.  Callers use only the bytes their length checks allow, like the C code.
+    A view of the buffer as overlapping ``width``-byte items (one starting at every offset)
+    turns "``width`` bytes at each offset" into one fancy index; rows that would run past the
+    end of the buffer (only near its end) are read byte by byte with clipped indices.  Callers
+    use only the bytes their length checks allow, like the C code.
     """
 
     def __init__(self, buf):
-        self.buf = np.asarray(buf, np.uint8).reshape(-1)
+        self.buf = np.ascontiguousarray(buf, np.uint8).reshape(-1)
         self._windows: dict[int, np.ndarray] = {}
+
+    def _window(self, width: int) -> np.ndarray:
+        win = self._windows.get(width)
+        if win is None:
+            win = self._windows[width] = np.ndarray(
+                (len(self.buf) - width + 1,), np.dtype((np.void, width)), self.buf, strides=(1,))
+        return win
 
     def rows(self, at: np.ndarray, width: int) -> np.ndarray:
         """uint8 array (len(at), width): the bytes at at[i] .. at[i] + width - 1."""
@@ -257,22 +277,27 @@ class _Bytes:
         if len(at) == 0 or size == 0:
             return np.zeros((len(at), width), np.uint8)
         if width <= size:
-            win = self._windows.get(width)
-            if win is None:
-                win = self._windows[width] = sliding_window_view(self.buf, width)
             last = size - width
             if at.min() >= 0 and at.max() <= last:
-                return win[at]
+                return self._window(width)[at].view(np.uint8).reshape(-1, width)
             inside = (at >= 0) & (at <= last)
         else:
             inside = np.zeros(len(at), bool)
         out = np.empty((len(at), width), np.uint8)
         if inside.any():
-            out[inside] = self._windows[width][at[inside]]
+            out[inside] = self._window(width)[at[inside]].view(np.uint8).reshape(-1, width)
         edge = ~inside
         idx = at[edge, None] + np.arange(width)
         out[edge] = self.buf[np.clip(idx, 0, size - 1)]
         return out
+
+
+def _at(rows: np.ndarray):
+    """Sorted distinct rows as a slice when they are contiguous (a chunk of one kind of packet,
+    the common case): writing through a slice is much faster than through a fancy index."""
+    if len(rows) and rows[-1] - rows[0] + 1 == len(rows):
+        return slice(int(rows[0]), int(rows[-1]) + 1)
+    return rows
 
 
 def _be16(b: np.ndarray, col) -> np.ndarray:
@@ -291,21 +316,39 @@ def _be32(b: np.ndarray, col) -> np.ndarray:
 
 # -- decode: one helper per layer ----------------------------------------------------------------
 
-def _decode_chunk(src: _Bytes, off, cl32, ol32, lt, out):
+def _decode_chunk(src: _Bytes, off, cl32, ol32, lt, out, sack: SackTable):
     """decode_one() of _kernel.c for every packet of a chunk, layer by layer."""
     cl = cl32.astype(np.int64)
     ol = np.maximum(ol32, cl32).astype(np.int64)
+    out["tcp_sack_row"][:] = -1
     l3, et = _link_layer(src, off, cl, lt, out)
     out["status"][l3 == -2] = DS_UNKNOWN_LINKTYPE
     out["status"][l3 == -1] = DS_MALFORMED
     ok = l3 >= 0
     parts = []
-    for ethertype, layer in ((_ETH_IPV4, _ipv4), (_ETH_IPV6, _ipv6)):
+    for ethertype, version in ((_ETH_IPV4, 4), (_ETH_IPV6, 6)):
         r = np.flatnonzero(ok & (et == ethertype))
         if len(r):
-            parts.append(layer(src, r, off[r] + l3[r], cl[r] - l3[r], ol[r] - l3[r], out))
-    if parts:
-        _transport(src, *(np.concatenate(p) for p in zip(*parts)), out)
+            parts.append(_ip_layer(src, version, r, off[r] + l3[r], cl[r] - l3[r], ol[r] - l3[r],
+                                   out))
+    parts = [p for p in parts if len(p[0])]
+    if parts:   # in packet order: SACK table rows are given in it
+        _transport(src, *_in_order(parts), off, out, sack)
+
+
+def _in_order(parts: list[tuple]) -> tuple:
+    """Per-packet arrays from several disjoint sets of rows (each sorted, first array the
+    rows), merged in row order."""
+    if len(parts) == 1:
+        return parts[0]
+    merged = [np.concatenate(x) for x in zip(*parts)]
+    order = np.argsort(merged[0], kind="stable")
+    return tuple(a[order] for a in merged)
+
+
+def _kept(keep, *arrays) -> tuple:
+    """The arrays at the rows where ``keep`` is true (themselves when it is true everywhere)."""
+    return arrays if keep.all() else tuple(a[keep] for a in arrays)
 
 
 def _link_layer(src: _Bytes, off, cl, lt, out):
@@ -339,12 +382,12 @@ def _link_layer(src: _Bytes, off, cl, lt, out):
             l3[r[cut]] = -1
             r = r[~cut]
             b = src.rows(off[r], 4).astype(np.int64)
+            big = b[:, 0] << 24 | b[:, 1] << 16 | b[:, 2] << 8 | b[:, 3]
             if kind == 108:
-                fam = b[:, 0] << 24 | b[:, 1] << 16 | b[:, 2] << 8 | b[:, 3]
+                fam = big
             else:                            # little-endian, byte-swapped if its low half is 0
-                le = b[:, 3] << 24 | b[:, 2] << 16 | b[:, 1] << 8 | b[:, 0]
-                fam = np.where((le & 0xFFFF) == 0, b[:, 0] << 24 | b[:, 1] << 16 | b[:, 2] << 8
-                               | b[:, 3], le)
+                little = b[:, 3] << 24 | b[:, 2] << 16 | b[:, 1] << 8 | b[:, 0]
+                fam = np.where((little & 0xFFFF) == 0, big, little)
             l3[r] = 4
             et[r] = np.where(fam == 2, _ETH_IPV4,
                              np.where(np.isin(fam, (10, 24, 28, 30)), _ETH_IPV6, 0))
@@ -358,15 +401,16 @@ def _skip_vlans(src: _Bytes, r, off, cl, l3, et, out):
     """Walk the 4-byte VLAN tags at l3[r] while the ethertype says another tag follows.
 
     Tags are examined in blocks (1, 2, 4, ... per packet, at most _VLAN_BUDGET slots a step), so
-    a frame made of nothing but tags still takes few steps.  The outermost tag's id and the
-    number of whole tags (capped at 255) are recorded; a tag cut short makes the link header cut.
+    a frame made of nothing but tags still takes few steps.  The outermost tag's id (when the
+    count was 0) and the count of whole tags (capped at 255) are recorded, as C increments them;
+    a tag cut short makes the link header cut.
     """
     at = off[r] + l3[r]                      # file offset of the next tag
     end = off[r] + cl[r]
+    count0 = out["vlan_count"][r].astype(np.int64)
+    whole = (at + 4 <= end) & (count0 == 0)
+    out["vlan_id"][r[whole]] = _be16(src.rows(at[whole], 2), 0) & 0x0FFF
     count = np.zeros(len(r), np.int64)
-    first = src.rows(at, 2)
-    whole = at + 4 <= end
-    out["vlan_id"][r[whole]] = _be16(first[whole], 0) & 0x0FFF
     width = 1
     while len(r):
         tag_at = at[:, None] + 4 * np.arange(width)
@@ -379,159 +423,187 @@ def _skip_vlans(src: _Bytes, r, off, cl, l3, et, out):
         rows = np.flatnonzero(done)
         cut = ~readable[rows, k]
         tags = count[done] + k + ~cut
-        out["vlan_count"][d] = np.minimum(tags, 255)
+        out["vlan_count"][d] = np.minimum(count0[done] + tags, np.maximum(count0[done], 255))
         l3[d] = np.where(cut, -1, tag_at[rows, k] + 4 - off[d])
         et[d] = inner[rows, k]
         going = ~done
         r, at, end = r[going], at[going] + 4 * width, end[going]
-        count = count[going] + width
+        count, count0 = count[going] + width, count0[going]
         width = int(max(1, min(2 * width, _VLAN_BUDGET // max(len(r), 1))))
 
 
-def _ipv4(src: _Bytes, r, ip, ipcap, rest, out):
-    """IPv4 header fields; returns the transport candidates (see ``_transport``)."""
-    bad = ipcap < 20
-    good = ~bad
-    h = src.rows(ip[good], 20)
-    hdr = (h[:, 0] & 0x0F).astype(np.int64) * 4
-    bad[good] = ((h[:, 0] >> 4) != 4) | (hdr < 20)
-    out["status"][r[bad]] = DS_MALFORMED
-    keep = ~bad[good]
-    r, ip, ipcap, rest, h, hdr = r[~bad], ip[~bad], ipcap[~bad], rest[~bad], h[keep], hdr[keep]
-    total = _be16(h, 2)
-    total = np.where(total == 0, rest, total)    # TSO: length left 0, use the frame's
-    frag = _be16(h, 6)
-    out["ip_version"][r] = 4
-    out["ip_src"][r, :4] = h[:, 12:16]
-    out["ip_dst"][r, :4] = h[:, 16:20]
-    out["ip_hdr_len"][r] = hdr
-    out["ip_len"][r] = total
-    out["ip_proto"][r] = h[:, 9]
-    out["ip_ttl"][r] = h[:, 8]
-    out["ip_id"][r] = _be16(h, 4)
-    out["ip_frag_offset"][r] = frag & 0x1FFF
-    out["ip_flags"][r] = (np.where(frag & 0x4000, IPF_DF, 0) | np.where(frag & 0x2000, IPF_MF, 0)
-                          | np.where(frag & 0x3FFF, IPF_FRAGMENT, 0))
-    go = (total >= hdr) & ((frag & 0x1FFF) == 0)   # non-first fragments carry no transport header
-    ver = np.full(int(go.sum()), 4, np.int64)
-    return r[go], ip[go], ipcap[go], rest[go], hdr[go], total[go], h[go, 9].astype(np.int64), ver
+class _IP:
+    """IPv4 or IPv6 headers as parsed (parse_ip() of _kernel.c), before anything is written."""
+
+    def __init__(self, src: _Bytes, version: int, ip, cap, rest):
+        n = len(ip)
+        self.hdr, self.ident = np.zeros(n, np.int64), np.zeros(n, np.int64)
+        self.flags, self.frag = np.zeros(n, np.int64), np.zeros(n, np.int64)
+        if version == 4:
+            h = src.rows(ip, 20)
+            self.hdr = (h[:, 0] & 0x0F).astype(np.int64) * 4
+            self.bad = (cap < 20) | ((h[:, 0] >> 4) != 4) | (self.hdr < 20)
+            self.total = _be16(h, 2)
+            self.total = np.where(self.total == 0, rest, self.total)  # TSO: 0, use the frame's
+            self.src, self.dst = h[:, 12:16], h[:, 16:20]
+            self.proto, self.ttl, self.ident = h[:, 9].astype(np.int64), h[:, 8], _be16(h, 4)
+            fr = _be16(h, 6)
+            self.frag = fr & 0x1FFF
+            self.flags = (np.where(fr & 0x4000, IPF_DF, 0) | np.where(fr & 0x2000, IPF_MF, 0)
+                          | np.where(fr & 0x3FFF, IPF_FRAGMENT, 0))
+            # a non-first fragment carries no transport header
+            self.transport = (self.total >= self.hdr) & (self.frag == 0)
+        else:
+            h = src.rows(ip, 40)
+            self.bad = (cap < 40) | ((h[:, 0] >> 4) != 6)
+            self.total = _be16(h, 4) + 40
+            self.total = np.where((self.total == 40) & (rest > 40), rest, self.total)  # jumbo/TSO
+            self.src, self.dst = h[:, 8:24], h[:, 24:40]
+            self.proto, self.ttl = h[:, 6].astype(np.int64), h[:, 7]
+            self.hdr = np.full(n, 40, np.int64)
+            self._extensions(src, ip, cap, np.flatnonzero(~self.bad))
+            self.transport = ~np.isin(self.proto, _NOT_TRANSPORT) & (self.frag == 0)
+
+    def _extensions(self, src: _Bytes, ip, cap, walking):
+        """Walk up to 32 extension headers from the rows ``walking``: proto and hdr advance, a
+        fragment header sets the fragment fields; a header cut by the capture ends the walk."""
+        proto, hdr = self.proto, self.hdr
+        walking = walking[np.isin(proto[walking], _EXTENSIONS)]
+        for _ in range(32):
+            p = proto[walking]
+            fragment = p == _EXT_FRAGMENT
+            walking, p, fragment = _kept(hdr[walking] + np.where(fragment, 8, 2) <= cap[walking],
+                                         walking, p, fragment)
+            if not len(walking):
+                break
+            h = src.rows(ip[walking] + hdr[walking], 8)
+            f = walking[fragment]
+            if len(f):
+                fr = _be16(h[fragment], 2)
+                self.frag[f] = fr >> 3
+                self.ident[f] = _be32(h[fragment], 4)
+                self.flags[f] |= (np.where(fr & 1, IPF_MF, 0)
+                                  | np.where((fr & 1) | (fr >> 3), IPF_FRAGMENT, 0))
+            length = h[:, 1].astype(np.int64)
+            hdr[walking] += np.where(fragment, 8, np.where(p == _EXT_AH, 4 * (length + 2),
+                                                           8 * (length + 1)))
+            proto[walking] = h[:, 0]
+            walking = walking[np.isin(proto[walking], _EXTENSIONS)]
+
+    def candidates(self, keep, r, ip, cap, rest, version):
+        """Rows followed by a transport header: (rows, its offset, captured bytes, reported
+        bytes -- the IP length trimmed to the frame, never extended --, protocol, IP version)."""
+        rep = np.minimum(self.total, rest) - self.hdr
+        go = keep & self.transport & (self.hdr <= self.total) & (rep >= 0)
+        return _kept(go, r, ip + self.hdr, np.maximum(cap - self.hdr, 0), rep, self.proto,
+                     np.full(len(r), version, np.int64))
 
 
-def _ipv6(src: _Bytes, r, ip, ipcap, rest, out):
-    """IPv6 header fields and the extension-header walk; returns transport candidates."""
-    bad = ipcap < 40
-    good = ~bad
-    h = src.rows(ip[good], 40)
-    bad[good] = (h[:, 0] >> 4) != 6
-    out["status"][r[bad]] = DS_MALFORMED
-    keep = ~bad[good]
-    r, ip, ipcap, rest, h = r[~bad], ip[~bad], ipcap[~bad], rest[~bad], h[keep]
-    total = _be16(h, 4) + 40
-    total = np.where((total == 40) & (rest > 40), rest, total)   # jumbogram / TSO
-    out["ip_version"][r] = 6
-    out["ip_src"][r] = h[:, 8:24]
-    out["ip_dst"][r] = h[:, 24:40]
-    out["ip_len"][r] = total
-    out["ip_ttl"][r] = h[:, 7]
-    proto = h[:, 6].astype(np.int64)
-    hdr = np.full(len(r), 40, np.int64)
-    _ipv6_extensions(src, r, ip, ipcap, proto, hdr, out)
-    out["ip_hdr_len"][r] = np.minimum(hdr, 0xFFFF)
-    out["ip_proto"][r] = proto
-    go = ~np.isin(proto, _NOT_TRANSPORT) & (out["ip_frag_offset"][r] == 0) & (hdr <= total)
-    ver = np.full(int(go.sum()), 6, np.int64)
-    return r[go], ip[go], ipcap[go], rest[go], hdr[go], total[go], proto[go], ver
+def _ip_layer(src: _Bytes, version, r, ip, ipcap, rest, out):
+    """The IP header fields of rows ``r``; returns the transport candidates."""
+    h = _IP(src, version, ip, ipcap, rest)
+    good = ~h.bad
+    sel = slice(None)
+    if h.bad.any():
+        out["status"][r[h.bad]] = DS_MALFORMED
+        sel = good
+    w = _at(r[sel])
+    out["ip_version"][w] = version
+    width = 4 if version == 4 else 16
+    out["ip_src"][w, :width] = h.src[sel]
+    out["ip_dst"][w, :width] = h.dst[sel]
+    for name, values in (("ip_hdr_len", np.minimum(h.hdr, 0xFFFF)), ("ip_len", h.total),
+                         ("ip_proto", h.proto), ("ip_ttl", h.ttl), ("ip_id", h.ident),
+                         ("ip_flags", h.flags), ("ip_frag_offset", h.frag)):
+        out[name][w] = values[sel]
+    return h.candidates(good, r, ip, ipcap, rest, version)
 
 
-def _ipv6_extensions(src: _Bytes, r, ip, ipcap, proto, hdr, out):
-    """Walk up to 32 extension headers, updating proto and hdr in place; a fragment header
-    sets the fragment fields.  A header cut by the capture ends the walk where it is."""
-    walking = np.flatnonzero(np.isin(proto, _NOT_TRANSPORT[:-1]))
-    for _ in range(32):
-        p = proto[walking]
-        fragment = p == _EXT_FRAGMENT
-        whole = hdr[walking] + np.where(fragment, 8, 2) <= ipcap[walking]
-        walking, p, fragment = walking[whole], p[whole], fragment[whole]
-        if not len(walking):
-            break
-        h = src.rows(ip[walking] + hdr[walking], 8)
-        f = walking[fragment]
-        if len(f):
-            hf = h[fragment]
-            fr = _be16(hf, 2)
-            rows = r[f]
-            out["ip_frag_offset"][rows] = fr >> 3
-            out["ip_id"][rows] = _be32(hf, 4)
-            out["ip_flags"][rows] |= (np.where(fr & 1, IPF_MF, 0)
-                                      | np.where((fr & 1) | (fr >> 3), IPF_FRAGMENT, 0)
-                                      ).astype(np.uint8)
-        length = h[:, 1].astype(np.int64)
-        hdr[walking] += np.where(fragment, 8, np.where(p == _EXT_AH, 4 * (length + 2),
-                                                       8 * (length + 1)))
-        proto[walking] = h[:, 0]
-        walking = walking[np.isin(proto[walking], _NOT_TRANSPORT[:-1])]
+def _transport(src: _Bytes, r, at, cap, rep, proto, ver, off, out, sack):
+    """TCP, UDP or ICMP after the IP header (rows ``r`` in packet order), and where its payload
+    starts and how long it is.  The TCP or UDP header quoted in an ICMP error is decoded too,
+    into the same fields, marked by ``l4_quoted`` instead of ``l4`` and without a payload."""
+    icmp = np.flatnonzero(((proto == 1) & (ver == 4)) | ((proto == 58) & (ver == 6)))
+    icmp_payload, quoted = _icmp(src, r[icmp], at[icmp], cap[icmp], rep[icmp], ver[icmp], out)
+    payload = [icmp_payload]
+    for number, layer in ((6, _tcp), (17, _udp)):
+        k = np.flatnonzero(proto == number)
+        parts = [(r[k], at[k], cap[k], rep[k], np.zeros(len(k), bool))]
+        q = np.flatnonzero(quoted[4] == number)
+        parts.append(tuple(a[q] for a in quoted[:4]) + (np.ones(len(q), bool),))
+        parts = [p for p in parts if len(p[0])]
+        if parts:
+            payload.append(layer(src, *_in_order(parts), out, sack))
+    payload = [p for p in payload if len(p[0])]
+    if payload:
+        rows, at, hl, plen = _in_order(payload)
+        w = _at(rows)
+        out["payload_rel"][w] = np.minimum(at - off[rows] + hl, 0xFFFF)
+        out["payload_len"][w] = plen
 
 
-def _transport(src: _Bytes, r, ip, ipcap, rest, hdr, total, proto, ver, out):
-    """TCP, UDP or ICMP header after the IP header, with the payload's offset and lengths.
-
-    The reported length is the IP length trimmed to the frame (never extended), minus the IP
-    header; the captured length is what the file holds from the transport header on."""
-    rep = np.minimum(total, rest) - hdr
-    ok = rep >= 0
-    r, at, rep, proto, ver = r[ok], (ip + hdr)[ok], rep[ok], proto[ok], ver[ok]
-    cap = np.maximum(ipcap[ok] - hdr[ok], 0)
-    parts = [_tcp(src, np.flatnonzero(proto == 6), r, at, cap, rep, out),
-             _udp(src, np.flatnonzero(proto == 17), r, at, cap, rep, out),
-             _icmp(src, np.flatnonzero(((proto == 1) & (ver == 4)) | ((proto == 58) & (ver == 6))),
-                   r, at, cap, rep, ver, out)]
-    k, hl, plen = (np.concatenate(x) for x in zip(*parts))
-    rows = r[k]
-    out["payload_off"][rows] = at[k] + hl
-    out["payload_len"][rows] = plen
-    out["payload_cap_len"][rows] = np.clip(cap[k] - hl, 0, plen)
+def _set_l4(out, rows, quoted, value):
+    """l4 for the packet's own transport header, l4_quoted for one quoted in an ICMP error."""
+    if quoted.any():
+        out["l4"][rows[~quoted]] = value
+        out["l4_quoted"][rows[quoted]] = value
+    else:
+        out["l4"][_at(rows)] = value
 
 
-def _tcp(src: _Bytes, k, r, at, cap, rep, out):
-    """TCP header; returns (index into the candidates, header length, payload length)."""
-    k = k[(cap[k] >= 20) & (rep[k] >= 20)]
-    h = src.rows(at[k], 20)
+def _tcp(src: _Bytes, rows, at, cap, rep, quoted, out, sack):
+    """TCP headers (rows in packet order); returns (rows, offset, header length, payload
+    length) of the packets' own, not quoted, headers."""
+    rows, at, cap, rep, quoted = _kept((cap >= 20) & (rep >= 20), rows, at, cap, rep, quoted)
+    h = src.rows(at, 20)
     hl = (h[:, 12] >> 4).astype(np.int64) * 4
-    valid = (hl >= 20) & (hl <= rep[k])   # Wireshark stops before the stream is assigned
-    k, h, hl = k[valid], h[valid], hl[valid]
-    rows = r[k]
-    out["l4"][rows] = L4_TCP
-    out["srcport"][rows] = _be16(h, 0)
-    out["dstport"][rows] = _be16(h, 2)
-    out["tcp_seq"][rows] = _be32(h, 4)
-    out["tcp_ack"][rows] = _be32(h, 8)
-    out["tcp_hdr_len"][rows] = hl
-    out["tcp_flags"][rows] = _be16(h, 12) & 0x0FFF
-    out["tcp_win"][rows] = _be16(h, 14)
-    opt_len = np.minimum(hl, cap[k]) - 20
-    has = opt_len > 0
-    if has.any():
-        _tcp_options(src.rows(at[k[has]] + 20, 40), opt_len[has], rows[has], out)
-    return k, hl, rep[k] - hl
+    # a header length under 20 or past the reported bytes: not decoded (as in _kernel.c)
+    rows, at, cap, rep, quoted, h, hl = _kept((hl >= 20) & (hl <= rep), rows, at, cap, rep,
+                                              quoted, h, hl)
+    _set_l4(out, rows, quoted, L4_TCP)
+    w = _at(rows)
+    out["srcport"][w] = _be16(h, 0)
+    out["dstport"][w] = _be16(h, 2)
+    out["tcp_seq"][w] = _be32(h, 4)
+    out["tcp_ack"][w] = _be32(h, 8)
+    out["tcp_hdr_len"][w] = hl
+    out["tcp_flags"][w] = _be16(h, 12) & 0x0FFF
+    out["tcp_win"][w] = _be16(h, 14)
+    out["tcp_len"][w] = rep - hl
+    opt_len = np.minimum(hl, cap) - 20   # option bytes in the header and in the file
+    has = np.flatnonzero(opt_len > 0)
+    if len(has):
+        end = opt_len[has]
+        _tcp_options(src.rows(at[has] + 20, int(end.max())), end, rows[has], out, sack)
+    return _kept(~quoted, rows, at, hl, rep - hl)
 
 
-def _tcp_options(b, end, rows, out):
-    """Walk the option bytes b[i, :end[i]] of each header: one step per option, at most 40.
+def _tcp_options(b, end, rows, out, sack: SackTable):
+    """Walk the option bytes b[i, :end[i]] of each header (rows in packet order), one option a
+    step, at most 40 steps.
 
     EOL ends the list, NOP is one byte, a length under 2 or past the end ends it; known kinds
-    with their exact lengths are recorded (the last one of a kind wins), SACK blocks are
-    collected across SACK options up to 4."""
-    sack_count = np.zeros(len(b), np.int64)
+    with their exact lengths are recorded (the last one of a kind wins).  SACK options are
+    collected and stored after the walk (``_store_sacks``)."""
+    width = b.shape[1]
     live = np.arange(len(b))
-    o = np.zeros(len(b), np.int64)
+    if width >= 12:   # NOP NOP TS and nothing else (Linux data segments): the walk's result at once
+        ts_only = (end == 12) & (b[:, 0] == 1) & (b[:, 1] == 1) & (b[:, 2] == 8) & (b[:, 3] == 10)
+        if ts_only.any():
+            _opt_ts(b[ts_only], 4, rows[ts_only], out)
+            live = live[~ts_only]
+    flat = b.ravel()
+    o = np.zeros(len(live), np.int64)
+    sacks = []                               # (header index, value column, blocks) per step
     for _ in range(40):
         if not len(live):
             break
         e = end[live]
-        kind = b[live, o]
+        base = live * width
+        kind = flat[base + o]
         nop = kind == 1
         ranged = (kind > 1) & (o + 2 <= e)
-        olen = np.where(ranged, b[live, np.minimum(o + 1, 39)], 0).astype(np.int64)
+        olen = np.where(ranged, flat[base + np.minimum(o + 1, width - 1)], 0).astype(np.int64)
         valid = ranged & (olen >= 2) & (o + olen <= e)
         v = o + 2
         for sel, apply in ((valid & (kind == 2) & (olen == 4), _opt_mss),
@@ -540,13 +612,14 @@ def _tcp_options(b, end, rows, out):
                            (valid & (kind == 8) & (olen == 10), _opt_ts)):
             if sel.any():
                 apply(b[live[sel]], v[sel], rows[live[sel]], out)
-        sack = valid & (kind == 5) & (olen >= 10) & ((olen - 2) % 8 == 0)
-        if sack.any():
-            _opt_sack(b[live[sack]], v[sack], (olen[sack] - 2) // 8, live[sack], sack_count,
-                      rows, out)
+        sack_opt = valid & (kind == 5) & (olen >= 10) & ((olen - 2) % 8 == 0)
+        if sack_opt.any():
+            sacks.append((live[sack_opt], v[sack_opt], (olen[sack_opt] - 2) // 8))
         o = np.where(nop, o + 1, o + olen)
         more = (nop | valid) & (o < e)
         live, o = live[more], o[more]
+    if sacks:
+        _store_sacks(b, rows, *(np.concatenate(x) for x in zip(*sacks)), out, sack)
 
 
 def _opt_mss(b, v, rows, out):
@@ -569,49 +642,181 @@ def _opt_ts(b, v, rows, out):
     out["tcp_tsecr"][rows] = _be32(b, v + 4)
 
 
-def _opt_sack(b, v, blocks, which, sack_count, rows, out):
-    """Append this option's blocks to each header's SACK list while it holds fewer than 4."""
+def _store_sacks(b, rows, hdr, v, blocks, out, sack: SackTable):
+    """SACK options (header index, value column, blocks), in option order per header, into the
+    compact table: each header with one gets the next free row, in packet order, while rows are
+    left (without one its SACK options are skipped); its blocks fill the row's 4 slots in order."""
+    order = np.argsort(hdr, kind="stable")            # grouped by header, option order kept
+    hdr, v, blocks = hdr[order], v[order], blocks[order]
+    heads = np.unique(hdr)                            # ascending index = packet order
+    used = int(sack.used[0])
+    granted = heads[: max(len(sack.rows) - used, 0)]
+    table_row = np.full(len(b), -1, np.int64)
+    table_row[granted] = used + np.arange(len(granted))
+    sack.used[0] = used + len(granted)
+    out["tcp_sack_row"][rows[granted]] = table_row[granted]
+    keep = table_row[hdr] >= 0
+    hdr, v, blocks = hdr[keep], v[keep], blocks[keep]
+    # the header's count before each option: what it had, plus earlier options' blocks, up to 4
+    c0 = out["tcp_sack_count"][rows[hdr]].astype(np.int64)
+    earlier = np.cumsum(blocks) - blocks
+    group = np.flatnonzero(np.r_[True, hdr[1:] != hdr[:-1]]) if len(hdr) else hdr
+    earlier -= np.repeat(earlier[group], np.diff(np.r_[group, len(hdr)]))
+    before = np.where(c0 >= 4, c0, np.minimum(c0 + earlier, 4))
+    add = np.clip(4 - before, 0, blocks)
     for j in range(4):
-        take = (j < blocks) & (sack_count[which] < 4)
-        if not take.any():
-            break
-        w = which[take]
-        slot = sack_count[w]
-        edge = v[take] + 8 * j
-        out["tcp_sack"][rows[w], 2 * slot] = _be32(b[take], edge)
-        out["tcp_sack"][rows[w], 2 * slot + 1] = _be32(b[take], edge + 4)
-        sack_count[w] += 1
-    out["tcp_sack_count"][rows[which]] = sack_count[which]
+        w = j < add
+        at, slot, col = table_row[hdr[w]], before[w] + j, v[w] + 8 * j
+        sack.rows[at, 2 * slot] = _be32(b[hdr[w]], col)
+        sack.rows[at, 2 * slot + 1] = _be32(b[hdr[w]], col + 4)
+    added = np.zeros(len(b), np.int64)
+    np.add.at(added, hdr, add)
+    out["tcp_sack_count"][rows[granted]] += added[granted].astype(np.uint8)
 
 
-def _udp(src: _Bytes, k, r, at, cap, rep, out):
-    """UDP header; the payload length is the UDP length's, trimmed to the reported bytes."""
-    k = k[(cap[k] >= 8) & (rep[k] >= 8)]
-    h = src.rows(at[k], 8)
-    rows = r[k]
+def _udp(src: _Bytes, rows, at, cap, rep, quoted, out, sack):
+    """UDP headers (called like ``_tcp``; ``sack`` unused); the payload length is the UDP
+    length's, trimmed to the reported bytes except in a first fragment (its header speaks for
+    the whole datagram, as _kernel.c has it)."""
+    rows, at, rep, quoted = _kept((cap >= 8) & (rep >= 8), rows, at, rep, quoted)
+    h = src.rows(at, 8)
     length = _be16(h, 4)
-    out["l4"][rows] = L4_UDP
-    out["srcport"][rows] = _be16(h, 0)
-    out["dstport"][rows] = _be16(h, 2)
-    out["udp_length"][rows] = length
-    plen = np.minimum(np.where(length >= 8, length - 8, 0), rep[k] - 8)
-    return k, np.full(len(k), 8, np.int64), plen
+    _set_l4(out, rows, quoted, L4_UDP)
+    w = _at(rows)
+    out["srcport"][w] = _be16(h, 0)
+    out["dstport"][w] = _be16(h, 2)
+    out["udp_length"][w] = length
+    plen = np.where(length >= 8, length - 8, 0)
+    trim = (plen > rep - 8) & ((out["ip_flags"][rows] & IPF_MF) == 0)
+    plen = np.where(trim, rep - 8, plen)
+    return _kept(~quoted, rows, at, np.full(len(rows), 8, np.int64), plen)
 
 
-def _icmp(src: _Bytes, k, r, at, cap, rep, ver, out):
-    """ICMP/ICMPv6 type and code; identifier and sequence for echo-like messages."""
-    k = k[(cap[k] >= 4) & (rep[k] >= 4)]
-    h = src.rows(at[k], 8)
-    rows = r[k]
+def _icmp(src: _Bytes, rows, at, cap, rep, ver, out):
+    """ICMP/ICMPv6: type and code, identifier and sequence of echo-like messages; returns the
+    payload parts, and the TCP/UDP candidates of the packets quoted by errors (destination
+    unreachable, source quench, redirect, time exceeded, parameter problem; ICMPv6 1-4)."""
+    rows, at, cap, rep, ver = _kept((cap >= 4) & (rep >= 4), rows, at, cap, rep, ver)
+    h = src.rows(at, 8)
     t = h[:, 0]
-    out["l4"][rows] = L4_ICMP
-    out["icmp_type"][rows] = t
-    out["icmp_code"][rows] = h[:, 1]
-    echo = np.where(ver[k] == 4, (t == 0) | (t == 8) | ((t >= 13) & (t <= 18)),
-                    (t == 128) | (t == 129))
-    echo &= (cap[k] >= 8) & (rep[k] >= 8)
+    w = _at(rows)
+    out["l4"][w] = L4_ICMP
+    out["icmp_type"][w] = t
+    out["icmp_code"][w] = h[:, 1]
+    v4 = ver == 4
+    echo = np.where(v4, (t == 0) | (t == 8) | ((t >= 13) & (t <= 18)), (t == 128) | (t == 129))
+    echo &= (cap >= 8) & (rep >= 8)
     out["icmp_echo"][rows[echo]] = 1
     out["icmp_ident"][rows[echo]] = _be16(h[echo], 4)
     out["icmp_seq"][rows[echo]] = _be16(h[echo], 6)
-    hl = np.minimum(rep[k], 8)
-    return k, hl, rep[k] - hl
+    hl = np.minimum(rep, 8)
+    error = np.where(v4, np.isin(t, (3, 4, 5, 11, 12)), (t >= 1) & (t <= 4))
+    error &= (cap > 8) & (rep > 8)
+    quoted = []
+    for version in (4, 6):
+        e = np.flatnonzero(error & (ver == version))
+        if len(e):
+            quoted.append(_quoted(src, version, rows[e], at[e] + 8, cap[e] - 8, rep[e] - 8, out))
+    quoted = _in_order([q for q in quoted if len(q[0])] or [(np.zeros(0, np.int64),) * 6])
+    return (rows, at, hl, rep - hl), quoted
+
+
+def _quoted(src: _Bytes, version, rows, ip, cap, rep, out):
+    """The IP header an ICMP error quotes (same version as the error's): its addresses into
+    q_src/q_dst and its TCP/UDP candidates, when a transport header follows it (Wireshark gives
+    that header a stream, so the conversation hash must see it)."""
+    h = _IP(src, version, ip, cap, rep)
+    keep = ~h.bad & np.isin(h.proto, (6, 17))
+    r, ip, cap, rep, proto, ver = h.candidates(keep, rows, ip, cap, rep, version)
+    # the addresses are written even when the transport header then turns out too short
+    has = keep & h.transport & (h.hdr <= h.total)
+    width = 4 if version == 4 else 16
+    out["q_src"][rows[has], :width] = h.src[has]
+    out["q_dst"][rows[has], :width] = h.dst[has]
+    return r, ip, cap, rep, proto, ver
+
+
+# -- hashing: numbered in order of first appearance, across windows --------------------------------
+
+class _FirstSeen:
+    """Numbers integer keys 0, 1, 2 ... in order of first appearance, across calls."""
+
+    def __init__(self):
+        self.known = np.zeros(0, np.int64)
+
+    def __len__(self):
+        return len(self.known)
+
+    def number(self, keys: np.ndarray) -> np.ndarray:
+        codes, uniques = pd.factorize(np.concatenate([self.known, keys.astype(np.int64)]))
+        before, self.known = len(self.known), np.asarray(uniques)
+        return codes[before:]
+
+
+def _new_at(codes: np.ndarray, before: int) -> np.ndarray:
+    """True where a code >= ``before`` appears for the first time (new codes first appear in
+    increasing order, so exactly there the running maximum rises)."""
+    if not len(codes):
+        return np.zeros(0, bool)
+    c = np.where(codes >= before, codes, before - 1)
+    run = np.maximum.accumulate(c)
+    return run > np.r_[before - 1, run[:-1]]
+
+
+class _Interner:
+    """Address codes: every distinct (16 address bytes, IPv6 or not) in order of first
+    appearance, scanning packets in order and each packet's source before its destination."""
+
+    def __init__(self):
+        self._lo, self._hi, self._keys = _FirstSeen(), _FirstSeen(), _FirstSeen()
+        self._addr = np.zeros((0, 16), np.uint8)
+        self._v6 = np.zeros(0, np.uint8)
+
+    def intern(self, version, src16, dst16):
+        n = len(version)
+        ip = np.flatnonzero(version)
+        both = np.empty((2 * len(ip), 16), np.uint8)
+        both[0::2], both[1::2] = src16[ip], dst16[ip]
+        v6 = np.repeat(version[ip] == 6, 2)
+        halves = both.view("<u8")                      # two 64-bit halves, as exact keys
+        key = (self._lo.number(halves[:, 0]) << 32 | self._hi.number(halves[:, 1]) << 1) | v6
+        before = len(self._keys)
+        codes = self._keys.number(key).astype(np.int32)
+        new = _new_at(codes, before)
+        self._addr = np.concatenate([self._addr, both[new]])
+        self._v6 = np.concatenate([self._v6, v6[new].astype(np.uint8)])
+        src_code, dst_code = np.full(n, -1, np.int32), np.full(n, -1, np.int32)
+        src_code[ip], dst_code[ip] = codes[0::2], codes[1::2]
+        return src_code, dst_code
+
+    def addresses(self):
+        return self._addr.copy(), self._v6.copy()
+
+
+class _Conversations:
+    """TCP and UDP conversation ids: the unordered pair of (address code, port) endpoints,
+    numbered per protocol in order of first appearance; ``reverse`` when the source is the
+    larger endpoint (code x 65536 + port), ``first`` on a conversation's first packet."""
+
+    def __init__(self):
+        self._endpoints = _FirstSeen()
+        self._pairs = {6: _FirstSeen(), 17: _FirstSeen()}
+
+    def assign(self, l4, src_code, dst_code, srcport, dstport):
+        n = len(l4)
+        conv = np.full(n, -1, np.int32)
+        reverse, first = np.zeros(n, np.uint8), np.zeros(n, np.uint8)
+        for proto, pairs in self._pairs.items():
+            idx = np.flatnonzero(l4 == proto)
+            if not len(idx):
+                continue
+            es = src_code[idx].astype(np.int64) * 65536 + srcport[idx]
+            ed = dst_code[idx].astype(np.int64) * 65536 + dstport[idx]
+            rev = es > ed
+            ends = self._endpoints.number(np.concatenate([np.where(rev, ed, es),
+                                                          np.where(rev, es, ed)]))
+            before = len(pairs)
+            ids = pairs.number(ends[:len(idx)] << 32 | ends[len(idx):])
+            conv[idx], reverse[idx] = ids, rev
+            first[idx[_new_at(ids, before)]] = 1
+        return conv, reverse, first
