@@ -388,7 +388,10 @@ static int parse_ip(const uint8_t *ip, int64_t cap, int64_t rest, int version, i
     }
     if (cap < 40 || (ip[0] >> 4) != 6) return -1;
     h->total = be16(ip + 4) + 40;
-    if (h->total == 40 && rest > 40) h->total = rest;  /* jumbogram / TSO */
+    /* payload length 0: a jumbogram (its length is in the hop-by-hop option: use the frame's) when
+     * a hop-by-hop header follows; otherwise Wireshark calls it malformed and decodes no further */
+    int malformed_len = h->total == 40 && ip[6] != 0;
+    if (h->total == 40 && !malformed_len && rest > 40) h->total = rest;
     h->src = ip + 8; h->dst = ip + 24;
     h->ttl = ip[7];
     uint8_t proto = ip[6];
@@ -414,7 +417,7 @@ static int parse_ip(const uint8_t *ip, int64_t cap, int64_t rest, int version, i
     }
     h->hdr = hdr;
     h->proto = proto;
-    h->transport = !ext_header(proto) && proto != 59 && !h->frag_offset;
+    h->transport = !ext_header(proto) && proto != 59 && !h->frag_offset && !malformed_len;
     return 0;
 }
 

@@ -457,12 +457,16 @@ class _IP:
             h = src.rows(ip, 40)
             self.bad = (cap < 40) | ((h[:, 0] >> 4) != 6)
             self.total = _be16(h, 4) + 40
-            self.total = np.where((self.total == 40) & (rest > 40), rest, self.total)  # jumbo/TSO
+            # payload length 0: a jumbogram (length in the hop-by-hop option: the frame's) when a
+            # hop-by-hop header follows, else malformed for Wireshark (no transport decoded)
+            zero_len = self.total == 40
+            malformed_len = zero_len & (h[:, 6] != 0)
+            self.total = np.where(zero_len & ~malformed_len & (rest > 40), rest, self.total)
             self.src, self.dst = h[:, 8:24], h[:, 24:40]
             self.proto, self.ttl = h[:, 6].astype(np.int64), h[:, 7]
             self.hdr = np.full(n, 40, np.int64)
             self._extensions(src, ip, cap, np.flatnonzero(~self.bad))
-            self.transport = ~np.isin(self.proto, _NOT_TRANSPORT) & (self.frag == 0)
+            self.transport = ~np.isin(self.proto, _NOT_TRANSPORT) & (self.frag == 0) & ~malformed_len
 
     def _extensions(self, src: _Bytes, ip, cap, walking):
         """Walk up to 32 extension headers from the rows ``walking``: proto and hdr advance, a
