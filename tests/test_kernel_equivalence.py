@@ -471,16 +471,17 @@ def test_decode_frames_ending_the_buffer(ck, nk):
 
 
 def test_decode_huge_extension_chain(ck, nk):
-    """32 extension headers of 2 KB, then TCP: the IPv6 header length and the payload offset
-    pass 0xFFFF (both stored clamped); a 33rd header is not walked."""
+    """32 extension headers of 2 KB (a jumbogram: hop-by-hop first, payload length 0), then TCP:
+    the IPv6 header length and the payload offset pass 0xFFFF (both stored clamped); a 33rd
+    header is not walked."""
     chain = b"".join(bytes([nh, 255]) + bytes(2046) for nh in [60] * 31 + [6])
-    frame = v6(chain + tcp_bytes(TS), nh=60, plen=0)
+    frame = v6(chain + tcp_bytes(TS), nh=0, plen=0)
     buf = np.frombuffer(frame, np.uint8)
     caps = [len(frame), len(frame) - 1, 40 + 2048 * 31 + 1, 40 + 2048 * 31 + 2, 40 + 2048 * 20]
     out = assert_same_decode(ck, nk, buf, [0] * 5, caps, [len(frame)] * 5, [229] * 5, "chain")
     assert out["ip_hdr_len"][0] == 0xFFFF and out["payload_rel"][0] == 0xFFFF
     assert out["l4"][0] == K.L4_TCP
-    frame = v6(chain[:-2048] + bytes([60, 255]) + bytes(2046) + chain[-2048:], nh=60, plen=0)
+    frame = v6(chain[:-2048] + bytes([60, 255]) + bytes(2046) + chain[-2048:], nh=0, plen=0)
     out = assert_same_decode(ck, nk, np.frombuffer(frame, np.uint8), [0], [len(frame)],
                              [len(frame)], [229], "33 headers")
     assert out["ip_proto"][0] == 60 and out["l4"][0] == K.L4_NONE
