@@ -54,14 +54,18 @@ class _Table:
         self.conv = np.empty(capacity, np.int32)
         self.reverse, self.first = np.empty(capacity, np.uint8), np.empty(capacity, np.uint8)
         self.interner, self.conversations = kern.new_interner(), kern.new_conversations()
+        self._scratch = None  # 16-byte address scratch of one window: source, dest, quoted pair
 
     def add_window(self, buf, walker, kern, k: int) -> None:
         lo, hi = self.n, self.n + k
         rec = self.rec.at(lo, hi)
         self.linktype[lo:hi], self.interface_id[lo:hi] = walker.finish(rec)
         out = {name: a[lo:hi] for name, a in self.out.items()}
-        for name in ("ip_src", "ip_dst", "q_src", "q_dst"):
-            out[name] = np.zeros((k, 16), np.uint8)
+        if self._scratch is None or self._scratch.shape[1] < k:  # reused: memset beats fresh pages
+            self._scratch = np.empty((4, max(k, 1 << 16), 16), np.uint8)
+        scratch = self._scratch[:, :k]
+        scratch.fill(0)
+        out["ip_src"], out["ip_dst"], out["q_src"], out["q_dst"] = scratch
         kern.decode(buf, rec.data_off, rec.caplen, rec.origlen, self.linktype[lo:hi], out, self.sack)
         src, dst = self.interner.intern(out["ip_version"], out["ip_src"], out["ip_dst"])
         self.ip_src[lo:hi], self.ip_dst[lo:hi] = src, dst
