@@ -31,20 +31,20 @@ def _where(path: str | None, offset: int | None, packet: int | None) -> str:
 
 
 class _Located:
-    """Mixin: message parts (what, where, hint) kept apart so callers and tests can read them."""
+    """Mixin: keeps the message parts (what, where, hint) apart so callers and tests can read them,
+    and joins them as ``what (where). Hint`` for ``str()``."""
 
-    def _init_located(self, what: str, path=None, offset=None, packet=None, hint=None):
+    def __init__(self, what: str, *, path=None, offset=None, packet=None, hint=None):
         self.what, self.path, self.offset, self.packet, self.hint = what, path, offset, packet, hint
         where = _where(path, offset, packet)
         text = what + (f" ({where})" if where else "")
         if hint:
             text += f". {hint[:1].upper()}{hint[1:]}"
-        return text
+        super().__init__(text)
 
 
-class PcapstatsError(Exception, _Located):
-    def __init__(self, what: str, *, path=None, offset=None, packet=None, hint=None):
-        super().__init__(self._init_located(what, path, offset, packet, hint))
+class PcapstatsError(_Located, Exception):
+    pass
 
 
 class CaptureOpenError(PcapstatsError):
@@ -67,9 +67,8 @@ class UsageError(PcapstatsError):
     pass
 
 
-class PcapstatsWarning(UserWarning, _Located):
-    def __init__(self, what: str, *, path=None, offset=None, packet=None, hint=None):
-        super().__init__(self._init_located(what, path, offset, packet, hint))
+class PcapstatsWarning(_Located, UserWarning):
+    pass
 
 
 class TruncatedCaptureWarning(PcapstatsWarning):
