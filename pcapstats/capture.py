@@ -13,7 +13,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
-import pandas as pd
 
 from . import schema
 from .errors import UsageError
@@ -35,7 +34,7 @@ class Capture:
     engine: str = "fast"
     kernel: str = "c"
     warnings: list[str] = field(default_factory=list)
-    _packets: pd.DataFrame | None = field(default=None, repr=False)
+    _packets: object = field(default=None, repr=False)  # the cached DataFrame
 
     def __len__(self) -> int:
         return len(self.arrays["frame_time_ns"])
@@ -70,14 +69,16 @@ class Capture:
         return int(t[0]) if len(t) else None
 
     @property
-    def packets(self) -> pd.DataFrame:
-        """The packet table as a DataFrame (built once, then cached)."""
+    def packets(self):
+        """The packet table as a pandas DataFrame (built once, then cached)."""
+        import pandas as pd
         if self._packets is None:
             self._packets = pd.DataFrame({c.name: self._series(c) for c in schema.COLUMNS},
                                          copy=False)
         return self._packets
 
     def _series(self, col: schema.Column):
+        import pandas as pd
         raw = self.column(col.name)
         mask = None if col.layer == schema.FRAME else ~self.layer(col.layer)
         if col.dtype == "category":

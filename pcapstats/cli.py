@@ -14,6 +14,7 @@ from enum import Enum
 from pathlib import Path
 from typing import List, Optional
 
+import numpy as np
 import typer
 
 from . import schema
@@ -67,9 +68,7 @@ def throughput(
     Columns (same names in table, csv and json): see `pcapstats columns --throughput`.
     With several files a first column `capture` names the file of each row.
     """
-    import pandas as pd
-
-    from .analyses.throughput import throughput as compute
+    from .analyses.throughput import throughput_columns as compute
     from .render import render
 
     tables, failed, empty = [], 0, []
@@ -87,18 +86,20 @@ def throughput(
             _say("error", str(e))
             failed += 1
             continue
-        if table.empty:
+        rows = len(table["stream"])
+        if rows == 0:
             empty.append(f"{path} ({len(result)} packets)")
         if len(files) > 1:
-            table.insert(0, "capture", str(path))
+            table = {"capture": np.full(rows, str(path), dtype=object), **table}
         tables.append(table)
     if tables:
-        _write(render(pd.concat(tables, ignore_index=True), fmt.value), output)
+        joined = {name: np.concatenate([t[name] for t in tables]) for name in tables[0]}
+        _write(render(joined, fmt.value), output)
     for e in empty:
         _say("warning", f"no {proto.value.upper() if proto else 'TCP or UDP'} streams in {e}")
     if failed:
         raise typer.Exit(EXIT_ERROR)
-    if tables and all(t.empty for t in tables):
+    if tables and all(len(t["stream"]) == 0 for t in tables):
         raise typer.Exit(EXIT_NOTHING)
 
 

@@ -1,70 +1,73 @@
 """Write result tables as a human table, CSV or JSON. Formatting only: no numbers are computed here.
 
+A table is a mapping of column name to a numpy array (a DataFrame converts with
+``{c: df[c].to_numpy() for c in df}``); rendering needs no pandas, so the CLI starts fast.
+
 Formats (stable; scripts may rely on them):
 
 - ``table``: aligned text for people; floats rounded for reading (seconds to 6 decimals,
   rates to whole bits/s), empty cells where a value does not exist.
-- ``csv``: one header line with the column names, then one line per row; full precision;
-  empty field where a value does not exist.
-- ``json``: an array of row objects whose keys are exactly the column names; ``null`` where a
-  value does not exist.
+- ``csv``: one header line with the column names, then one line per row; numbers in full
+  (Python's shortest round-trip form); empty field where a value does not exist.
+- ``json``: an array of row objects whose keys are exactly the column names, one row a line;
+  ``null`` where a value does not exist.
 """
 
 from __future__ import annotations
 
+import csv
 import io
 import json
 import math
 
 import numpy as np
-import pandas as pd
 
 FORMATS = ("table", "csv", "json")
 
 
-def render(df: pd.DataFrame, fmt: str) -> str:
+def render(table: dict, fmt: str) -> str:
+    names = list(table)
+    rows = [[_value(table[name][i]) for name in names] for i in range(_length(table))]
     if fmt == "csv":
         buf = io.StringIO()
-        df.to_csv(buf, index=False, lineterminator="\n")
+        writer = csv.writer(buf, lineterminator="\n")
+        writer.writerow(names)
+        writer.writerows([["" if v is None else v for v in row] for row in rows])
         return buf.getvalue()
-    if fmt == "json":  # one row object per line: easy to read, easy to diff
-        cols = list(df.columns)
-        rows = (json.dumps({c: _json_value(v) for c, v in zip(cols, values)}, allow_nan=False)
-                for values in df.itertuples(index=False, name=None))
-        return "[" + ",\n ".join(rows) + "]\n"
-    return _table(df)
+    if fmt == "json":
+        lines = (json.dumps(dict(zip(names, row)), allow_nan=False) for row in rows)
+        return "[" + ",\n ".join(lines) + "]\n"
+    return _aligned(names, rows, [np.issubdtype(np.asarray(table[n]).dtype, np.number) for n in names])
 
 
-def _json_value(v):
-    if v is None or v is pd.NA:
+def _length(table: dict) -> int:
+    return len(next(iter(table.values()))) if table else 0
+
+
+def _value(v):
+    """numpy scalar -> plain Python value; NaN and missing -> None."""
+    if v is None:
         return None
-    if isinstance(v, (np.integer,)):
-        return int(v)
-    if isinstance(v, (float, np.floating)):
-        return None if math.isnan(v) else float(v)
-    if isinstance(v, np.bool_):
+    if isinstance(v, (np.bool_, bool)):
         return bool(v)
-    return v
+    if isinstance(v, (np.integer, int)):
+        return int(v)
+    if isinstance(v, (np.floating, float)):
+        return None if math.isnan(v) else float(v)
+    return str(v)
 
 
-def _table(df: pd.DataFrame) -> str:
-    cells = [[str(c) for c in df.columns]]
-    for values in df.itertuples(index=False, name=None):
-        cells.append([_cell(c, v) for c, v in zip(df.columns, values)])
-    widths = [max(len(row[i]) for row in cells) for i in range(len(df.columns))]
-    numeric = [pd.api.types.is_numeric_dtype(df[c]) for c in df.columns]
-    lines = []
-    for row in cells:
-        lines.append("  ".join(v.rjust(w) if num else v.ljust(w)
-                               for v, w, num in zip(row, widths, numeric)).rstrip())
+def _aligned(names, rows, numeric) -> str:
+    cells = [names] + [[_cell(name, v) for name, v in zip(names, row)] for row in rows]
+    widths = [max(len(row[i]) for row in cells) for i in range(len(names))]
+    lines = ["  ".join(v.rjust(w) if num else v.ljust(w)
+                       for v, w, num in zip(row, widths, numeric)).rstrip() for row in cells]
     return "\n".join(lines) + "\n"
 
 
 def _cell(column: str, v) -> str:
-    if v is None or v is pd.NA or (isinstance(v, float) and math.isnan(v)):
+    if v is None:
         return ""
-    if isinstance(v, (float, np.floating)):
-        if column.endswith("_s"):
-            return f"{v:.6f}"
-        return f"{v:.0f}"
+    if isinstance(v, float):
+        return f"{v:.6f}" if column.endswith("_s") else f"{v:.0f}"
     return str(v)

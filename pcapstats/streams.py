@@ -16,7 +16,6 @@ vectorised except for a short loop over the SYNs that could split a conversation
 from __future__ import annotations
 
 import numpy as np
-import pandas as pd
 
 SYN, ACK = 0x002, 0x010
 
@@ -46,6 +45,7 @@ def tcp_streams(conv, reverse, first, flags, seq, ack) -> np.ndarray:
     base = np.repeat(seg_sorted[starts], np.diff(np.r_[starts, n]))
     seg = np.empty(n, np.int64)
     seg[order] = seg_sorted - base
+    import pandas as pd  # only captures with port reuse get here
     streams, _ = pd.factorize(conv * (int(seg.max()) + 1) + seg)
     return streams.astype(np.int64)
 

@@ -18,7 +18,6 @@ Definitions (each number can be checked in Wireshark):
 from __future__ import annotations
 
 import numpy as np
-import pandas as pd
 
 from .. import schema
 from ..capture import Capture
@@ -58,19 +57,28 @@ _PROTOS = {"tcp": (schema.TCP, "tcp_stream", "tcp_srcport", "tcp_dstport"),
 
 
 def throughput(cap: Capture, *, interval: float = 1.0, stream: int | None = None,
-               proto: str | None = None) -> pd.DataFrame:
-    """One row per TCP/UDP stream (TCP first, each by stream index); columns THROUGHPUT_COLUMNS."""
+               proto: str | None = None):
+    """One row per TCP/UDP stream (TCP first, each by stream index), as a pandas DataFrame with
+    the columns of THROUGHPUT_COLUMNS."""
+    import pandas as pd
+    return pd.DataFrame(throughput_columns(cap, interval=interval, stream=stream, proto=proto))
+
+
+def throughput_columns(cap: Capture, *, interval: float = 1.0, stream: int | None = None,
+                       proto: str | None = None) -> dict[str, np.ndarray]:
+    """The same table as numpy columns (the CLI renders these without loading pandas)."""
     if not interval > 0:
         raise UsageError(f"interval must be positive, got {interval}")
     protos = _protos(proto)
     interval_ns = max(1, round(interval * 1e9))
-    frames = [_one_proto(cap, p, interval_ns) for p in protos]
-    table = pd.concat(frames, ignore_index=True) if frames else _empty()
+    parts = [_one_proto(cap, p, interval_ns) for p in protos]
+    table = {name: np.concatenate([part[name] for part in parts]) for name, _ in THROUGHPUT_COLUMNS}
     if stream is not None:
-        table = table[table["stream"] == stream].reset_index(drop=True)
-        if table.empty:
+        keep = table["stream"] == stream
+        if not keep.any():
             raise UsageError(f"no {'/'.join(protos).upper()} stream {stream} in this capture",
                              path=cap.path, hint=_streams_hint(cap, protos))
+        table = {name: values[keep] for name, values in table.items()}
     return table
 
 
@@ -85,18 +93,21 @@ def _protos(proto):
 def _streams_hint(cap, protos) -> str:
     parts = []
     for p in protos:
-        s = cap.column(_PROTOS[p][1])[cap.present(_PROTOS[p][1])]
+        s = cap.column(_PROTOS[p][1])[cap.present(_PROTOS[p][1]) & ~cap.column("l4_quoted")]
         parts.append(f"{p.upper()} streams 0-{s.max()}" if len(s) else f"no {p.upper()} streams")
     return "it has " + ", ".join(parts)
 
 
-def _empty() -> pd.DataFrame:
-    return pd.DataFrame({name: pd.Series(dtype="object" if name in ("proto", "address_a", "address_b")
-                                         else "float64" if name.endswith("_s") or "bps" in name
-                                         else "int64") for name, _ in THROUGHPUT_COLUMNS})
+_TEXT_COLUMNS = ("proto", "address_a", "address_b")
 
 
-def _one_proto(cap: Capture, proto: str, interval_ns: int) -> pd.DataFrame:
+def _empty() -> dict[str, np.ndarray]:
+    return {name: np.zeros(0, object if name in _TEXT_COLUMNS else
+                           np.float64 if name.endswith("_s") or "bps" in name else np.int64)
+            for name, _ in THROUGHPUT_COLUMNS}
+
+
+def _one_proto(cap: Capture, proto: str, interval_ns: int) -> dict[str, np.ndarray]:
     layer, stream_col, sport_col, dport_col = _PROTOS[proto]
     mask = cap.layer(layer) & ~cap.column("l4_quoted")  # as Wireshark's conversation tables
     n_rows = int(np.count_nonzero(mask))
@@ -162,7 +173,7 @@ def _one_proto(cap: Capture, proto: str, interval_ns: int) -> pd.DataFrame:
         "peak_bps_a_to_b": peak[:, 0], "peak_bps_b_to_a": peak[:, 1],
         "peak_payload_bps_a_to_b": peak_payload[:, 0], "peak_payload_bps_b_to_a": peak_payload[:, 1],
     })
-    return pd.DataFrame({name: columns[name] for name, _ in THROUGHPUT_COLUMNS})
+    return {name: columns[name] for name, _ in THROUGHPUT_COLUMNS}
 
 
 _DENSE_LIMIT = 1 << 24  # (stream, direction, interval) cells counted in one dense array
@@ -176,6 +187,7 @@ def _peak_per_direction(key, bins, weights, n_streams) -> np.ndarray:
     if 2 * n_streams * n_bins <= _DENSE_LIMIT:
         sums = np.bincount(cell, weights=weights, minlength=2 * n_streams * n_bins)
         return sums.reshape(2 * n_streams, n_bins).max(axis=1).reshape(n_streams, 2)
+    import pandas as pd
     sums = pd.Series(weights).groupby(cell, sort=False).sum()       # sparse: only occupied cells
     best = pd.Series(sums.to_numpy()).groupby(sums.index.to_numpy() // n_bins, sort=False).max()
     out = np.zeros(n_streams * 2)
