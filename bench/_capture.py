@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import math
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -80,10 +81,27 @@ def _capture_once(out: Path, recipe: Recipe, seconds: int, mbit: int) -> dict:
 
 
 def make(out: Path, recipe: Recipe, attempts: int = 4) -> dict:
-    """Capture into ``out`` (pcap) until it is complete and large enough; returns the sidecar."""
+    """Capture into ``out`` (pcap) until it is complete and large enough; returns the sidecar.
+
+    SIGTERM unwinds like Ctrl-C while this runs, so the lab's ``with`` removes the namespaces
+    and the half-written file goes too.
+    """
     if not shutil.which("iperf3"):
         raise SystemExit("bench: making the capture needs iperf3 (apt-get install iperf3)")
     tmp = out.with_name(out.name + ".part")
+    old_handler = signal.signal(signal.SIGTERM, _exit_on_signal)
+    try:
+        return _attempts(tmp, out, recipe, attempts)
+    finally:
+        tmp.unlink(missing_ok=True)
+        signal.signal(signal.SIGTERM, old_handler)
+
+
+def _exit_on_signal(signum, _frame) -> None:
+    raise SystemExit(128 + signum)
+
+
+def _attempts(tmp: Path, out: Path, recipe: Recipe, attempts: int) -> dict:
     seconds, mbit = recipe.seconds_for(recipe.min_packets), recipe.mbit_per_stream
     for attempt in range(1, attempts + 1):
         _say(f"attempt {attempt}: iperf3 -P {recipe.streams} -b {mbit}M -t {seconds}, "
@@ -101,6 +119,5 @@ def make(out: Path, recipe: Recipe, attempts: int = 4) -> dict:
                          recipe="pcapstats.lab.Lab.two_hosts (netns + veth, TSO/GSO/GRO off, "
                                 "rps pinned), tcpdump --immediate-mode, nanosecond pcap")
             return facts
-    tmp.unlink(missing_ok=True)
     raise SystemExit(f"bench: no complete capture of {recipe.min_packets:,} packets "
                      f"after {attempts} attempts")

@@ -18,10 +18,10 @@ import json
 import os
 import platform
 import re
-import shutil
 import statistics
 import subprocess
 import sys
+import sysconfig
 import tempfile
 import time
 from dataclasses import dataclass, field
@@ -36,6 +36,7 @@ TSHARK_FIELDS = ["frame.number", "frame.time_epoch", "ip.src", "ip.dst", "tcp.sr
                  "tcp.dstport", "tcp.seq_raw", "tcp.ack_raw", "tcp.len", "tcp.stream"]
 CUT_PACKETS = 50_000
 GNU_TIME = "/usr/bin/time"  # Debian package "time"
+LOAD_AT_START = " ".join(Path("/proc/loadavg").read_text().split()[:3])
 
 
 # -- the capture --------------------------------------------------------------------------------
@@ -112,7 +113,7 @@ def run_process(cmd: list[str], keep_stdout: bool = True) -> Run:
             raise RuntimeError(f"{' '.join(cmd)} exited {p.returncode}:\n{p.stderr[-2000:]}")
         user, system, rss_kb = rusage.read().split()[-3:]
         out.seek(0)
-        return Run(wall, float(user) + float(system), int(rss_kb) / 1024, out.read())
+        return Run(wall, float(user) + float(system), int(rss_kb) * 1024 / 1e6, out.read())
 
 
 # -- the contestants ------------------------------------------------------------------------------
@@ -126,23 +127,26 @@ class Job:
     cmd: list[str]                 # "{f}" stands for the file
     count: str = "json"            # how it says how many packets it read: "json" (worker's
     #                                JSON line), "lines" (one a packet), "conv" (tshark's
-    #                                conversation table), "none"
-    group: str = "peer"            # "floor", "pcapstats" or "peer"
+    #                                conversation table), "csv" (our CLI's table), "none"
+    group: str = "peer"            # "floor", "startup" (reads nothing), "pcapstats" or "peer"
     runs: list[Run] = field(default_factory=list)
     info: list[dict] = field(default_factory=list)
+    failures: list[str] = field(default_factory=list)
 
     def command(self, path: Path) -> list[str]:
         return [str(path) if a == "{f}" else a for a in self.cmd]
 
 
 def pcapstats_cli() -> list[str]:
-    exe = shutil.which("pcapstats")
-    return [exe] if exe else [sys.executable, "-m", "pcapstats"]
+    """The console script beside this interpreter: a pyenv shim on PATH adds ~0.1 s of bash."""
+    exe = Path(sysconfig.get_path("scripts")) / "pcapstats"
+    return [str(exe)] if exe.exists() else [sys.executable, "-m", "pcapstats"]
 
 
 def jobs(have_numpy_kernel: bool, window: int | None) -> list[Job]:
     cli = pcapstats_cli()
-    out: list[Job] = []
+    out = [Job("python -c 'import pcapstats'", "pcap", [sys.executable, "-c", "import pcapstats"],
+               "none", "startup")]
     for kind in ("pcap", "pcapng"):
         out += [
             Job("cat > /dev/null", kind, ["cat", "{f}"], "none", "floor"),
@@ -150,7 +154,7 @@ def jobs(have_numpy_kernel: bool, window: int | None) -> list[Job]:
             Job("pcapstats read+throughput", kind, [*PEERS, "pcapstats-throughput", "{f}"],
                 group="pcapstats"),
             Job("pcapstats throughput (CLI)", kind,
-                [*cli, "throughput", "{f}", "--format", "csv"], "none", "pcapstats"),
+                [*cli, "throughput", "{f}", "--format", "csv"], "csv", "pcapstats"),
         ]
         if have_numpy_kernel:
             out.append(Job("pcapstats read+throughput kernel=numpy", kind,
@@ -200,23 +204,66 @@ def conv_frames(text: str) -> int:
     return sum(int(total) for _, _, total in rows)
 
 
+def csv_packets(text: str) -> int:
+    """Packets over all streams of ``pcapstats throughput --format csv`` (the capture is TCP)."""
+    import csv
+    import io
+    return sum(int(row["packets"]) for row in csv.DictReader(io.StringIO(text)))
+
+
+def warm_memory(gb: float) -> float:
+    """Touch ``gb`` of memory in a child process and free it; returns the seconds it took.
+
+    This VM's memory is backed lazily by the host, and the guest hands freed pages back to
+    it (virtio_balloon free page reporting) within seconds: the first touch of such a page
+    costs ~2-10 us (2 GB: 0.4 s just after a touch, 5-8 s after 20-60 s idle; 4 GB cold:
+    11 s). Whichever row happened to allocate first, or after a pause, would pay it, so each
+    run is preceded by this, and the rows compare the programs, not the VM's state.
+    """
+    if gb <= 0:
+        return 0.0
+    code = ("import numpy as np, time; t = time.perf_counter(); "
+            f"np.ones({int(gb * 1e9)}, np.uint8); print(time.perf_counter() - t)")
+    return float(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                                check=True).stdout)
+
+
 # -- running and reporting -------------------------------------------------------------------------
 
-def measure(job: Job, files: Files, repeat: int) -> None:
+def measure(job: Job, files: Files, repeat: int, warm_gb: float) -> None:
+    """Run ``job`` ``repeat`` times. A run that fails is tried once more (pyshark's tshark
+    child exits 255 now and then); failures are counted and shown, and never stop the bench."""
     path = files.get(job.kind)
     for i in range(repeat):
-        print(f"bench: {job.name} [{job.kind}] run {i + 1}/{repeat} ...", end=" ",
-              file=sys.stderr, flush=True)
-        run = run_process(job.command(path), keep_stdout=job.group != "floor")
-        job.runs.append(run)
-        if job.count == "json":
-            job.info.append(json.loads(run.stdout.strip().splitlines()[-1]))
-        elif job.count == "lines":
-            job.info.append({"packets": run.stdout.count("\n")})
-        elif job.count == "conv":
-            job.info.append({"packets": conv_frames(run.stdout)})
-        print(f"{run.wall_s:.2f} s", file=sys.stderr)
-        run.stdout = ""  # field exports are big; keep only the numbers
+        for _attempt in range(2):
+            print(f"bench: {job.name} [{job.kind}] run {i + 1}/{repeat} ...", end=" ",
+                  file=sys.stderr, flush=True)
+            try:
+                warm_memory(warm_gb)
+                run = run_process(job.command(path), keep_stdout=job.group != "floor")
+            except RuntimeError as e:
+                job.failures.append(_gist(str(e)))
+                print(f"FAILED: {job.failures[-1]}", file=sys.stderr)
+                continue
+            job.runs.append(run)
+            if job.count == "json":
+                job.info.append(json.loads(run.stdout.strip().splitlines()[-1]))
+            elif job.count == "lines":
+                job.info.append({"packets": run.stdout.count("\n")})
+            elif job.count == "conv":
+                job.info.append({"packets": conv_frames(run.stdout)})
+            elif job.count == "csv":
+                job.info.append({"packets": csv_packets(run.stdout)})
+            print(f"{run.wall_s:.2f} s", file=sys.stderr)
+            run.stdout = ""  # field exports are big; keep only the numbers
+            break
+
+
+def _gist(error: str) -> str:
+    """The line of a failure that says what went wrong (the last one naming an error)."""
+    lines = [ln.strip() for ln in error.strip().splitlines() if ln.strip()]
+    named = [ln for ln in lines if "Error" in ln or "Exception" in ln]
+    return (named or lines or ["?"])[-1][:200]
 
 
 @dataclass
@@ -224,6 +271,7 @@ class Row:
     job: Job
     packets: int | None      # packets the tool itself reported reading
     wall_s: float            # median, extrapolated to the whole capture for the cut
+    best_s: float            # the fastest run, likewise
     work_s: float | None     # median in-process seconds of work (after imports)
     cpu_s: float
     rss_mb: float            # max over runs
@@ -231,31 +279,44 @@ class Row:
 
 
 def summarise(job: Job, files: Files) -> Row:
-    wall = statistics.median(r.wall_s for r in job.runs)
-    cpu = statistics.median(r.cpu_s for r in job.runs)
-    work = statistics.median(i["work_s"] for i in job.info) if job.info and \
-        "work_s" in job.info[0] else None
+    """Median (and best) over the runs; a cut's runs are scaled to the whole capture by the
+    packets/s of their work loop, start-up counted once."""
+    walls = [r.wall_s for r in job.runs]
+    cpus = [r.cpu_s for r in job.runs]
+    works = [i["work_s"] for i in job.info if "work_s" in i]
     packets = job.info[0]["packets"] if job.info else None
     extrapolated = job.kind == "cut"
-    if extrapolated:  # packets/s of the work loop, scaled to the whole capture
+    if extrapolated:
         scale = files.packets / packets
-        wall, cpu, work = wall - work + work * scale, cpu * scale, work * scale
-    return Row(job, packets, wall, work, cpu, max(r.rss_mb for r in job.runs), extrapolated)
+        walls = [w - k + k * scale for w, k in zip(walls, works)]
+        cpus = [c - k + k * scale for c, k in zip(cpus, works)]
+        works = [k * scale for k in works]
+    return Row(job, packets, statistics.median(walls), min(walls),
+               statistics.median(works) if works else None, statistics.median(cpus),
+               max(r.rss_mb for r in job.runs), extrapolated)
+
+
+def _packets_cell(r: Row, files: Files) -> str:
+    """Packets the tool read; '!' marks a count that is not the capture's (a skipped packet)."""
+    if r.packets is None:
+        return "-"
+    expected = CUT_PACKETS if r.extrapolated else files.packets
+    return f"{r.packets:,}" + ("" if r.packets == expected else " (!)")
 
 
 def table(rows: list[Row], files: Files, markdown: bool) -> str:
     """The result table. ratio: a peer's wall time / pcapstats CLI's on the same file;
     a pcapstats row's wall time / cat's (how far above reading the bytes it is)."""
     by = {(r.job.name, r.job.kind): r for r in rows}
-    head = ["tool", "file", "packets", "wall s", "work s", "packets/s", "cpu s", "peak RSS MB",
-            "ratio"]
+    head = ["tool", "file", "packets", "wall s", "best s", "work s", "packets/s", "cpu s",
+            "peak RSS MB", "ratio"]
     lines = []
     for r in rows:
         kind = r.job.kind if r.job.kind != "cut" else "pcap*"
         ref_name = "pcapstats throughput (CLI)" if r.job.group == "peer" else "cat > /dev/null"
         ref = by.get((ref_name, r.job.kind if r.job.kind != "cut" else "pcap"))
-        if r.job.group == "floor":
-            ratio = "floor"
+        if r.job.group in ("floor", "startup"):
+            ratio = r.job.group
         elif ref:
             ratio = (f"{r.wall_s / ref.wall_s:.1f}x cat" if r.job.group == "pcapstats"
                      else f"{r.wall_s / ref.wall_s:.1f}x")
@@ -264,11 +325,11 @@ def table(rows: list[Row], files: Files, markdown: bool) -> str:
         tilde = "~" if r.extrapolated else ""
         lines.append([
             r.job.name, kind,
-            f"{files.packets:,}" if r.extrapolated else
-            (f"{r.packets:,}" if r.packets is not None else "-"),
+            _packets_cell(r, files),
             f"{tilde}{r.wall_s:.2f}",
+            f"{tilde}{r.best_s:.2f}",
             f"{tilde}{r.work_s:.3f}" if r.work_s is not None else "-",
-            f"{tilde}{files.packets / r.wall_s:,.0f}",
+            "-" if r.job.group == "startup" else f"{tilde}{files.packets / r.wall_s:,.0f}",
             f"{tilde}{r.cpu_s:.2f}",
             f"{r.rss_mb:.0f}" + (" (cut)" if r.extrapolated else ""),
             ratio])
@@ -285,7 +346,7 @@ def table(rows: list[Row], files: Files, markdown: bool) -> str:
 def targets(rows: list[Row], files: Files) -> list[str]:
     """Issue 3's targets, each against the measured number (pcap file)."""
     by = {(r.job.name, r.job.kind): r for r in rows}
-    size_mb = files.pcap.stat().st_size / 2**20
+    size_mb = files.pcap.stat().st_size / 1e6
     rt, cli = by.get(("pcapstats read+throughput", "pcap")), by.get(
         ("pcapstats throughput (CLI)", "pcap"))
     conv = by.get(("tshark -q -z conv,tcp", "pcap"))
@@ -310,7 +371,8 @@ def targets(rows: list[Row], files: Files) -> list[str]:
         check(f"reading in windows bounded under 300 MB: {win[0].rss_mb:.0f} MB",
               win[0].rss_mb < 300)
     else:
-        out.append("  [n/a] reading in windows under 300 MB: ps.read has no window option yet")
+        out.append("  [n/a] reading in windows under 300 MB: ps.read has no window/chunk option "
+                   "to measure")
     return out
 
 
@@ -331,7 +393,9 @@ def machine() -> list[str]:
          "for p in ('pcapstats','numpy','pandas','dpkt','scapy','pyshark'):\n"
          "    try: print(p, m.version(p))\n"
          "    except Exception: print(p, '?')"], capture_output=True, text=True).stdout.split()
-    return [f"date: {time.strftime('%Y-%m-%d %H:%M %Z')}",
+    load = " ".join(Path("/proc/loadavg").read_text().split()[:3])
+    return [f"date: {time.strftime('%Y-%m-%d %H:%M %Z')}; load average now {load} "
+            f"(at start {LOAD_AT_START}; other work on the machine skews the times)",
             f"machine: {os.cpu_count()} CPUs ({cpu}), {mem / 2**20:.0f} GiB RAM, "
             f"Linux {platform.release()}",
             f"python {platform.python_version()}; " + ", ".join(
@@ -349,6 +413,9 @@ def main() -> None:
     ap.add_argument("--remake", action="store_true", help="make the capture again")
     ap.add_argument("--only", default="",
                     help="comma-separated substrings: run only rows whose tool name has one")
+    ap.add_argument("--warm-memory-gb", type=float, default=1.5,
+                    help="touch and free this much memory before each run (see warm_memory); "
+                         "0: don't")
     ap.add_argument("--markdown", action="store_true", help="print the table as Markdown")
     ap.add_argument("--capture-only", action="store_true", help="make the capture and stop")
     a = ap.parse_args()
@@ -365,15 +432,16 @@ def main() -> None:
               file=sys.stderr)
     elif why:
         print(f"bench: no kernel='numpy' row ({why})", file=sys.stderr)
-    todo = [j for j in jobs(numpy_kernel, window) if ok or j.group != "pcapstats"]
+    todo = [j for j in jobs(numpy_kernel, window) if ok or j.group not in ("pcapstats",
+                                                                           "startup")]
     if a.only:
-        todo = [j for j in todo if j.group == "floor" or
+        todo = [j for j in todo if j.group in ("floor", "startup") or
                 any(s in j.name for s in a.only.split(","))]
     for f in (files.pcap, files.pcapng, files.cut):  # page cache warm for everyone
         run_process(["cat", str(f)], keep_stdout=False)
     for job in todo:
-        measure(job, files, a.repeat)
-    rows = [summarise(j, files) for j in todo]
+        measure(job, files, a.repeat, a.warm_memory_gb)
+    rows = [summarise(j, files) for j in todo if j.runs]
 
     print()
     print("\n".join(machine()))
@@ -382,14 +450,24 @@ def main() -> None:
           f"{files.facts.get('snaplen')}, made {files.facts.get('made')} by iperf3 "
           f"-P {files.facts['iperf3']['streams']} between two netns, "
           f"{files.facts['dropped_by_kernel']} dropped by kernel")
-    print(f"median of {a.repeat} whole-process runs, warm page cache. work s = in-process "
-          "seconds after start-up and imports. ~ = extrapolated from a "
+    print(f"median (and best) of {a.repeat} whole-process runs, warm page cache, each run "
+          f"after touching {a.warm_memory_gb:g} GB of memory (see warm_memory). work s = "
+          "in-process seconds after start-up and imports. ~ = extrapolated from a "
           f"{CUT_PACKETS:,}-packet cut (pcap*) by packets/s; RSS (cut) is on the cut.")
     print("ratio: peer wall s / pcapstats throughput CLI wall s on the same file; "
           "pcapstats rows: wall s / cat's.")
     print()
     print(table(rows, files, a.markdown))
     print()
+    wrong = [r for r in rows if r.packets is not None and
+             r.packets != (CUT_PACKETS if r.extrapolated else files.packets)]
+    for r in wrong:
+        print(f"(!) {r.job.name} [{r.job.kind}] read {r.packets:,} packets, not "
+              f"{CUT_PACKETS if r.extrapolated else files.packets:,}")
+    for j in todo:
+        if j.failures:
+            print(f"{j.name} [{j.kind}]: {len(j.failures)} failed run(s), "
+                  f"{len(j.runs)} good; last error: {j.failures[-1]}")
     print("targets (issue 3, pcap file)" + (": they are for the >= 1.5M-packet capture; "
                                              "--quick only smoke-tests" if a.quick else ":"))
     print("\n".join(targets(rows, files)))
