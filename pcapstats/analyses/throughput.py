@@ -148,8 +148,8 @@ def _one_proto(cap: Capture, proto: str, interval_ns: int) -> dict[str, np.ndarr
         rate = np.where(duration > 0, 8.0 / duration, np.nan)[:, None]
     bins = (t - t0) // interval_ns
     to_bps = 8e9 / interval_ns
-    peak = _peak_per_direction(key, bins, cap.column("frame_len")[sel], n_streams) * to_bps
-    peak_payload = _peak_per_direction(key, bins, cap.column("payload_len")[sel], n_streams) * to_bps
+    peak, peak_payload = (p * to_bps for p in _peaks_per_direction(
+        key, bins, (cap.column("frame_len")[sel], cap.column("payload_len")[sel]), n_streams))
 
     columns = {
         "stream": stream_ids.astype(np.int64),
@@ -179,17 +179,22 @@ def _one_proto(cap: Capture, proto: str, interval_ns: int) -> dict[str, np.ndarr
 _DENSE_LIMIT = 1 << 24  # (stream, direction, interval) cells counted in one dense array
 
 
-def _peak_per_direction(key, bins, weights, n_streams) -> np.ndarray:
-    """Largest per-interval byte sum of each (stream, direction): shape (n_streams, 2)."""
+def _peaks_per_direction(key, bins, weights_list, n_streams) -> list[np.ndarray]:
+    """For each weights array, the largest per-interval sum of each (stream, direction):
+    shape (n_streams, 2)."""
     b0 = int(bins.min())
     n_bins = int(bins.max()) - b0 + 1
     cell = key * n_bins + (bins - b0)
     if 2 * n_streams * n_bins <= _DENSE_LIMIT:
-        sums = np.bincount(cell, weights=weights, minlength=2 * n_streams * n_bins)
-        return sums.reshape(2 * n_streams, n_bins).max(axis=1).reshape(n_streams, 2)
-    import pandas as pd
-    sums = pd.Series(weights).groupby(cell, sort=False).sum()       # sparse: only occupied cells
-    best = pd.Series(sums.to_numpy()).groupby(sums.index.to_numpy() // n_bins, sort=False).max()
-    out = np.zeros(n_streams * 2)
-    out[best.index.to_numpy()] = best.to_numpy()
-    return out.reshape(n_streams, 2)
+        return [np.bincount(cell, weights=w, minlength=2 * n_streams * n_bins)
+                .reshape(2 * n_streams, n_bins).max(axis=1).reshape(n_streams, 2)
+                for w in weights_list]
+    import pandas as pd  # sparse: only the occupied cells
+    out = []
+    for w in weights_list:
+        sums = pd.Series(w).groupby(cell, sort=False).sum()
+        best = pd.Series(sums.to_numpy()).groupby(sums.index.to_numpy() // n_bins, sort=False).max()
+        peak = np.zeros(n_streams * 2)
+        peak[best.index.to_numpy()] = best.to_numpy()
+        out.append(peak.reshape(n_streams, 2))
+    return out
