@@ -62,14 +62,20 @@ def _port_reuse_splits(conv, reverse, flags, seq, ack, candidates) -> np.ndarray
     """Mark the pure SYNs that start a new stream (see the module docstring for the rule)."""
     splits = np.zeros(len(conv), bool)
     has_ack = (flags & ACK) != 0
-    for c in np.unique(conv[candidates]):
-        idx = np.flatnonzero(conv == c)            # this conversation's packets, in order
+    is_candidate = np.zeros(len(conv), bool)
+    is_candidate[candidates] = True
+    # the packets of the conversations that have candidates, grouped by conversation (stable:
+    # each group stays in packet order) -- one sort, not one scan of the capture per conversation
+    involved = np.flatnonzero(np.isin(conv, np.unique(conv[candidates])))
+    grouped = involved[np.argsort(conv[involved], kind="stable")]
+    bounds = np.flatnonzero(np.diff(conv[grouped])) + 1
+    for idx in np.split(grouped, bounds):          # one conversation's packets, in order
         d = reverse[idx]
         # positions (within idx) of the events that can set each direction's base
         own = [np.flatnonzero(~d), np.flatnonzero(d)]                           # by direction
         acks = [np.flatnonzero(d & has_ack[idx]), np.flatnonzero(~d & has_ack[idx])]  # sets base of dir k
         start = 0
-        for j in np.flatnonzero(np.isin(idx, candidates)):
+        for j in np.flatnonzero(is_candidate[idx]):
             k = int(d[j])
             base = _base_seq(idx, own[k], acks[k], start, j, flags, seq, ack)
             if base is not None and base != int(seq[idx[j]]):
