@@ -4,6 +4,7 @@ import shutil
 import struct
 import subprocess
 
+import pandas as pd
 import pytest
 from scapy.all import IP, TCP, UDP, Ether, raw
 
@@ -101,3 +102,24 @@ def test_udp_streams_follow_first_appearance(tmp_path):
     if shutil.which("tshark"):
         assert tshark_streams(path, "udp.stream") == expected
     assert ps.read(path).packets["udp_stream"].tolist() == expected
+
+
+def test_bogus_headers_number_streams_as_tshark(tmp_path):
+    """A TCP header length under 20 or past the packet still gets a tcp.stream in tshark 4.0; a
+    UDP length under 8 gets no udp.stream.  Either way the later streams keep tshark's numbers."""
+    ip = IP(src="10.0.0.1", dst="10.0.0.2")
+    frames = [raw(Ether() / ip / TCP(sport=1000, dport=80, flags="S", dataofs=4)),
+              raw(Ether() / ip / TCP(sport=1001, dport=80, flags="S", dataofs=15)),
+              raw(Ether() / ip / UDP(sport=53, dport=53, len=3)),
+              raw(Ether() / ip / TCP(sport=1002, dport=80, flags="S")),
+              raw(Ether() / ip / UDP(sport=54, dport=53))]
+    path = tmp_path / "bogus.pcap"
+    write(path, frames)
+    tcp, udp = [0, 1, None, 2, None], [None, None, None, None, 0]
+    if shutil.which("tshark"):
+        assert tshark_streams(path, "tcp.stream") == tcp
+        assert tshark_streams(path, "udp.stream") == udp
+    for kernel in ("c", "numpy"):
+        packets = ps.read(path, kernel=kernel).packets
+        assert [None if v is pd.NA else v for v in packets["tcp_stream"]] == tcp, kernel
+        assert [None if v is pd.NA else v for v in packets["udp_stream"]] == udp, kernel

@@ -447,18 +447,22 @@ static void transport(const uint8_t *p, int64_t cap, int64_t rep, uint8_t proto,
     if (proto == 6) {
         if (cap < 20 || rep < 20) return;
         hl = (p[12] >> 4) * 4;
-        if (hl < 20 || hl > rep) return;  /* Wireshark stops before the stream is assigned */
+        /* a header length under 20 or past the reported bytes is bogus, but Wireshark 4.0 still
+         * numbers the stream: keep the fixed fields, skip the options */
+        int bogus = hl < 20 || hl > rep;
         if (quoted) a->l4_quoted[i] = L4_TCP; else a->l4[i] = L4_TCP;
         a->srcport[i] = be16(p); a->dstport[i] = be16(p + 2);
         a->tcp_seq[i] = be32(p + 4); a->tcp_ack[i] = be32(p + 8);
         a->tcp_hdr_len[i] = (uint8_t)hl;
         a->tcp_flags[i] = be16(p + 12) & 0x0FFF;
         a->tcp_win[i] = be16(p + 14);
-        tcp_options(p + 20, (hl < cap ? hl : cap) - 20, a, i);
-        plen = rep - hl;
+        if (!bogus) tcp_options(p + 20, (hl < cap ? hl : cap) - 20, a, i);
+        plen = hl > rep ? 0 : rep - hl;
+        if (hl > rep) hl = rep;
         a->tcp_len[i] = (uint32_t)plen;
     } else if (proto == 17) {
         if (cap < 8 || rep < 8) return;
+        if (be16(p + 4) < 8) return;  /* bogus UDP length: Wireshark numbers no stream */
         if (quoted) a->l4_quoted[i] = L4_UDP; else a->l4[i] = L4_UDP;
         a->srcport[i] = be16(p); a->dstport[i] = be16(p + 2);
         a->udp_length[i] = be16(p + 4);

@@ -561,9 +561,9 @@ def _tcp(src: _Bytes, rows, at, cap, rep, quoted, out, sack):
     rows, at, cap, rep, quoted = _kept((cap >= 20) & (rep >= 20), rows, at, cap, rep, quoted)
     h = src.rows(at, 20)
     hl = (h[:, 12] >> 4).astype(np.int64) * 4
-    # a header length under 20 or past the reported bytes: not decoded (as in _kernel.c)
-    rows, at, cap, rep, quoted, h, hl = _kept((hl >= 20) & (hl <= rep), rows, at, cap, rep,
-                                              quoted, h, hl)
+    # a header length under 20 or past the reported bytes is bogus, but Wireshark still numbers
+    # the stream: fixed fields kept, options not read, payload by the reported bytes (_kernel.c)
+    bogus = (hl < 20) | (hl > rep)
     _set_l4(out, rows, quoted, L4_TCP)
     w = _at(rows)
     out["srcport"][w] = _be16(h, 0)
@@ -573,13 +573,14 @@ def _tcp(src: _Bytes, rows, at, cap, rep, quoted, out, sack):
     out["tcp_hdr_len"][w] = hl
     out["tcp_flags"][w] = _be16(h, 12) & 0x0FFF
     out["tcp_win"][w] = _be16(h, 14)
-    out["tcp_len"][w] = rep - hl
-    opt_len = np.minimum(hl, cap) - 20   # option bytes in the header and in the file
+    plen = np.where(hl > rep, 0, rep - hl)
+    out["tcp_len"][w] = plen
+    opt_len = np.where(bogus, 0, np.minimum(hl, cap) - 20)   # option bytes in header and file
     has = np.flatnonzero(opt_len > 0)
     if len(has):
         end = opt_len[has]
         _tcp_options(src.rows(at[has] + 20, int(end.max())), end, rows[has], out, sack)
-    return _kept(~quoted, rows, at, hl, rep - hl)
+    return _kept(~quoted, rows, at, np.minimum(hl, rep), plen)
 
 
 def _tcp_options(b, end, rows, out, sack: SackTable):
@@ -685,6 +686,8 @@ def _udp(src: _Bytes, rows, at, cap, rep, quoted, out, sack):
     rows, at, rep, quoted = _kept((cap >= 8) & (rep >= 8), rows, at, rep, quoted)
     h = src.rows(at, 8)
     length = _be16(h, 4)
+    # a UDP length under 8 is bogus: Wireshark numbers no stream, so no UDP layer (_kernel.c)
+    rows, at, rep, quoted, h, length = _kept(length >= 8, rows, at, rep, quoted, h, length)
     _set_l4(out, rows, quoted, L4_UDP)
     w = _at(rows)
     out["srcport"][w] = _be16(h, 0)
