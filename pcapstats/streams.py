@@ -10,7 +10,8 @@ seq - 1 when it is not a SYN), or earlier by the first ACK-bearing packet of the
 direction (its ack - 1), whichever comes first.  A retransmitted SYN (same seq) stays.
 
 Conversation ids come from the kernel's hash (ingest/kernel.py); here only the port-reuse split,
-vectorised except for a short loop over the SYNs that could split a conversation.
+window by window (TcpStreams), vectorised except for a short loop over the SYNs that could
+split a conversation.
 """
 
 from __future__ import annotations
@@ -26,28 +27,118 @@ def udp_streams(conv: np.ndarray) -> np.ndarray:
 
 
 def tcp_streams(conv, reverse, first, flags, seq, ack) -> np.ndarray:
-    """tcp.stream from the TCP packets' conversation ids (numbered by first appearance); ``first``
-    marks each conversation's first packet."""
-    n = len(conv)
-    if n == 0:
-        return conv
-    candidates = np.flatnonzero(((flags & (SYN | ACK)) == SYN) & (first == 0))
-    if len(candidates) == 0:
-        return conv
-    splits = _port_reuse_splits(conv, reverse.astype(bool), flags, seq, ack, candidates)
-    if not splits.any():
-        return conv
-    # segment number within the conversation, then renumber (conversation, segment) by first appearance
-    order = np.argsort(conv, kind="stable")
-    seg_sorted = np.cumsum(splits[order])
-    conv_sorted = conv[order]
-    starts = np.r_[0, np.flatnonzero(conv_sorted[1:] != conv_sorted[:-1]) + 1]
-    base = np.repeat(seg_sorted[starts], np.diff(np.r_[starts, n]))
-    seg = np.empty(n, np.int64)
-    seg[order] = seg_sorted - base
-    import pandas as pd  # only captures with port reuse get here
-    streams, _ = pd.factorize(conv * (int(seg.max()) + 1) + seg)
-    return streams.astype(np.int64)
+    """tcp.stream of TCP packets given all at once (see TcpStreams for windows)."""
+    return TcpStreams().assign(conv, reverse, first, flags, seq, ack)
+
+
+class TcpStreams:
+    """tcp.stream numbering fed window by window (the reader's windows, or a streaming pass).
+
+    Stream ids follow the first appearance of (conversation, segment), where a port-reuse split
+    starts a new segment.  Without splits the id is the conversation id.  With them, the id of
+    a conversation's first segment is its conversation id plus the splits that came before its
+    first packet, and the id of the k-th split overall is the number of conversations seen
+    before it plus k.  So only the splits are remembered, not every packet: per conversation,
+    the base sequence numbers of both directions and its latest split; per split, how many
+    conversations had been seen.
+    """
+
+    def __init__(self):
+        self.base_set = np.zeros((0, 2), bool)
+        self.base = np.zeros((0, 2), np.int64)
+        self.last_split = np.zeros(0, np.int64)     # index of the conversation's latest split, -1
+        self.convs_at_split: list[int] = []          # conversations seen when split k happened
+        self.convs_seen = 0
+
+    def assign(self, conv, reverse, first, flags, seq, ack) -> np.ndarray:
+        """Stream ids of the next window's TCP packets (in order); updates the state."""
+        conv = np.asarray(conv, np.int64)
+        n = len(conv)
+        if n == 0:
+            return conv
+        self._grow(int(conv.max()) + 1)
+        rev = np.asarray(reverse).astype(bool)
+        has_ack = (flags & ACK) != 0
+        split_at = self.last_split[conv]            # latest split index of each packet's segment
+        seg_start = np.zeros(len(self.last_split), np.int64)  # where each conversation's segment starts here
+        candidates = np.flatnonzero(((flags & (SYN | ACK)) == SYN) & (first == 0))
+        seen_before = self.convs_seen
+        if len(candidates):
+            is_candidate = np.zeros(n, bool)
+            is_candidate[candidates] = True
+            # the conversations with candidates, grouped (stable: each group in packet order)
+            involved = np.flatnonzero(np.isin(conv, np.unique(conv[candidates])))
+            grouped = involved[np.argsort(conv[involved], kind="stable")]
+            seen = np.maximum.accumulate(conv) + 1   # conversations seen up to each packet
+            found = []                               # (packet, conversation) of each split
+            for idx in np.split(grouped, np.flatnonzero(np.diff(conv[grouped])) + 1):
+                found += self._splits_of(int(conv[idx[0]]), idx, rev, has_ack, is_candidate,
+                                         flags, seq, ack)
+            for row, c in sorted(found):
+                self.convs_at_split.append(max(int(seen[row]), seen_before))
+                number = len(self.convs_at_split) - 1
+                split_at[(conv == c) & (np.arange(n) >= row)] = number
+                self.last_split[c] = number
+                seg_start[c] = row
+                self.base_set[c] = False
+        self._update_bases(conv, rev, has_ack, flags, seq, ack, seg_start)
+        self.convs_seen = max(self.convs_seen, int(conv.max()) + 1)
+        if not self.convs_at_split:
+            return conv
+        at = np.asarray(self.convs_at_split, np.int64)
+        own_first = conv + np.searchsorted(at, conv, side="right")
+        split = np.maximum(split_at, 0)
+        return np.where(split_at < 0, own_first, at[split] + split)
+
+    def _grow(self, n_conv: int) -> None:
+        extra = n_conv - len(self.last_split)
+        if extra > 0:
+            self.base_set = np.vstack([self.base_set, np.zeros((extra, 2), bool)])
+            self.base = np.vstack([self.base, np.zeros((extra, 2), np.int64)])
+            self.last_split = np.concatenate([self.last_split, np.full(extra, -1, np.int64)])
+
+    def _splits_of(self, c, idx, rev, has_ack, is_candidate, flags, seq, ack) -> list:
+        """Packets (rows) of conversation c in this window at which a pure SYN starts a new stream."""
+        d = rev[idx]
+        own = [np.flatnonzero(~d), np.flatnonzero(d)]                                # by direction
+        acks = [np.flatnonzero(d & has_ack[idx]), np.flatnonzero(~d & has_ack[idx])]  # set base of k
+        carried = True   # until a split here, bases from earlier windows hold
+        start, found = 0, []
+        for j in np.flatnonzero(is_candidate[idx]):
+            k = int(d[j])
+            if carried and self.base_set[c, k]:
+                base = int(self.base[c, k])
+            else:
+                base = _base_seq(idx, own[k], acks[k], start, j, flags, seq, ack)
+            if base is not None and base != int(seq[idx[j]]):
+                found.append((int(idx[j]), c))
+                start, carried = j, False
+        return found
+
+    def _update_bases(self, conv, rev, has_ack, flags, seq, ack, seg_start) -> None:
+        """Bases still unset get the first event of the window's part of the current segment."""
+        rows = np.arange(len(conv))
+        live = rows >= seg_start[conv]
+        own = np.flatnonzero(live)
+        own_key = conv[own] * 2 + rev[own]
+        own_val = np.where(flags[own] & SYN, seq[own].astype(np.int64),
+                           (seq[own].astype(np.int64) - 1) & 0xFFFFFFFF)
+        acked = np.flatnonzero(live & has_ack)
+        ack_key = conv[acked] * 2 + ~rev[acked]
+        ack_val = (ack[acked].astype(np.int64) - 1) & 0xFFFFFFFF
+        keys = np.concatenate([own_key, ack_key])
+        if len(keys) == 0:
+            return
+        pos = np.concatenate([own, acked])
+        vals = np.concatenate([own_val, ack_val])
+        order = np.lexsort((pos, keys))              # by key, then earliest packet
+        keys, vals = keys[order], vals[order]
+        first = np.r_[True, keys[1:] != keys[:-1]]
+        keys, vals = keys[first], vals[first]
+        flat_set, flat_base = self.base_set.reshape(-1), self.base.reshape(-1)
+        unset = ~flat_set[keys]
+        flat_base[keys[unset]] = vals[unset]
+        flat_set[keys[unset]] = True
 
 
 def first_occurrences(codes: np.ndarray) -> np.ndarray:
@@ -56,32 +147,6 @@ def first_occurrences(codes: np.ndarray) -> np.ndarray:
         return np.zeros(0, np.int64)
     running = np.maximum.accumulate(codes)
     return np.flatnonzero(np.r_[True, running[1:] != running[:-1]])
-
-
-def _port_reuse_splits(conv, reverse, flags, seq, ack, candidates) -> np.ndarray:
-    """Mark the pure SYNs that start a new stream (see the module docstring for the rule)."""
-    splits = np.zeros(len(conv), bool)
-    has_ack = (flags & ACK) != 0
-    is_candidate = np.zeros(len(conv), bool)
-    is_candidate[candidates] = True
-    # the packets of the conversations that have candidates, grouped by conversation (stable:
-    # each group stays in packet order) -- one sort, not one scan of the capture per conversation
-    involved = np.flatnonzero(np.isin(conv, np.unique(conv[candidates])))
-    grouped = involved[np.argsort(conv[involved], kind="stable")]
-    bounds = np.flatnonzero(np.diff(conv[grouped])) + 1
-    for idx in np.split(grouped, bounds):          # one conversation's packets, in order
-        d = reverse[idx]
-        # positions (within idx) of the events that can set each direction's base
-        own = [np.flatnonzero(~d), np.flatnonzero(d)]                           # by direction
-        acks = [np.flatnonzero(d & has_ack[idx]), np.flatnonzero(~d & has_ack[idx])]  # sets base of dir k
-        start = 0
-        for j in np.flatnonzero(is_candidate[idx]):
-            k = int(d[j])
-            base = _base_seq(idx, own[k], acks[k], start, j, flags, seq, ack)
-            if base is not None and base != int(seq[idx[j]]):
-                splits[idx[j]] = True
-                start = j
-    return splits
 
 
 def _base_seq(idx, own, acks, start, j, flags, seq, ack):

@@ -123,3 +123,26 @@ def test_bogus_headers_number_streams_as_tshark(tmp_path):
         packets = ps.read(path, kernel=kernel).packets
         assert [None if v is pd.NA else v for v in packets["tcp_stream"]] == tcp, kernel
         assert [None if v is pd.NA else v for v in packets["udp_stream"]] == udp, kernel
+
+
+def test_numbering_is_the_same_window_by_window(tmp_path):
+    """Port reuse, retransmitted SYNs and interleaved conversations spread over many 64 KiB
+    windows: the windowed read numbers every packet as the one-window read and tshark do."""
+    from pcapstats.ingest import read_fast
+    frames = []
+    for i in range(120):
+        isn = 1000 + 7919 * i                               # a new ISN each time: port reuse
+        other = (f"10.0.1.{i % 7 + 1}", 2000 + i % 5)      # conversations that come back
+        frames += [seg(C, S, "S", isn), seg(C, S, "S", isn)]             # retransmitted SYN
+        frames += handshake(isn, 50 * i)[1:] + [seg(other, S, "S", i)]
+        frames += [seg(C, S, "PA", isn + 1, 50 * i + 1, b"y" * 400) for _ in range(3)]
+        frames += close(isn, 50 * i)
+    path = tmp_path / "reuse.pcap"
+    write(path, frames)
+    whole = ps.read(path).packets["tcp_stream"].tolist()
+    for kernel in ("c", "numpy"):
+        windowed = read_fast(path, kernel=kernel, window_bytes=1 << 16).packets["tcp_stream"].tolist()
+        assert windowed == whole, kernel
+    assert max(whole) > 120
+    if shutil.which("tshark"):
+        assert tshark_streams(path, "tcp.stream") == whole

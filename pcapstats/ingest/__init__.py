@@ -16,7 +16,7 @@ import numpy as np
 from .. import schema
 from ..capture import Capture
 from ..errors import SkippedPacketsWarning
-from ..streams import tcp_streams
+from ..streams import TcpStreams
 from . import formats
 from . import kernel as K
 from .linktypes import linktype_name
@@ -51,9 +51,9 @@ class _Table:
         self.linktype = np.empty(capacity, np.uint16)
         self.interface_id = np.empty(capacity, np.uint32)
         self.ip_src, self.ip_dst = np.empty(capacity, np.int32), np.empty(capacity, np.int32)
-        self.conv = np.empty(capacity, np.int32)
-        self.reverse, self.first = np.empty(capacity, np.uint8), np.empty(capacity, np.uint8)
+        self.stream = np.empty(capacity, np.int64)   # tcp.stream / udp.stream, -1 elsewhere
         self.interner, self.conversations = kern.new_interner(), kern.new_conversations()
+        self.tcp_streams = TcpStreams()
         self._scratch = None  # 16-byte address scratch of one window: source, dest, quoted pair
 
     def add_window(self, buf, walker, kern, k: int) -> None:
@@ -77,8 +77,14 @@ class _Table:
                                                 out["q_src"], out["q_dst"])
             l4 = np.where(quoted, out["l4_quoted"], l4)
             src, dst = np.where(quoted, q_src, src), np.where(quoted, q_dst, dst)
-        self.conv[lo:hi], self.reverse[lo:hi], self.first[lo:hi] = self.conversations.assign(
-            l4, src, dst, out["srcport"], out["dstport"])
+        conv, reverse, first = self.conversations.assign(l4, src, dst, out["srcport"], out["dstport"])
+        stream = self.stream[lo:hi]
+        stream[:] = conv
+        tcp = np.flatnonzero(l4 == K.L4_TCP)
+        if len(tcp):
+            stream[tcp] = self.tcp_streams.assign(conv[tcp], reverse[tcp], first[tcp],
+                                                  out["tcp_flags"][tcp], out["tcp_seq"][tcp],
+                                                  out["tcp_ack"][tcp])
         self.n = hi
 
 
@@ -109,13 +115,7 @@ def _capture(src, walker, t: _Table, kern) -> Capture:
     addr16, v6 = t.interner.addresses()
     addresses = np.array([_format_address(bytes(a), bool(v)) for a, v in zip(addr16, v6)], dtype=object)
     l4, quoted, opts, flags = out["l4"], out["l4_quoted"], out["tcp_opts"], out["ip_flags"]
-    tcp = (l4 == K.L4_TCP) | (quoted == K.L4_TCP)
-    stream = t.conv[:n].astype(np.int64)
-    idx = np.flatnonzero(tcp)
-    if len(idx):
-        sel = slice(None) if len(idx) == n else idx
-        stream[sel] = tcp_streams(stream[sel], t.reverse[:n][sel], t.first[:n][sel],
-                                  out["tcp_flags"][sel], out["tcp_seq"][sel], out["tcp_ack"][sel])
+    stream = t.stream[:n]
     ts = rec.ts
     sack_rows, sack_table = out["tcp_sack_row"], t.sack.trimmed()
     a: dict = {
