@@ -3,11 +3,12 @@
     import pcapstats as ps
     cap = ps.read("capture.pcap")
     ps.throughput(cap)          # one row per TCP/UDP stream, as Statistics > Conversations
+    ps.throughput_file("big.pcap")  # the same in one streaming pass, memory bounded by a window
 
 Everything public is re-exported here once; ``__all__`` is the API (tests/test_api.py holds it).
 """
 
-from .analyses.throughput import THROUGHPUT_COLUMNS, throughput
+from .analyses.throughput import THROUGHPUT_COLUMNS, throughput, throughput_file
 from .capture import Capture
 from .errors import (CaptureFormatError, CaptureOpenError, CorruptCaptureError, EngineError,
                      PcapstatsError, PcapstatsWarning, SkippedPacketsWarning,
@@ -17,7 +18,7 @@ from .reader import read
 __version__ = "0.1.0"
 
 __all__ = [
-    "Capture", "read", "throughput", "THROUGHPUT_COLUMNS",
+    "Capture", "read", "throughput", "throughput_file", "THROUGHPUT_COLUMNS",
     "PcapstatsError", "CaptureOpenError", "CaptureFormatError", "CorruptCaptureError",
     "EngineError", "UsageError", "PcapstatsWarning", "TruncatedCaptureWarning",
     "SkippedPacketsWarning", "__version__",

@@ -68,27 +68,26 @@ def throughput(
     Columns (same names in table, csv and json): see `pcapstats columns --throughput`.
     With several files a first column `capture` names the file of each row.
     """
-    from .analyses.throughput import throughput_columns as compute
+    from .analyses.throughput import throughput_file
     from .render import render
 
+    def work(path, progress):  # one streaming pass a file: memory does not grow with the capture
+        return throughput_file(path, interval=interval, stream=stream,
+                               proto=proto.value if proto else None, engine=engine.value,
+                               kernel=kernel.value, progress=progress)
+
     tables, failed, empty = [], 0, []
-    for path, cap_warnings, result in _each_capture(files, engine.value, kernel.value):
+    for path, cap_warnings, result in _each_capture(files, work):
         for w in cap_warnings:
             _say("warning", w)
         if isinstance(result, PcapstatsError):
             _say("error", str(result))
             failed += 1
             continue
-        try:
-            table = compute(result, interval=interval, stream=stream,
-                            proto=proto.value if proto else None)
-        except PcapstatsError as e:
-            _say("error", str(e))
-            failed += 1
-            continue
+        table, packets = result
         rows = len(table["stream"])
         if rows == 0:
-            empty.append(f"{path} ({len(result)} packets)")
+            empty.append(f"{path} ({packets} packets)")
         if len(files) > 1:
             table = {"capture": np.full(rows, str(path), dtype=object), **table}
         tables.append(table)
@@ -118,10 +117,9 @@ def columns(
         raise PcapstatsError(f"unknown table {which!r}", hint="use packets or throughput")
 
 
-def _each_capture(files, engine: str, kernel: str):
-    """Read files one by one, with a progress bar when it is worth it; yield (path, warnings, cap|error)."""
-    from . import read
-
+def _each_capture(files, work):
+    """Run ``work(path, progress)`` on each file, with a progress bar when it is worth it;
+    yield (path, warning texts, result or PcapstatsError)."""
     total = sum(_size(f) for f in files)
     show = sys.stderr.isatty() and (len(files) > 1 or total > 200e6)
     progress = None
@@ -135,16 +133,16 @@ def _each_capture(files, engine: str, kernel: str):
         done = 0
         for path in files:
             size = _size(path)
+            moved = None
             if progress:
                 progress.update(task, description=f"reading {path.name}")
 
-                def moved(fraction, base=done, size=size):
-                    progress.update(task, completed=base + fraction * size)
+                def moved(bytes_done, bytes_total, base=done, size=size):
+                    progress.update(task, completed=base + size * bytes_done / max(bytes_total, 1))
             with warnings.catch_warnings(record=True) as caught:
                 warnings.simplefilter("always", PcapstatsWarning)
                 try:
-                    result = read(path, engine=engine, kernel=kernel,
-                                  progress=moved if progress and engine == "fast" else None)
+                    result = work(path, moved)
                 except PcapstatsError as e:
                     result = e
             texts = [str(w.message) for w in caught if issubclass(w.category, PcapstatsWarning)]

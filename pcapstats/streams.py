@@ -118,7 +118,11 @@ class TcpStreams:
     def _update_bases(self, conv, rev, has_ack, flags, seq, ack, seg_start) -> None:
         """Bases still unset get the first event of the window's part of the current segment."""
         rows = np.arange(len(conv))
-        live = rows >= seg_start[conv]
+        # only conversations with a base still unset need looking at (after its first packets
+        # both directions of a conversation have theirs)
+        live = (rows >= seg_start[conv]) & ~(self.base_set[conv, 0] & self.base_set[conv, 1])
+        if not live.any():
+            return
         own = np.flatnonzero(live)
         own_key = conv[own] * 2 + rev[own]
         own_val = np.where(flags[own] & SYN, seq[own].astype(np.int64),

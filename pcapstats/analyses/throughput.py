@@ -22,7 +22,6 @@ import numpy as np
 from .. import schema
 from ..capture import Capture
 from ..errors import UsageError
-from ..streams import first_occurrences as _first_occurrences
 
 THROUGHPUT_COLUMNS: tuple[tuple[str, str], ...] = (
     ("stream", "tcp_stream or udp_stream index, as Wireshark numbers it"),
@@ -82,6 +81,55 @@ def throughput_columns(cap: Capture, *, interval: float = 1.0, stream: int | Non
     return table
 
 
+def throughput_file(path, *, interval: float = 1.0, stream: int | None = None,
+                    proto: str | None = None, engine: str = "fast", kernel: str = "auto",
+                    window_bytes: int | None = None, progress=None) -> tuple[dict, int]:
+    """The throughput table of a capture file, read in one streaming pass whose memory does not
+    grow with the capture (the fast engine); returns (columns, packets read).  If time goes
+    backwards across windows, the capture is read whole instead."""
+    from ..ingest import WINDOW_BYTES, read_fast, stream_windows
+    from ..reader import read
+    if not interval > 0:
+        raise UsageError(f"interval must be positive, got {interval}")
+    protos = _protos(proto)
+    if engine != "fast":
+        cap = read(path, engine=engine, kernel=kernel)
+        return throughput_columns(cap, interval=interval, stream=stream, proto=proto), len(cap)
+    interval_ns = max(1, round(interval * 1e9))
+    totals: dict[str, StreamTotals] = {}
+    codes = {"tcp": 6, "udp": 17}
+
+    def on_window(w):
+        if not totals:
+            t0 = int(w["frame_time_ns"][0])
+            totals.update({p: StreamTotals(p, interval_ns, t0) for p in protos})
+        own = w["l4_quoted"] == 0
+        for p, acc in totals.items():
+            rows = np.flatnonzero((w["l4"] == codes[p]) & own)
+            if len(rows):
+                acc.add(w["stream"][rows], w["ip_src"][rows], w["ip_dst"][rows], w["srcport"][rows],
+                        w["dstport"][rows], w["frame_time_ns"][rows], w["frame_len"][rows],
+                        w["payload_len"][rows], close=True)
+    try:
+        n, addresses = stream_windows(path, on_window, kernel=kernel,
+                                      window_bytes=window_bytes or WINDOW_BYTES, progress=progress)
+    except TimeWentBack:
+        cap = read_fast(path, kernel=kernel)
+        return throughput_columns(cap, interval=interval, stream=stream, proto=proto), len(cap)
+    parts = [totals[p].columns(addresses) if p in totals else _empty() for p in protos]
+    table = {name: np.concatenate([part[name] for part in parts]) for name, _ in THROUGHPUT_COLUMNS}
+    if stream is not None:
+        keep = table["stream"] == stream
+        if not keep.any():
+            have = {p: table["stream"][table["proto"] == p] for p in protos}
+            hint = "it has " + ", ".join(f"{p.upper()} streams {v.min()}-{v.max()}" if len(v) else
+                                         f"no {p.upper()} streams" for p, v in have.items())
+            raise UsageError(f"no {'/'.join(protos).upper()} stream {stream} in this capture",
+                             path=str(path), hint=hint)
+        table = {name: values[keep] for name, values in table.items()}
+    return table, n
+
+
 def _protos(proto):
     if proto is None:
         return ["tcp", "udp"]
@@ -108,93 +156,159 @@ def _empty() -> dict[str, np.ndarray]:
 
 
 def _one_proto(cap: Capture, proto: str, interval_ns: int) -> dict[str, np.ndarray]:
+    totals = StreamTotals(proto, interval_ns, cap.first_time_ns)
     layer, stream_col, sport_col, dport_col = _PROTOS[proto]
     mask = cap.layer(layer) & ~cap.column("l4_quoted")  # as Wireshark's conversation tables
     n_rows = int(np.count_nonzero(mask))
-    if n_rows == 0:
-        return _empty()
-    sel = slice(None) if n_rows == len(mask) else np.flatnonzero(mask)  # all-TCP captures: no copy
-    ids = cap.column(stream_col)[sel]
-    src, dst = cap.column("ip_src")[sel], cap.column("ip_dst")[sel]
-    sport, dport = cap.column(sport_col)[sel], cap.column(dport_col)[sel]
-    t = cap.column("frame_time_ns")[sel]
+    if n_rows:
+        sel = slice(None) if n_rows == len(mask) else np.flatnonzero(mask)  # all-TCP: no copy
+        totals.add(cap.column(stream_col)[sel], cap.column("ip_src")[sel],
+                   cap.column("ip_dst")[sel], cap.column(sport_col)[sel],
+                   cap.column(dport_col)[sel], cap.column("frame_time_ns")[sel],
+                   cap.column("frame_len")[sel], cap.column("payload_len")[sel])
+    return totals.columns(cap.addresses)
 
-    # stream ids follow first appearance, with gaps where a stream was only ever quoted in ICMP
-    # errors; s numbers the streams present 0..n-1.  Side A is the source of a stream's first packet.
-    first = _first_occurrences(ids)
-    stream_ids = ids[first]
-    n_streams = len(first)
-    dense = np.zeros(int(stream_ids[-1]) + 1, np.int64)
-    dense[stream_ids] = np.arange(n_streams)
-    s = dense[ids] if n_streams != len(dense) else ids
-    a_addr, a_port = src[first], sport[first]
-    # key: stream x direction (0 = A to B, 1 = B to A); one bincount per quantity
-    key = s * 2 + ((src != a_addr[s]) | (sport != a_port[s]))
 
-    def per_direction(weights=None) -> np.ndarray:
-        sums = np.bincount(key, weights=weights, minlength=2 * n_streams)
-        return sums.reshape(n_streams, 2).round().astype(np.int64)
+class TimeWentBack(Exception):
+    """A window held a packet in an interval already closed: the streaming pass cannot finish."""
 
-    packets = per_direction()
-    frame_bytes = per_direction(cap.column("frame_len")[sel])
-    payload_bytes = per_direction(cap.column("payload_len")[sel])
-    t0 = cap.first_time_ns
-    t_min = np.full(n_streams, np.iinfo(np.int64).max, np.int64)
-    t_max = np.full(n_streams, np.iinfo(np.int64).min, np.int64)
-    np.minimum.at(t_min, s, t)
-    np.maximum.at(t_max, s, t)
-    duration = (t_max - t_min) / 1e9
-    with np.errstate(divide="ignore", invalid="ignore"):
-        rate = np.where(duration > 0, 8.0 / duration, np.nan)[:, None]
-    bins = (t - t0) // interval_ns
-    to_bps = 8e9 / interval_ns
-    peak, peak_payload = (p * to_bps for p in _peaks_per_direction(
-        key, bins, (cap.column("frame_len")[sel], cap.column("payload_len")[sel]), n_streams))
 
-    columns = {
-        "stream": stream_ids.astype(np.int64),
-        "proto": np.full(n_streams, proto, dtype=object),
-        "address_a": cap.addresses[a_addr].astype(object),
-        "port_a": a_port.astype(np.int64),
-        "address_b": cap.addresses[dst[first]].astype(object),
-        "port_b": dport[first].astype(np.int64),
-        "packets": packets.sum(axis=1),
-        "bytes": frame_bytes.sum(axis=1),
-        "packets_a_to_b": packets[:, 0], "bytes_a_to_b": frame_bytes[:, 0],
-        "packets_b_to_a": packets[:, 1], "bytes_b_to_a": frame_bytes[:, 1],
-        "rel_start_s": (t_min - t0) / 1e9,
-        "duration_s": duration,
-    }
-    bps, payload_bps = frame_bytes * rate, payload_bytes * rate
-    columns.update({
-        "bps_a_to_b": bps[:, 0], "bps_b_to_a": bps[:, 1],
-        "payload_bytes_a_to_b": payload_bytes[:, 0], "payload_bytes_b_to_a": payload_bytes[:, 1],
-        "payload_bps_a_to_b": payload_bps[:, 0], "payload_bps_b_to_a": payload_bps[:, 1],
-        "peak_bps_a_to_b": peak[:, 0], "peak_bps_b_to_a": peak[:, 1],
-        "peak_payload_bps_a_to_b": peak_payload[:, 0], "peak_payload_bps_b_to_a": peak_payload[:, 1],
-    })
-    return {name: columns[name] for name, _ in THROUGHPUT_COLUMNS}
+class StreamTotals:
+    """Per-stream sums of one protocol, fed in packet order, all at once or window by window.
+
+    Packets, bytes and payload per direction, first and last time, side A (the source of the
+    stream's first packet) and, for the peaks, the byte sums of (stream, direction, interval)
+    cells.  Fed window by window, a cell whose interval lies before the window's earliest
+    packet is closed (folded into the peak and forgotten), so memory holds only the streams
+    and the open cells; a packet falling into a closed interval (time going backwards across
+    windows) raises TimeWentBack, and the caller reads the capture whole instead.
+    """
+
+    def __init__(self, proto: str, interval_ns: int, t0: int | None):
+        self.proto, self.interval_ns, self.t0 = proto, interval_ns, t0
+        self.seen = np.zeros(0, bool)
+        self.sums = np.zeros((0, 2, 3), np.int64)          # packets, frame bytes, payload bytes
+        self.t_min = np.zeros(0, np.int64)
+        self.t_max = np.zeros(0, np.int64)
+        self.ends = np.zeros((0, 4), np.int64)             # a_addr, a_port, b_addr, b_port
+        self.peak = np.zeros((0, 2, 2))                    # best cell: frame bytes, payload bytes
+        self.open_cells = np.zeros(0, np.int64)            # (stream x 2 + direction) << 32 | bin
+        self.open_sums = np.zeros((0, 2))
+        self.closed_below: int | None = None
+
+    def add(self, ids, src, dst, sport, dport, t, frame_len, payload_len, close: bool = False):
+        ids = ids.astype(np.int64, copy=False)
+        self._grow(int(ids.max()) + 1)
+        new = ~self.seen[ids]
+        if new.any():  # the first packet of a stream names its side A
+            rows = np.flatnonzero(new)
+            firsts = _first_rows(ids, rows)
+            sid = ids[firsts]
+            self.ends[sid] = np.stack([src[firsts], sport[firsts], dst[firsts], dport[firsts]], 1)
+            self.seen[sid] = True
+            self.t_min[sid] = np.iinfo(np.int64).max
+            self.t_max[sid] = np.iinfo(np.int64).min
+        key = ids * 2 + ((src != self.ends[ids, 0]) | (sport != self.ends[ids, 1]))
+        size = 2 * len(self.seen)
+        flat = self.sums.reshape(size, 3)
+        flat[:, 0] += np.bincount(key, minlength=size)
+        flat[:, 1] += np.bincount(key, weights=frame_len, minlength=size).round().astype(np.int64)
+        flat[:, 2] += np.bincount(key, weights=payload_len, minlength=size).round().astype(np.int64)
+        np.minimum.at(self.t_min, ids, t)
+        np.maximum.at(self.t_max, ids, t)
+        bins = (t - self.t0) // self.interval_ns
+        low = int(bins.min())
+        if close and self.closed_below is not None and low < self.closed_below:
+            raise TimeWentBack(low)
+        self._add_cells(key, bins, frame_len, payload_len)
+        if close:
+            self._close(below=low)
+
+    def columns(self, addresses) -> dict[str, np.ndarray]:
+        self._close(below=None)
+        sid = np.flatnonzero(self.seen)
+        n = len(sid)
+        if n == 0:
+            return _empty()
+        sums, ends = self.sums[sid], self.ends[sid]
+        packets, frame_bytes, payload_bytes = sums[:, :, 0], sums[:, :, 1], sums[:, :, 2]
+        t_min, t_max = self.t_min[sid], self.t_max[sid]
+        duration = (t_max - t_min) / 1e9
+        with np.errstate(divide="ignore", invalid="ignore"):
+            rate = np.where(duration > 0, 8.0 / duration, np.nan)[:, None]
+        to_bps = 8e9 / self.interval_ns
+        peak, peak_payload = self.peak[sid, :, 0] * to_bps, self.peak[sid, :, 1] * to_bps
+        bps, payload_bps = frame_bytes * rate, payload_bytes * rate
+        columns = {
+            "stream": sid.astype(np.int64),
+            "proto": np.full(n, self.proto, dtype=object),
+            "address_a": addresses[ends[:, 0]].astype(object), "port_a": ends[:, 1],
+            "address_b": addresses[ends[:, 2]].astype(object), "port_b": ends[:, 3],
+            "packets": packets.sum(axis=1), "bytes": frame_bytes.sum(axis=1),
+            "packets_a_to_b": packets[:, 0], "bytes_a_to_b": frame_bytes[:, 0],
+            "packets_b_to_a": packets[:, 1], "bytes_b_to_a": frame_bytes[:, 1],
+            "rel_start_s": (t_min - self.t0) / 1e9, "duration_s": duration,
+            "bps_a_to_b": bps[:, 0], "bps_b_to_a": bps[:, 1],
+            "payload_bytes_a_to_b": payload_bytes[:, 0], "payload_bytes_b_to_a": payload_bytes[:, 1],
+            "payload_bps_a_to_b": payload_bps[:, 0], "payload_bps_b_to_a": payload_bps[:, 1],
+            "peak_bps_a_to_b": peak[:, 0], "peak_bps_b_to_a": peak[:, 1],
+            "peak_payload_bps_a_to_b": peak_payload[:, 0], "peak_payload_bps_b_to_a": peak_payload[:, 1],
+        }
+        return {name: columns[name] for name, _ in THROUGHPUT_COLUMNS}
+
+    def _grow(self, n: int) -> None:
+        extra = n - len(self.seen)
+        if extra <= 0:
+            return
+        grow = max(extra, len(self.seen))  # amortised doubling
+        self.seen = np.concatenate([self.seen, np.zeros(grow, bool)])
+        self.sums = np.concatenate([self.sums, np.zeros((grow, 2, 3), np.int64)])
+        self.t_min = np.concatenate([self.t_min, np.zeros(grow, np.int64)])
+        self.t_max = np.concatenate([self.t_max, np.zeros(grow, np.int64)])
+        self.ends = np.concatenate([self.ends, np.zeros((grow, 4), np.int64)])
+        self.peak = np.concatenate([self.peak, np.zeros((grow, 2, 2))])
+
+    def _add_cells(self, key, bins, frame_len, payload_len) -> None:
+        """Byte sums per (stream, direction, interval) cell of these packets, merged into the open
+        cells (counted densely when the window's grid is small, else by sorting)."""
+        b0, n_bins = int(bins.min()), int(bins.max() - bins.min()) + 1
+        k0, n_keys = int(key.min()), int(key.max() - key.min()) + 1
+        cell = (key - k0) * n_bins + (bins - b0)
+        if n_keys * n_bins <= _DENSE_LIMIT:
+            frame = np.bincount(cell, weights=frame_len, minlength=n_keys * n_bins)
+            payload = np.bincount(cell, weights=payload_len, minlength=n_keys * n_bins)
+            occupied = np.flatnonzero(np.bincount(cell, minlength=n_keys * n_bins))
+            cells, sums = occupied, np.stack([frame[occupied], payload[occupied]], 1)
+        else:
+            cells, inverse = np.unique(cell, return_inverse=True)
+            sums = np.stack([np.bincount(inverse, weights=w, minlength=len(cells))
+                             for w in (frame_len, payload_len)], 1)
+        packed = ((cells // n_bins + k0) << 32) | (cells % n_bins + b0 + (1 << 31))
+        merged, inverse = np.unique(np.concatenate([self.open_cells, packed]), return_inverse=True)
+        both = np.concatenate([self.open_sums, sums])
+        self.open_cells = merged
+        self.open_sums = np.stack([np.bincount(inverse, weights=both[:, i], minlength=len(merged))
+                                   for i in (0, 1)], 1)
+
+    def _close(self, below: int | None) -> None:
+        """Fold the cells of intervals before ``below`` (all when None) into the peaks."""
+        if len(self.open_cells) == 0:
+            return
+        bins = (self.open_cells & 0xFFFFFFFF) - (1 << 31)
+        done = np.ones(len(bins), bool) if below is None else bins < below
+        keys = self.open_cells[done] >> 32
+        flat = self.peak.reshape(-1, 2)
+        for i in (0, 1):
+            np.maximum.at(flat[:, i], keys, self.open_sums[done, i])
+        self.open_cells, self.open_sums = self.open_cells[~done], self.open_sums[~done]
+        if below is not None:
+            self.closed_below = below if self.closed_below is None else max(self.closed_below, below)
+
+
+def _first_rows(ids, rows) -> np.ndarray:
+    """Of ``rows`` (increasing), the first row of each distinct id."""
+    _, first = np.unique(ids[rows], return_index=True)
+    return rows[np.sort(first)]
 
 
 _DENSE_LIMIT = 1 << 24  # (stream, direction, interval) cells counted in one dense array
-
-
-def _peaks_per_direction(key, bins, weights_list, n_streams) -> list[np.ndarray]:
-    """For each weights array, the largest per-interval sum of each (stream, direction):
-    shape (n_streams, 2)."""
-    b0 = int(bins.min())
-    n_bins = int(bins.max()) - b0 + 1
-    cell = key * n_bins + (bins - b0)
-    if 2 * n_streams * n_bins <= _DENSE_LIMIT:
-        return [np.bincount(cell, weights=w, minlength=2 * n_streams * n_bins)
-                .reshape(2 * n_streams, n_bins).max(axis=1).reshape(n_streams, 2)
-                for w in weights_list]
-    import pandas as pd  # sparse: only the occupied cells
-    out = []
-    for w in weights_list:
-        sums = pd.Series(w).groupby(cell, sort=False).sum()
-        best = pd.Series(sums.to_numpy()).groupby(sums.index.to_numpy() // n_bins, sort=False).max()
-        peak = np.zeros(n_streams * 2)
-        peak[best.index.to_numpy()] = best.to_numpy()
-        out.append(peak.reshape(n_streams, 2))
-    return out
