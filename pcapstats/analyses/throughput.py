@@ -155,17 +155,25 @@ def _empty() -> dict[str, np.ndarray]:
             for name, _ in THROUGHPUT_COLUMNS}
 
 
+_CHUNK_ROWS = 1 << 18  # packets fed to the accumulator at a time: bounds its temporaries
+
+
 def _one_proto(cap: Capture, proto: str, interval_ns: int) -> dict[str, np.ndarray]:
-    totals = StreamTotals(proto, interval_ns, cap.first_time_ns)
     layer, stream_col, sport_col, dport_col = _PROTOS[proto]
     mask = cap.layer(layer) & ~cap.column("l4_quoted")  # as Wireshark's conversation tables
-    n_rows = int(np.count_nonzero(mask))
-    if n_rows:
-        sel = slice(None) if n_rows == len(mask) else np.flatnonzero(mask)  # all-TCP: no copy
-        totals.add(cap.column(stream_col)[sel], cap.column("ip_src")[sel],
-                   cap.column("ip_dst")[sel], cap.column(sport_col)[sel],
-                   cap.column(dport_col)[sel], cap.column("frame_time_ns")[sel],
-                   cap.column("frame_len")[sel], cap.column("payload_len")[sel])
+    rows = np.flatnonzero(mask)
+    names = (stream_col, "ip_src", "ip_dst", sport_col, dport_col, "frame_time_ns", "frame_len",
+             "payload_len")
+    columns = [cap.column(name) for name in names]
+    for chunk in (_CHUNK_ROWS, None):  # in chunks; whole if time goes back between chunks
+        totals = StreamTotals(proto, interval_ns, cap.first_time_ns)
+        try:
+            for lo in range(0, len(rows), chunk or max(len(rows), 1)):
+                part = rows[lo:lo + chunk] if chunk else rows
+                totals.add(*(c[part] for c in columns), close=chunk is not None)
+            break
+        except TimeWentBack:
+            continue
     return totals.columns(cap.addresses)
 
 
@@ -306,9 +314,10 @@ class StreamTotals:
 
 
 def _first_rows(ids, rows) -> np.ndarray:
-    """Of ``rows`` (increasing), the first row of each distinct id."""
-    _, first = np.unique(ids[rows], return_index=True)
-    return rows[np.sort(first)]
+    """Of ``rows`` (increasing), the first row of each distinct id, in row order."""
+    first = np.full(int(ids[rows].max()) + 1, len(ids), np.int64)
+    np.minimum.at(first, ids[rows], rows)
+    return np.sort(first[first < len(ids)])
 
 
 _DENSE_LIMIT = 1 << 24  # (stream, direction, interval) cells counted in one dense array
