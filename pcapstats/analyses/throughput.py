@@ -161,15 +161,18 @@ _CHUNK_ROWS = 1 << 18  # packets fed to the accumulator at a time: bounds its te
 def _one_proto(cap: Capture, proto: str, interval_ns: int) -> dict[str, np.ndarray]:
     layer, stream_col, sport_col, dport_col = _PROTOS[proto]
     mask = cap.layer(layer) & ~cap.column("l4_quoted")  # as Wireshark's conversation tables
-    rows = np.flatnonzero(mask)
     names = (stream_col, "ip_src", "ip_dst", sport_col, dport_col, "frame_time_ns", "frame_len",
              "payload_len")
     columns = [cap.column(name) for name in names]
+    every = bool(mask.all())          # an all-TCP capture: slices of the columns, no gathering
+    rows = None if every else np.flatnonzero(mask)
+    n = len(mask) if every else len(rows)
     for chunk in (_CHUNK_ROWS, None):  # in chunks; whole if time goes back between chunks
         totals = StreamTotals(proto, interval_ns, cap.first_time_ns)
+        step = chunk or max(n, 1)
         try:
-            for lo in range(0, len(rows), chunk or max(len(rows), 1)):
-                part = rows[lo:lo + chunk] if chunk else rows
+            for lo in range(0, n, step):
+                part = slice(lo, lo + step) if every else rows[lo:lo + step]
                 totals.add(*(c[part] for c in columns), close=chunk is not None)
             break
         except TimeWentBack:
