@@ -53,6 +53,7 @@ THROUGHPUT_COLUMNS: tuple[tuple[str, str], ...] = (
 
 _PROTOS = {"tcp": (schema.TCP, "tcp_stream", "tcp_srcport", "tcp_dstport"),
            "udp": (schema.UDP, "udp_stream", "udp_srcport", "udp_dstport")}
+_L4 = {"tcp": 6, "udp": 17}   # the kernel's l4 codes
 
 
 def throughput(cap: Capture, *, interval: float = 1.0, stream: int | None = None,
@@ -66,19 +67,8 @@ def throughput(cap: Capture, *, interval: float = 1.0, stream: int | None = None
 def throughput_columns(cap: Capture, *, interval: float = 1.0, stream: int | None = None,
                        proto: str | None = None) -> dict[str, np.ndarray]:
     """The same table as numpy columns (the CLI renders these without loading pandas)."""
-    if not interval > 0:
-        raise UsageError(f"interval must be positive, got {interval}")
-    protos = _protos(proto)
-    interval_ns = max(1, round(interval * 1e9))
-    parts = [_one_proto(cap, p, interval_ns) for p in protos]
-    table = {name: np.concatenate([part[name] for part in parts]) for name, _ in THROUGHPUT_COLUMNS}
-    if stream is not None:
-        keep = table["stream"] == stream
-        if not keep.any():
-            raise UsageError(f"no {'/'.join(protos).upper()} stream {stream} in this capture",
-                             path=cap.path, hint=_streams_hint(cap, protos))
-        table = {name: values[keep] for name, values in table.items()}
-    return table
+    interval_ns, protos = _interval_ns(interval), _protos(proto)
+    return _assemble([_one_proto(cap, p, interval_ns) for p in protos], protos, stream, cap.path)
 
 
 def throughput_file(path, *, interval: float = 1.0, stream: int | None = None,
@@ -89,15 +79,11 @@ def throughput_file(path, *, interval: float = 1.0, stream: int | None = None,
     backwards across windows, the capture is read whole instead."""
     from ..ingest import WINDOW_BYTES, read_fast, stream_windows
     from ..reader import read
-    if not interval > 0:
-        raise UsageError(f"interval must be positive, got {interval}")
-    protos = _protos(proto)
+    interval_ns, protos = _interval_ns(interval), _protos(proto)
     if engine != "fast":
         cap = read(path, engine=engine, kernel=kernel)
         return throughput_columns(cap, interval=interval, stream=stream, proto=proto), len(cap)
-    interval_ns = max(1, round(interval * 1e9))
     totals: dict[str, StreamTotals] = {}
-    codes = {"tcp": 6, "udp": 17}
 
     def on_window(w):
         if not totals:
@@ -105,7 +91,7 @@ def throughput_file(path, *, interval: float = 1.0, stream: int | None = None,
             totals.update({p: StreamTotals(p, interval_ns, t0) for p in protos})
         own = w["l4_quoted"] == 0
         for p, acc in totals.items():
-            rows = np.flatnonzero((w["l4"] == codes[p]) & own)
+            rows = np.flatnonzero((w["l4"] == _L4[p]) & own)
             if len(rows):
                 acc.add(w["stream"][rows], w["ip_src"][rows], w["ip_dst"][rows], w["srcport"][rows],
                         w["dstport"][rows], w["frame_time_ns"][rows], w["frame_len"][rows],
@@ -117,17 +103,13 @@ def throughput_file(path, *, interval: float = 1.0, stream: int | None = None,
         cap = read_fast(path, kernel=kernel)
         return throughput_columns(cap, interval=interval, stream=stream, proto=proto), len(cap)
     parts = [totals[p].columns(addresses) if p in totals else _empty() for p in protos]
-    table = {name: np.concatenate([part[name] for part in parts]) for name, _ in THROUGHPUT_COLUMNS}
-    if stream is not None:
-        keep = table["stream"] == stream
-        if not keep.any():
-            have = {p: table["stream"][table["proto"] == p] for p in protos}
-            hint = "it has " + ", ".join(f"{p.upper()} streams {v.min()}-{v.max()}" if len(v) else
-                                         f"no {p.upper()} streams" for p, v in have.items())
-            raise UsageError(f"no {'/'.join(protos).upper()} stream {stream} in this capture",
-                             path=str(path), hint=hint)
-        table = {name: values[keep] for name, values in table.items()}
-    return table, n
+    return _assemble(parts, protos, stream, str(path)), n
+
+
+def _interval_ns(interval: float) -> int:
+    if not interval > 0:
+        raise UsageError(f"interval must be positive, got {interval}")
+    return max(1, round(interval * 1e9))
 
 
 def _protos(proto):
@@ -138,12 +120,19 @@ def _protos(proto):
     return [proto]
 
 
-def _streams_hint(cap, protos) -> str:
-    parts = []
-    for p in protos:
-        s = cap.column(_PROTOS[p][1])[cap.present(_PROTOS[p][1]) & ~cap.column("l4_quoted")]
-        parts.append(f"{p.upper()} streams 0-{s.max()}" if len(s) else f"no {p.upper()} streams")
-    return "it has " + ", ".join(parts)
+def _assemble(parts, protos, stream, path) -> dict[str, np.ndarray]:
+    """One table from the protocols' parts, cut to ``stream`` when one is asked for."""
+    table = {name: np.concatenate([part[name] for part in parts]) for name, _ in THROUGHPUT_COLUMNS}
+    if stream is None:
+        return table
+    keep = table["stream"] == stream
+    if not keep.any():
+        have = {p: table["stream"][table["proto"] == p] for p in protos}
+        hint = "it has " + ", ".join(f"{p.upper()} streams {v.min()}-{v.max()}" if len(v) else
+                                     f"no {p.upper()} streams" for p, v in have.items())
+        raise UsageError(f"no {'/'.join(protos).upper()} stream {stream} in this capture",
+                         path=path, hint=hint)
+    return {name: values[keep] for name, values in table.items()}
 
 
 _TEXT_COLUMNS = ("proto", "address_a", "address_b")

@@ -8,6 +8,7 @@ never resident in full next to its table.  No Python object is made per packet.
 
 from __future__ import annotations
 
+import contextlib
 import ipaddress
 import warnings
 
@@ -28,16 +29,23 @@ WINDOW_BYTES = 4 << 20  # measured: 2-8 MiB read fastest (cache) and keep a stre
 def read_fast(path, kernel: str = "auto", window_bytes: int = WINDOW_BYTES, progress=None) -> Capture:
     """Read a capture with the fast engine; ``progress(done_bytes, total_bytes)`` per window."""
     kern = K.get_kernel(kernel)
+    with _collected_warnings() as caught, open_source(path) as src:
+        walker = formats.walker_for(src.buf, src.path)
+        table = _read_windows(src, walker, kern, max(window_bytes, 1 << 16), progress)
+        cap = _capture(src, walker, table, kern)
+    cap.warnings.extend(str(w.message) for w in caught)
+    return cap
+
+
+@contextlib.contextmanager
+def _collected_warnings():
+    """Record the reader's warnings (every one, even repeats), then re-emit them for the caller's
+    own filters; the list is kept for Capture.warnings."""
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        with open_source(path) as src:
-            walker = formats.walker_for(src.buf, src.path)
-            table = _read_windows(src, walker, kern, max(window_bytes, 1 << 16), progress)
-            cap = _capture(src, walker, table, kern)
-    cap.warnings.extend(str(w.message) for w in caught)
-    for w in caught:  # re-emit for the caller's own filters
+        yield caught
+    for w in caught:
         warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
-    return cap
 
 
 class _Table:
@@ -56,6 +64,8 @@ class _Table:
         self.tcp_streams = TcpStreams()
         self._scratch = None  # 16-byte address scratch of one window: source, dest, quoted pair
         self.reused = False   # rows are written again (streaming): they must be cleared first
+        self.total = 0        # packets of the earlier windows
+        self.skipped = []     # per window: link types of undecodable packets, first one's number
 
     def add_window(self, buf, walker, kern, k: int) -> None:
         lo, hi = self.n, self.n + k
@@ -71,6 +81,9 @@ class _Table:
         scratch.fill(0)
         out["ip_src"], out["ip_dst"], out["q_src"], out["q_dst"] = scratch
         kern.decode(buf, rec.data_off, rec.caplen, rec.origlen, self.linktype[lo:hi], out, self.sack)
+        unknown = np.flatnonzero(out["status"] == K.DS_UNKNOWN_LINKTYPE)
+        if len(unknown):  # link types, and the file's packet number of the first
+            self.skipped.append((self.linktype[lo:hi][unknown], self.total + int(unknown[0]) + 1))
         src, dst = self.interner.intern(out["ip_version"], out["ip_src"], out["ip_dst"])
         self.ip_src[lo:hi], self.ip_dst[lo:hi] = src, dst
         # a TCP/UDP header quoted in an ICMP error joins its own conversation, as in Wireshark
@@ -98,7 +111,6 @@ def _read_windows(src, walker, kern, window: int, progress, on_window=None) -> _
     then the rows are reused, so memory does not grow with the capture."""
     buf, size, base = src.buf, len(src.buf), window
     table = _Table((window // 16 + 1) if on_window else size // 16 + 1, kern)
-    table.total = 0
     while True:
         end = min(size, walker.pos + window)
         k, status = walker.walk(kern, end, table.rec.at(table.n))
@@ -118,6 +130,9 @@ def _read_windows(src, walker, kern, window: int, progress, on_window=None) -> _
                 window *= 2  # one record larger than the window
             continue  # the window ended (at a record boundary, inside a record, or full): next one
         formats.check_status(status, walker, table.total - k)
+        if table.skipped:
+            _warn_skipped(np.concatenate([t for t, _ in table.skipped]), table.skipped[0][1],
+                          src.path)
         return table
 
 
@@ -131,28 +146,18 @@ def stream_windows(path, on_window, kernel: str = "auto", window_bytes: int = WI
     read_fast.
     """
     kern = K.get_kernel(kernel)
-    skipped = []  # link types of undecodable packets, and the first one's number
 
     def deliver(table, k):
         out, rec = table.out, table.rec
-        unknown = np.flatnonzero(out["status"][:k] == K.DS_UNKNOWN_LINKTYPE)
-        if len(unknown):
-            skipped.append((table.linktype[unknown].copy(), table.total - k + int(unknown[0]) + 1))
         on_window({"frame_time_ns": rec.ts[:k], "frame_len": rec.origlen[:k],
                    "payload_len": out["payload_len"][:k], "ip_src": table.ip_src[:k],
                    "ip_dst": table.ip_dst[:k], "srcport": out["srcport"][:k],
                    "dstport": out["dstport"][:k], "l4": out["l4"][:k],
                    "l4_quoted": out["l4_quoted"][:k], "stream": table.stream[:k]})
 
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        with open_source(path) as src:
-            walker = formats.walker_for(src.buf, src.path)
-            table = _read_windows(src, walker, kern, max(window_bytes, 1 << 16), progress, deliver)
-            if skipped:
-                _warn_skipped(np.concatenate([t for t, _ in skipped]), skipped[0][1], src.path)
-    for w in caught:
-        warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+    with _collected_warnings(), open_source(path) as src:
+        walker = formats.walker_for(src.buf, src.path)
+        table = _read_windows(src, walker, kern, max(window_bytes, 1 << 16), progress, deliver)
     return table.total, _addresses(table.interner)
 
 
@@ -165,9 +170,6 @@ def _capture(src, walker, t: _Table, kern) -> Capture:
     n = t.n
     out = {name: a[:n] for name, a in t.out.items()}
     rec = t.rec.at(0, n)
-    unknown = np.flatnonzero(out["status"] == K.DS_UNKNOWN_LINKTYPE)
-    if len(unknown):
-        _warn_skipped(t.linktype[unknown], int(unknown[0]) + 1, src.path)
     addresses = _addresses(t.interner)
     l4, quoted, opts, flags = out["l4"], out["l4_quoted"], out["tcp_opts"], out["ip_flags"]
     stream = t.stream[:n]
