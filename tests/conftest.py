@@ -61,6 +61,16 @@ def pytest_unconfigure(config):
     shutil.rmtree(_HYPOTHESIS_DIR, ignore_errors=True)
 
 
+@pytest.fixture(params=["c", "numpy"])
+def kernel(request):
+    """Each ingest kernel in turn; one not built in this install is skipped with the reason."""
+    import craft
+    why = craft.kernel_unavailable(request.param)
+    if why:
+        pytest.skip(why)
+    return request.param
+
+
 def pytest_configure(config):
     config.addinivalue_line(
         "markers", "netns: needs root and network namespaces (makes real traffic with tcpdump)")

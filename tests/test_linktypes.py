@@ -76,14 +76,6 @@ def _pcapng(case: str) -> c.Written:
 FILES = {f"{case}/{fmt.__name__[1:]}": (fmt, case) for case in CASES for fmt in (_pcap, _pcapng)}
 
 
-@pytest.fixture(params=["c", "numpy"])
-def kernel(request):
-    why = c.kernel_unavailable(request.param)
-    if why:
-        pytest.skip(why)
-    return request.param
-
-
 def _written(tmp_path, key) -> tuple[c.Written, Path]:
     fmt, case = FILES[key]
     w = fmt(case)
