@@ -1,4 +1,7 @@
-"""The `pcapstats` command: thin typer functions over the library, and the one-line error policy.
+"""The `pcapstats` app: the one-line error policy and what every command shares.
+
+The commands themselves live one group a module beside this one (``throughput.py``, ...);
+``pcapstats.cli`` imports them so that they register on :data:`app`.
 
 Every failure the user can cause ends as ONE line on stderr, ``pcapstats: error: ...``, and
 exit status 2 (1 when the command ran but found nothing to report); warnings are one line each,
@@ -12,13 +15,11 @@ import sys
 import warnings
 from enum import Enum
 from pathlib import Path
-from typing import List, Optional
+from typing import Optional
 
-import numpy as np
 import typer
 
-from . import schema
-from .errors import PcapstatsError, PcapstatsWarning
+from ..errors import PcapstatsError, PcapstatsWarning
 
 EXIT_NOTHING, EXIT_ERROR, EXIT_INTERNAL = 1, 2, 3
 
@@ -52,71 +53,6 @@ def _say(kind: str, text: str) -> None:
     print(f"pcapstats: {kind}: {text}", file=sys.stderr)
 
 
-@app.command()
-def throughput(
-    files: List[Path] = typer.Argument(..., help="Capture files (pcap, pcapng, .gz).", show_default=False),
-    interval: float = typer.Option(1.0, "--interval", "-i", help="Interval for peak rates, seconds."),
-    stream: Optional[int] = typer.Option(None, "--stream", "-s", help="Only this stream index."),
-    proto: Optional[Proto] = typer.Option(None, "--proto", "-p", help="Only tcp or udp streams."),
-    fmt: Fmt = typer.Option(Fmt.table, "--format", "-f", help="table, csv or json."),
-    output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write to this file, not stdout."),
-    engine: Engine = typer.Option(Engine.fast, "--engine", help="fast, or tshark (reference)."),
-    kernel: Kernel = typer.Option(Kernel.auto, "--kernel", hidden=True),
-):
-    """Per-stream table like Statistics > Conversations, with payload and peak bits/s.
-
-    Columns (same names in table, csv and json): see `pcapstats columns --throughput`.
-    With several files a first column `capture` names the file of each row.
-    """
-    from .analyses.throughput import throughput_file
-    from .render import render
-
-    def work(path, progress):  # one streaming pass a file: memory does not grow with the capture
-        return throughput_file(path, interval=interval, stream=stream,
-                               proto=proto.value if proto else None, engine=engine.value,
-                               kernel=kernel.value, progress=progress)
-
-    tables, failed, empty = [], 0, []
-    for path, cap_warnings, result in _each_capture(files, work):
-        for w in cap_warnings:
-            _say("warning", w)
-        if isinstance(result, PcapstatsError):
-            _say("error", str(result))
-            failed += 1
-            continue
-        table, packets = result
-        rows = len(table["stream"])
-        if rows == 0:
-            empty.append(f"{path} ({packets} packets)")
-        if len(files) > 1:
-            table = {"capture": np.full(rows, str(path), dtype=object), **table}
-        tables.append(table)
-    if tables:
-        joined = {name: np.concatenate([t[name] for t in tables]) for name in tables[0]}
-        _write(render(joined, fmt.value), output)
-    for e in empty:
-        _say("warning", f"no {proto.value.upper() if proto else 'TCP or UDP'} streams in {e}")
-    if failed:
-        raise typer.Exit(EXIT_ERROR)
-    if tables and all(len(t["stream"]) == 0 for t in tables):
-        raise typer.Exit(EXIT_NOTHING)
-
-
-@app.command()
-def columns(
-    which: str = typer.Argument("packets", help="packets (the packet table) or throughput."),
-):
-    """Describe every column: name, type, layer, Wireshark field, meaning."""
-    if which == "throughput":
-        from .analyses.throughput import THROUGHPUT_COLUMNS
-        width = max(len(n) for n, _ in THROUGHPUT_COLUMNS)
-        print("\n".join(f"{n:<{width}}  {d}" for n, d in THROUGHPUT_COLUMNS))
-    elif which == "packets":
-        print(schema.describe())
-    else:
-        raise PcapstatsError(f"unknown table {which!r}", hint="use packets or throughput")
-
-
 def _each_capture(files, work):
     """Run ``work(path, progress)`` on each file, with a progress bar when it is worth it;
     yield (path, warning texts, result or PcapstatsError)."""
@@ -133,12 +69,7 @@ def _each_capture(files, work):
         done = 0
         for path in files:
             size = _size(path)
-            moved = None
-            if progress:
-                progress.update(task, description=f"reading {path.name}")
-
-                def moved(bytes_done, bytes_total, base=done, size=size):
-                    progress.update(task, completed=base + size * bytes_done / max(bytes_total, 1))
+            moved = _advance(progress, task, path, done, size) if progress else None
             with warnings.catch_warnings(record=True) as caught:
                 warnings.simplefilter("always", PcapstatsWarning)
                 try:
@@ -153,6 +84,15 @@ def _each_capture(files, work):
     finally:
         if progress:
             progress.stop()
+
+
+def _advance(progress, task, path: Path, done: int, size: int):
+    """A reader callback that moves the bar across this file's share of the total."""
+    progress.update(task, description=f"reading {path.name}")
+
+    def moved(bytes_done, bytes_total):
+        progress.update(task, completed=done + size * bytes_done / max(bytes_total, 1))
+    return moved
 
 
 def _stderr_console():

@@ -1,0 +1,10 @@
+"""The `pcapstats` command line: :data:`app` and one module a command group.
+
+Importing a command module registers its commands on the app; :func:`main` is the console
+entry point (one error line and an exit code, never a traceback).
+"""
+
+from . import throughput  # noqa: F401  (registers its commands)
+from .app import app, main
+
+__all__ = ["app", "main"]
