@@ -1,0 +1,20 @@
+"""`pcapstats simpleperf`: the simpleperf tool (pcapstats.simpleperf), its own flags unchanged.
+
+The arguments go untouched to simpleperf's argparse ``main`` (``-h`` included), so
+``pcapstats simpleperf -c -I 10.0.0.2 -t 10`` and ``python3 -m pcapstats.simpleperf -c -I
+10.0.0.2 -t 10`` are the same program with the same errors (``simpleperf: error: ...``).
+"""
+
+from __future__ import annotations
+
+import typer
+
+from .app import app
+
+
+@app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
+             add_help_option=False)
+def simpleperf(ctx: typer.Context):
+    """The course's iperf-like TCP measurer: -s server, -c client (-h for its flags)."""
+    from ..simpleperf import main
+    raise typer.Exit(main(list(ctx.args), prog="pcapstats simpleperf"))
