@@ -412,3 +412,61 @@ def _fmt9(ns: int) -> str:
     sign = "-" if ns < 0 else ""
     ns = abs(ns)
     return f"{sign}{ns // 1_000_000_000}.{ns % 1_000_000_000:09d}"
+
+
+# -- TCP sequence analysis (tcp.analysis.*) ------------------------------------------------------
+
+TCP_ANALYSIS_PREFS = ("-o", "ip.defragment:FALSE", "-o", "ipv6.defragment:FALSE",
+                      "-o", "tcp.analyze_sequence_numbers:TRUE",
+                      "-o", "tcp.relative_sequence_numbers:TRUE")
+# pcapstats.analyses.tcp_analysis column -> the tshark field it equals.
+TCP_ANALYSIS_FIELDS = {
+    "frame_number": "frame.number", "tcp_stream": "tcp.stream", "tcp_len": "tcp.len",
+    "tcp_seq": "tcp.seq", "tcp_ack": "tcp.ack", "tcp_nxtseq": "tcp.nxtseq",
+    "tcp_window_size": "tcp.window_size",
+    "window_size_scalefactor": "tcp.window_size_scalefactor",
+    **{flag: f"tcp.analysis.{flag}" for flag in (
+        "retransmission", "fast_retransmission", "spurious_retransmission", "out_of_order",
+        "lost_segment", "ack_lost_segment", "duplicate_ack", "zero_window", "zero_window_probe",
+        "zero_window_probe_ack", "window_full", "keep_alive", "keep_alive_ack", "window_update",
+        "reused_ports")},
+    "duplicate_ack_num": "tcp.analysis.duplicate_ack_num",
+    "duplicate_ack_frame": "tcp.analysis.duplicate_ack_frame",
+    "bytes_in_flight": "tcp.analysis.bytes_in_flight",
+    "push_bytes_sent": "tcp.analysis.push_bytes_sent",
+    "acks_frame": "tcp.analysis.acks_frame", "ack_rtt_ns": "tcp.analysis.ack_rtt",
+    "initial_rtt_ns": "tcp.analysis.initial_rtt", "rto_ns": "tcp.analysis.rto",
+    "rto_frame": "tcp.analysis.rto_frame",
+}
+TCP_ANALYSIS_FLAGS = tuple(c for c, f in TCP_ANALYSIS_FIELDS.items()
+                           if f.startswith("tcp.analysis.") and c.replace("_", "").isalpha()
+                           and not c.endswith(("_num", "_frame", "_ns", "_sent", "_flight")))
+
+
+@functools.lru_cache(maxsize=16)
+def tcp_analysis_reference(path: Path | str) -> pd.DataFrame:
+    """tshark's sequence analysis of every TCP packet that is not inside an ICMP error, in the
+    column names of pcapstats.analyses.tcp_analysis: flags as bools (field present), numbers
+    as Int64 (<NA> where tshark prints none), times (``*_ns``) as exact integer ns."""
+    fields = tuple(TCP_ANALYSIS_FIELDS.values()) + ("frame.protocols", "tcp.hdr_len")
+    args = ["-n", *TCP_ANALYSIS_PREFS, "-r", str(path), "-T", "fields", "-E", "separator=/t",
+            "-E", "occurrence=f", "-E", "quote=n"]
+    for f in fields:
+        args += ["-e", f]
+    proc = subprocess.run(["tshark", *args], capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise RuntimeError(f"tshark failed on {path}: {proc.stderr.strip()}")
+    rows = [line.split("\t") for line in proc.stdout.splitlines()]
+    raw = pd.DataFrame(rows, columns=list(fields), dtype="string").replace("", pd.NA)
+    own_tcp = (_outer_transport(raw["frame.protocols"]) == "tcp").to_numpy(bool, na_value=False)
+    raw = raw[own_tcp & (_int(raw["tcp.hdr_len"]) >= 20).to_numpy(bool, na_value=False)]
+    out = {}
+    for col, field in TCP_ANALYSIS_FIELDS.items():
+        if col in TCP_ANALYSIS_FLAGS:
+            out[col] = raw[field].notna().to_numpy()
+        elif col.endswith("_ns"):
+            out[col] = pd.array([pd.NA if v is pd.NA else epoch_ns(v) for v in raw[field]],
+                                dtype="Int64")
+        else:
+            out[col] = pd.array(_int(raw[field]), dtype="Int64")
+    return pd.DataFrame(out)

@@ -1,0 +1,536 @@
+/* TCP sequence analysis with Wireshark 4.0's definitions (tcp_analyze_sequence_number and its
+ * callers in epan/dissectors/packet-tcp.c), one pass over the TCP packets in frame order.
+ *
+ * Written from the definitions, not from Wireshark's code; tcp_analysis.py documents every
+ * output and _analyze_python() there is the same algorithm in plain Python (the fallback, and
+ * the reference tests/test_tcp_analysis.py holds this file to).
+ *
+ * State: per stream two flows (direction 0 and 1), each with its list of unacknowledged
+ * segments in the order they were sent.  Wireshark scans that whole list at every packet; here
+ * a list whose segments follow one another without overlap ("ordered") is handled from its
+ * ends, which gives the same answers (see ack_segments), and the full scan runs only while a
+ * list holds retransmitted or reordered segments.  A stream's state is freed after its last
+ * packet, so memory follows the streams open at once, not the streams in the capture.
+ */
+
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define TH_FIN 0x001
+#define TH_SYN 0x002
+#define TH_RST 0x004
+#define TH_PUSH 0x008
+#define TH_ACK 0x010
+
+/* Output flag bits (tcp_analysis.py FLAG_BITS) */
+#define F_RETRANSMISSION 0x0001
+#define F_FAST_RETRANSMISSION 0x0002
+#define F_SPURIOUS_RETRANSMISSION 0x0004
+#define F_OUT_OF_ORDER 0x0008
+#define F_LOST_SEGMENT 0x0010
+#define F_ACK_LOST_SEGMENT 0x0020
+#define F_DUPLICATE_ACK 0x0040
+#define F_ZERO_WINDOW 0x0080
+#define F_ZERO_WINDOW_PROBE 0x0100
+#define F_ZERO_WINDOW_PROBE_ACK 0x0200
+#define F_WINDOW_FULL 0x0400
+#define F_KEEP_ALIVE 0x0800
+#define F_KEEP_ALIVE_ACK 0x1000
+#define F_WINDOW_UPDATE 0x2000
+#define F_REUSED_PORTS 0x4000
+#define F_ANALYSED 0x8000   /* Wireshark made its per-packet record ("ta") */
+
+#define MAX_UNACKED 10000   /* TCP_MAX_UNACKED_SEGMENTS */
+
+#define GT_SEQ(x, y) ((int32_t)((y) - (x)) < 0)
+#define LT_SEQ(x, y) ((int32_t)((x) - (y)) < 0)
+#define LE_SEQ(x, y) ((int32_t)((x) - (y)) <= 0)
+
+typedef struct {
+    uint32_t seq, nextseq, frame;
+    uint8_t resent;     /* started below the highest sequence number sent before it */
+    int64_t t;
+} seg_t;
+
+typedef struct {
+    /* the flow's part of Wireshark's tcp_flow_t */
+    uint8_t base_set, valid_bif, push_set_last, is_first_ack;
+    int16_t win_scale;          /* -1 unknown, -2 no scaling, else the shift */
+    uint32_t base_seq, window, push_bytes_sent, lastsegmentflags;
+    /* ... and of its tcp_analyze_seq_flow_info_t */
+    uint32_t lastack, lastnondupack, dupacknum, nextseq, maxseqtobeacked, nextseqframe;
+    int64_t lastacktime, nextseqtime;
+    uint32_t sack_bytes;        /* sum of the SACK blocks Wireshark keeps (the first three) */
+    uint8_t num_sack;
+    /* ours */
+    uint8_t ordered;            /* segments follow one another without overlap */
+    uint8_t max_end_set;
+    uint32_t max_end;           /* highest nextseq sent so far (zero-window probes too) */
+    seg_t *segs;                /* unacked segments, oldest first, at [head, head + len) */
+    int32_t head, len, cap;
+} flow_t;
+
+typedef struct {
+    flow_t f[2];
+    int64_t ts_mru_syn, ts_first_rtt;
+} stream_t;
+
+typedef struct {
+    int64_t n;
+    int64_t n_streams;
+    /* inputs, one row per TCP packet in frame order */
+    const int64_t *stream;
+    const uint8_t *dir;
+    const uint8_t *analysed;    /* segment length known: not an IP fragment */
+    const uint16_t *flags;
+    const uint32_t *seq, *ack;
+    const uint16_t *win;
+    const uint32_t *seglen;
+    const int64_t *t;
+    const uint32_t *frame;
+    const int16_t *wscale;      /* window-scale option shift, -1 without the option */
+    const uint8_t *sack_count;
+    const uint32_t *sack_le, *sack_re;   /* n x 3: the first three SACK blocks, raw */
+    /* outputs */
+    uint32_t *rel_seq, *rel_ack, *nxtseq, *window_size;
+    int32_t *scalefactor;       /* 0 where Wireshark prints none (SYN) */
+    uint32_t *aflags, *dupack_num, *dupack_frame, *acks_frame, *bytes_in_flight, *push_bytes;
+    int64_t *ack_rtt, *rto, *initial_rtt;
+    uint32_t *rto_frame;
+    uint8_t *karn;              /* the acked segments held no retransmitted one */
+} tcpseq_args;
+
+/* Does segment s keep a list ordered, after a last segment ending at last_next?  Ordered: as
+ * offsets from the first segment's seq, every segment starts at or after the previous one's end,
+ * ends after it starts, and all lie within 2^31 (where serial comparisons are plain ones). */
+static int follows(uint32_t first_seq, uint32_t last_next, const seg_t *s)
+{
+    uint32_t start = s->seq - first_seq, end = s->nextseq - first_seq;
+    return start >= last_next - first_seq && end > start && end < 0x80000000u;
+}
+
+static int push_segment(flow_t *f, seg_t s)
+{
+    if (f->head + f->len == f->cap) {
+        if (f->head > f->cap / 2) {  /* room at the front: move down */
+            memmove(f->segs, f->segs + f->head, (size_t)f->len * sizeof(seg_t));
+            f->head = 0;
+        } else {
+            int32_t cap = f->cap ? f->cap * 2 : 16;
+            seg_t *p = realloc(f->segs, (size_t)cap * sizeof(seg_t));
+            if (!p)
+                return -1;
+            f->segs = p;
+            f->cap = cap;
+        }
+    }
+    if (f->len == 0)
+        f->ordered = follows(s.seq, s.seq, &s);
+    else if (f->ordered)
+        f->ordered = follows(f->segs[f->head].seq, f->segs[f->head + f->len - 1].nextseq, &s);
+    f->segs[f->head + f->len] = s;
+    f->len++;
+    return 0;
+}
+
+/* In an ordered list, does `ack` delete a prefix (and cut at most the next segment)?  Yes when it
+ * lies less than 2^31 after the first segment's start: then every serial comparison with it
+ * is a plain comparison of offsets. */
+static int ack_is_prefix(const flow_t *f, uint32_t ack)
+{
+    return ack - f->segs[f->head].seq < 0x80000000u;
+}
+
+/* Remove the segments `ack` covers from flow r (Wireshark: delete when nextseq <= ack, cut the
+ * front of a segment ack falls inside); the oldest exact match gives acks_frame/ack_rtt. */
+static void ack_segments(flow_t *r, uint32_t ack, int64_t now, uint32_t *acked_frame,
+                         int64_t *rtt, int *matched, int *resent)
+{
+    if (r->len == 0)
+        return;
+    if (r->ordered && ack_is_prefix(r, ack)) {
+        int32_t k = 0;
+        for (; k < r->len; k++) {
+            seg_t *s = &r->segs[r->head + k];
+            if (!LE_SEQ(s->nextseq, ack))
+                break;
+            if (s->nextseq == ack && !*matched) {
+                *matched = 1;
+                *acked_frame = s->frame;
+                *rtt = now - s->t;
+            }
+            *resent |= s->resent;
+        }
+        r->head += k;
+        r->len -= k;
+        if (r->len) {
+            seg_t *s = &r->segs[r->head];
+            if (GT_SEQ(ack, s->seq) && LT_SEQ(ack, s->nextseq))
+                s->seq = ack;
+        } else {
+            r->head = 0;
+        }
+        return;
+    }
+    int32_t out = r->head;
+    int ordered = 1;
+    for (int32_t i = r->head; i < r->head + r->len; i++) {
+        seg_t s = r->segs[i];
+        if (LE_SEQ(s.nextseq, ack)) {
+            if (s.nextseq == ack && !*matched) {
+                *matched = 1;
+                *acked_frame = s.frame;
+                *rtt = now - s.t;
+            }
+            *resent |= s.resent;
+            continue;
+        }
+        if (GT_SEQ(ack, s.seq))
+            s.seq = ack;
+        if (out == r->head)
+            ordered = follows(s.seq, s.seq, &s);
+        else if (ordered)
+            ordered = follows(r->segs[r->head].seq, r->segs[out - 1].nextseq, &s);
+        r->segs[out++] = s;
+    }
+    r->len = out - r->head;
+    r->ordered = (uint8_t)ordered;
+    if (r->len == 0)
+        r->head = 0;
+}
+
+/* Wireshark's bytes in flight before SACK: the span of the unacked segments, relative to base. */
+static uint32_t flight_span(const flow_t *f)
+{
+    uint32_t base = f->base_seq;
+    const seg_t *a = &f->segs[f->head], *b = &f->segs[f->head + f->len - 1];
+    if (f->ordered) {
+        uint32_t lo = a->seq - base, hi = b->nextseq - base;
+        if (lo <= hi && hi - lo == b->nextseq - a->seq)  /* no wrap of relative numbers inside */
+            return hi - lo;
+    }
+    uint32_t first = b->seq - base, last = b->nextseq - base;
+    for (int32_t i = f->head; i < f->head + f->len; i++) {
+        uint32_t s = f->segs[i].seq - base, e = f->segs[i].nextseq - base;
+        if (e > last)
+            last = e;
+        if (s < first)
+            first = s;
+    }
+    return last - first;
+}
+
+static void init_stream(stream_t *st)
+{
+    memset(st, 0, sizeof *st);
+    for (int d = 0; d < 2; d++) {
+        st->f[d].win_scale = -1;
+        st->f[d].window = 0xFFFFFFFFu;
+        st->f[d].valid_bif = 1;
+        st->f[d].ordered = 1;
+    }
+}
+
+static void free_stream(stream_t *st)
+{
+    free(st->f[0].segs);
+    free(st->f[1].segs);
+}
+
+/* One packet: Wireshark's tcp_analyze_sequence_number (fwd = this packet's flow). */
+static int analyse(stream_t *st, flow_t *fw, flow_t *rv, int64_t i, const tcpseq_args *a,
+                   uint32_t *fl)
+{
+    uint32_t seq = a->seq[i], ack = a->ack[i], seglen = a->seglen[i], frame = a->frame[i];
+    uint32_t window = a->win[i];
+    uint16_t flags = a->flags[i];
+    int64_t now = a->t[i];
+
+    if (flags & TH_ACK)
+        rv->valid_bif = 1;
+
+    int zwp = 0;
+    if (seglen == 1 && seq == fw->nextseq && rv->window == 0) {
+        *fl |= F_ZERO_WINDOW_PROBE | F_ANALYSED;
+        zwp = 1;
+    }
+    if (!zwp) {
+        if (window == 0 && (flags & (TH_RST | TH_FIN | TH_SYN)) == 0)
+            *fl |= F_ZERO_WINDOW | F_ANALYSED;
+        if (fw->nextseq && GT_SEQ(seq, fw->nextseq) && (flags & TH_RST) == 0) {
+            *fl |= F_LOST_SEGMENT | F_ANALYSED;
+            fw->valid_bif = 0;
+        }
+        if (seglen <= 1 && seq == fw->nextseq - 1 && (flags & (TH_SYN | TH_FIN | TH_RST)) == 0)
+            *fl |= F_KEEP_ALIVE | F_ANALYSED;
+        int plain = (flags & (TH_SYN | TH_FIN | TH_RST)) == 0;
+        int same = seglen == 0 && seq == fw->nextseq && ack == fw->lastack && plain;
+        if (same && window && window != fw->window)
+            *fl |= F_WINDOW_UPDATE | F_ANALYSED;
+        if (seglen > 0 && rv->win_scale != -1 && plain) {
+            int shift = rv->is_first_ack ? 0 : (rv->win_scale == -2 ? 0 : rv->win_scale);
+            if (seq + seglen == rv->lastack + (rv->window << shift))
+                *fl |= F_WINDOW_FULL | F_ANALYSED;
+        }
+        int done = 0;
+        if (same && window && window == fw->window && (rv->lastsegmentflags & F_KEEP_ALIVE)) {
+            *fl |= F_KEEP_ALIVE_ACK | F_ANALYSED;
+            done = 1;
+        }
+        if (!done && same && window == 0 && window == fw->window
+            && (rv->lastsegmentflags & F_ZERO_WINDOW_PROBE)) {
+            *fl |= F_ZERO_WINDOW_PROBE_ACK | F_ANALYSED;
+            done = 1;
+        }
+        if (!done && same && window && window == fw->window) {
+            fw->dupacknum = fw->dupacknum == 0xFFFFFFFFu ? 1 : fw->dupacknum + 1;
+            *fl |= F_DUPLICATE_ACK | F_ANALYSED;
+            a->dupack_num[i] = fw->dupacknum;
+            a->dupack_frame[i] = fw->lastnondupack;
+        }
+    }
+    /* finished_fwd */
+    if (ack != fw->lastack) {
+        fw->lastnondupack = frame;
+        fw->dupacknum = 0;
+    }
+    if (rv->maxseqtobeacked && GT_SEQ(ack, rv->maxseqtobeacked) && (flags & TH_ACK)) {
+        *fl |= F_ANALYSED;
+        if (LT_SEQ(rv->maxseqtobeacked, rv->nextseq)) {
+            rv->maxseqtobeacked = rv->nextseq;
+            *fl |= F_ACK_LOST_SEGMENT;
+        } else {
+            if (rv->dupacknum == 0)
+                *fl |= F_ACK_LOST_SEGMENT;
+            rv->dupacknum = 0xFFFFFFFFu;
+        }
+    }
+    if ((seglen > 0 || (flags & (TH_SYN | TH_FIN))) && !(*fl & F_KEEP_ALIVE)) {
+        int not_advanced = fw->nextseq && LT_SEQ(seq, fw->nextseq);
+        if (seglen > 1 && fw->nextseq - 1 == seq)
+            not_advanced = 0;
+        if (seglen > 0 && rv->lastack && LE_SEQ(seq + seglen, rv->lastack)) {
+            *fl |= F_SPURIOUS_RETRANSMISSION | F_ANALYSED;
+        } else if (not_advanced && rv->dupacknum >= 2
+                   && rv->lastack == seq && (uint64_t)(now - rv->lastacktime) < 20000000u) {
+            *fl |= F_FAST_RETRANSMISSION | F_ANALYSED;
+        } else {
+            uint64_t thres = st->ts_first_rtt ? (uint64_t)st->ts_first_rtt : 3000000u;
+            uint32_t end = seq + seglen + ((flags & (TH_SYN | TH_FIN)) ? 1 : 0);
+            if (not_advanced && (uint64_t)(now - fw->nextseqtime) < thres && fw->nextseq != end) {
+                *fl |= F_OUT_OF_ORDER | F_ANALYSED;
+            } else if (not_advanced) {
+                *fl |= F_RETRANSMISSION | F_ANALYSED;
+                if (fw->len) {
+                    a->rto[i] = now - fw->segs[fw->head].t;
+                    a->rto_frame[i] = fw->segs[fw->head].frame;
+                } else {
+                    a->rto[i] = now - fw->nextseqtime;
+                    a->rto_frame[i] = fw->nextseqframe;
+                }
+            }
+        }
+    }
+    /* finished_checking_retransmission_type */
+    uint32_t nextseq = seq + seglen;
+    if ((seglen || (flags & (TH_SYN | TH_FIN))) && fw->len < MAX_UNACKED) {
+        if (flags & (TH_SYN | TH_FIN))
+            nextseq += 1;
+        seg_t s = {seq, nextseq, frame, 0, now};
+        s.resent = fw->max_end_set && LT_SEQ(seq, fw->max_end);
+        if (push_segment(fw, s))
+            return -1;
+    }
+    if (seglen || (flags & (TH_SYN | TH_FIN))) {
+        uint32_t end = seq + seglen + ((flags & (TH_SYN | TH_FIN)) ? 1 : 0);
+        if (!fw->max_end_set || GT_SEQ(end, fw->max_end))
+            fw->max_end = end;
+        fw->max_end_set = 1;
+    }
+    if ((GT_SEQ(nextseq, fw->nextseq) || !fw->nextseq) && !zwp) {
+        fw->nextseq = nextseq;
+        fw->nextseqframe = frame;
+        fw->nextseqtime = now;
+    }
+    if ((seq == fw->maxseqtobeacked || !fw->maxseqtobeacked) && !zwp)
+        fw->maxseqtobeacked = fw->nextseq;
+    fw->window = window;
+    fw->lastack = ack;
+    fw->lastacktime = now;
+    fw->lastsegmentflags = *fl & F_ANALYSED ? (*fl & ~F_ANALYSED) : 0;
+
+    /* remove what this ACK acknowledges from the other flow's list */
+    uint32_t acked_frame = 0;
+    int64_t rtt = 0;
+    int matched = 0, resent = 0;
+    ack_segments(rv, ack, now, &acked_frame, &rtt, &matched, &resent);
+    if (matched) {
+        *fl |= F_ANALYSED;
+        a->acks_frame[i] = acked_frame;
+        a->ack_rtt[i] = rtt;
+        a->karn[i] = !resent;
+    }
+
+    /* bytes in flight (payload-based, Wireshark's default), less the peer's SACKed bytes */
+    if (seglen != 0 && fw->len && fw->valid_bif) {
+        uint32_t in_flight = flight_span(fw);
+        if (rv->num_sack)
+            in_flight -= rv->sack_bytes;
+        if (in_flight > 0 && in_flight < 2000000000u) {
+            *fl |= F_ANALYSED;
+            a->bytes_in_flight[i] = in_flight - ((flags & (TH_SYN | TH_FIN)) ? 1 : 0);
+        }
+        if (flags & TH_PUSH) {
+            fw->push_bytes_sent = fw->push_set_last ? seglen : fw->push_bytes_sent + seglen;
+            fw->push_set_last = 1;
+        } else if (fw->push_set_last) {
+            fw->push_bytes_sent = seglen;
+            fw->push_set_last = 0;
+        } else {
+            fw->push_bytes_sent += seglen;
+        }
+        *fl |= F_ANALYSED;
+        a->push_bytes[i] = fw->push_bytes_sent;
+    }
+    return 0;
+}
+
+int64_t ps_tcpseq(const tcpseq_args *a)
+{
+    int64_t n = a->n, S = a->n_streams;
+    int64_t *last = malloc((size_t)(S ? S : 1) * sizeof(int64_t));
+    int32_t *slot = malloc((size_t)(S ? S : 1) * sizeof(int32_t));
+    stream_t *states = NULL;
+    int32_t *free_slots = NULL;
+    int32_t n_states = 0, cap_states = 0, n_free = 0;
+    int64_t rc = 0;
+    if (!last || !slot) {
+        rc = -1;
+        goto out;
+    }
+    for (int64_t s = 0; s < S; s++) {
+        last[s] = -1;
+        slot[s] = -1;
+    }
+    for (int64_t i = 0; i < n; i++)
+        last[a->stream[i]] = i;
+
+    for (int64_t i = 0; i < n; i++) {
+        int64_t sid = a->stream[i];
+        if (slot[sid] < 0) {  /* a new stream: a free state, or a new one */
+            if (n_free) {
+                slot[sid] = free_slots[--n_free];
+            } else {
+                if (n_states == cap_states) {
+                    int32_t cap = cap_states ? cap_states * 2 : 64;
+                    stream_t *p = realloc(states, (size_t)cap * sizeof(stream_t));
+                    int32_t *q = realloc(free_slots, (size_t)cap * sizeof(int32_t));
+                    if (p)
+                        states = p;
+                    if (q)
+                        free_slots = q;
+                    if (!p || !q) {
+                        rc = -1;
+                        goto out;
+                    }
+                    cap_states = cap;
+                }
+                slot[sid] = n_states++;
+            }
+            init_stream(&states[slot[sid]]);
+        }
+        stream_t *st = &states[slot[sid]];
+        int d = a->dir[i];
+        flow_t *fw = &st->f[d], *rv = &st->f[1 - d];
+        uint16_t flags = a->flags[i];
+        uint32_t seq = a->seq[i], ack = a->ack[i];
+        uint32_t fl = 0;
+
+        if ((flags & (TH_SYN | TH_ACK)) == TH_SYN && fw->base_set && seq == fw->base_seq) {
+            fw->nextseq = fw->maxseqtobeacked;  /* a retransmitted SYN (another seq splits the stream) */
+            fl |= F_ANALYSED;
+        }
+        if ((flags & (TH_SYN | TH_ACK)) == (TH_SYN | TH_ACK) && fw->base_set && seq != fw->base_seq) {
+            fw->base_seq = seq;
+            fl |= F_REUSED_PORTS | F_ANALYSED;
+        }
+        fw->num_sack = 0;
+        fw->sack_bytes = 0;
+
+        uint32_t window_size = a->win[i];
+        if (a->analysed[i]) {
+            if (!fw->base_set) {
+                fw->base_seq = (flags & TH_SYN) ? seq : seq - 1;
+                fw->base_set = 1;
+            }
+            if (!rv->base_set && (flags & TH_ACK)) {
+                rv->base_seq = ack - 1;
+                rv->base_set = 1;
+            }
+            if (analyse(st, fw, rv, i, a, &fl)) {
+                rc = -1;
+                goto out;
+            }
+            seq -= fw->base_seq;
+            if (flags & TH_ACK)
+                ack -= rv->base_seq;
+            if (!(flags & TH_SYN) && fw->win_scale >= 0)
+                window_size <<= fw->win_scale;
+            a->nxtseq[i] = seq + a->seglen[i] + ((flags & (TH_SYN | TH_FIN)) ? 1 : 0);
+        }
+        a->rel_seq[i] = seq;
+        a->rel_ack[i] = ack;
+        a->window_size[i] = window_size;
+        if (!(flags & TH_SYN))
+            a->scalefactor[i] = fw->win_scale >= 0 ? (1 << fw->win_scale) : fw->win_scale;
+
+        if (flags & TH_SYN) {
+            if (!(flags & TH_ACK))
+                st->ts_mru_syn = a->t[i];
+            fw->is_first_ack = 1;
+        }
+        if ((flags & (TH_SYN | TH_ACK)) == TH_ACK) {
+            if (st->ts_mru_syn && !st->ts_first_rtt)
+                st->ts_first_rtt = a->t[i] - st->ts_mru_syn;
+            fw->is_first_ack = 0;
+        }
+        /* this packet's options count from the next packet on */
+        if (a->wscale[i] >= 0)
+            fw->win_scale = a->wscale[i] > 14 ? 14 : a->wscale[i];
+        int k = a->sack_count[i] < 3 ? a->sack_count[i] : 3;
+        for (int j = 0; j < k; j++)
+            fw->sack_bytes += a->sack_re[i * 3 + j] - a->sack_le[i * 3 + j];
+        fw->num_sack = (uint8_t)k;
+        if ((fl & F_ANALYSED) && st->ts_first_rtt)
+            a->initial_rtt[i] = st->ts_first_rtt;
+        if (flags & TH_SYN) {  /* window scaling is used only when both SYNs offer it */
+            if (fw->win_scale == -1) {
+                fw->win_scale = -2;
+                rv->win_scale = -2;
+            } else if ((flags & TH_ACK) && rv->win_scale == -2) {
+                fw->win_scale = -2;
+            }
+        }
+        a->aflags[i] = fl;
+
+        if (last[sid] == i) {
+            free_stream(st);
+            free_slots[n_free++] = slot[sid];
+        }
+    }
+out:
+    for (int32_t s = 0; s < n_states; s++) {
+        int in_use = 1;
+        for (int32_t j = 0; j < n_free; j++)
+            if (free_slots[j] == s)
+                in_use = 0;
+        if (in_use && rc)
+            free_stream(&states[s]);
+    }
+    free(states);
+    free(free_slots);
+    free(last);
+    free(slot);
+    return rc;
+}

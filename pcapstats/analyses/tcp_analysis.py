@@ -1,0 +1,578 @@
+"""TCP sequence analysis: Wireshark 4.0's ``tcp.analysis.*`` verdicts and numbers, per TCP packet.
+
+One row per TCP packet (ICMP errors quoting a TCP header are left out), in frame order, with
+columns named after the tshark fields they equal (see TCP_ANALYSIS_COLUMNS).  The definitions
+are Wireshark 4.0's (epan/dissectors/packet-tcp.c: tcp_analyze_sequence_number and the code
+around its call in dissect_tcp), as tshark computes them in one pass with its default
+preferences (``tcp.analyze_sequence_numbers``, ``tcp.relative_sequence_numbers``, bytes in flight
+tracked from the segments seen, not from sequence numbers; no reassembly of IP fragments).
+What those definitions are, in short (each flag is about the packet's own direction, "the
+peer" is the other one):
+
+- **lost_segment** ("previous segment not captured"): the segment starts after the highest
+  sequence number seen so far (not on RST).  **ack_lost_segment** ("ACKed unseen segment"):
+  it acknowledges beyond the peer's highest contiguous sequence number (once per hole).
+- **keep_alive**: 0 or 1 byte starting one byte before the next expected sequence number (not
+  SYN/FIN/RST); Linux's zero-window probes look like this too.  Checked before the
+  retransmission rules, and a keep-alive is never a retransmission.
+- **retransmission** is tshark's field: present for generic, fast and spurious retransmissions
+  alike.  A segment with data (or SYN/FIN) that does not advance the sequence number is, in
+  this order: **spurious_retransmission** if all of it lies below the peer's last ACK;
+  **fast_retransmission** if the peer sent at least two duplicate ACKs for exactly its start,
+  the last of them under 20 ms before; **out_of_order** if it came less than the initial RTT
+  (3 ms when unknown) after the segment that set the highest sequence number and does not end
+  exactly there; a generic retransmission otherwise.  A segment of more than one byte starting
+  one byte before the next expected number is not counted as "not advancing" (it follows a
+  zero-window probe).  On a receiver-side capture the retransmission of a segment lost on the
+  way is often ``out_of_order`` too: that is tshark's definition, not real reordering.
+- **duplicate_ack**: no data, same window (not 0), same seq and ack as the previous packet of
+  its direction, not SYN/FIN/RST; ``duplicate_ack_num`` counts them since the ack last moved,
+  ``duplicate_ack_frame`` is the frame that last moved it.  **window_update**: the same but with
+  a new window (not 0).  **keep_alive_ack** / **zero_window_probe_ack**: a duplicate ACK (the
+  latter with window 0) answering a keep-alive / zero-window probe.
+- **zero_window**: window 0, not SYN/FIN/RST.  **zero_window_probe**: exactly 1 byte at the next
+  expected sequence number while the peer's window is 0.  **window_full**: the segment ends
+  exactly at the peer's last ACK + its window (scaled unless the peer's window scale is unknown,
+  or it has not yet sent an ACK after its SYN).
+- **bytes_in_flight**: after this segment, the span of sequence space covered by its direction's
+  unacknowledged segments (at most 10000 are remembered), less the bytes in the first three SACK
+  blocks of the peer's last packet, minus 1 on SYN/FIN; only on segments with data, and not
+  after a lost segment until the peer ACKs again.  **push_bytes_sent**: bytes sent since the
+  last PSH (shown where bytes_in_flight is).
+- **acks_frame** / **ack_rtt_ns**: this packet's ACK number equals the end of an unacknowledged
+  segment of the peer: the oldest such segment's frame and the time since it was sent.
+  Wireshark applies no Karn rule: after a retransmission this is timed from the *first*
+  transmission, so it includes the retransmission timeout.
+- **initial_rtt_ns**: from the last SYN to the first ACK without SYN (tshark's iRTT).
+- **rto_ns** / **rto_frame**: on a generic retransmission, time since the oldest unacknowledged
+  segment of its direction (or since the highest one, when none is remembered).
+- Relative numbers: ``tcp_seq`` = seq - the direction's base (the SYN's seq, else the first
+  seq - 1, or the peer's first ACK - 1 when that came first); ``tcp_ack`` relative when the ACK
+  flag is set, else as on the wire; ``tcp_nxtseq`` = tcp_seq + tcp_len (+1 on SYN/FIN).  IP
+  fragments are not analysed: their numbers stay raw, and they have no nxtseq.
+- ``tcp_window_size``: the window field scaled by the direction's window-scale shift, except on
+  SYNs.  ``window_size_scalefactor``: 2^shift, or -1 (unknown: the SYNs were not captured;
+  the window is then left unscaled) or -2 (no scaling: a SYN came without the option).
+
+pcapstats' own additions (no tshark field):
+
+- **ack_rtt_karn_ns**: ``ack_rtt_ns`` with Karn's rule: empty when any segment this ACK takes off
+  the peer's unacknowledged list was *re-sent*, i.e. started below the highest sequence number
+  its direction had already sent (retransmissions, spurious and fast ones, out-of-order
+  segments, keep-alives with data).  The samples left time one transmission each.
+- **ts_rtt_ns** (TCP timestamps, RFC 7323): on a packet with the ACK flag whose TSecr echoes a
+  TSval, the time since the peer first sent that TSval, on the first packet of its direction
+  that echoes it (later echoes of the same value give none).  It includes the receiver's
+  delayed-ACK wait and the gap between the first and the acknowledged segment of one TSval
+  tick, but never a retransmission timeout (a retransmission carries a new TSval).
+
+Deliberate differences from tshark (documented in tests/test_tcp_analysis.py too): ICMP errors
+quoting TCP headers are not rows and do not touch the streams' state (tshark lets them reset the
+SACK memory of their direction); packets whose TCP header length is below 20 bytes are not
+analysed; ``reused_ports`` is reported only where a SYN/ACK changes its direction's base, not
+on the SYN that starts a new stream on reused ports.
+
+The logic is sequential per stream and direction: the compiled ``_tcpseq`` extension runs it
+(see _tcpseq.c); without a compiler, :func:`_analyze_python` gives the same answers, slowly
+(about 1 s per 100k packets).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import importlib.util
+
+import numpy as np
+
+from .. import schema
+from ..capture import Capture
+from ..errors import UsageError
+
+# Bits of the compiled and Python analysers' flag word (the F_* of _tcpseq.c).
+FLAG_BITS = {
+    "generic_retransmission": 0x0001, "fast_retransmission": 0x0002,
+    "spurious_retransmission": 0x0004, "out_of_order": 0x0008, "lost_segment": 0x0010,
+    "ack_lost_segment": 0x0020, "duplicate_ack": 0x0040, "zero_window": 0x0080,
+    "zero_window_probe": 0x0100, "zero_window_probe_ack": 0x0200, "window_full": 0x0400,
+    "keep_alive": 0x0800, "keep_alive_ack": 0x1000, "window_update": 0x2000,
+    "reused_ports": 0x4000,
+}
+_ANALYSED = 0x8000   # Wireshark made its per-packet analysis record (then iRTT is shown)
+_RETRANSMISSIONS = 0x0007
+
+# (name, tshark field or None, meaning); the module docstring gives the definitions.
+TCP_ANALYSIS_COLUMNS: tuple[tuple[str, str | None, str], ...] = (
+    ("frame_number", "frame.number", "packet number in the file"),
+    ("frame_time_ns", None, "capture time, integer ns since the epoch"),
+    ("tcp_stream", "tcp.stream", "stream index, as Wireshark numbers it"),
+    ("direction", None, "0: sent by the source of the stream's first packet, 1: by the other side"),
+    ("tcp_len", "tcp.len", "payload bytes"),
+    ("tcp_seq", "tcp.seq", "relative sequence number"),
+    ("tcp_ack", "tcp.ack", "relative acknowledgement number (raw when the ACK flag is clear)"),
+    ("tcp_nxtseq", "tcp.nxtseq", "relative sequence number after this segment (SYN/FIN count 1)"),
+    ("tcp_window_size", "tcp.window_size", "receive window after window scaling, bytes"),
+    ("window_size_scalefactor", "tcp.window_size_scalefactor",
+     "2^shift; -1 unknown (SYN not captured), -2 no scaling; empty on SYNs"),
+    ("retransmission", "tcp.analysis.retransmission",
+     "any retransmission: generic, fast or spurious (tshark's field)"),
+    ("fast_retransmission", "tcp.analysis.fast_retransmission", "fast retransmission"),
+    ("spurious_retransmission", "tcp.analysis.spurious_retransmission",
+     "retransmission of data the peer had acknowledged"),
+    ("out_of_order", "tcp.analysis.out_of_order", "out-of-order segment"),
+    ("lost_segment", "tcp.analysis.lost_segment", "previous segment not captured"),
+    ("ack_lost_segment", "tcp.analysis.ack_lost_segment", "ACKs a segment not captured"),
+    ("duplicate_ack", "tcp.analysis.duplicate_ack", "duplicate ACK"),
+    ("duplicate_ack_num", "tcp.analysis.duplicate_ack_num", "duplicate ACKs so far (1, 2, ...)"),
+    ("duplicate_ack_frame", "tcp.analysis.duplicate_ack_frame", "frame of the original ACK"),
+    ("zero_window", "tcp.analysis.zero_window", "window 0"),
+    ("zero_window_probe", "tcp.analysis.zero_window_probe", "1-byte probe of a zero window"),
+    ("zero_window_probe_ack", "tcp.analysis.zero_window_probe_ack", "ACK of a zero-window probe"),
+    ("window_full", "tcp.analysis.window_full", "segment fills the peer's window"),
+    ("keep_alive", "tcp.analysis.keep_alive", "keep-alive"),
+    ("keep_alive_ack", "tcp.analysis.keep_alive_ack", "ACK of a keep-alive"),
+    ("window_update", "tcp.analysis.window_update", "window update"),
+    ("reused_ports", "tcp.analysis.reused_ports", "SYN/ACK with a new ISN on reused ports"),
+    ("bytes_in_flight", "tcp.analysis.bytes_in_flight", "unacknowledged bytes after this segment"),
+    ("push_bytes_sent", "tcp.analysis.push_bytes_sent", "bytes sent since the last PSH flag"),
+    ("acks_frame", "tcp.analysis.acks_frame", "frame of the segment this ACK acknowledges"),
+    ("ack_rtt_ns", "tcp.analysis.ack_rtt", "ns from that segment's first transmission to this ACK"),
+    ("ack_rtt_karn_ns", None, "ack_rtt_ns, empty when a re-sent segment was acknowledged (Karn)"),
+    ("ts_rtt_ns", None, "ns from the peer's first TSval to this packet's first echo of it"),
+    ("initial_rtt_ns", "tcp.analysis.initial_rtt", "ns from the SYN to the first pure ACK (iRTT)"),
+    ("rto_ns", "tcp.analysis.rto", "retransmission: ns since the oldest unacknowledged segment"),
+    ("rto_frame", "tcp.analysis.rto_frame", "that segment's frame"),
+)
+FLAG_COLUMNS = ("retransmission", *(c for c in FLAG_BITS if c != "generic_retransmission"))
+# Integer columns that have a value only on some packets (<NA> in the DataFrame, NaN in numpy).
+OPTIONAL_COLUMNS = ("tcp_nxtseq", "window_size_scalefactor", "duplicate_ack_num",
+                    "duplicate_ack_frame", "bytes_in_flight", "push_bytes_sent", "acks_frame",
+                    "ack_rtt_ns", "ack_rtt_karn_ns", "ts_rtt_ns", "initial_rtt_ns", "rto_ns",
+                    "rto_frame")
+
+# (name, dtype) of the analyser's outputs, in the order of tcpseq_args in _tcpseq.c.
+_OUTPUTS = (("rel_seq", np.uint32), ("rel_ack", np.uint32), ("nxtseq", np.uint32),
+            ("window_size", np.uint32), ("scalefactor", np.int32), ("aflags", np.uint32),
+            ("dupack_num", np.uint32), ("dupack_frame", np.uint32), ("acks_frame", np.uint32),
+            ("bytes_in_flight", np.uint32), ("push_bytes", np.uint32), ("ack_rtt", np.int64),
+            ("rto", np.int64), ("initial_rtt", np.int64), ("rto_frame", np.uint32),
+            ("karn", np.uint8))
+# (name, dtype) of its inputs, after n and n_streams.
+_INPUTS = (("stream", np.int64), ("dir", np.uint8), ("analysed", np.uint8), ("flags", np.uint16),
+           ("seq", np.uint32), ("ack", np.uint32), ("win", np.uint16), ("seglen", np.uint32),
+           ("t", np.int64), ("frame", np.uint32), ("wscale", np.int16), ("sack_count", np.uint8),
+           ("sack_le", np.uint32), ("sack_re", np.uint32))
+
+
+def tcp_analysis(cap: Capture, *, stream: int | None = None, kernel: str = "auto"):
+    """The analysis as a pandas DataFrame, one row per TCP packet (columns: TCP_ANALYSIS_COLUMNS;
+    optional numbers are nullable integers, <NA> where tshark shows no field)."""
+    import pandas as pd
+    values, present = _analysis(cap, stream, kernel)
+    data = {}
+    for name, _, _ in TCP_ANALYSIS_COLUMNS:
+        if name in present:
+            data[name] = pd.arrays.IntegerArray(values[name].astype(np.int64), ~present[name])
+        else:
+            data[name] = values[name]
+    return pd.DataFrame(data, copy=False)
+
+
+def tcp_analysis_columns(cap: Capture, *, stream: int | None = None,
+                         kernel: str = "auto") -> dict[str, np.ndarray]:
+    """The same table as numpy columns (for the CLI): optional numbers are float64, NaN where
+    absent (exact: every value is below 2^53)."""
+    values, present = _analysis(cap, stream, kernel)
+    out = {}
+    for name, _, _ in TCP_ANALYSIS_COLUMNS:
+        v = values[name]
+        out[name] = np.where(present[name], v, np.nan) if name in present else v
+    return out
+
+
+# -- inputs and assembly ------------------------------------------------------------------------
+
+def analysis_inputs(cap: Capture) -> tuple[np.ndarray, dict[str, np.ndarray], int]:
+    """(rows of the TCP packets analysed, the analyser's input arrays, number of stream ids).
+
+    ``dir`` is filled by the analyser (direction 0: the source address and port of the stream's
+    first packet); here it holds the source (address code << 16 | port) it compares."""
+    tcp = cap.layer(schema.TCP) & ~cap.column("l4_quoted").astype(bool)
+    rows = np.flatnonzero(tcp & (cap.column("tcp_hdr_len") >= 20))
+    col = lambda name: cap.column(name)[rows]  # noqa: E731
+    stream = col("tcp_stream").astype(np.int64)
+    wscale = np.where(cap.present("tcp_option_wscale_shift")[rows],
+                      col("tcp_option_wscale_shift").astype(np.int16), np.int16(-1))
+    sack = {side: np.stack([np.where(cap.present(f"tcp_sack_{side}{k}_raw")[rows],
+                                     col(f"tcp_sack_{side}{k}_raw"), 0) for k in (1, 2, 3)],
+                           axis=1).astype(np.uint32) for side in ("le", "re")}
+    inputs = {
+        "stream": stream, "dir": np.zeros(len(rows), np.uint8),
+        "analysed": (~col("ip_fragment").astype(bool)).astype(np.uint8),
+        "flags": col("tcp_flags"), "seq": col("tcp_seq_raw"), "ack": col("tcp_ack_raw"),
+        "win": col("tcp_window_size_value"), "seglen": col("tcp_len"),
+        "t": col("frame_time_ns"), "frame": col("frame_number"), "wscale": wscale,
+        "sack_count": col("tcp_sack_count"), "sack_le": sack["le"], "sack_re": sack["re"],
+    }
+    inputs = {name: np.ascontiguousarray(inputs[name], dtype) for name, dtype in _INPUTS}
+    source = (col("ip_src").astype(np.int64) << 16) | col("tcp_srcport").astype(np.int64)
+    inputs["dir"] = _directions(stream, source)
+    n_streams = int(stream.max()) + 1 if len(stream) else 0
+    return rows, inputs, n_streams
+
+
+def _directions(stream: np.ndarray, source: np.ndarray) -> np.ndarray:
+    """1 where the source differs from the source of its stream's first packet."""
+    if len(stream) == 0:
+        return np.zeros(0, np.uint8)
+    _, first = np.unique(stream, return_index=True)
+    first_source = np.zeros(int(stream.max()) + 1, np.int64)
+    first_source[stream[first]] = source[first]
+    return (source != first_source[stream]).astype(np.uint8)
+
+
+def _analysis(cap: Capture, stream: int | None, kernel: str):
+    rows, inputs, n_streams = analysis_inputs(cap)
+    out = run_analyser(inputs, n_streams, kernel)
+    fl = out["aflags"]
+    f = lambda name: (fl & FLAG_BITS[name]) != 0  # noqa: E731
+    ts_rtt, ts_present = timestamp_rtt(cap, rows, inputs)
+    analysed = inputs["analysed"].astype(bool)
+    syn = (inputs["flags"] & 0x002) != 0
+    values = {
+        "frame_number": inputs["frame"], "frame_time_ns": inputs["t"],
+        "tcp_stream": inputs["stream"], "direction": inputs["dir"],
+        "tcp_len": inputs["seglen"], "tcp_seq": out["rel_seq"], "tcp_ack": out["rel_ack"],
+        "tcp_nxtseq": out["nxtseq"], "tcp_window_size": out["window_size"],
+        "window_size_scalefactor": out["scalefactor"],
+        "retransmission": (fl & _RETRANSMISSIONS) != 0,
+        **{name: f(name) for name in FLAG_COLUMNS if name != "retransmission"},
+        "duplicate_ack_num": out["dupack_num"], "duplicate_ack_frame": out["dupack_frame"],
+        "bytes_in_flight": out["bytes_in_flight"], "push_bytes_sent": out["push_bytes"],
+        "acks_frame": out["acks_frame"], "ack_rtt_ns": out["ack_rtt"],
+        "ack_rtt_karn_ns": out["ack_rtt"], "ts_rtt_ns": ts_rtt,
+        "initial_rtt_ns": out["initial_rtt"], "rto_ns": out["rto"], "rto_frame": out["rto_frame"],
+    }
+    has_rtt = (out["acks_frame"] != 0) & (out["ack_rtt"] != 0)
+    has_bif = out["bytes_in_flight"] != 0
+    present = {
+        "tcp_nxtseq": analysed, "window_size_scalefactor": ~syn,
+        "duplicate_ack_num": out["dupack_num"] != 0, "duplicate_ack_frame": out["dupack_num"] != 0,
+        "bytes_in_flight": has_bif, "push_bytes_sent": has_bif,
+        "acks_frame": out["acks_frame"] != 0, "ack_rtt_ns": has_rtt,
+        "ack_rtt_karn_ns": has_rtt & (out["karn"] != 0), "ts_rtt_ns": ts_present,
+        "initial_rtt_ns": out["initial_rtt"] != 0,
+        "rto_ns": ((fl & FLAG_BITS["generic_retransmission"]) != 0) & (out["rto"] != 0),
+        "rto_frame": ((fl & FLAG_BITS["generic_retransmission"]) != 0) & (out["rto"] != 0),
+    }
+    if stream is not None:
+        keep = values["tcp_stream"] == stream
+        if not keep.any():
+            have = np.unique(values["tcp_stream"])
+            raise UsageError(f"no TCP stream {stream} in this capture", path=cap.path,
+                             hint=f"it has TCP streams {have.min()}-{have.max()}" if len(have)
+                             else "it has no TCP packets")
+        values = {k: v[keep] for k, v in values.items()}
+        present = {k: v[keep] for k, v in present.items()}
+    return values, present
+
+
+def timestamp_rtt(cap: Capture, rows: np.ndarray, inputs) -> tuple[np.ndarray, np.ndarray]:
+    """ts_rtt_ns (see the module docstring) and where it has a value, vectorised."""
+    n = len(rows)
+    rtt, present = np.zeros(n, np.int64), np.zeros(n, bool)
+    has_ts = cap.present("tcp_option_tsval")[rows]
+    if not has_ts.any():
+        return rtt, present
+    tsval = cap.column("tcp_option_tsval")[rows].astype(np.uint64)
+    tsecr = cap.column("tcp_option_tsecr")[rows].astype(np.uint64)
+    side = inputs["stream"].astype(np.uint64) * 2 + inputs["dir"]
+    t = inputs["t"]
+    # first packet of each (stream, direction) to send each TSval
+    sent_key = (side << np.uint64(32)) | tsval
+    senders = np.flatnonzero(has_ts)
+    keys, first = np.unique(sent_key[senders], return_index=True)
+    first_row = senders[first]
+    # first packet of each (stream, direction) to echo each value, as an ACK
+    echo = np.flatnonzero(has_ts & ((inputs["flags"] & 0x010) != 0) & (tsecr != 0))
+    echo_key = ((side[echo] ^ np.uint64(1)) << np.uint64(32)) | tsecr[echo]
+    _, first_echo = np.unique(echo_key, return_index=True)
+    echo, echo_key = echo[first_echo], echo_key[first_echo]
+    at = np.searchsorted(keys, echo_key)
+    found = at < len(keys)
+    found[found] = keys[at[found]] == echo_key[found]
+    echo, sent = echo[found], first_row[at[found]]
+    ok = sent < echo
+    rtt[echo[ok]] = t[echo[ok]] - t[sent[ok]]
+    present[echo[ok]] = True
+    return rtt, present
+
+
+# -- the analysers ----------------------------------------------------------------------------
+
+def run_analyser(inputs: dict[str, np.ndarray], n_streams: int, kernel: str = "auto"):
+    """The per-packet outputs of _OUTPUTS, from the compiled analyser or the Python one."""
+    if kernel not in ("auto", "c", "python"):
+        raise UsageError(f"unknown kernel {kernel!r}", hint="use auto, c or python")
+    lib = _load_c() if kernel in ("auto", "c") else None
+    if kernel == "c" and lib is None:
+        raise UsageError("the compiled TCP analyser is not available in this install",
+                         hint="reinstall with a C compiler present (pip install -e .), "
+                              "or use kernel='python'")
+    n = len(inputs["stream"])
+    out = {name: np.zeros(n, dtype) for name, dtype in _OUTPUTS}
+    if lib is None:
+        _analyze_python(inputs, out)
+        return out
+    args = _Args(n, n_streams, *(inputs[name].ctypes.data for name, _ in _INPUTS),
+                 *(out[name].ctypes.data for name, _ in _OUTPUTS))
+    if lib.ps_tcpseq(ctypes.byref(args)) != 0:
+        raise MemoryError("out of memory in the TCP sequence analysis")
+    return out
+
+
+class _Args(ctypes.Structure):
+    _fields_ = ([("n", ctypes.c_int64), ("n_streams", ctypes.c_int64)]
+                + [(name, ctypes.c_void_p) for name, _ in _INPUTS]
+                + [(name, ctypes.c_void_p) for name, _ in _OUTPUTS])
+
+
+_lib: list = []
+
+
+def _load_c():
+    if not _lib:
+        spec = importlib.util.find_spec("pcapstats.analyses._tcpseq")
+        lib = None
+        if spec is not None and spec.origin is not None:
+            try:
+                lib = ctypes.CDLL(spec.origin)
+                lib.ps_tcpseq.restype = ctypes.c_int64
+                lib.ps_tcpseq.argtypes = [ctypes.c_void_p]
+            except (OSError, AttributeError):
+                lib = None
+        _lib.append(lib)
+    return _lib[0]
+
+
+def c_analyser_available() -> bool:
+    return _load_c() is not None
+
+
+_M = 0xFFFFFFFF
+_FIN, _SYN, _RST, _PSH, _ACK = 0x001, 0x002, 0x004, 0x008, 0x010
+
+
+def _gt(x, y):   # GT_SEQ: x after y in sequence space
+    return ((y - x) & _M) >= 0x80000000
+
+
+def _lt(x, y):
+    return ((x - y) & _M) >= 0x80000000
+
+
+def _le(x, y):
+    d = (x - y) & _M
+    return d == 0 or d >= 0x80000000
+
+
+class _Flow:
+    """One direction of a stream: Wireshark's tcp_flow_t and tcp_analyze_seq_flow_info_t."""
+
+    def __init__(self):
+        self.base_set, self.base_seq = False, 0
+        self.win_scale, self.window = -1, _M
+        self.valid_bif, self.push_bytes_sent, self.push_set_last = True, 0, False
+        self.is_first_ack, self.lastsegmentflags = False, 0
+        self.lastack = self.lastnondupack = self.dupacknum = 0
+        self.nextseq = self.maxseqtobeacked = self.nextseqframe = 0
+        self.lastacktime = self.nextseqtime = 0
+        self.num_sack, self.sack_bytes = 0, 0
+        self.max_end = None
+        self.segments = []   # [seq, nextseq, frame, time, resent], oldest first
+
+
+class _Stream:
+    def __init__(self):
+        self.flows = (_Flow(), _Flow())
+        self.ts_mru_syn = self.ts_first_rtt = 0
+
+
+def _analyze_python(inp, out) -> None:
+    """The analysis in plain Python: Wireshark's definitions step by step (slow; the reference
+    the compiled analyser is held to)."""
+    streams: dict[int, _Stream] = {}
+    cols = {k: v.tolist() for k, v in inp.items() if k not in ("sack_le", "sack_re")}
+    sack_le, sack_re = inp["sack_le"].tolist(), inp["sack_re"].tolist()
+    o = {k: [0] * len(inp["stream"]) for k in out}
+    for i in range(len(cols["stream"])):
+        st = streams.setdefault(cols["stream"][i], _Stream())
+        d = cols["dir"][i]
+        fw, rv = st.flows[d], st.flows[1 - d]
+        flags, seq, ack = cols["flags"][i], cols["seq"][i], cols["ack"][i]
+        fl = 0
+        if flags & (_SYN | _ACK) == _SYN and fw.base_set and seq == fw.base_seq:
+            fw.nextseq = fw.maxseqtobeacked
+            fl |= _ANALYSED
+        if flags & (_SYN | _ACK) == _SYN | _ACK and fw.base_set and seq != fw.base_seq:
+            fw.base_seq = seq
+            fl |= FLAG_BITS["reused_ports"] | _ANALYSED
+        fw.num_sack = fw.sack_bytes = 0
+        window_size = cols["win"][i]
+        if cols["analysed"][i]:
+            if not fw.base_set:
+                fw.base_seq, fw.base_set = (seq if flags & _SYN else (seq - 1) & _M), True
+            if not rv.base_set and flags & _ACK:
+                rv.base_seq, rv.base_set = (ack - 1) & _M, True
+            fl = _analyse_one(st, fw, rv, i, cols, o, fl)
+            seq = (seq - fw.base_seq) & _M
+            if flags & _ACK:
+                ack = (ack - rv.base_seq) & _M
+            if not flags & _SYN and fw.win_scale >= 0:
+                window_size <<= fw.win_scale
+            o["nxtseq"][i] = (seq + cols["seglen"][i] + (1 if flags & (_SYN | _FIN) else 0)) & _M
+        o["rel_seq"][i], o["rel_ack"][i], o["window_size"][i] = seq, ack, window_size
+        if not flags & _SYN:
+            o["scalefactor"][i] = 1 << fw.win_scale if fw.win_scale >= 0 else fw.win_scale
+        t = cols["t"][i]
+        if flags & _SYN:
+            if not flags & _ACK:
+                st.ts_mru_syn = t
+            fw.is_first_ack = True
+        if flags & (_SYN | _ACK) == _ACK:
+            if st.ts_mru_syn and not st.ts_first_rtt:
+                st.ts_first_rtt = t - st.ts_mru_syn
+            fw.is_first_ack = False
+        if cols["wscale"][i] >= 0:
+            fw.win_scale = min(cols["wscale"][i], 14)
+        k = min(cols["sack_count"][i], 3)
+        fw.sack_bytes = sum(sack_re[i][j] - sack_le[i][j] for j in range(k)) & _M
+        fw.num_sack = k
+        if fl & _ANALYSED and st.ts_first_rtt:
+            o["initial_rtt"][i] = st.ts_first_rtt
+        if flags & _SYN:
+            if fw.win_scale == -1:
+                fw.win_scale = rv.win_scale = -2
+            elif flags & _ACK and rv.win_scale == -2:
+                fw.win_scale = -2
+        o["aflags"][i] = fl
+    for k, v in o.items():
+        out[k][:] = v
+
+
+def _analyse_one(st, fw, rv, i, cols, o, fl):
+    """Wireshark's tcp_analyze_sequence_number for packet i; returns its flag word."""
+    B = FLAG_BITS
+    seq, ack, seglen, frame = cols["seq"][i], cols["ack"][i], cols["seglen"][i], cols["frame"][i]
+    window, flags, now = cols["win"][i], cols["flags"][i], cols["t"][i]
+    if flags & _ACK:
+        rv.valid_bif = True
+    zwp = seglen == 1 and seq == fw.nextseq and rv.window == 0
+    plain = not flags & (_SYN | _FIN | _RST)
+    if zwp:
+        fl |= B["zero_window_probe"] | _ANALYSED
+    else:
+        if window == 0 and plain:
+            fl |= B["zero_window"] | _ANALYSED
+        if fw.nextseq and _gt(seq, fw.nextseq) and not flags & _RST:
+            fl |= B["lost_segment"] | _ANALYSED
+            fw.valid_bif = False
+        if seglen <= 1 and seq == (fw.nextseq - 1) & _M and plain:
+            fl |= B["keep_alive"] | _ANALYSED
+        same = seglen == 0 and seq == fw.nextseq and ack == fw.lastack and plain
+        if same and window and window != fw.window:
+            fl |= B["window_update"] | _ANALYSED
+        if seglen > 0 and rv.win_scale != -1 and plain:
+            shift = 0 if rv.is_first_ack or rv.win_scale == -2 else rv.win_scale
+            if (seq + seglen) & _M == (rv.lastack + ((rv.window << shift) & _M)) & _M:
+                fl |= B["window_full"] | _ANALYSED
+        if same and window and window == fw.window and rv.lastsegmentflags & B["keep_alive"]:
+            fl |= B["keep_alive_ack"] | _ANALYSED
+        elif (same and window == 0 and window == fw.window
+              and rv.lastsegmentflags & B["zero_window_probe"]):
+            fl |= B["zero_window_probe_ack"] | _ANALYSED
+        elif same and window and window == fw.window:
+            fw.dupacknum = 1 if fw.dupacknum == _M else fw.dupacknum + 1
+            fl |= B["duplicate_ack"] | _ANALYSED
+            o["dupack_num"][i], o["dupack_frame"][i] = fw.dupacknum, fw.lastnondupack
+    if ack != fw.lastack:
+        fw.lastnondupack, fw.dupacknum = frame, 0
+    if rv.maxseqtobeacked and _gt(ack, rv.maxseqtobeacked) and flags & _ACK:
+        fl |= _ANALYSED
+        if _lt(rv.maxseqtobeacked, rv.nextseq):
+            rv.maxseqtobeacked = rv.nextseq
+            fl |= B["ack_lost_segment"]
+        else:
+            if rv.dupacknum == 0:
+                fl |= B["ack_lost_segment"]
+            rv.dupacknum = _M
+    synfin = 1 if flags & (_SYN | _FIN) else 0
+    if (seglen > 0 or synfin) and not fl & B["keep_alive"]:
+        not_advanced = bool(fw.nextseq) and _lt(seq, fw.nextseq)
+        if seglen > 1 and (fw.nextseq - 1) & _M == seq:
+            not_advanced = False
+        thres = st.ts_first_rtt & 0xFFFFFFFFFFFFFFFF if st.ts_first_rtt else 3_000_000
+        if seglen > 0 and rv.lastack and _le((seq + seglen) & _M, rv.lastack):
+            fl |= B["spurious_retransmission"] | _ANALYSED
+        elif (not_advanced and rv.dupacknum >= 2 and rv.lastack == seq
+              and (now - rv.lastacktime) & 0xFFFFFFFFFFFFFFFF < 20_000_000):
+            fl |= B["fast_retransmission"] | _ANALYSED
+        elif (not_advanced and (now - fw.nextseqtime) & 0xFFFFFFFFFFFFFFFF < thres
+              and fw.nextseq != (seq + seglen + synfin) & _M):
+            fl |= B["out_of_order"] | _ANALYSED
+        elif not_advanced:
+            fl |= B["generic_retransmission"] | _ANALYSED
+            oldest = fw.segments[0] if fw.segments else None
+            o["rto"][i] = now - (oldest[3] if oldest else fw.nextseqtime)
+            o["rto_frame"][i] = oldest[2] if oldest else fw.nextseqframe
+    nextseq = (seq + seglen) & _M
+    if (seglen or synfin) and len(fw.segments) < 10000:
+        nextseq = (nextseq + synfin) & _M
+        resent = fw.max_end is not None and _lt(seq, fw.max_end)
+        fw.segments.append([seq, nextseq, frame, now, resent])
+    if seglen or synfin:
+        end = (seq + seglen + synfin) & _M
+        if fw.max_end is None or _gt(end, fw.max_end):
+            fw.max_end = end
+    if (_gt(nextseq, fw.nextseq) or not fw.nextseq) and not zwp:
+        fw.nextseq, fw.nextseqframe, fw.nextseqtime = nextseq, frame, now
+    if (seq == fw.maxseqtobeacked or not fw.maxseqtobeacked) and not zwp:
+        fw.maxseqtobeacked = fw.nextseq
+    fw.window, fw.lastack, fw.lastacktime = window, ack, now
+    fw.lastsegmentflags = fl & ~_ANALYSED if fl & _ANALYSED else 0
+
+    kept, matched, resent = [], None, False
+    for s in rv.segments:   # what this ACK acknowledges of the peer's segments
+        if _le(s[1], ack):
+            if s[1] == ack and matched is None:
+                matched = s
+            resent |= s[4]
+            continue
+        if _gt(ack, s[0]):
+            s[0] = ack
+        kept.append(s)
+    rv.segments = kept
+    if matched is not None:
+        fl |= _ANALYSED
+        o["acks_frame"][i], o["ack_rtt"][i], o["karn"][i] = matched[2], now - matched[3], int(not resent)
+
+    if seglen and fw.segments and fw.valid_bif:
+        base = fw.base_seq
+        first = min((s[0] - base) & _M for s in fw.segments)
+        last = max((s[1] - base) & _M for s in fw.segments)
+        in_flight = (last - first) & _M
+        if rv.num_sack:
+            in_flight = (in_flight - rv.sack_bytes) & _M
+        if 0 < in_flight < 2_000_000_000:
+            fl |= _ANALYSED
+            o["bytes_in_flight"][i] = in_flight - synfin
+        if flags & _PSH:
+            fw.push_bytes_sent = seglen if fw.push_set_last else fw.push_bytes_sent + seglen
+            fw.push_set_last = True
+        elif fw.push_set_last:
+            fw.push_bytes_sent, fw.push_set_last = seglen, False
+        else:
+            fw.push_bytes_sent += seglen
+        fw.push_bytes_sent &= _M
+        fl |= _ANALYSED
+        o["push_bytes"][i] = fw.push_bytes_sent
+    return fl
