@@ -4,10 +4,12 @@
     cap = ps.read("capture.pcap")
     ps.throughput(cap)          # one row per TCP/UDP stream, as Statistics > Conversations
     ps.throughput_file("big.pcap")  # the same in one streaming pass, memory bounded by a window
+    ps.tcp_analysis(cap)        # per TCP packet: tshark's tcp.analysis.* flags, bytes in flight, RTT
 
 Everything public is re-exported here once; ``__all__`` is the API (tests/test_api.py holds it).
 """
 
+from .analyses.tcp_analysis import TCP_ANALYSIS_COLUMNS, tcp_analysis, tcp_analysis_columns
 from .analyses.throughput import THROUGHPUT_COLUMNS, throughput, throughput_file
 from .capture import Capture
 from .errors import (CaptureFormatError, CaptureOpenError, CorruptCaptureError, EngineError,
@@ -19,6 +21,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "Capture", "read", "throughput", "throughput_file", "THROUGHPUT_COLUMNS",
+    "tcp_analysis", "tcp_analysis_columns", "TCP_ANALYSIS_COLUMNS",
     "PcapstatsError", "CaptureOpenError", "CaptureFormatError", "CorruptCaptureError",
     "EngineError", "UsageError", "PcapstatsWarning", "TruncatedCaptureWarning",
     "SkippedPacketsWarning", "__version__",

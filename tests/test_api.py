@@ -5,6 +5,7 @@ import pcapstats as ps
 def test_exported_names_are_exactly_the_intended_ones():
     assert sorted(ps.__all__) == sorted([
         "Capture", "read", "throughput", "throughput_file", "THROUGHPUT_COLUMNS",
+        "tcp_analysis", "tcp_analysis_columns", "TCP_ANALYSIS_COLUMNS",
         "PcapstatsError", "CaptureOpenError", "CaptureFormatError", "CorruptCaptureError",
         "EngineError", "UsageError", "PcapstatsWarning", "TruncatedCaptureWarning",
         "SkippedPacketsWarning", "__version__",
