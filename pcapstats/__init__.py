@@ -4,11 +4,13 @@
     cap = ps.read("capture.pcap")
     ps.throughput(cap)          # one row per TCP/UDP stream, as Statistics > Conversations
     ps.throughput_file("big.pcap")  # the same in one streaming pass, memory bounded by a window
+    ps.iograph(cap, interval=0.1)  # I/O graph series + averages (capture span, active, per transfer)
     ps.tcp_analysis(cap)        # per TCP packet: tshark's tcp.analysis.* flags, bytes in flight, RTT
 
 Everything public is re-exported here once; ``__all__`` is the API (tests/test_api.py holds it).
 """
 
+from .analyses.iograph import IOGraph, iograph, iograph_many
 from .analyses.tcp_analysis import TCP_ANALYSIS_COLUMNS, tcp_analysis, tcp_analysis_columns
 from .analyses.throughput import THROUGHPUT_COLUMNS, throughput, throughput_file
 from .capture import Capture
@@ -22,6 +24,7 @@ __version__ = "0.1.0"
 __all__ = [
     "Capture", "read", "throughput", "throughput_file", "THROUGHPUT_COLUMNS",
     "tcp_analysis", "tcp_analysis_columns", "TCP_ANALYSIS_COLUMNS",
+    "iograph", "iograph_many", "IOGraph",
     "PcapstatsError", "CaptureOpenError", "CaptureFormatError", "CorruptCaptureError",
     "EngineError", "UsageError", "PcapstatsWarning", "TruncatedCaptureWarning",
     "SkippedPacketsWarning", "__version__",

@@ -6,6 +6,7 @@ def test_exported_names_are_exactly_the_intended_ones():
     assert sorted(ps.__all__) == sorted([
         "Capture", "read", "throughput", "throughput_file", "THROUGHPUT_COLUMNS",
         "tcp_analysis", "tcp_analysis_columns", "TCP_ANALYSIS_COLUMNS",
+        "iograph", "iograph_many", "IOGraph",
         "PcapstatsError", "CaptureOpenError", "CaptureFormatError", "CorruptCaptureError",
         "EngineError", "UsageError", "PcapstatsWarning", "TruncatedCaptureWarning",
         "SkippedPacketsWarning", "__version__",

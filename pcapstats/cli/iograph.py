@@ -1,0 +1,133 @@
+"""`pcapstats iograph`: bits/s (bytes/s, packets/s) per interval, its averages and peak, as a
+table, CSV, JSON or a PNG/SVG plot.  Definitions: pcapstats.analyses.iograph."""
+
+from __future__ import annotations
+
+from enum import Enum
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+
+from ..errors import PcapstatsError, UsageError
+from .app import EXIT_ERROR, EXIT_NOTHING, Fmt, Proto, _each_capture, _say, _write, app
+
+
+class Unit(str, Enum):
+    bits = "bits"
+    bytes = "bytes"
+    packets = "packets"
+
+
+class By(str, Enum):
+    stream = "stream"
+    direction = "direction"
+    stream_direction = "stream+direction"
+
+
+class Layout(str, Enum):
+    overlay = "overlay"
+    side = "side"
+
+
+_TABLE_EXTENSIONS = {".csv": "csv", ".json": "json"}
+
+
+@app.command()
+def iograph(
+    files: List[Path] = typer.Argument(..., help="Capture files (pcap, pcapng, .gz).", show_default=False),
+    interval: float = typer.Option(1.0, "--interval", "-i",
+                                   help="Interval in seconds (whole microseconds, as tshark)."),
+    unit: Unit = typer.Option(Unit.bits, "--unit", "-u", help="bits, bytes or packets (per second)."),
+    by: Optional[By] = typer.Option(None, "--by", help="One line per stream, direction or both."),
+    stream: Optional[int] = typer.Option(None, "--stream", "-s", help="Only this stream index."),
+    proto: Optional[Proto] = typer.Option(None, "--proto", "-p", help="Only tcp or udp packets."),
+    host: Optional[str] = typer.Option(None, "--host", help="Only packets from or to this IP address."),
+    port: Optional[int] = typer.Option(None, "--port", help="Only TCP/UDP packets from or to this port."),
+    gap: float = typer.Option(1.0, "--gap", help="Idle seconds that end a transfer."),
+    output: Optional[Path] = typer.Option(
+        None, "--output", "-o", help="Write here: .png/.svg plot, .csv/.json table."),
+    fmt: Fmt = typer.Option(Fmt.table, "--format", "-f", help="table, csv or json (standard output)."),
+    series: bool = typer.Option(False, "--series", help="Rows per interval instead of the summary."),
+    transfers: bool = typer.Option(False, "--transfers", help="Rows per transfer instead of the summary."),
+    layout: Layout = typer.Option(Layout.overlay, "--layout",
+                                  help="Several captures: overlay on one time axis, or side by side."),
+):
+    """Wireshark's I/O graph: rate per interval with the average line and the peak.
+
+    Prints one summary row per group (averages over the capture span and over the active span,
+    peak interval, transfers and their mean rate), or the rows per interval (--series) or per
+    transfer (--transfers).  With -o FILE.png/.svg the graph is drawn and the table still
+    printed; -o FILE.csv/.json writes the table there.  Several files: a first column
+    `capture`, each file timed from its own first packet.  Buckets equal
+    `tshark -q -z io,stat,INTERVAL`; every definition is in pcapstats.analyses.iograph.
+    """
+    from ..analyses import iograph as io
+
+    if series and transfers:
+        raise UsageError("--series and --transfers each choose the rows: give one of them")
+    kind = _output_kind(output)
+    options = dict(interval=interval, unit=unit.value, by=by.value if by else None, stream=stream,
+                   proto=proto.value if proto else None, host=host, port=port, gap=gap)
+    io.check_options(**options)             # a bad option is one error line before any reading
+
+    def work(path, moved):
+        from ..reader import read
+        progress = (lambda fraction: moved(fraction, 1.0)) if moved else None
+        return io.iograph(read(path, progress=progress), **options)
+
+    parts, names, failed = [], [], 0
+    for path, cap_warnings, result in _each_capture(files, work):
+        for w in cap_warnings:
+            _say("warning", w)
+        if isinstance(result, PcapstatsError):
+            _say("error", str(result))
+            failed += 1
+            continue
+        if result.empty and len(files) > 1:
+            _say("warning", f"no packet matched {_what(options)} in {path}")
+        parts.append(result)
+        names.append(str(path))
+    if not parts:
+        raise typer.Exit(EXIT_ERROR)
+    result = io.combine(parts, names) if len(files) > 1 else parts[0]
+    if result.empty:
+        where = f" in {names[0]}" if len(names) == 1 else f" in any of the {len(names)} captures"
+        _say("error", f"nothing matched {_what(options)}{where}: no packets to graph. "
+                      "Check the filter against `pcapstats throughput`")
+        raise typer.Exit(EXIT_NOTHING)
+
+    table = result.series if series else result.transfers if transfers else result.summary
+    columns = {name: table[name].to_numpy() for name in table.columns}
+    from ..render import render
+    if kind == "plot":
+        from ..plots.iograph import iograph_figure
+        from ..plots import save
+        save(iograph_figure(result, layout=layout.value), output)
+        _write(render(columns, fmt.value), None)
+    elif kind is not None:
+        _write(render(columns, kind), output)
+    else:
+        _write(render(columns, fmt.value), None)
+    if failed:
+        raise typer.Exit(EXIT_ERROR)
+
+
+def _output_kind(output: Optional[Path]) -> Optional[str]:
+    """"plot", "csv", "json" by the -o file's extension; None without -o."""
+    if output is None:
+        return None
+    from ..plots import EXTENSIONS
+    suffix = output.suffix.lower()
+    if suffix in EXTENSIONS:
+        return "plot"
+    if suffix in _TABLE_EXTENSIONS:
+        return _TABLE_EXTENSIONS[suffix]
+    raise UsageError(f"cannot write {suffix or 'a file without extension'!r} output",
+                     path=str(output), hint="use .png or .svg for a plot, .csv or .json for the table")
+
+
+def _what(options: dict) -> str:
+    asked = [f"{k} {v}" for k, v in options.items() if k in ("stream", "proto", "host", "port")
+             and v is not None]
+    return "the filter (" + ", ".join(asked) + ")" if asked else "the capture"

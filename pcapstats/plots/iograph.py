@@ -1,0 +1,99 @@
+"""The I/O graph figure: each group's rate per interval, its averages and its peak.
+
+Drawn from an :class:`~pcapstats.analyses.iograph.IOGraph` only (no number is computed here):
+
+- one stepped line per group (stream, direction, capture), each interval drawn over its width;
+- in the group's colour: a dashed line at the average over the capture span (Wireshark's
+  average, from the capture's first to its last packet), a dotted line at the average while the
+  group was active (its first to last packet; drawn only where it differs from the dashed one
+  by more than 1 %), a triangle on the peak interval;
+- several captures overlaid on one time axis (``layout="overlay"``, each from its own first
+  packet: one rate scale for all), or one panel per capture, each scaled to its own peak
+  (``layout="side"``).
+"""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+
+from .. import plots
+from ..errors import UsageError
+
+LAYOUTS = ("overlay", "side")
+_RATE_UNITS = {"bits": ("bit/s", "Throughput"), "bytes": ("B/s", "Throughput"),
+               "packets": ("packets/s", "Packet rate")}
+TIME_LABEL = "Time since the capture's first packet (s)"
+
+
+def iograph_figure(result, *, layout: str = "overlay", title: str | None = None):
+    """A matplotlib Figure of the I/O graph (save it with ``pcapstats.plots.save``)."""
+    from matplotlib.lines import Line2D
+    if layout not in LAYOUTS:
+        raise UsageError(f"unknown layout {layout!r}", hint="use overlay or side")
+    if result.empty:
+        raise UsageError("nothing to plot: no packet matched the filters")
+    unit_text, quantity = _RATE_UNITS[result.unit]
+    panels = _panels(result, layout)
+    fig, axes = plots.figure(title or _title(result), TIME_LABEL, quantity, ncols=len(panels),
+                             sharey=False)
+    axes = axes if isinstance(axes, list) else [axes]
+    groups = _groups(result)
+    peaks = result.summary[f"peak_{result.unit}_per_sec"].to_numpy()
+    colours = iter(f"C{i % 10}" for i in range(len(groups)))
+    for ax, (panel_name, members) in zip(axes, panels):
+        for index in members:
+            _draw_group(ax, result, groups[index], next(colours), unit_text)
+        if panel_name:
+            ax.set_title(panel_name, fontsize="medium")
+        ax.set_ylim(bottom=0)
+        plots.rate_axis(ax, float(peaks[members].max()), unit_text, quantity)
+        styles = [Line2D([], [], color="grey", linestyle="--", label="average over the capture span"),
+                  Line2D([], [], color="grey", linestyle=":", label="average while active"),
+                  Line2D([], [], color="grey", marker="v", linestyle="", label="peak interval")]
+        plots.legend(ax, extra=styles)
+    return fig
+
+
+def _title(result) -> str:
+    names = sorted({os.path.basename(str(c)) for c in result.summary["capture"]}) \
+        if "capture" in result.keys else []
+    what = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
+    filters = " ".join(f"{k}={v}" for k, v in result.filters.items())
+    return (f"I/O graph{': ' + what if what else ''}{' (' + filters + ')' if filters else ''}"
+            f", {result.interval_s:g} s intervals")
+
+
+def _panels(result, layout):
+    """[(panel title, [summary row indices])]: one panel, or one per capture."""
+    rows = list(range(len(result.summary)))
+    if layout == "overlay" or "capture" not in result.keys:
+        return [("", rows)]
+    names = result.summary["capture"].to_numpy()
+    ends = np.cumsum(result.capture_rows)
+    return [(os.path.basename(str(names[end - n])), rows[end - n:end])
+            for n, end in zip(result.capture_rows, ends) if n]
+
+
+def _groups(result):
+    """Per summary row: (label, summary row, that group's series rows), in summary order."""
+    summary, parts, labels = result.summary, result.group_series(), result.group_labels()
+    return [(labels[i], summary.iloc[i], parts[i]) for i in range(len(summary))]
+
+
+def _draw_group(ax, result, group, colour, unit_text) -> None:
+    label, row, part = group
+    u = result.unit
+    edges = list(part["start_s"]) + [part["start_s"].iat[-1] + result.interval_s]
+    avg, active = row[f"avg_capture_{u}_per_sec"], row[f"avg_active_{u}_per_sec"]
+    peak, peak_at = row[f"peak_{u}_per_sec"], row["peak_start_s"]
+    ax.stairs(part[f"{u}_per_sec"].to_numpy(), edges, baseline=None, color=colour, linewidth=1.2,
+              label=f"{label} (avg {plots.human_rate(avg, unit_text)}, "
+                    f"peak {plots.human_rate(peak, unit_text)})")
+    if avg == avg:
+        ax.hlines(avg, 0, row["capture_span_s"], colors=colour, linestyles="--", linewidth=1)
+    if active == active and abs(active - avg) > 0.01 * max(abs(avg), 1e-12):
+        ax.hlines(active, row["first_s"], row["last_s"], colors=colour, linestyles=":",
+                  linewidth=1.5)
+    ax.plot([peak_at + result.interval_s / 2], [peak], marker="v", color=colour, linestyle="")
