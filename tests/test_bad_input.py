@@ -396,3 +396,16 @@ def test_late_damage_quotes_absolute_offsets(kernel, tmp_path):
 
 def _block_len_be(w: c.Written, offset: int) -> int:
     return struct.unpack_from(">I", w.data, offset + 4)[0]
+
+
+def test_ctrl_c_in_a_command_is_one_line_and_130(monkeypatch, capsys):
+    """typer swallows KeyboardInterrupt into a bare exit 130; the user still gets the line."""
+    from pcapstats.analyses import throughput
+    from pcapstats.cli import main
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+    monkeypatch.setattr(throughput, "throughput_file", interrupted)
+    capture = Path(__file__).resolve().parents[1] / "captures" / "tcp_2streams.pcap"
+    assert main(["throughput", str(capture)]) == 130
+    assert capsys.readouterr().err.splitlines() == ["pcapstats: error: interrupted"]

@@ -21,7 +21,7 @@ import typer
 
 from ..errors import PcapstatsError, PcapstatsWarning
 
-EXIT_NOTHING, EXIT_ERROR, EXIT_INTERNAL = 1, 2, 3
+EXIT_NOTHING, EXIT_ERROR, EXIT_INTERNAL, EXIT_INTERRUPTED = 1, 2, 3, 130
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="Wireshark's numbers for captures of network transfers, from one command.")
@@ -49,7 +49,11 @@ class Kernel(str, Enum):
     numpy = "numpy"
 
 
+_said: set[str] = set()  # kinds of line said during this run of main()
+
+
 def _say(kind: str, text: str) -> None:
+    _said.add(kind)
     print(f"pcapstats: {kind}: {text}", file=sys.stderr)
 
 
@@ -121,7 +125,10 @@ def _write(text: str, output: Optional[Path]) -> None:
 def main(argv: Optional[list] = None) -> int:
     """Console entry point: runs the app and turns every failure into one line and an exit code."""
     try:
+        _said.clear()
         code = app(args=argv, standalone_mode=False, prog_name="pcapstats")
+        if code == EXIT_INTERRUPTED and "error" not in _said:
+            _say("error", "interrupted")  # typer turns Ctrl-C in a command into a silent 130
         return code if isinstance(code, int) else 0
     except PcapstatsError as e:
         _say("error", str(e))
@@ -130,14 +137,14 @@ def main(argv: Optional[list] = None) -> int:
         return e.exit_code
     except typer.Abort:
         _say("error", "interrupted")
-        return 130
+        return EXIT_INTERRUPTED
     except typer.TyperException as e:  # usage errors: unknown option, bad value, missing file name
         text = e.format_message() if hasattr(e, "format_message") else str(e)
         _say("error", f"{text} (see `pcapstats --help`)")
         return EXIT_ERROR
     except KeyboardInterrupt:
         _say("error", "interrupted")
-        return 130
+        return EXIT_INTERRUPTED
     except BrokenPipeError:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
