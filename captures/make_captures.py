@@ -1,109 +1,105 @@
-"""Make the small real captures shipped in captures/ (run as root; about 10 seconds).
+"""Make the real captures shipped in captures/ (run as root; about 2 minutes).
 
-    sudo python3 captures/make_captures.py [--out captures]
+    sudo python3 captures/make_captures.py [--out captures] [--redo]
 
-Both come from pcapstats' own lab (pcapstats.lab.netns): sender - router - receiver network
-namespaces joined by veth pairs (offloads off, so the capture shows wire-sized packets), tcpdump
-on the receiver's eth0 with --immediate-mode.  Nothing leaves the namespaces; everything made is
-removed at the end.  captures/README.md says what is in each file.
+Runs the `pcapstats lab matrix` spec captures/captures.toml into --out (cells already complete
+are kept unless --redo), then rewrites the table of files in captures/README.md from the
+sidecars: what each file is, its size, the `pcapstats lab run` command that makes it alone,
+and asked vs measured.  Fails if the set grows beyond 20 MB.
 """
 
 from __future__ import annotations
 
 import argparse
-import select
-import subprocess
 import sys
-import time
 from pathlib import Path
 
-from pcapstats.lab import Lab
+from pcapstats.cli.lab import run_command
+from pcapstats.lab import load_sidecar
+from pcapstats.lab.matrix import load_spec, run_matrix
+from pcapstats.lab.sidecar import sidecar_path
 
-# The application protocol of the course tool the design names: 1000-byte messages, then
-# "BYE", answered by "ACK: BYE".  The sender paces itself to a target rate.
-SINK = r"""
-import socket, sys
-srv = socket.socket(); srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-srv.bind((sys.argv[1], int(sys.argv[2]))); srv.listen(1)
-print("ready", flush=True)
-conn, _ = srv.accept()
-tail = b""
-while not tail.endswith(b"BYE"):
-    chunk = conn.recv(65536)
-    if not chunk:
-        sys.exit("sender went away before BYE")
-    tail = (tail + chunk)[-3:]
-conn.sendall(b"ACK: BYE")
-conn.close()
-"""
-
-SENDER = r"""
-import socket, sys, time
-addr, port = sys.argv[1], int(sys.argv[2])
-rate_bps, seconds = float(sys.argv[3]), float(sys.argv[4])
-s = socket.create_connection((addr, port))
-message, every = bytes(1000), 8000 / rate_bps
-start = time.monotonic()
-sent = 0
-while time.monotonic() - start < seconds:
-    s.sendall(message)
-    sent += 1
-    delay = start + sent * every - time.monotonic()
-    if delay > 0:
-        time.sleep(delay)
-s.sendall(b"BYE")
-reply = b""
-while chunk := s.recv(64):
-    reply += chunk
-assert reply == b"ACK: BYE", reply
-"""
+HERE = Path(__file__).resolve().parent
+LIMIT_BYTES = 20_000_000
+BEGIN, END = "<!-- files: made by make_captures.py -->", "<!-- end of files -->"
 
 
-def start_sink(lab: Lab, port: int) -> subprocess.Popen:
-    proc = lab.popen_python("receiver", SINK, lab.address("receiver"), port,
-                            stdout=subprocess.PIPE, text=True)
-    if not select.select([proc.stdout], [], [], 10)[0] or proc.stdout.readline() != "ready\n":
-        raise RuntimeError(f"sink on port {port} did not start")
-    return proc
+def _mb(n: int) -> str:
+    return f"{n / 1e6:.2f} MB"
 
 
-def tcp_2streams(lab: Lab, out: Path) -> None:
-    """Two paced TCP transfers: 8 Mbit/s for 3 s, and 2 Mbit/s for 2 s starting 0.5 s later."""
-    sinks = [start_sink(lab, 5001), start_sink(lab, 5002)]
-    with lab.capture("receiver", "eth0", out, snaplen=128) as cap:
-        first = lab.popen_python("sender", SENDER, lab.address("receiver"), 5001, 8e6, 3)
-        time.sleep(0.5)
-        second = lab.popen_python("sender", SENDER, lab.address("receiver"), 5002, 2e6, 2)
-        for proc in (first, second, *sinks):
-            if proc.wait(30) != 0:
-                raise RuntimeError(f"a transfer failed: {proc.args}")
-    print(f"{out}: {cap.stats.captured} packets")
+def _measured(doc: dict) -> str:
+    m, parts = doc["measured"], []
+    if m.get("rtt_ms") is not None:
+        parts.append(f"RTT {m['rtt_ms']:.1f} ms (asked {m['rtt_asked_ms']:.0f})")
+    if m.get("throughput_bps") is not None:
+        parts.append(f"{m['throughput_bps'] / 1e6:.2f} Mbit/s")
+    if m.get("loss_asked"):
+        parts.append(f"loss {100 * m['loss_measured']:.1f} % (asked {100 * m['loss_asked']:g})")
+    if m.get("retransmitted_segments") is not None:
+        parts.append(f"{m['retransmitted_segments']} retransmitted")
+    for r in doc["reports"]:
+        summary = r["summary"]
+        if r["mode"] == "udp":
+            parts.append(f"UDP lost {summary['lost_percent']:.1f} %, jitter "
+                         f"{summary['jitter_ms']:.2f} ms (iperf3)")
+        if r["mode"] == "icmp":
+            medians = ", ".join(f"{s} B: {ms} ms" for s, ms in
+                                zip(summary["sizes_bytes"], summary["median_ms"]))
+            parts.append(f"ping median {medians}")
+    return ", ".join(parts)
 
 
-def udp_ping(lab: Lab, out: Path) -> None:
-    """iperf3 UDP at 1 Mbit/s for 2 s (1000-byte datagrams), with IPv4 and IPv6 pings."""
-    server = lab.popen("receiver", "iperf3", "-s", "-p", 5201, "-1", stdout=subprocess.DEVNULL)
-    while ":5201 " not in lab.run("receiver", "ss", "-Hltn").stdout:
-        time.sleep(0.05)
-    with lab.capture("receiver", "eth0", out, pcapng=True) as cap:
-        client = lab.popen("sender", "iperf3", "-c", lab.address("receiver"), "-p", 5201, "-u",
-                           "-b", "1M", "-l", 1000, "-t", 2, stdout=subprocess.DEVNULL)
-        lab.run("sender", "ping", "-c", 5, "-i", 0.2, lab.address("receiver"))
-        lab.run("sender", "ping", "-6", "-c", 5, "-i", 0.2, lab.address("receiver", 6))
-        if client.wait(30) != 0 or server.wait(30) != 0:
-            raise RuntimeError("iperf3 UDP failed")
-    print(f"{out}: {cap.stats.captured} packets")
+def table(spec: Path, out: Path) -> tuple[str, int]:
+    """The README's table of files, and the set's total size in bytes."""
+    rows = ["| files | what | size | measured | made alone by |", "|---|---|---|---|---|"]
+    total = 0
+    for cell in load_spec(spec):
+        output = out / f"{cell.name}.{cell.scenario.format}"
+        doc = load_sidecar(sidecar_path(output))
+        files = [c["file"] for c in doc["captures"]] + [sidecar_path(output).name]
+        size = sum((out / f).stat().st_size for f in files)
+        total += size
+        command = " ".join(run_command(cell.scenario, Path("captures") / output.name))
+        rows.append(f"| {'<br>'.join(f'`{f}`' for f in files)} | {cell.about} | {_mb(size)} | "
+                    f"{_measured(doc)} | `{command}` |")
+    rows.append(f"| **total** | | **{_mb(total)}** | | |")
+    return "\n".join(rows), total
+
+
+def rewrite_readme(readme: Path, text: str) -> None:
+    old = readme.read_text()
+    start, end = old.index(BEGIN) + len(BEGIN), old.index(END)
+    readme.write_text(old[:start] + "\n" + text + "\n" + old[end:])
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", type=Path, default=Path(__file__).resolve().parent,
-                        help="directory to write the captures to (default: captures/)")
+    parser.add_argument("--out", type=Path, default=HERE, help="directory (default captures/)")
+    parser.add_argument("--spec", type=Path, default=HERE / "captures.toml")
+    parser.add_argument("--redo", action="store_true", help="remake cells already complete")
     args = parser.parse_args(argv)
-    args.out.mkdir(parents=True, exist_ok=True)
-    with Lab.sender_router_receiver() as lab:
-        tcp_2streams(lab, args.out / "tcp_2streams.pcap")
-        udp_ping(lab, args.out / "udp_ping.pcapng")
+    if args.redo:
+        for cell in load_spec(args.spec):
+            sidecar_path(args.out / f"{cell.name}.{cell.scenario.format}").unlink(missing_ok=True)
+
+    def on_cell(k, total, cell, state):
+        print(f"[{k + 1}/{total}] {cell.name}: {state}", file=sys.stderr, flush=True)
+
+    results = run_matrix(args.spec, args.out, on_cell=on_cell,
+                         command=["python3", "captures/make_captures.py"])
+    failed = [r for r in results if r.status == "failed"]
+    for r in failed:
+        print(f"{r.name}: {r.error}", file=sys.stderr)
+    if failed:
+        return 2
+    text, total = table(args.spec, args.out)
+    if args.out.resolve() == HERE:
+        rewrite_readme(HERE / "README.md", text)
+    print(f"{len(results)} runs, {_mb(total)} in {args.out}")
+    if total > LIMIT_BYTES:
+        print(f"the set is {_mb(total)}, above the {_mb(LIMIT_BYTES)} limit", file=sys.stderr)
+        return 1
     return 0
 
 

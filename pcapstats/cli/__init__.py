@@ -7,6 +7,7 @@ entry point (one error line and an exit code, never a traceback).
 from . import throughput  # noqa: F401  (registers its commands)
 from . import simpleperf  # noqa: F401
 from . import iograph  # noqa: F401
+from . import lab  # noqa: F401
 from .app import app, main
 
 __all__ = ["app", "main"]

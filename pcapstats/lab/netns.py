@@ -22,6 +22,13 @@ tcpdump is started with ``--immediate-mode`` (else the last second of packets ca
 and stopped with SIGINT, waiting for its final "packets captured" report; a capture that the
 kernel dropped packets from is an error, not a silently thinner file.
 
+Ready-made topologies: :meth:`Lab.two_hosts`, :meth:`Lab.sender_router_receiver`,
+:meth:`Lab.dumbbell` (N pairs sharing one link) and :meth:`Lab.chain` (K routers in a row).  The
+last three describe their shared link as :attr:`Lab.bottleneck` (a :class:`Bottleneck`; a chain
+lists one per router in :attr:`Lab.bottlenecks`): where :mod:`pcapstats.lab.impair` puts rate,
+loss and delay.  Work that must be undone before the lab's processes stop (an NFQUEUE rule
+before its delay line) registers with :meth:`Lab.on_close`.
+
 Example::
 
     with Lab.sender_router_receiver() as lab:
@@ -40,11 +47,12 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Sequence
+from typing import Callable, Sequence
 
 from pcapstats.errors import PcapstatsError
 
@@ -60,12 +68,26 @@ class LabError(PcapstatsError):
 
 @dataclass(frozen=True)
 class Interface:
-    """One end of a veth pair, as seen from inside its host's namespace."""
+    """One end of a veth pair (or a bridge), as seen from inside its host's namespace."""
     host: str
     name: str
-    peer: str  # the host at the other end
+    peer: str  # the host at the other end; for a bridge, "lan:<bridge name>"
     ipv4: str | None = None  # "10.77.1.1/24"
     ipv6: str | None = None  # "fd00:77:1::1/64"
+    bridge: str | None = None  # the bridge this end is a port of (it then has no address)
+
+
+@dataclass(frozen=True)
+class Bottleneck:
+    """The link a topology's flows share, seen from the router that forwards across it.
+
+    Data (senders -> receivers) leaves the router through ``egress``: rate, queue and the data
+    direction's loss and delay go there.  ACKs leave through ``ingress``, toward the senders:
+    the return direction's delay (and ACK loss, if asked) goes there.
+    """
+    router: str
+    egress: str  # router's interface toward the receivers
+    ingress: str  # router's interface toward the senders
 
 
 @dataclass(frozen=True)
@@ -84,7 +106,7 @@ class _Host:
     interfaces: list[Interface] = field(default_factory=list)
 
 
-def _require_tools(*tools: str) -> None:
+def require_tools(*tools: str) -> None:
     if os.geteuid() != 0:
         raise LabError("the lab needs root (network namespaces, veth, tcpdump)",
                        hint="run as root, e.g. with sudo")
@@ -146,7 +168,7 @@ def _delete_netns(netns: str) -> None:
     _ip("netns", "delete", netns, check=False)
 
 
-def _pid_alive(pid: int) -> bool:
+def pid_alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -157,22 +179,28 @@ def _pid_alive(pid: int) -> bool:
 
 
 def cleanup_leftovers(prefix: str = PREFIX, *, only_dead: bool = True) -> list[str]:
-    """Delete namespaces (and kill processes in them) whose name starts with prefix.
+    """Delete namespaces (and kill processes in them) and scratch directories named prefix...
 
-    With ``only_dead`` (the default) only namespaces named ``psl-<pid>-<n>-<host>`` whose run
-    process ``<pid>`` has ended are removed: one run cannot tear down another's lab, nor a
-    namespace someone else named.  Returns the namespaces deleted.
+    With ``only_dead`` (the default) only those named ``psl-<pid>-<n>-...`` whose run process
+    ``<pid>`` has ended are removed: one run cannot tear down another's lab, nor something
+    someone else named.  Scratch directories are :meth:`Lab.scratch_dir`'s, in the temporary
+    directory.  Returns the namespaces and directories deleted.
     """
-    _require_tools("ip")
+    require_tools("ip")
+
+    def dead(name: str) -> bool:
+        match = _RUN_RE.match(name)
+        return not only_dead or (match is not None and not pid_alive(int(match.group(1))))
+
     removed = []
     for netns in list_netns():
-        if not netns.startswith(prefix):
-            continue
-        match = _RUN_RE.match(netns)
-        if only_dead and (match is None or _pid_alive(int(match.group(1)))):
-            continue
-        _delete_netns(netns)
-        removed.append(netns)
+        if netns.startswith(prefix) and dead(netns):
+            _delete_netns(netns)
+            removed.append(netns)
+    for path in sorted(Path(tempfile.gettempdir()).glob(f"{prefix}*")):
+        if path.is_dir() and dead(path.name):
+            shutil.rmtree(path, ignore_errors=True)
+            removed.append(str(path))
     return removed
 
 
@@ -236,10 +264,14 @@ class Lab:
     def __init__(self, run_prefix: str | None = None):
         """``run_prefix`` defaults to ``psl-<pid>-<n>``; only that form is found again by
         :func:`cleanup_leftovers` once the run has died."""
-        _require_tools("ip", "ethtool")
+        require_tools("ip", "ethtool")
         self.prefix = run_prefix or f"{PREFIX}{os.getpid()}-{next(_counter)}"
         self._hosts: dict[str, _Host] = {}
         self._procs: list[subprocess.Popen] = []
+        self._undo: list[Callable[[], object]] = []
+        self._dirs: list[str] = []
+        self._bottleneck: Bottleneck | None = None
+        self._bottlenecks: list[Bottleneck] = []
         self._closed = False
         _register(self)
 
@@ -292,6 +324,30 @@ class Lab:
             _ip("-n", ns, "-6", "addr", "add", iface.ipv6, "dev", dev, "nodad")
         _ip("-n", ns, "link", "set", dev, "up")
 
+    def bridge(self, host: str, name: str, ports: Sequence[str], *, ipv4: str | None = None,
+               ipv6: str | None = None) -> Interface:
+        """Make a bridge in host enslaving its interfaces ``ports``; addresses go on the bridge.
+
+        Bridged frames are kept out of iptables (``bridge-nf-call-*tables=0``, per namespace:
+        this kernel has br_netfilter built in and on), so a routed packet meets FORWARD once.
+        """
+        h = self._host(host)
+        for table in ("arptables", "iptables", "ip6tables"):
+            self.sysctl(host, f"net.bridge.bridge-nf-call-{table}", 0)
+        _ip("-n", h.netns, "link", "add", name, "type", "bridge", "forward_delay", "0")
+        for port in ports:
+            _ip("-n", h.netns, "link", "set", port, "master", name)
+            h.interfaces = [replace(i, bridge=name) if i.name == port else i
+                            for i in h.interfaces]
+        iface = Interface(host, name, f"lan:{name}", ipv4, ipv6)
+        h.interfaces.append(iface)
+        if ipv4:
+            _ip("-n", h.netns, "addr", "add", ipv4, "dev", name)
+        if ipv6:
+            _ip("-n", h.netns, "-6", "addr", "add", ipv6, "dev", name, "nodad")
+        _ip("-n", h.netns, "link", "set", name, "up")
+        return iface
+
     def wait_ready(self, timeout: float = 5.0) -> None:
         """Wait until every link is up with its IPv6 link-local address usable.
 
@@ -302,6 +358,8 @@ class Lab:
         deadline = time.monotonic() + timeout
         for host in self._hosts.values():
             for iface in host.interfaces:
+                if iface.bridge:  # a bridge port: its bridge carries the addresses
+                    continue
                 while True:
                     out = _ip("-n", host.netns, "-6", "addr", "show", "dev", iface.name,
                               "scope", "link").stdout
@@ -361,6 +419,107 @@ class Lab:
             for host, net in (("sender", 1), ("receiver", 2)):
                 lab.route(host, "default", f"10.77.{net}.254")
                 lab.route(host, "default", f"fd00:77:{net}::fe")
+            lab._bottleneck = Bottleneck("router", egress="eth1", ingress="eth0")
+            lab.wait_ready()
+        except BaseException:
+            lab.close()
+            raise
+        return lab
+
+    MAX_PAIRS = 100
+    MAX_ROUTERS = 8
+
+    @classmethod
+    def chain(cls, routers: int = 2, run_prefix: str | None = None) -> "Lab":
+        """``sender`` - ``router1`` - ... - ``routerK`` - ``receiver``: a path of K routers.
+
+        Link i (1..K+1, counted from the sender) is 10.77.i.0/24 and fd00:77:i::/64; its
+        sender-side end is .1 (::1), its receiver-side end .2 (::2)::
+
+            sender 10.77.1.1 ─ 10.77.1.2 router1 10.77.2.1 ─ 10.77.2.2 router2 10.77.3.1 ─
+            10.77.3.2 receiver                                   (K = 2)
+
+        Every router forwards and knows every subnet (static routes toward its neighbours).
+        ``lab.bottlenecks`` lists each router's link toward the receiver (``eth1``, ingress
+        ``eth0``): apply a different impairment on each for per-link rate and delay.
+        ``lab.bottleneck`` is router1's.
+        """
+        if not 1 <= routers <= cls.MAX_ROUTERS:
+            raise LabError(f"a chain needs 1 to {cls.MAX_ROUTERS} routers, not {routers}")
+        nodes = ["sender", *(f"router{k}" for k in range(1, routers + 1)), "receiver"]
+        lab = cls(run_prefix)
+        try:
+            for node in nodes:
+                lab.add_host(node)
+                if node.startswith("router"):
+                    lab.enable_forwarding(node)  # before the links: see sender_router_receiver
+            for i, (left, right) in enumerate(zip(nodes, nodes[1:]), start=1):
+                lab.link(left, right, ipv4=(f"10.77.{i}.1/24", f"10.77.{i}.2/24"),
+                         ipv6=(f"fd00:77:{i:x}::1/64", f"fd00:77:{i:x}::2/64"))
+            links = len(nodes) - 1
+            lab.route("sender", "default", "10.77.1.2")
+            lab.route("sender", "default", "fd00:77:1::2")
+            lab.route("receiver", "default", f"10.77.{links}.1")
+            lab.route("receiver", "default", f"fd00:77:{links:x}::1")
+            for k in range(1, routers + 1):  # router k sits between links k and k + 1
+                for j in range(1, links + 1):
+                    if j in (k, k + 1):
+                        continue
+                    hop = (k, 1) if j < k else (k + 1, 2)  # (link, end) of the next hop
+                    lab.route(f"router{k}", f"10.77.{j}.0/24", f"10.77.{hop[0]}.{hop[1]}")
+                    lab.route(f"router{k}", f"fd00:77:{j:x}::/64",
+                              f"fd00:77:{hop[0]:x}::{hop[1]}")
+            lab._bottlenecks = [Bottleneck(f"router{k}", egress="eth1", ingress="eth0")
+                                for k in range(1, routers + 1)]
+            lab._bottleneck = lab._bottlenecks[0]
+            lab.wait_ready()
+        except BaseException:
+            lab.close()
+            raise
+        return lab
+
+    @classmethod
+    def dumbbell(cls, pairs: int = 2, run_prefix: str | None = None) -> "Lab":
+        """``sender1..N`` and ``receiver1..N`` sharing one bottleneck: the router's ``br1``.
+
+        One router, two LANs, each a bridge inside the router's namespace::
+
+            sender_i  10.77.1.i  fd00:77:1::i ─┐                    ┌─ receiver_i 10.77.2.i
+                                    router br0 10.77.1.254 | br1 10.77.2.254   fd00:77:2::i
+                                               fd00:77:1::fe | fd00:77:2::fe
+
+        (i in decimal for IPv4, in hex for IPv6: receiver10 is fd00:77:2::a.)  Every sender's
+        traffic to any receiver is routed out of ``br1``: that one device's qdisc and one
+        ``FORWARD -o br1`` rule see every flow, so the pairs share a single rate, queue, loss and
+        delay, and a capture on ``router`` ``br1`` is the bottleneck wire.  ``dumbbell(1)`` is
+        ``sender_router_receiver()`` with a bridge on each side and the hosts numbered.
+
+        Why one router with bridges rather than two routers joined by the bottleneck: the path
+        has the same single forwarding hop and the same addresses as sender_router_receiver
+        (impairments, sidecars and tests treat both alike), and fewer veth crossings, which
+        cost CPU on a small shared machine.  Each sender/receiver link is its own veth, a port
+        of its LAN's bridge, so a capture on ``lab.interface("router", "receiver2")`` or on a
+        host's ``eth0`` shows that host's flows alone.
+        """
+        if not 1 <= pairs <= cls.MAX_PAIRS:
+            raise LabError(f"dumbbell needs 1 to {cls.MAX_PAIRS} pairs, not {pairs}")
+        lab = cls(run_prefix)
+        try:
+            lab.add_host("router")
+            lab.enable_forwarding("router")  # before the links: see sender_router_receiver
+            for side, net in (("sender", 1), ("receiver", 2)):
+                ports = []
+                for i in range(1, pairs + 1):
+                    host = f"{side}{i}"
+                    lab.add_host(host)
+                    end, port = lab.link(host, "router", ipv4=(f"10.77.{net}.{i}/24", None),
+                                         ipv6=(f"fd00:77:{net}::{i:x}/64", None))
+                    ports.append(port.name)
+                    lab.route(host, "default", f"10.77.{net}.254")
+                    lab.route(host, "default", f"fd00:77:{net}::fe")
+                lab.bridge("router", f"br{net - 1}", ports, ipv4=f"10.77.{net}.254/24",
+                           ipv6=f"fd00:77:{net}::fe/64")
+            lab._bottleneck = Bottleneck("router", egress="br1", ingress="br0")
             lab.wait_ready()
         except BaseException:
             lab.close()
@@ -378,6 +537,19 @@ class Lab:
     @property
     def hosts(self) -> list[str]:
         return list(self._hosts)
+
+    @property
+    def bottlenecks(self) -> list[Bottleneck]:
+        """Every link of the topology that can carry an impairment (chain: one per router)."""
+        return list(self._bottlenecks) if self._bottlenecks else [self.bottleneck]
+
+    @property
+    def bottleneck(self) -> Bottleneck:
+        """The shared link of a ready-made topology (LabError if this lab has none)."""
+        if self._bottleneck is None:
+            raise LabError(f"lab {self.prefix} has no bottleneck",
+                           hint="build it with Lab.sender_router_receiver() or Lab.dumbbell()")
+        return self._bottleneck
 
     def netns(self, host: str) -> str:
         return self._host(host).netns
@@ -462,16 +634,44 @@ class Lab:
         return TcpdumpCapture(self, host, interface, Path(path), snaplen=snaplen, nano=nano,
                               pcapng=pcapng, bpf=bpf, buffer_kib=buffer_kib)
 
+    def scratch_dir(self, purpose: str) -> str:
+        """A new directory for the lab's own files (e.g. a delay line's stats), removed on close.
+
+        Named ``<run prefix>-<purpose>-XXXX`` in the temporary directory, so that
+        :func:`cleanup_leftovers` also finds it once the run has died.
+        """
+        path = tempfile.mkdtemp(prefix=f"{self.prefix}-{purpose}-")
+        self._dirs.append(path)
+        return path
+
     # -- undoing ------------------------------------------------------------------------------
+    def on_close(self, undo: Callable[[], object]) -> None:
+        """Have close() call ``undo`` first (last registered first), before any process stops.
+
+        For work whose order matters: an NFQUEUE rule must go before the delay line that
+        serves it, or the packets in between are dropped.  ``undo`` should be idempotent (it may
+        have run already).  An error from it does not stop the rest of close(), whose deletion
+        of the namespaces removes rules and qdiscs anyway; any but a LabError is raised after.
+        """
+        self._undo.append(undo)
+
     def close(self) -> None:
-        """Stop our processes, kill anything left in our namespaces, delete the namespaces.
+        """Undo on_close work, stop our processes, kill what is left, delete the namespaces.
 
         Idempotent, and safe to call on a half-built lab.  Namespaces are found by the run
         prefix as well as by our records, so one created just before an interruption goes too.
         """
         if self._closed:
             return
+        failed: Exception | None = None  # a bug in an undo: raised once the lab is gone
         with _SignalsBlocked():
+            while self._undo:
+                try:
+                    self._undo.pop()()
+                except LabError:
+                    pass
+                except Exception as e:
+                    failed = failed or e
             for proc in self._procs:
                 self.stop(proc, timeout=2.0)
             self._procs.clear()
@@ -479,8 +679,12 @@ class Lab:
             names.update(n for n in list_netns() if n.startswith(self.prefix + "-"))
             for netns in sorted(names):
                 _delete_netns(netns)
+            for path in self._dirs:
+                shutil.rmtree(path, ignore_errors=True)
             self._closed = True
             _unregister(self)
+        if failed is not None:
+            raise failed
 
     def __enter__(self) -> "Lab":
         return self
@@ -502,7 +706,7 @@ class TcpdumpCapture:
     def __init__(self, lab: Lab, host: str, interface: str, path: Path, *, snaplen: int,
                  nano: bool, pcapng: bool, bpf: str | None, buffer_kib: int | None = None,
                  ready_timeout: float = 10.0):
-        _require_tools("tcpdump", *(["editcap"] if pcapng else []))
+        require_tools("tcpdump", *(["editcap"] if pcapng else []))
         self.lab, self.path, self.pcapng = lab, path, pcapng
         self.stats: CaptureStats | None = None
         self._raw = path.with_name(path.name + ".tmp.pcap") if pcapng else path

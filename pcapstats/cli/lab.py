@@ -1,0 +1,338 @@
+"""`pcapstats lab`: make captures in network namespaces (run, matrix), check the host, clean up.
+
+A thin layer over :mod:`pcapstats.lab`: every option of ``lab run`` is a field of
+:class:`pcapstats.lab.Scenario`; the sidecar's fields are printed by ``lab fields``.
+"""
+
+from __future__ import annotations
+
+import sys
+from enum import Enum
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+
+from ..errors import PcapstatsError, UsageError
+from .app import EXIT_ERROR, Fmt, _say, _stderr_console, _write, app
+
+lab_app = typer.Typer(no_args_is_help=True, help="Make real captures: network-namespace hosts, "
+                      "loss/delay/rate on a router, simpleperf/iperf3/ping, sidecar JSON.")
+app.add_typer(lab_app, name="lab")
+
+
+class Tool(str, Enum):
+    simpleperf = "simpleperf"
+    iperf3 = "iperf3"
+    iperf3_udp = "iperf3-udp"
+    ping = "ping"
+    tcp_file = "tcp-file"
+    udp_file = "udp-file"
+
+
+class Side(str, Enum):
+    sender = "sender"
+    receiver = "receiver"
+    both = "both"
+    router = "router"
+
+
+class CaptureFormat(str, Enum):
+    pcap = "pcap"
+    pcapng = "pcapng"
+
+
+def _list(text: Optional[str]) -> list[str]:
+    return [p.strip() for p in text.split(",") if p.strip()] if text else []
+
+
+@lab_app.command("run")
+def run_cmd(
+    output: Path = typer.Option(..., "--output", "-o", help="Capture file to write, e.g. "
+                                "runs/reno10.pcap; the sidecar goes to runs/reno10.json.",
+                                show_default=False),
+    tool: Tool = typer.Option(Tool.simpleperf, "--tool", help="Traffic to run."),
+    loss: Optional[str] = typer.Option(None, "--loss", help="Random loss on the bottleneck, "
+                                       "e.g. 10% or 0.1."),
+    delay: Optional[str] = typer.Option(None, "--delay", help="One-way delay, each direction "
+                                        "(RTT about twice it), e.g. 20ms."),
+    jitter: Optional[str] = typer.Option(None, "--jitter", help="Delay jitter, e.g. 2ms."),
+    rate: Optional[str] = typer.Option(None, "--rate", help="Bottleneck rate, e.g. 30mbit."),
+    queue: Optional[str] = typer.Option(None, "--queue", help="Bottleneck queue (bytes, or "
+                                        "packets as e.g. 100p)."),
+    cc: Optional[str] = typer.Option(None, "--cc", help="Congestion control (reno, cubic, "
+                                     "bbr); a comma list gives one per pair."),
+    duration: float = typer.Option(10.0, "--time", "-t", help="Seconds to send."),
+    nbytes: Optional[str] = typer.Option(None, "--bytes", "-n", help="Bytes to send instead "
+                                         "of a duration, e.g. 10MB."),
+    parallel: int = typer.Option(1, "--parallel", "-P", help="Parallel connections per pair."),
+    pairs: int = typer.Option(1, "--pairs", help="Sender/receiver pairs sharing the "
+                              "bottleneck."),
+    udp_rate: Optional[str] = typer.Option(None, "--udp-rate", "-b", help="UDP send rate "
+                                           "(iperf3-udp, udp-file), e.g. 20mbit."),
+    ping_count: int = typer.Option(10, "--ping-count", help="Pings per size (tool ping)."),
+    ping_interval: float = typer.Option(0.2, "--ping-interval", help="Seconds between pings."),
+    ping_sizes: Optional[str] = typer.Option(None, "--ping-sizes", help="Payload sizes, comma "
+                                             "list, e.g. 56,500,1000,1400 (default 56)."),
+    ping_during: bool = typer.Option(False, "--ping-during", help="Also ping while the "
+                                     "transfer runs (RTT under load)."),
+    sndbuf: Optional[int] = typer.Option(None, "--sndbuf", help="Sender socket buffer, bytes "
+                                         "(iperf3: -w)."),
+    rcvbuf: Optional[int] = typer.Option(None, "--rcvbuf", help="Receiver socket buffer, bytes."),
+    window_scaling: bool = typer.Option(True, "--window-scaling/--no-window-scaling",
+                                        help="net.ipv4.tcp_window_scaling in senders and "
+                                        "receivers."),
+    capture: Side = typer.Option(Side.sender, "--capture", help="Where tcpdump listens."),
+    snaplen: int = typer.Option(262144, "--snaplen", help="Bytes kept a packet (128: headers)."),
+    fmt: CaptureFormat = typer.Option(CaptureFormat.pcap, "--format", help="pcap or pcapng."),
+    tcp_info_interval: float = typer.Option(0.01, "--tcp-info-interval",
+                                            help="Seconds between TCP_INFO samples."),
+    trials: int = typer.Option(1, "--trials", help="Repeat the run; files get -trialK."),
+    seed: int = typer.Option(0, "--seed", help="Seed of generated file contents."),
+):
+    """Run one scenario: topology, impairment, RTT check, tcpdump, traffic, sidecar.
+
+    Example: pcapstats lab run --loss 10% --delay 20ms --rate 30mbit --cc reno -t 10
+    -o runs/reno10.pcap
+    """
+    from ..lab.run import Scenario, run
+    from ..lab.sidecar import sidecar_path
+
+    cc_list = _list(cc)
+    sizes = [_int(s, "--ping-sizes") for s in _list(ping_sizes)] or [56]
+    if trials < 1:
+        raise UsageError(f"--trials must be 1 or more, not {trials}")
+    for trial in range(1, trials + 1):
+        scenario = Scenario(
+            tool=tool.value, loss=loss, delay=delay, jitter=jitter, rate=rate, queue=queue,
+            cc=cc_list if len(cc_list) > 1 else (cc_list[0] if cc_list else None),
+            duration_s=duration, bytes=nbytes, parallel=parallel, pairs=pairs,
+            udp_rate=udp_rate, ping_count=ping_count, ping_interval_s=ping_interval,
+            ping_sizes=sizes, ping_during=ping_during, sndbuf=sndbuf, rcvbuf=rcvbuf,
+            window_scaling=window_scaling,
+            capture=capture.value, snaplen=snaplen, format=fmt.value,
+            tcp_info_interval_s=tcp_info_interval, trial=trial, seed=seed)
+        out = output if trials == 1 else _with_trial(output, trial)
+        try:
+            with _stages() as stage:
+                doc = run(scenario, out, progress=stage, command=["pcapstats", *sys.argv[1:]])
+        except KeyboardInterrupt as e:
+            _interrupted(e, sidecar_path(out))
+        _report(doc, sidecar_path(out))
+
+
+def _interrupted(e: KeyboardInterrupt, path: Path):
+    """One line saying what an interruption left, then exit 128 + signal (typer would exit
+    130 silently)."""
+    why = f" ({e.args[0]})" if e.args else ""
+    from ..lab.sidecar import SidecarError, load_sidecar
+    try:
+        saved = load_sidecar(path)["status"] == "interrupted"
+    except SidecarError:
+        saved = False
+    kept = f"; what was captured is kept, see {path} (status interrupted)" if saved else ""
+    _say("error", f"interrupted{why}{kept}")
+    raise typer.Exit(128 + getattr(e, "signum", 2))
+
+
+# Scenario field -> `lab run` option (the inverse of run_cmd's mapping; tested to round-trip).
+_OPTION = {"tool": "--tool", "loss": "--loss", "delay": "--delay", "jitter": "--jitter",
+           "rate": "--rate", "queue": "--queue", "cc": "--cc", "duration_s": "-t",
+           "bytes": "-n", "parallel": "-P", "pairs": "--pairs", "udp_rate": "-b",
+           "ping_count": "--ping-count", "ping_interval_s": "--ping-interval",
+           "ping_sizes": "--ping-sizes", "ping_during": "--ping-during", "sndbuf": "--sndbuf",
+           "rcvbuf": "--rcvbuf", "window_scaling": "--no-window-scaling",
+           "capture": "--capture", "snaplen": "--snaplen", "format": "--format",
+           "tcp_info_interval_s": "--tcp-info-interval", "seed": "--seed"}
+
+
+def run_command(scenario, output) -> list[str]:
+    """The `pcapstats lab run` command line that runs this scenario (defaults left out)."""
+    import dataclasses
+
+    from ..lab.run import Scenario
+    default = Scenario()
+    argv = ["pcapstats", "lab", "run"]
+    for f in dataclasses.fields(Scenario):
+        value = getattr(scenario, f.name)
+        if f.name not in _OPTION or value == getattr(default, f.name):
+            continue
+        if f.name == "duration_s" and scenario.bytes:  # -n bounds the transfer, not -t
+            continue
+        option = _OPTION[f.name]
+        if isinstance(value, bool):
+            argv.append(option)  # the flag says the non-default value
+        elif isinstance(value, list):
+            argv += [option, ",".join(map(str, value))]
+        else:
+            argv += [option, f"{value:g}" if isinstance(value, float) else str(value)]
+    return argv + ["-o", str(output)]
+
+
+def _int(text: str, option: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        raise UsageError(f"{option}: {text!r} is not a whole number") from None
+
+
+def _with_trial(output: Path, trial: int) -> Path:
+    return output.with_name(f"{output.stem}-trial{trial}{output.suffix}")
+
+
+class _stages:
+    """A one-line status on a terminal's stderr showing the run's current stage."""
+
+    def __enter__(self):
+        self.status = None
+        if sys.stderr.isatty():
+            self.status = _stderr_console().status("starting")
+            self.status.start()
+        return self.update
+
+    def update(self, text: str) -> None:
+        if self.status:
+            self.status.update(text)
+
+    def __exit__(self, *exc):
+        if self.status:
+            self.status.stop()
+
+
+def _report(doc: dict, path: Path) -> None:
+    """What a run made and asked vs measured, in a few lines on stdout."""
+    m = doc["measured"]
+    files = ", ".join(c["file"] + f" ({c['packets_captured']} packets)" for c in doc["captures"])
+    lines = [f"wrote {files} and {path.name} in {path.parent}/"]
+
+    def pair(label, asked, got, unit, scale=1.0, digits=1):
+        if asked is None and got is None:
+            return
+        a = "-" if asked is None else f"{asked * scale:.{digits}f}"
+        g = "-" if got is None else f"{got * scale:.{digits}f}"
+        lines.append(f"  {label:<12} asked {a:>9}  measured {g:>9} {unit}")
+    pair("rtt", m["rtt_asked_ms"], m["rtt_ms"], "ms", digits=2)
+    pair("rate", m["rate_asked_bps"], m["throughput_bps"], "Mbit/s (measured: the tools' "
+         "throughput)", 1e-6)
+    pair("loss", m["loss_asked"], m["loss_measured"], "%", 100.0, 2)
+    if m.get("retransmitted_segments") is not None:
+        lines.append(f"  retransmitted segments (sender TCP_INFO): {m['retransmitted_segments']}")
+    print("\n".join(lines))
+
+
+@lab_app.command()
+def matrix(
+    spec: Path = typer.Argument(..., help="TOML spec: [base], [axes], trials, [[group]].",
+                                show_default=False),
+    output: Path = typer.Option(..., "--output", "-o", help="Directory for the runs.",
+                                show_default=False),
+    fmt: Fmt = typer.Option(Fmt.table, "--format", "-f", help="Summary as table, csv or json."),
+):
+    """Run a grid of scenarios (see pcapstats.lab.matrix); skips cells already complete."""
+    from ..lab.matrix import load_spec, run_matrix, summary_table
+    from ..render import render
+
+    cells = load_spec(spec)  # every cell validated before the first one runs
+    progress, task = None, None
+    if sys.stderr.isatty():
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+        progress = Progress(TextColumn("{task.description}"), BarColumn(),
+                            MofNCompleteColumn(), console=_stderr_console(), transient=True)
+        task = progress.add_task("matrix", total=len(cells))
+        progress.start()
+
+    def on_cell(k, total, cell, state):
+        if progress:
+            if state == "start":
+                progress.update(task, description=cell.name)
+            else:
+                progress.advance(task)
+        elif state != "start":
+            print(f"[{k + 1}/{total}] {cell.name}: {state}", file=sys.stderr)
+
+    def on_stage(text):
+        if progress:
+            progress.update(task, description=text)
+
+    try:
+        results = run_matrix(spec, output, on_cell=on_cell, on_stage=on_stage,
+                             command=["pcapstats", *sys.argv[1:]])
+    except KeyboardInterrupt as e:
+        if progress:
+            progress.stop()
+        _say("error", "interrupted; run the same command again to do the cells not complete")
+        raise typer.Exit(130) from e
+    finally:
+        if progress:
+            progress.stop()
+    table = summary_table(results)
+    if fmt == Fmt.table:  # render's table rounds floats to integers: keep ms and fractions
+        table = {name: _readable(name, col) for name, col in table.items()}
+    _write(render(table, fmt.value), None)
+    failed = [r for r in results if r.status == "failed"]
+    for r in failed:
+        _say("error", f"cell {r.name}: {r.error}")
+    if failed:
+        raise typer.Exit(EXIT_ERROR)
+
+
+def _readable(name: str, column):
+    """A float column as text for the human table (csv/json keep full numbers)."""
+    import numpy as np
+    if column.dtype != float:
+        return column
+    digits = 0 if name.endswith("_bps") or name == "retransmitted_segments" else \
+        1 if name == "seconds" else 2 if name.endswith("_ms") else 4
+    return np.array(["" if np.isnan(v) else f"{v:.{digits}f}" for v in column], dtype=object)
+
+
+@lab_app.command()
+def cleanup(
+    directories: List[Path] = typer.Argument(None, help="Also remove unfinished "
+                                             "(.NAME.partial) files left in these directories.",
+                                             show_default=False),
+):
+    """Remove what killed runs left: their namespaces (and processes in them), partial files.
+
+    Only namespaces of runs whose process has ended are touched (psl-<pid>-...).
+    """
+    from ..lab.netns import cleanup_leftovers
+
+    removed = cleanup_leftovers()
+    for name in removed:
+        print(f"removed scratch directory {name}" if name.startswith("/") else
+              f"removed network namespace {name} (and every process in it)")
+    partials = [p for d in directories or [] for p in sorted(Path(d).glob(".*.partial"))]
+    for p in partials:
+        p.unlink()
+        print(f"removed unfinished file {p}")
+    if not removed and not partials:
+        print("nothing left over by a lab run")
+
+
+@lab_app.command()
+def check():
+    """What this host can do: root, tools, impairment mechanisms, congestion controls."""
+    from ..lab import check_host
+    report = check_host()
+    width = max(len(k) for k, _, _ in report)
+    for name, ok, detail in report:
+        print(f"{name:<{width}}  {'ok ' if ok else 'NO '} {detail}")
+    missing = [name for name, ok, _ in report if not ok and name in _ESSENTIAL]
+    if missing:
+        raise PcapstatsError(f"the lab cannot run here: missing {', '.join(missing)}",
+                             hint="see the lines marked NO above")
+
+
+_ESSENTIAL = ("root", "ip", "ethtool", "tc", "iptables", "tcpdump", "ping")
+
+
+@lab_app.command()
+def fields():
+    """Every field of the sidecar JSON a run writes beside its capture."""
+    from ..lab.sidecar import FIELDS, SCHEMA
+    import textwrap
+    print(f"schema {SCHEMA}; the sidecar of -o DIR/NAME.pcap is DIR/NAME.json\n")
+    for name, meaning in FIELDS:
+        print(name)
+        print(textwrap.fill(meaning, 96, initial_indent="    ", subsequent_indent="    "))

@@ -1,0 +1,602 @@
+"""Loss, delay, jitter and rate on a lab's bottleneck: with netem where the kernel has it, else
+with tbf + iptables ``statistic`` + an NFQUEUE delay line.  Everything is undone.
+
+    imp = Impairment(loss=0.1, delay_s=0.020, rate_bps=30e6)
+    applied = apply(lab, lab.bottleneck, imp)
+    applied.mechanisms   # {"rate": "tbf", "loss": "iptables-statistic", "delay": ...}
+    applied.counters()   # what the kernel counted: drops, tbf backlog, delay line's queue
+    applied.remove()     # also done when the lab closes
+
+Where each value goes (the router's forwarding path, never a sender's own output: a drop there
+is re-sent without reaching the wire; see ../shared/DESIGN.md):
+
+==========  ==============================  =====================================================
+value       netem kernel                    fallback (this machine: no sch_netem)
+==========  ==============================  =====================================================
+rate,queue  netem ``rate``/``limit``        ``tbf`` root qdisc on the egress toward the receivers
+loss        netem ``loss`` (data egress)    iptables ``-m statistic --mode random -j DROP`` in the
+                                            router's FORWARD path, data direction (IPv4 and IPv6)
+ack_loss    netem ``loss`` (ack egress)     the same rule on the ACK direction
+delay       netem ``delay`` on both         :mod:`pcapstats.lab.delayline`: NFQUEUE, one queue and
+jitter      egresses                        one program per direction (data 0, ACKs 1), uniform
+==========  ==============================  =====================================================
+
+``delay_s`` is one-way and applied in EACH direction, so ping's RTT is about 2 x delay + the
+base RTT (about 0.1 ms here, plus ~0.5 ms for the two delay-line passes).  The fallback's
+iptables work lives in two chains of the router's filter table, ``PSL_DATA`` and ``PSL_ACK``,
+entered from FORWARD by ``-o <egress>`` / ``-o <ingress>``; the jump's counter is the number of
+packets offered, the DROP rule's the number lost.  In each chain the loss rule comes before the
+NFQUEUE rule, so a lost packet is not held for nothing.  FORWARD runs before the egress
+qdisc: data packets are delayed, then queue in tbf.
+
+Queue size: ``queue_bytes`` if given, else one bandwidth-delay product at the asked rate and
+RTT 2 x (delay + jitter), but at least :data:`QUEUE_FLOOR_PACKETS` full frames (so short RTTs
+still absorb a burst).  One BDP is the classic size that lets a single Reno flow keep the link
+busy; more only adds queueing delay.  tbf's ``burst`` is the larger of two full frames and
+1 ms at the rate (tbf's timer then needs no faster tick than 1 kHz).
+
+Rate, size and time texts follow tc(8): ``kbit``/``mbit``/``gbit`` are bits per second (SI,
+``kibit``... binary), ``bps``/``kbps``/``mbps``/``gbps`` are BYTES per second (``1mbps`` is 8
+Mbit/s); times ``s``/``ms``/``us`` (``sec``, ``msec``, ``usec`` too); sizes ``b`` (or none),
+``kb``/``mb`` (x1024, as tc), or ``p``/``pkt`` full frames of :data:`FRAME_BYTES`.  A bare number
+is refused for rates and times (tc would read bits/s and microseconds, rarely what was meant).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+import select
+import shlex
+import shutil
+import signal
+import subprocess
+import sys
+from dataclasses import asdict, dataclass, field
+from typing import Callable
+
+from pcapstats.errors import UsageError
+from pcapstats.lab.netns import Bottleneck, Lab, LabError
+
+# pcapstats.lab.delayline is imported where used, not here: the package's __init__ imports
+# this module, and `python -m pcapstats.lab.delayline` warns if the package imported it first.
+
+FRAME_BYTES = 1514  # a full Ethernet frame at MTU 1500, as tbf and netem count it (no FCS)
+QUEUE_FLOOR_PACKETS = 16
+DATA_QUEUE, ACK_QUEUE = 0, 1  # NFQUEUE numbers (per namespace)
+CHAINS = {"data": "PSL_DATA", "ack": "PSL_ACK"}
+MECHANISMS = ("auto", "netem", "fallback")
+NETEM_LIMIT_PACKETS = 16384  # netem's limit where no rate bounds what it holds
+_READY_TIMEOUT_S = 10.0
+# SCHED_FIFO priority of the delay lines (see delayline._tight_timers); 0 = a normal task.
+DELAY_LINE_PRIORITY = 10
+_STATS_INTERVAL_S = 0.5
+
+
+# -- parsers (the CLI's words for the values) ---------------------------------------------------
+_RATE_UNITS = {"bit": 1, "kbit": 1e3, "mbit": 1e6, "gbit": 1e9, "tbit": 1e12,
+               "kibit": 2**10, "mibit": 2**20, "gibit": 2**30, "tibit": 2**40,
+               "bps": 8, "kbps": 8e3, "mbps": 8e6, "gbps": 8e9, "tbps": 8e12,
+               "kibps": 8 * 2**10, "mibps": 8 * 2**20, "gibps": 8 * 2**30, "tibps": 8 * 2**40}
+_TIME_UNITS = {"s": 1, "sec": 1, "secs": 1, "ms": 1e-3, "msec": 1e-3, "msecs": 1e-3,
+               "us": 1e-6, "usec": 1e-6, "usecs": 1e-6}
+_SIZE_UNITS = {"": 1, "b": 1, "k": 2**10, "kb": 2**10, "m": 2**20, "mb": 2**20, "g": 2**30,
+               "gb": 2**30, "p": FRAME_BYTES, "pkt": FRAME_BYTES, "pkts": FRAME_BYTES,
+               "packets": FRAME_BYTES}
+_NUMBER_UNIT = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:e[+-]?[0-9]+)?)\s*([a-z%]*)\s*$", re.I)
+
+
+def _split(text: str, what: str, example: str) -> tuple[float, str]:
+    match = _NUMBER_UNIT.match(str(text))
+    if not match:
+        raise UsageError(f"bad {what} {text!r}: not a number with a unit",
+                         hint=f"write it like {example}")
+    return float(match.group(1)), match.group(2).lower()
+
+
+def parse_rate(text: str) -> float:
+    """"30mbit" -> 30e6 bit/s; tc's units (``mbps`` = megaBYTES/s); a unit is required."""
+    value, unit = _split(text, "rate", "30mbit, 500kbit or 1.5gbit")
+    if unit not in _RATE_UNITS:
+        hint = ("give a unit, e.g. 30mbit" if not unit else
+                "units: bit, kbit, mbit, gbit (bits/s) or bps, kbps, mbps (BYTES/s, as tc)")
+        raise UsageError(f"bad rate {text!r}: " + ("no unit" if not unit else
+                                                   f"unknown unit {unit!r}"), hint=hint)
+    bps = value * _RATE_UNITS[unit]
+    if bps <= 0:
+        raise UsageError(f"bad rate {text!r}: must be above zero")
+    return bps
+
+
+def parse_time(text: str) -> float:
+    """"20ms" -> 0.020 s; units s, ms, us (tc's); a unit is required."""
+    value, unit = _split(text, "time", "20ms, 0.5s or 100us")
+    if unit not in _TIME_UNITS:
+        raise UsageError(f"bad time {text!r}: " + ("no unit" if not unit else
+                                                   f"unknown unit {unit!r}"),
+                         hint="units: s, ms, us, e.g. 20ms")
+    return value * _TIME_UNITS[unit]
+
+
+def parse_loss(text: str) -> float:
+    """"10%" or "0.1" -> 0.1 (a fraction of packets, 0 to 1)."""
+    value, unit = _split(text, "loss", "10% or 0.1")
+    if unit not in ("", "%"):
+        raise UsageError(f"bad loss {text!r}: unknown unit {unit!r}", hint="write 10% or 0.1")
+    fraction = value / 100 if unit == "%" else value
+    if fraction > 1:
+        if unit == "%":
+            raise UsageError(f"bad loss {text!r}: more than 100 %")
+        raise UsageError(f"bad loss {text!r}: a fraction above 1",
+                         hint=f"did you mean {value:g}%?")
+    return fraction
+
+
+def parse_size(text: str) -> int:
+    """"64kb" -> 65536 bytes, "100p" -> 100 full frames in bytes, "1500" -> 1500 bytes."""
+    value, unit = _split(text, "size", "64kb, 100p or 150000")
+    if unit not in _SIZE_UNITS:
+        raise UsageError(f"bad size {text!r}: unknown unit {unit!r}",
+                         hint="units: b, kb, mb (x1024, as tc) or p (full frames)")
+    size = round(value * _SIZE_UNITS[unit])
+    if size <= 0:
+        raise UsageError(f"bad size {text!r}: must be above zero")
+    return size
+
+
+# -- what to apply --------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Impairment:
+    """What a bottleneck does to packets.  Delay and jitter apply in EACH direction."""
+    loss: float = 0.0  # fraction of data-direction packets dropped at random
+    delay_s: float = 0.0  # one-way delay, each direction: RTT ~ 2 x delay_s + base
+    jitter_s: float = 0.0  # per-packet delay uniform on delay_s +- jitter_s (no reordering)
+    rate_bps: float | None = None  # data direction (frames as tbf/netem count them)
+    queue_bytes: int | None = None  # None: see default_queue_bytes
+    ack_loss: float = 0.0  # fraction of ACK-direction packets dropped at random
+
+    def __post_init__(self):
+        for name in ("loss", "ack_loss"):
+            if not 0 <= getattr(self, name) <= 1:
+                raise UsageError(f"{name} {getattr(self, name)!r} is not a fraction in [0, 1]")
+        if self.delay_s < 0 or self.jitter_s < 0:
+            raise UsageError("delay and jitter must not be negative")
+        if self.jitter_s > self.delay_s:
+            raise UsageError(f"jitter {self.jitter_s * 1e3:g} ms exceeds delay "
+                             f"{self.delay_s * 1e3:g} ms",
+                             hint="a packet cannot leave before it arrived: keep jitter <= delay")
+        if self.rate_bps is not None and self.rate_bps <= 0:
+            raise UsageError(f"rate {self.rate_bps!r} bit/s must be above zero")
+        if self.queue_bytes is not None and self.queue_bytes < FRAME_BYTES:
+            raise UsageError(f"queue {self.queue_bytes} bytes cannot hold one full frame "
+                             f"({FRAME_BYTES} bytes)")
+
+    @classmethod
+    def from_text(cls, *, loss: str | None = None, delay: str | None = None,
+                  jitter: str | None = None, rate: str | None = None, queue: str | None = None,
+                  ack_loss: str | None = None) -> "Impairment":
+        """Build from CLI words: ``from_text(loss="10%", delay="20ms", rate="30mbit")``."""
+        return cls(loss=parse_loss(loss) if loss else 0.0,
+                   delay_s=parse_time(delay) if delay else 0.0,
+                   jitter_s=parse_time(jitter) if jitter else 0.0,
+                   rate_bps=parse_rate(rate) if rate else None,
+                   queue_bytes=parse_size(queue) if queue else None,
+                   ack_loss=parse_loss(ack_loss) if ack_loss else 0.0)
+
+    @property
+    def delayed(self) -> bool:
+        return self.delay_s > 0 or self.jitter_s > 0
+
+    def default_queue_bytes(self) -> int:
+        """One BDP at rate x 2 x (delay + jitter), at least QUEUE_FLOOR_PACKETS full frames."""
+        bdp = (self.rate_bps or 0) * 2 * (self.delay_s + self.jitter_s) / 8
+        return max(math.ceil(bdp), QUEUE_FLOOR_PACKETS * FRAME_BYTES)
+
+    @property
+    def queue_limit_bytes(self) -> int:
+        return self.queue_bytes or self.default_queue_bytes()
+
+    def tbf_burst_bytes(self) -> int:
+        return max(2 * FRAME_BYTES, math.ceil((self.rate_bps or 0) / 8 * 1e-3))
+
+
+# -- what was applied, and what the kernel counted ----------------------------------------------
+@dataclass(frozen=True)
+class PathCounters:
+    """One direction's iptables counts (IPv4 + IPv6): packets offered and lost at random."""
+    offered_packets: int
+    offered_bytes: int
+    dropped_packets: int
+    dropped_bytes: int
+
+
+@dataclass(frozen=True)
+class QdiscCounters:
+    """``tc -s qdisc`` of one root qdisc (tbf or netem)."""
+    device: str
+    kind: str
+    sent_bytes: int
+    sent_packets: int
+    dropped_packets: int  # queue full (tbf: limit) or netem loss
+    overlimits: int  # tbf: times a packet had to wait for tokens
+    backlog_bytes: int
+    backlog_packets: int
+
+
+@dataclass(frozen=True)
+class DelayLineCounters:
+    """One direction's delay line: the kernel's queue line plus the program's own stats."""
+    direction: str
+    queue: int
+    alive: bool
+    exit_code: int | None
+    kernel: dict | None  # delayline.KernelQueue as a dict; None: nobody is bound to the queue
+    program: dict | None  # delayline.Stats as a dict (periodic snapshot, exact after remove())
+
+
+@dataclass(frozen=True)
+class Counters:
+    loss: dict[str, PathCounters] = field(default_factory=dict)  # "data" / "ack"
+    qdiscs: dict[str, QdiscCounters] = field(default_factory=dict)  # by device
+    delay: dict[str, DelayLineCounters] = field(default_factory=dict)  # "data" / "ack"
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+class _DelayLineProcess:
+    """The delay line of one direction, as a Lab process in the router's namespace."""
+
+    def __init__(self, lab: Lab, host: str, direction: str, queue: int, imp: Impairment,
+                 stats_dir: str):
+        self.lab, self.host, self.direction, self.queue = lab, host, direction, queue
+        self.stats_path = os.path.join(stats_dir, f"delayline-{queue}.json")
+        self.argv = [sys.executable, "-m", "pcapstats.lab.delayline", "--queue", str(queue),
+                     "--delay-ms", repr(imp.delay_s * 1e3), "--jitter-ms",
+                     repr(imp.jitter_s * 1e3), "--stats", self.stats_path,
+                     "--stats-interval", str(_STATS_INTERVAL_S),
+                     "--realtime-priority", str(DELAY_LINE_PRIORITY)]
+        self.max_delay_s = imp.delay_s + imp.jitter_s
+        self.final: dict | None = None
+        self.stderr_path = os.path.join(stats_dir, f"delayline-{queue}.err")
+        with open(self.stderr_path, "w") as err:  # a file: a pipe nobody reads could fill
+            self.proc = lab.popen(host, *self.argv, stdout=subprocess.PIPE, stderr=err,
+                                  text=True)
+
+    def wait_ready(self) -> None:
+        """Return once it has bound its queue; LabError (and the process gone) if it cannot."""
+        ready = select.select([self.proc.stdout], [], [], _READY_TIMEOUT_S)[0]
+        line = self.proc.stdout.readline() if ready else ""
+        if line.strip() != f"ready queue={self.queue}":
+            err = f"no answer within {_READY_TIMEOUT_S:g} s"
+            if ready and not line:  # end of its output: it is exiting
+                try:
+                    self.proc.wait(5)
+                except subprocess.TimeoutExpired:
+                    pass
+            if self.proc.poll() is not None:  # it said why on stderr
+                with open(self.stderr_path) as f:
+                    err = (f.read().strip().splitlines() or ["no message"])[-1]
+            self.lab.stop(self.proc, signal.SIGKILL)
+            raise LabError(f"the delay line for queue {self.queue} in {self.host} did not "
+                           f"start: {err}")
+
+    @property
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def program_stats(self) -> dict | None:
+        if self.final is not None:
+            return self.final
+        try:
+            with open(self.stats_path) as f:
+                return json.load(f)
+        except (FileNotFoundError, json.JSONDecodeError):
+            return None
+
+    def stop(self) -> None:
+        """SIGTERM, wait while it releases what it holds, keep its final stats."""
+        if self.final is not None or self.proc.stdout is None or self.proc.stdout.closed:
+            self.lab.stop(self.proc, signal.SIGKILL)  # nothing to read: just make sure it ended
+            return
+        if self.alive:
+            os.kill(self.proc.pid, signal.SIGTERM)
+        try:
+            out, _ = self.proc.communicate(timeout=self.max_delay_s + 5)
+        except subprocess.TimeoutExpired:
+            self.lab.stop(self.proc, signal.SIGKILL)
+            out = ""
+        lines = (out or "").strip().splitlines()
+        if lines and lines[-1].startswith("{"):
+            self.final = json.loads(lines[-1])
+
+
+class Applied:
+    """An impairment installed on a bottleneck: which mechanism set what, counters, removal.
+
+    ``mechanisms`` maps each value asked for ("rate", "queue", "loss", "ack_loss", "delay",
+    "jitter") to what set it ("netem", "tbf", "iptables-statistic", "nfqueue-delayline").
+    ``settings`` holds the parameters and every command run, in order.
+    """
+
+    def __init__(self, lab: Lab, bottleneck: Bottleneck, impairment: Impairment):
+        self.lab, self.bottleneck, self.impairment = lab, bottleneck, impairment
+        self.mechanisms: dict[str, str] = {}
+        self.settings: dict = {"commands": []}
+        self.final_counters: Counters | None = None
+        self._undo: list[Callable[[], object]] = []
+        self._delay_lines: dict[str, _DelayLineProcess] = {}
+        self._chains: dict[str, str] = {}  # direction -> chain, once its FORWARD jump exists
+        self._qdiscs: list[str] = []
+        self._removed = False
+        lab.on_close(self.remove)
+
+    # -- installing ---------------------------------------------------------------------------
+    def _run(self, *argv, record: bool = True, check: bool = True):
+        if record:
+            self.settings["commands"].append(shlex.join(map(str, argv)))
+        return self.lab.run(self.bottleneck.router, *argv, check=check)
+
+    def _iptables(self, *args, record: bool = True, check: bool = True) -> None:
+        for tool in ("iptables", "ip6tables"):
+            self._run(tool, "-w", *args, record=record, check=check)
+
+    def _add_qdisc(self, device: str, *spec) -> None:
+        self._undo.append(lambda: self._run("tc", "qdisc", "del", "dev", device, "root",
+                                            record=False, check=False))
+        self._run("tc", "qdisc", "add", "dev", device, "root", *spec)
+        self._qdiscs.append(device)
+
+    def _start_delay_lines(self, queues: dict[str, int]) -> None:
+        """One program per direction, started together; returns once all are listening."""
+        stats_dir = self.settings["stats_dir"] = self.lab.scratch_dir("delayline")
+        self._undo.append(lambda: shutil.rmtree(stats_dir, True))
+        for direction, queue in queues.items():
+            line = _DelayLineProcess(self.lab, self.bottleneck.router, direction, queue,
+                                     self.impairment, stats_dir)
+            self._delay_lines[direction] = line
+            self.settings["commands"].append(shlex.join(line.argv))
+            self._undo.append(line.stop)
+        for line in self._delay_lines.values():
+            line.wait_ready()
+
+    def _add_chain(self, direction: str, device: str, loss: float, queue: int | None) -> None:
+        """Chain PSL_DATA/PSL_ACK: random DROP, then NFQUEUE; FORWARD jumps in last."""
+        chain = CHAINS[direction]
+        # Each undo is registered before its command (a half-done command is undone too).
+        self._undo.append(lambda: self._iptables("-X", chain, record=False, check=False))
+        self._undo.append(lambda: self._iptables("-F", chain, record=False, check=False))
+        self._iptables("-N", chain)
+        if loss > 0:
+            self._iptables("-A", chain, "-m", "statistic", "--mode", "random",
+                           "--probability", f"{loss:.10f}", "-j", "DROP")
+        if queue is not None:
+            self._iptables("-A", chain, "-j", "NFQUEUE", "--queue-num", queue)
+        # Undone first: the jump goes before the delay line stops (else its packets drop).
+        self._undo.append(lambda: self._iptables("-D", "FORWARD", "-o", device, "-j", chain,
+                                                 record=False, check=False))
+        self._iptables("-A", "FORWARD", "-o", device, "-j", chain)
+        self._chains[direction] = chain
+
+    def _install_netem(self) -> None:
+        imp, b = self.impairment, self.bottleneck
+        delay = ["delay", f"{round(imp.delay_s * 1e6)}us"] if imp.delayed else []
+        if imp.jitter_s:
+            delay.append(f"{round(imp.jitter_s * 1e6)}us")
+        data = list(delay)
+        if imp.loss:
+            data += ["loss", f"{imp.loss * 100:.6f}%"]
+            self.mechanisms["loss"] = "netem"
+        if imp.rate_bps:
+            data += ["rate", f"{round(imp.rate_bps)}bit"]
+            self.mechanisms["rate"] = self.mechanisms["queue"] = "netem"
+        # netem's limit counts every packet it holds: the rate queue and those being delayed.
+        in_delay = (imp.rate_bps or 0) * (imp.delay_s + imp.jitter_s) / 8 / FRAME_BYTES
+        limit = (math.ceil(imp.queue_limit_bytes / FRAME_BYTES + in_delay) if imp.rate_bps
+                 else NETEM_LIMIT_PACKETS)
+        self.settings["netem_limit_packets"] = limit
+        if data:
+            self._add_qdisc(b.egress, "netem", "limit", limit, *data)
+        ack = list(delay) + (["loss", f"{imp.ack_loss * 100:.6f}%"] if imp.ack_loss else [])
+        if ack:
+            self._add_qdisc(b.ingress, "netem", "limit", NETEM_LIMIT_PACKETS, *ack)
+        if imp.ack_loss:
+            self.mechanisms["ack_loss"] = "netem"
+        if imp.delayed:
+            self.mechanisms["delay"] = "netem"
+            if imp.jitter_s:
+                self.mechanisms["jitter"] = "netem"
+
+    def _install_fallback(self) -> None:
+        imp, b = self.impairment, self.bottleneck
+        if imp.delayed:  # listening before any rule sends packets to the queues
+            self._start_delay_lines({"data": DATA_QUEUE, "ack": ACK_QUEUE})
+            self.mechanisms["delay"] = "nfqueue-delayline"
+            if imp.jitter_s:
+                self.mechanisms["jitter"] = "nfqueue-delayline"
+        if imp.rate_bps:
+            burst, limit = imp.tbf_burst_bytes(), imp.queue_limit_bytes
+            self.settings["tbf"] = {"rate_bps": round(imp.rate_bps), "burst_bytes": burst,
+                                    "limit_bytes": limit}
+            self._add_qdisc(b.egress, "tbf", "rate", f"{round(imp.rate_bps)}bit",
+                            "burst", burst, "limit", limit)
+            self.mechanisms["rate"] = self.mechanisms["queue"] = "tbf"
+        # The chains count what each direction offers, even where nothing is dropped.
+        queue_of = {"data": DATA_QUEUE, "ack": ACK_QUEUE} if imp.delayed else {}
+        for direction, device, loss in (("data", b.egress, imp.loss),
+                                        ("ack", b.ingress, imp.ack_loss)):
+            self._add_chain(direction, device, loss, queue_of.get(direction))
+        if imp.loss:
+            self.mechanisms["loss"] = "iptables-statistic"
+        if imp.ack_loss:
+            self.mechanisms["ack_loss"] = "iptables-statistic"
+
+    # -- reading --------------------------------------------------------------------------------
+    def check(self) -> None:
+        """LabError if a delay line has died or unbound, or the kernel dropped in its queue.
+
+        A queue with no program bound drops every packet sent to it: a capture made then is
+        wrong without a sign.  Call before trusting a capture; counters() calls it too.
+        """
+        self._check_listeners()
+        for d, c in self._delay_counters().items():
+            k = c.kernel or {}
+            if k.get("queue_dropped") or k.get("user_dropped"):
+                raise LabError(f"the {d} delay line (queue {c.queue}) lost packets: "
+                               f"{k['queue_dropped']} with its queue full, {k['user_dropped']} "
+                               "undelivered to the program",
+                               hint="lower the rate or the delay; the loss was not the asked one")
+
+    def _check_listeners(self) -> None:
+        if not self._delay_lines or self._removed:
+            return
+        queues = self._kernel_queues()
+        for d, line in self._delay_lines.items():
+            if not line.alive:
+                raise LabError(f"the {d} delay line (queue {line.queue}, pid {line.proc.pid}) "
+                               f"exited with code {line.proc.returncode}: packets sent to its "
+                               "queue are dropped, anything captured since is wrong",
+                               hint="remove() this impairment and apply it again")
+            if line.queue not in queues:
+                raise LabError(f"nothing is bound to NFQUEUE {line.queue} in "
+                               f"{self.bottleneck.router}: its packets are dropped")
+
+    def _kernel_queues(self) -> dict:
+        from pcapstats.lab.delayline import PROC_QUEUES, read_kernel_queues
+        text = self._run("cat", PROC_QUEUES, record=False, check=False).stdout
+        return read_kernel_queues(text)
+
+    def _delay_counters(self) -> dict[str, DelayLineCounters]:
+        queues = self._kernel_queues() if self._delay_lines else {}
+        out = {}
+        for d, line in self._delay_lines.items():
+            kq = queues.get(line.queue)
+            program = line.program_stats()
+            kernel = asdict(kq) if kq else (program or {}).get("kernel")
+            out[d] = DelayLineCounters(d, line.queue, line.alive, line.proc.returncode,
+                                       kernel, program)
+        return out
+
+    def _loss_counters(self) -> dict[str, PathCounters]:
+        if not self._chains:
+            return {}
+        sums = {d: [0, 0, 0, 0] for d in self._chains}
+        for tool in ("iptables", "ip6tables"):
+            text = self._run(tool, "-w", "-S", "-v", record=False).stdout
+            for d, chain in self._chains.items():
+                for line in text.splitlines():
+                    m = re.search(r"-c (\d+) (\d+)", line)
+                    if not m:
+                        continue
+                    if line.startswith("-A FORWARD") and line.endswith(f"-j {chain}"):
+                        sums[d][0] += int(m.group(1))
+                        sums[d][1] += int(m.group(2))
+                    elif line.startswith(f"-A {chain} ") and line.endswith("-j DROP"):
+                        sums[d][2] += int(m.group(1))
+                        sums[d][3] += int(m.group(2))
+        return {d: PathCounters(*v) for d, v in sums.items()}
+
+    def _qdisc_counters(self) -> dict[str, QdiscCounters]:
+        out = {}
+        for dev in self._qdiscs:
+            text = self._run("tc", "-s", "-j", "qdisc", "show", "dev", dev, record=False).stdout
+            for q in json.loads(text or "[]"):
+                if q.get("root"):
+                    out[dev] = QdiscCounters(dev, q["kind"], q["bytes"], q["packets"],
+                                             q["drops"], q["overlimits"], q["backlog"],
+                                             q["qlen"])
+        return out
+
+    def counters(self) -> Counters:
+        """What the kernel counted so far (after remove(): the final counts).
+
+        Raises LabError when a delay line has died (its path drops everything: see check()).
+        """
+        if self._removed:
+            return self.final_counters or Counters()
+        self._check_listeners()
+        return Counters(self._loss_counters(), self._qdisc_counters(), self._delay_counters())
+
+    # -- undoing --------------------------------------------------------------------------------
+    def remove(self) -> Counters:
+        """Undo everything, rules before delay lines; return the final counts.  Idempotent."""
+        if self._removed:
+            return self.final_counters or Counters()
+        loss = qdiscs = {}
+        try:  # the rules' counts go with the rules: read them first
+            loss, qdiscs = self._loss_counters(), self._qdisc_counters()
+        except LabError:
+            pass
+        try:
+            while self._undo:
+                self._undo.pop()()
+        finally:
+            self._removed = True
+            delay = {}
+            for d, line in self._delay_lines.items():
+                program = line.program_stats()
+                delay[d] = DelayLineCounters(d, line.queue, line.alive, line.proc.returncode,
+                                             (program or {}).get("kernel"), program)
+            self.final_counters = Counters(loss, qdiscs, delay)
+        return self.final_counters
+
+    def as_dict(self) -> dict:
+        """For a sidecar: what was asked, which mechanism set it, the exact settings."""
+        return {"impairment": asdict(self.impairment), "bottleneck": asdict(self.bottleneck),
+                "mechanisms": dict(self.mechanisms), "settings": self.settings}
+
+    def __enter__(self) -> "Applied":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.remove()
+
+
+# -- the entry point ------------------------------------------------------------------------------
+_netem_cache: dict[str, bool] = {}
+
+
+def netem_available(lab: Lab, host: str) -> bool:
+    """Does the running kernel have sch_netem?  Asked by adding one on host's loopback.
+
+    ``tc qdisc add dev lo root netem`` inside a lab namespace asks the kernel itself (it loads
+    the module if there is one) and touches nothing outside the lab.  /proc/modules and
+    ``modprobe -n`` cannot tell on a kernel built without modules (this one: its
+    /proc/config.gz says ``CONFIG_MODULES is not set`` and ``# CONFIG_NET_SCH_NETEM is not
+    set``).  The answer is kept for the process: a kernel does not change under it.
+    """
+    kernel = os.uname().release
+    if kernel not in _netem_cache:
+        probe = lab.run(host, "tc", "qdisc", "add", "dev", "lo", "root", "netem", check=False)
+        if probe.returncode == 0:
+            lab.run(host, "tc", "qdisc", "del", "dev", "lo", "root", check=False)
+        elif "unknown" not in probe.stderr.lower():
+            raise LabError(f"cannot tell whether the kernel has netem: {probe.stderr.strip()}")
+        _netem_cache[kernel] = probe.returncode == 0
+    return _netem_cache[kernel]
+
+
+def apply(lab: Lab, bottleneck: Bottleneck | None, impairment: Impairment, *,
+          mechanism: str = "auto") -> Applied:
+    """Install impairment on the bottleneck (None: ``lab.bottleneck``); undone by remove().
+
+    ``mechanism``: "auto" (netem if the kernel has it, else the fallback), "netem" or
+    "fallback" (either forced; "netem" fails where the kernel has none).
+    """
+    if mechanism not in MECHANISMS:
+        raise UsageError(f"unknown impairment mechanism {mechanism!r}",
+                         hint=f"one of {', '.join(MECHANISMS)}")
+    bottleneck = bottleneck or lab.bottleneck
+    use_netem = mechanism == "netem" or (mechanism == "auto"
+                                         and netem_available(lab, bottleneck.router))
+    if mechanism == "netem" and not netem_available(lab, bottleneck.router):
+        raise LabError("this kernel has no sch_netem", hint="use mechanism 'auto' or 'fallback'")
+    applied = Applied(lab, bottleneck, impairment)
+    try:
+        applied._install_netem() if use_netem else applied._install_fallback()
+    except BaseException:
+        applied.remove()
+        raise
+    return applied

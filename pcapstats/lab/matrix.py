@@ -1,0 +1,194 @@
+"""A grid of lab runs from a TOML spec: one capture + sidecar per cell, resumable.
+
+A spec has a ``[base]`` scenario and ``[axes]``, lists whose cartesian product makes the cells;
+``trials = N`` (top level) adds the axis ``trial = 1..N``.  Several differently shaped grids go
+in ``[[group]]`` tables, each with its own ``base`` (laid over the top-level one), ``axes``
+(none: one cell), optional ``name`` template and ``about`` (a description, ``{fields}`` of the
+scenario filled in; captures/make_captures.py puts it in captures/README.md)::
+
+    [base]                      # pcapstats.lab.Scenario fields, written as on the command line
+    tool = "simpleperf"
+    rate = "20mbit"
+    delay = "10ms"
+    duration_s = 3
+    snaplen = 128
+
+    [axes]
+    cc = ["reno", "cubic"]
+    loss = ["0%", "1%", "10%"]
+
+    trials = 2                  # optional
+
+A cell's file name is its ``name`` template (``"sp-{cc}-loss{loss}"``, fields of the cell's
+scenario) or else its axis values in axis order, ``cc-reno_loss-10pct_trial-1``; ``%`` becomes
+``pct``, a list (per-pair cc) is joined with ``+``, anything but letters, digits, ``.+-`` with
+``-``.  Each cell writes ``DIR/<name>.pcap`` (or ``.sender/.receiver.pcap``) and ``DIR/<name>.json``
+(see :mod:`pcapstats.lab.sidecar`).
+
+Resuming: a cell whose sidecar is complete (status complete, every capture present at its
+recorded size) is skipped; any other cell (never run, failed, interrupted, killed half-way) is
+run again from scratch.  One failing cell does not stop the others; Ctrl-C stops the matrix
+(the running cell is saved as ``interrupted`` and will be redone).
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+import time
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+from pcapstats.errors import PcapstatsError, UsageError
+from pcapstats.lab import sidecar
+from pcapstats.lab.run import Scenario, run
+
+
+@dataclass
+class Cell:
+    name: str
+    scenario: Scenario
+    params: dict  # the axis values that make this cell
+    about: str = ""  # the group's description, its {fields} filled in
+
+
+@dataclass
+class CellResult:
+    name: str
+    status: str  # done | skipped | failed | interrupted
+    seconds: float
+    measured: dict | None
+    error: str | None = None
+
+
+def load_spec(path: str | Path) -> list[Cell]:
+    """The cells of a spec file, every scenario validated before anything runs."""
+    path = Path(path)
+    try:
+        spec = tomllib.loads(path.read_text())
+    except FileNotFoundError:
+        raise UsageError("no such spec file", path=str(path)) from None
+    except tomllib.TOMLDecodeError as e:
+        raise UsageError(f"not valid TOML: {e}", path=str(path)) from None
+    unknown = set(spec) - {"base", "axes", "trials", "group", "name"}
+    if unknown:
+        raise UsageError(f"unknown spec key {', '.join(sorted(unknown))}", path=str(path),
+                         hint="a spec has base, axes, trials, name and [[group]] tables")
+    groups = spec.get("group") or [{}]
+    cells: list[Cell] = []
+    for g in groups:
+        base = {**spec.get("base", {}), **g.get("base", {})}
+        axes = {**spec.get("axes", {}), **g.get("axes", {})}
+        trials = g.get("trials", spec.get("trials"))
+        if trials:
+            axes["trial"] = list(range(1, int(trials) + 1))
+        template = g.get("name", spec.get("name"))
+        unknown = set(g) - {"base", "axes", "trials", "name", "about"}
+        if unknown:
+            raise UsageError(f"unknown group key {', '.join(sorted(unknown))}", path=str(path),
+                             hint="a group has base, axes, trials, name and about")
+        cells += _cells(base, axes, template, path, g.get("about", ""))
+    names = [c.name for c in cells]
+    twice = sorted({n for n in names if names.count(n) > 1})
+    if twice:
+        raise UsageError(f"two cells would write the same files: {', '.join(twice)}",
+                         path=str(path), hint="add the differing field to the name template")
+    return cells
+
+
+def _cells(base: dict, axes: dict, template: str | None, path: Path, about: str
+           ) -> list[Cell]:
+    for key, values in axes.items():
+        if not isinstance(values, list) or not values:
+            raise UsageError(f"axis {key!r} must be a non-empty list", path=str(path))
+    out = []
+    for combo in itertools.product(*axes.values()):
+        params = dict(zip(axes, combo))
+        try:
+            scenario = Scenario.from_dict({**base, **params})
+            scenario.validate()
+        except PcapstatsError as e:
+            raise UsageError(f"cell {params}: {e}", path=str(path)) from None
+        out.append(Cell(cell_name(scenario, params, template), scenario, params,
+                        about.format(**scenario.to_dict()) if about else ""))
+    return out
+
+
+def cell_name(scenario: Scenario, params: dict, template: str | None = None) -> str:
+    if template:
+        try:
+            raw = template.format(**{k: _text(v) for k, v in scenario.to_dict().items()})
+        except (KeyError, IndexError) as e:
+            raise UsageError(f"name template {template!r} names an unknown field {e}") from None
+    else:
+        raw = "_".join(f"{k}-{_text(v)}" for k, v in params.items()) or "run"
+    return re.sub(r"[^A-Za-z0-9.+_-]", "-", raw)
+
+
+def _text(value) -> str:
+    if isinstance(value, list):
+        return "+".join(_text(v) for v in value)
+    return str(value).replace("%", "pct").replace(" ", "")
+
+
+def run_matrix(spec: str | Path, out_dir: str | Path, *,
+               on_cell: Callable[[int, int, Cell, str], None] | None = None,
+               on_stage: Callable[[str], None] | None = None,
+               command: list[str] | None = None) -> list[CellResult]:
+    """Run every cell of the spec not complete yet in out_dir; one result a cell, in order.
+
+    ``on_cell(k, total, cell, state)`` is called with state "start", "skipped", "done",
+    "failed"; ``on_stage(text)`` with each run's progress.  KeyboardInterrupt propagates after
+    the running cell has been saved as interrupted.
+    """
+    cells = load_spec(spec)
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    results = []
+    notify = on_cell or (lambda *a: None)
+    for k, cell in enumerate(cells):
+        output = out_dir / f"{cell.name}.{cell.scenario.format}"
+        if sidecar.is_complete(sidecar.sidecar_path(output)):
+            notify(k, len(cells), cell, "skipped")
+            doc = sidecar.load_sidecar(sidecar.sidecar_path(output))
+            results.append(CellResult(cell.name, "skipped", 0.0, doc.get("measured")))
+            continue
+        notify(k, len(cells), cell, "start")
+        t0 = time.monotonic()
+        try:
+            doc = run(cell.scenario, output, progress=on_stage, command=command)
+        except KeyboardInterrupt:
+            results.append(CellResult(cell.name, "interrupted", time.monotonic() - t0, None,
+                                      "interrupted"))
+            raise
+        except PcapstatsError as e:
+            notify(k, len(cells), cell, "failed")
+            results.append(CellResult(cell.name, "failed", time.monotonic() - t0, None, str(e)))
+            continue
+        notify(k, len(cells), cell, "done")
+        results.append(CellResult(cell.name, "done", time.monotonic() - t0, doc["measured"]))
+    return results
+
+
+SUMMARY_COLUMNS = ("cell", "status", "seconds", "rtt_asked_ms", "rtt_ms", "rate_asked_bps",
+                   "throughput_bps", "loss_asked", "loss_measured", "retransmitted_segments",
+                   "error")
+
+
+def summary_table(results: list[CellResult]) -> dict:
+    """The matrix's results as a table of columns (pcapstats.render formats it)."""
+    import numpy as np
+    table: dict = {c: [] for c in SUMMARY_COLUMNS}
+    for r in results:
+        m = r.measured or {}
+        table["cell"].append(r.name)
+        table["status"].append(r.status)
+        table["seconds"].append(round(r.seconds, 1))
+        for c in SUMMARY_COLUMNS[3:-1]:
+            v = m.get(c)
+            table[c].append(np.nan if v is None else float(v))
+        table["error"].append(r.error or "")
+    return {k: np.asarray(v, dtype=object if k in ("cell", "status", "error") else float)
+            for k, v in table.items()}

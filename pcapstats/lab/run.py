@@ -1,0 +1,529 @@
+"""One lab run: a :class:`Scenario` in, capture(s) and a sidecar out, the host left as it was.
+
+:func:`run` builds the topology (sender - router - receiver, or a dumbbell of N pairs sharing
+the router's bottleneck), applies the impairment on the bottleneck, measures the RTT with ping,
+starts tcpdump, runs the traffic, stops the capture (flushed: tcpdump's own report is awaited),
+reads the impairment's counters, tears the lab down and writes capture(s) + sidecar (see
+:mod:`pcapstats.lab.sidecar` for the names and every field).
+
+Every exit path tears the lab down.  Ctrl-C, SIGTERM or SIGHUP during a run (in the main
+thread) unwind like an exception: the capture so far is still flushed and written, with a
+sidecar whose status says ``interrupted``, and the interruption is then raised again.  A run
+that fails after its capture started keeps what was captured too, as ``failed``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import os
+import shutil
+import signal
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from pcapstats.errors import UsageError
+from pcapstats.lab import impair, sidecar, traffic
+from pcapstats.lab.netns import Lab, LabError, require_tools
+
+CLIENT_START_S = 1.0  # pairs' clients start together this long after the last server is up
+TOOLS = ("simpleperf", "iperf3", "iperf3-udp", "ping", "tcp-file", "udp-file")
+CAPTURE_SIDES = ("sender", "receiver", "both", "router")
+FORMATS = ("pcap", "pcapng")
+
+
+@dataclass
+class Scenario:
+    """Everything a run can be asked; values as a user writes them ("10%", "20ms", "30mbit").
+
+    ``delay`` and ``jitter`` are one-way, applied in each direction (so the RTT is about
+    2 x delay).  ``cc`` is one name for every flow, or a list with one name per host pair.
+    ``duration_s`` (-t) or ``bytes`` (-n, e.g. "10MB") bounds a transfer; ``bytes`` wins.
+    ``ping_during`` pings (ping_count, ping_interval_s, first of ping_sizes) from the first
+    sender to its receiver while the transfer runs: the RTT under load.
+    """
+    tool: str = "simpleperf"
+    loss: str | float | None = None
+    delay: str | None = None
+    jitter: str | None = None
+    rate: str | None = None
+    queue: str | int | None = None
+    cc: str | list[str] | None = None
+    duration_s: float = 10.0
+    bytes: str | int | None = None
+    parallel: int = 1
+    pairs: int = 1
+    udp_rate: str | None = None
+    ping_count: int = 10
+    ping_interval_s: float = 0.2
+    ping_sizes: list[int] = field(default_factory=lambda: [56])
+    ping_during: bool = False
+    sndbuf: int | None = None
+    rcvbuf: int | None = None
+    window_scaling: bool = True
+    capture: str = "sender"
+    snaplen: int = 262144
+    format: str = "pcap"
+    tcp_info_interval_s: float = 0.01
+    trial: int = 1
+    seed: int = 0
+
+    def cc_of_pair(self, k: int) -> str | None:
+        return self.cc[k] if isinstance(self.cc, list) else self.cc
+
+    def validate(self) -> None:
+        """UsageError naming the first thing that cannot be run."""
+        def bad(what, hint=None):
+            raise UsageError(what, hint=hint)
+        if self.tool not in TOOLS:
+            bad(f"unknown tool {self.tool!r}", f"use one of {', '.join(TOOLS)}")
+        if self.capture not in CAPTURE_SIDES:
+            bad(f"unknown capture side {self.capture!r}", f"use {', '.join(CAPTURE_SIDES)}")
+        if self.format not in FORMATS:
+            bad(f"unknown capture format {self.format!r}", "use pcap or pcapng")
+        if not 1 <= int(self.pairs) <= 8:
+            bad(f"pairs must be 1..8, not {self.pairs}")
+        if not 1 <= int(self.parallel) <= (5 if self.tool == "simpleperf" else 128):
+            bad(f"parallel (-P) must be 1..5 for simpleperf, 1..128 for iperf3, "
+                f"not {self.parallel}")
+        if not self.bytes and not (self.duration_s and self.duration_s > 0):
+            bad("a transfer needs a duration (-t SECONDS > 0) or a size (-n BYTES)")
+        if isinstance(self.cc, list) and len(self.cc) != self.pairs:
+            bad(f"{len(self.cc)} congestion controls for {self.pairs} pairs",
+                "give one for all, or one per pair")
+        if self.snaplen < 64:
+            bad(f"snaplen {self.snaplen} is too small to keep the TCP/IP headers",
+                "use 128 (headers only) or more")
+        if self.tool in ("iperf3-udp",) and not self.udp_rate:
+            bad("iperf3-udp needs a rate (--udp-rate, e.g. 20mbit)")
+        if self.tool == "ping" and not self.ping_sizes:
+            bad("ping needs at least one size")
+        wanted = {c for c in (self.cc if isinstance(self.cc, list) else [self.cc]) if c}
+        available = _available_ccs()
+        if available and wanted - set(available):
+            bad(f"congestion control {', '.join(sorted(wanted - set(available)))} is not "
+                f"available here", f"available: {' '.join(available)}")
+        self.impairment()  # parses loss, delay, jitter, rate, queue or says which is wrong
+        self.transfer_bytes()
+        self.udp_rate_bps()
+
+    def impairment(self):
+        def text(value):
+            return None if value in (None, "") else str(value)
+        return impair.Impairment.from_text(loss=text(self.loss), delay=text(self.delay),
+                                           jitter=text(self.jitter), rate=text(self.rate),
+                                           queue=text(self.queue))
+
+    def transfer_bytes(self) -> int | None:
+        if self.bytes in (None, "", 0):
+            return None
+        if isinstance(self.bytes, int):
+            return self.bytes
+        from pcapstats.simpleperf import parse_size
+        try:
+            return parse_size(str(self.bytes))
+        except ValueError as e:
+            raise UsageError(f"bad transfer size {self.bytes!r}: {e}") from None
+
+    def udp_rate_bps(self) -> float | None:
+        if not self.udp_rate:
+            return None
+        return impair.parse_rate(self.udp_rate)
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, values: dict) -> "Scenario":
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(values) - known)
+        if unknown:
+            raise UsageError(f"unknown scenario field {', '.join(unknown)}",
+                             hint=f"fields: {', '.join(sorted(known))}")
+        return cls(**values)
+
+
+def _available_ccs() -> list[str]:
+    from pcapstats.lab.tcpinfo import available_congestion_controls
+    return available_congestion_controls()
+
+
+def required_tools(scenario: Scenario) -> list[str]:
+    tools = ["ip", "ethtool", "tc", "iptables", "tcpdump", "ping"]
+    if scenario.tool.startswith("iperf3"):
+        tools.append("iperf3")
+    if scenario.format == "pcapng":
+        tools.append("editcap")
+    return tools
+
+
+class RunInterrupted(KeyboardInterrupt):
+    """SIGTERM or SIGHUP arrived during a run: unwinds like Ctrl-C; ``signum`` says which."""
+
+    def __init__(self, signum: int):
+        super().__init__(f"signal {signal.Signals(signum).name}")
+        self.signum = signum
+
+
+@contextlib.contextmanager
+def _signals_unwind():
+    """In the main thread, SIGTERM/SIGHUP raise RunInterrupted (unless someone handles them)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    taken = {}
+
+    def interrupt(signum, frame):
+        raise RunInterrupted(signum)
+
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        if signal.getsignal(sig) == signal.SIG_DFL:
+            taken[sig] = signal.signal(sig, interrupt)
+    try:
+        yield
+    finally:
+        for sig, old in taken.items():
+            signal.signal(sig, old)
+
+
+@contextlib.contextmanager
+def _no_interruptions():
+    """Hold Ctrl-C/SIGTERM/SIGHUP while the run's results are being saved and the lab undone."""
+    sigs = {signal.SIGINT, signal.SIGTERM, signal.SIGHUP}
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, sigs)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
+
+
+def _interruption_text(exc: BaseException) -> str:
+    return f"interrupted ({exc.args[0]})" if exc.args else "interrupted (Ctrl-C)"
+
+
+def run(scenario: Scenario, out_path: str | os.PathLike, *,
+        progress: Callable[[str], None] | None = None, command: list[str] | None = None
+        ) -> dict:
+    """Run the scenario; write its capture(s) and sidecar for ``out_path``; return the sidecar.
+
+    Raises UsageError for a scenario that cannot run, LabError when the lab cannot do it, and
+    re-raises an interruption (KeyboardInterrupt) after saving what was captured.
+    """
+    scenario.validate()
+    require_tools(*required_tools(scenario))
+    say = progress or (lambda stage: None)
+    out_path = Path(out_path)
+    if out_path.suffix not in sidecar.CAPTURE_SUFFIXES:
+        out_path = out_path.with_name(out_path.name + "." + scenario.format)
+    if not out_path.parent.is_dir():
+        raise UsageError("the output directory does not exist", path=str(out_path.parent),
+                         hint="create it first")
+    with _signals_unwind():
+        return _Run(scenario, out_path, say, command).go()
+
+
+class _Run:
+    """The state of one run, so every exit path can save what it has."""
+
+    def __init__(self, scenario: Scenario, out_path: Path, say, command):
+        self.scenario, self.out_path, self.say = scenario, out_path, say
+        self.doc = {"schema": sidecar.SCHEMA, "status": None, "error": None, "command": command,
+                    "started_ns": time.time_ns(), "finished_ns": None,
+                    "scenario": scenario.to_dict(), "tools": traffic.tool_versions(),
+                    "topology": None, "impairment": None, "rtt": None, "captures": [],
+                    "flows": [], "reports": [], "measured": None}
+        self.captures: list[tuple[dict, object, Path]] = []  # (sidecar entry, tcpdump, partial)
+        self.applied = None
+
+    def go(self) -> dict:
+        failure: BaseException | None = None
+        lab = None
+        try:
+            self.say("building the topology")
+            lab = self._build()
+            self._impair(lab)
+            self.say("measuring the RTT")
+            self._measure_rtt(lab)
+            self._start_captures(lab)
+            self.say(f"running {self.scenario.tool}")
+            self._traffic(lab, Path(lab.scratch_dir("tools")))  # removed with the lab
+            self.doc["status"] = "complete"
+        except KeyboardInterrupt as e:
+            failure = e
+            self.doc["status"], self.doc["error"] = "interrupted", _interruption_text(e)
+        except Exception as e:  # noqa: BLE001 -- saved, then raised again below
+            failure = e
+            self.doc["status"], self.doc["error"] = "failed", str(e)
+        finally:
+            with _no_interruptions():
+                try:
+                    self._finish(lab)
+                finally:
+                    if lab is not None:
+                        lab.close()
+                    self._discard_partials()
+        if failure is not None:
+            raise failure
+        if self.doc["status"] != "complete":  # tcpdump dropped packets: the files are kept
+            raise LabError(self.doc["error"], path=str(sidecar.sidecar_path(self.out_path)))
+        return self.doc
+
+    # -- the steps ----------------------------------------------------------------------------
+    def _build(self) -> Lab:
+        s = self.scenario
+        lab = Lab.sender_router_receiver() if s.pairs == 1 else Lab.dumbbell(pairs=s.pairs)
+        try:
+            pairs = _pairs(lab, s.pairs)
+            for k, (snd, rcv) in enumerate(pairs):
+                for host in (snd, rcv):
+                    lab.sysctl(host, "net.ipv4.tcp_window_scaling", int(bool(s.window_scaling)))
+            self.doc["topology"] = {
+                "name": "sender_router_receiver" if s.pairs == 1 else "dumbbell",
+                "pairs": [{"sender": snd, "receiver": rcv, "sender_ip": lab.address(snd),
+                           "receiver_ip": lab.address(rcv), "cc": s.cc_of_pair(k)}
+                          for k, (snd, rcv) in enumerate(pairs)],
+                "bottleneck": dataclasses.asdict(lab.bottleneck),
+                "window_scaling": bool(s.window_scaling)}
+        except BaseException:
+            lab.close()
+            raise
+        self.pairs = pairs
+        return lab
+
+    def _impair(self, lab: Lab) -> None:
+        wanted = self.scenario.impairment()
+        self.say("applying the impairment")
+        self.applied = impair.apply(lab, lab.bottleneck, wanted)
+        applied = self.applied.as_dict()
+        self.doc["impairment"] = {"asked": {**applied["impairment"],
+                                            "queue_limit_bytes": wanted.queue_limit_bytes},
+                                  "mechanisms": applied["mechanisms"],
+                                  "settings": applied["settings"], "counters": None}
+
+    def _measure_rtt(self, lab: Lab) -> None:
+        snd, rcv = self.pairs[0]
+        rtt = traffic.measure_rtt_ms(lab, snd, rcv)
+        delay_s = self.doc["impairment"]["asked"]["delay_s"]
+        rtt["asked_ms"] = 2e3 * delay_s if delay_s else None
+        self.doc["rtt"] = rtt
+
+    def _start_captures(self, lab: Lab) -> None:
+        s = self.scenario
+        sides = ["sender", "receiver"] if s.capture == "both" else [s.capture]
+        for side in sides:
+            final = sidecar.capture_path(self.out_path, side if s.capture == "both" else None,
+                                         s.format)
+            host, iface = _capture_point(lab, side, self.pairs)
+            partial = sidecar.partial_path(final)
+            self.say(f"starting tcpdump on {host}:{iface}")
+            tcpdump = lab.capture(host, iface, partial, snaplen=s.snaplen, nano=True,
+                                  pcapng=s.format == "pcapng")
+            entry = {"file": final.name, "side": side, "host": host, "interface": iface,
+                     "snaplen": s.snaplen, "format": s.format, "timestamps": "nano"}
+            self.captures.append((entry, tcpdump, partial))
+
+    def _traffic(self, lab: Lab, work: Path) -> None:
+        s = self.scenario
+        if s.tool == "ping":
+            snd, rcv = self.pairs[0]
+            report = traffic.ping_sweep(lab, snd, rcv, s.ping_sizes, count=s.ping_count,
+                                        interval_s=s.ping_interval_s)
+            self._add_report(0, report)
+            return
+        running = [(k, self._start_tool(lab, work, k, snd, rcv))
+                   for k, (snd, rcv) in enumerate(self.pairs)]
+        if s.ping_during:
+            snd, rcv = self.pairs[0]
+            running.append((0, traffic.start_ping(lab, snd, rcv, work, count=s.ping_count,
+                                                  interval_s=s.ping_interval_s,
+                                                  size=s.ping_sizes[0])))
+        # Every server is up: the clients start together (one pair: at once).
+        at_s = time.time() + CLIENT_START_S if len(running) > 1 else None
+        for _, r in running:
+            r.launch(at_s)
+        for pair, r in running:
+            self._add_report(pair, r.finish())
+
+    def _start_tool(self, lab: Lab, work: Path, k: int, snd: str, rcv: str) -> traffic.Running:
+        s = self.scenario
+        nbytes, cc = s.transfer_bytes(), s.cc_of_pair(k)
+        if s.tool == "simpleperf":
+            return traffic.start_simpleperf(
+                lab, snd, rcv, work, duration_s=s.duration_s, nbytes=nbytes,
+                parallel=s.parallel, cc=cc, sndbuf=s.sndbuf, rcvbuf=s.rcvbuf,
+                tcp_info_interval_s=s.tcp_info_interval_s)
+        if s.tool in ("iperf3", "iperf3-udp"):
+            udp = s.tool == "iperf3-udp"
+            return traffic.start_iperf3(
+                lab, snd, rcv, work, duration_s=s.duration_s, nbytes=nbytes,
+                parallel=s.parallel, cc=None if udp else cc, window=s.sndbuf,
+                udp_rate_bps=s.udp_rate_bps() if udp else None)
+        proto = "tcp" if s.tool == "tcp-file" else "udp"
+        return traffic.start_file_transfer(
+            lab, snd, rcv, work, proto=proto, size_bytes=nbytes or 1_000_000,
+            seed=s.seed + k, cc=cc, sndbuf=s.sndbuf, rcvbuf=s.rcvbuf,
+            udp_rate_bps=s.udp_rate_bps() or 10e6)
+
+    def _add_report(self, pair: int, report: dict) -> None:
+        for flow in report.pop("flows"):
+            self.doc["flows"].append({"pair": pair, "tool": report["tool"], **flow})
+        self.doc["reports"].append({"pair": pair, **report})
+
+    # -- saving -------------------------------------------------------------------------------
+    def _finish(self, lab: Lab | None) -> None:
+        """Stop captures, read counters, write files (also on a failing or interrupted run)."""
+        if not self.captures:
+            return  # nothing was captured: no files at all
+        drops = []
+        for entry, tcpdump, partial in self.captures:
+            try:
+                stats = tcpdump.stop(allow_drops=True)
+            except LabError as e:
+                self._fail(str(e))
+                continue
+            entry.update(packets_captured=stats.captured,
+                         packets_received_by_filter=stats.received,
+                         packets_dropped_by_kernel=stats.dropped_by_kernel,
+                         packets_dropped_by_interface=stats.dropped_by_interface)
+            if stats.dropped_by_kernel:
+                drops.append(f"{entry['file']}: tcpdump reported {stats.dropped_by_kernel} "
+                             "packets dropped by kernel")
+        if drops:
+            self._fail("; ".join(drops))
+        if self.applied is not None:
+            try:  # a delay line that died or overflowed makes the capture wrong: say so
+                self.applied.check()
+            except LabError as e:
+                self._fail(str(e))
+            # remove() reads the rules' counts, then stops the delay lines for their final ones
+            self.doc["impairment"]["counters"] = self.applied.remove().as_dict()
+        self.doc["finished_ns"] = time.time_ns()
+        self._stream_ids()
+        self.doc["measured"] = _measured(self.doc)
+        for entry, _, partial in self.captures:
+            if partial.exists():
+                final = partial.with_name(entry["file"])
+                entry["size_bytes"] = partial.stat().st_size
+                os.replace(partial, final)
+        self.doc["captures"] = [entry for entry, _, partial in self.captures
+                                if "size_bytes" in entry]
+        sidecar.write_sidecar(sidecar.sidecar_path(self.out_path), self.doc)
+        self.say(f"wrote {sidecar.sidecar_path(self.out_path)}")
+
+    def _fail(self, text: str) -> None:
+        if self.doc["status"] == "complete" or self.doc["status"] is None:
+            self.doc["status"], self.doc["error"] = "failed", text
+        else:
+            self.doc["error"] += f"; {text}"
+
+    def _stream_ids(self) -> None:
+        flows = self.doc["flows"]
+        for flow in flows:
+            flow["streams"] = {}
+        for entry, _, partial in self.captures:
+            if not partial.exists() or not flows:
+                continue
+            ids = sidecar.stream_ids(partial, flows)
+            for flow, sid in zip(flows, ids):
+                flow["streams"][entry["file"]] = sid
+
+    def _discard_partials(self) -> None:
+        for _, _, partial in self.captures:
+            for leftover in (partial, partial.with_name(partial.name + ".tmp.pcap")):
+                with contextlib.suppress(FileNotFoundError):
+                    leftover.unlink()
+
+
+# -- topology helpers -------------------------------------------------------------------------
+
+def _pairs(lab: Lab, n: int) -> list[tuple[str, str]]:
+    """(sender, receiver) host names of each pair (Lab.dumbbell numbers them from 1)."""
+    if n == 1:
+        return [("sender", "receiver")]
+    return [(f"sender{i}", f"receiver{i}") for i in range(1, n + 1)]
+
+
+def _capture_point(lab: Lab, side: str, pairs: list[tuple[str, str]]) -> tuple[str, str]:
+    """(host, interface) tcpdump listens on for a side.
+
+    One pair: the sender's or receiver's own eth0, or the router's interface toward the sender.
+    Several pairs (one file must hold every flow): the router's bridge toward the senders
+    (sender, router: what the senders sent, before any impairment) or toward the receivers
+    (receiver: after loss, delay and the rate limit, what the receivers get).
+    """
+    b = lab.bottleneck
+    if len(pairs) == 1 and side in ("sender", "receiver"):
+        host = pairs[0][0] if side == "sender" else pairs[0][1]
+        return host, lab.interfaces(host)[0].name
+    return b.router, b.egress if side == "receiver" else b.ingress
+
+
+def _total_throughput_bps(doc: dict) -> float | None:
+    """Received bytes of every flow over the span from the first start to the last end.
+
+    Flows with their own times (simpleperf, file transfers) give that span; iperf3 runs exactly
+    its -t from a common start, so its reports' rates add up.
+    """
+    flows = [f for f in doc["flows"] if f.get("received_bytes") is not None]
+    timed = [f for f in flows if f.get("start_ns") and f.get("end_ns")]
+    if timed and len(timed) == len(flows):
+        span_s = (max(f["end_ns"] for f in timed) - min(f["start_ns"] for f in timed)) / 1e9
+        return 8 * sum(f["received_bytes"] for f in timed) / span_s if span_s > 0 else None
+    rates = [r["summary"].get("throughput_bps") for r in doc["reports"] if r["mode"] != "icmp"]
+    return sum(rates) if rates and None not in rates else None
+
+
+def _measured(doc: dict) -> dict:
+    """Asked vs measured at a glance (see sidecar.FIELDS "measured")."""
+    asked = (doc.get("impairment") or {}).get("asked") or {}
+    counters = (doc.get("impairment") or {}).get("counters") or {}
+    throughput = _total_throughput_bps(doc)
+    retrans = [f["tcp_info"]["total_retrans"][-1] for f in doc["flows"]
+               if f.get("tcp_info") and f["tcp_info"].get("total_retrans")]
+    data_path = (counters.get("loss") or {}).get("data") or {}
+    seen, dropped = data_path.get("offered_packets"), data_path.get("dropped_packets")
+    return {
+        "rtt_asked_ms": (doc.get("rtt") or {}).get("asked_ms"),
+        "rtt_ms": (doc.get("rtt") or {}).get("median_ms"),
+        "rate_asked_bps": asked.get("rate_bps"),
+        "throughput_bps": throughput,
+        "loss_asked": asked.get("loss"),
+        "loss_measured": dropped / seen if seen else None,
+        "retransmitted_segments": sum(retrans) if retrans else None,
+    }
+
+
+# -- what the host can do ---------------------------------------------------------------------
+
+def check_host() -> list[tuple[str, bool, str]]:
+    """(what, ok, detail) for everything the lab relies on, for `pcapstats lab check`."""
+    from pcapstats.lab.tcpinfo import available_congestion_controls
+
+    root = os.geteuid() == 0
+    rows = [("root", root, "yes" if root else "no: run the lab as root (sudo)")]
+    for tool, package in (("ip", "iproute2"), ("ethtool", "ethtool"), ("tc", "iproute2"),
+                          ("iptables", "iptables"), ("tcpdump", "tcpdump"),
+                          ("ping", "iputils-ping"), ("iperf3", "iperf3"),
+                          ("editcap", "wireshark-common"), ("tshark", "tshark")):
+        path = shutil.which(tool)
+        rows.append((tool, path is not None,
+                     path or f"missing: apt-get install {package}"))
+    if root and shutil.which("ip") and shutil.which("ethtool") and shutil.which("tc"):
+        with Lab() as lab:
+            lab.add_host("probe")
+            netem = impair.netem_available(lab, "probe")
+            queue = lab.run("probe", "sh", "-c", "test -e /proc/net/netfilter/nfnetlink_queue "
+                            "|| iptables -w -A OUTPUT -o lo -j NFQUEUE --queue-num 9 "
+                            "--queue-bypass", check=False).returncode == 0
+        rows.append(("netem", True, "sch_netem: delay, jitter, loss and rate by netem" if netem
+                     else "no sch_netem: fallback tbf (rate) + iptables statistic (loss) + "
+                     "NFQUEUE delay line (delay, jitter)"))
+        if not netem:
+            rows.append(("nfqueue", queue, "NFQUEUE available (delay line)" if queue else
+                         "no NFQUEUE: delays cannot be applied"))
+    ccs = available_congestion_controls()
+    rows.append(("congestion controls", bool(ccs), " ".join(ccs) or "unknown"))
+    return rows
