@@ -368,11 +368,12 @@ PUBLIC = {
     "ssh.pcap": {"retransmission", "duplicate_ack"},
     "pptp.pcap": {"retransmission", "duplicate_ack"},
 }
-# flags each lab capture must hold: the impairments really happened
+# flags each lab capture must hold: the impairments really happened.  Not out_of_order on the
+# sender side: tshark gives it to a retransmission sent within an RTT of the segment before,
+# which happens in most runs but not all (public and hand-built captures cover it for sure).
 LAB_EXPECTS = {
     "sender.pcap": {"retransmission", "fast_retransmission", "duplicate_ack", "window_full",
-                    "zero_window", "keep_alive", "keep_alive_ack", "window_update",
-                    "out_of_order"},
+                    "zero_window", "keep_alive", "keep_alive_ack", "window_update"},
     "receiver.pcap": {"retransmission", "fast_retransmission", "spurious_retransmission",
                       "lost_segment", "duplicate_ack", "zero_window", "keep_alive",
                       "keep_alive_ack", "window_update"},
