@@ -5,8 +5,10 @@ A table is a mapping of column name to a numpy array (a DataFrame converts with
 
 Formats (stable; scripts may rely on them):
 
-- ``table``: aligned text for people; floats rounded for reading (seconds to 6 decimals,
-  rates to whole bits/s), empty cells where a value does not exist.
+- ``table``: aligned text for people; floats rounded for reading by their unit (``*_s`` to
+  6 decimals, ``*_ms`` to 3, ``*_us`` to 1, ``*_bps`` / ``*_bytes`` / ``*_per_sec`` whole,
+  anything else, such as a ratio, to 4 significant digits), empty cells where a value does
+  not exist.
 - ``csv``: one header line with the column names, then one line per row; numbers in full
   (Python's shortest round-trip form); empty field where a value does not exist.
 - ``json``: an array of row objects whose keys are exactly the column names, one row a line;
@@ -65,9 +67,17 @@ def _aligned(names, rows, numeric) -> str:
     return "\n".join(lines) + "\n"
 
 
+# Decimals in the human table by the unit a column's name ends in; other floats (ratios,
+# factors, confidences) get 4 significant digits.
+_DECIMALS = {"_s": 6, "_ms": 3, "_us": 1, "_bps": 0, "_bytes": 0, "_per_sec": 0}
+
+
 def _cell(column: str, v) -> str:
     if v is None:
         return ""
     if isinstance(v, float):
-        return f"{v:.6f}" if column.endswith("_s") else f"{v:.0f}"
+        for suffix, decimals in _DECIMALS.items():
+            if column.endswith(suffix):
+                return f"{v:.{decimals}f}"
+        return f"{v:.4g}"
     return str(v)

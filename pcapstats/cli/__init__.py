@@ -8,6 +8,7 @@ from . import throughput  # noqa: F401  (registers its commands)
 from . import simpleperf  # noqa: F401
 from . import iograph  # noqa: F401
 from . import lab  # noqa: F401
+from . import tcp  # noqa: F401
 from .app import app, main
 
 __all__ = ["app", "main"]

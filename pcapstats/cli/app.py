@@ -19,7 +19,7 @@ from typing import Optional
 
 import typer
 
-from ..errors import PcapstatsError, PcapstatsWarning
+from ..errors import PcapstatsError, PcapstatsWarning, UsageError
 
 EXIT_NOTHING, EXIT_ERROR, EXIT_INTERNAL, EXIT_INTERRUPTED = 1, 2, 3, 130
 
@@ -97,6 +97,25 @@ def _advance(progress, task, path: Path, done: int, size: int):
     def moved(bytes_done, bytes_total):
         progress.update(task, completed=done + size * bytes_done / max(bytes_total, 1))
     return moved
+
+
+_TABLE_EXTENSIONS = {".csv": "csv", ".json": "json"}
+
+
+
+
+def output_kind(output: Optional[Path]) -> Optional[str]:
+    """"plot", "csv", "json" by the -o file's extension; None without -o."""
+    if output is None:
+        return None
+    from ..plots import EXTENSIONS
+    suffix = output.suffix.lower()
+    if suffix in EXTENSIONS:
+        return "plot"
+    if suffix in _TABLE_EXTENSIONS:
+        return _TABLE_EXTENSIONS[suffix]
+    raise UsageError(f"cannot write {suffix or 'a file without extension'!r} output",
+                     path=str(output), hint="use .png or .svg for a plot, .csv or .json for the table")
 
 
 def _stderr_console():

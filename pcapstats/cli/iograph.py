@@ -10,7 +10,7 @@ from typing import List, Optional
 import typer
 
 from ..errors import PcapstatsError, UsageError
-from .app import EXIT_ERROR, EXIT_NOTHING, Fmt, Proto, _each_capture, _say, _write, app
+from .app import output_kind, EXIT_ERROR, EXIT_NOTHING, Fmt, Proto, _each_capture, _say, _write, app
 
 
 class Unit(str, Enum):
@@ -28,9 +28,6 @@ class By(str, Enum):
 class Layout(str, Enum):
     overlay = "overlay"
     side = "side"
-
-
-_TABLE_EXTENSIONS = {".csv": "csv", ".json": "json"}
 
 
 @app.command()
@@ -66,7 +63,7 @@ def iograph(
 
     if series and transfers:
         raise UsageError("--series and --transfers each choose the rows: give one of them")
-    kind = _output_kind(output)
+    kind = output_kind(output)
     options = dict(interval=interval, unit=unit.value, by=by.value if by else None, stream=stream,
                    proto=proto.value if proto else None, host=host, port=port, gap=gap)
     io.check_options(**options)             # a bad option is one error line before any reading
@@ -111,20 +108,6 @@ def iograph(
         _write(render(columns, fmt.value), None)
     if failed:
         raise typer.Exit(EXIT_ERROR)
-
-
-def _output_kind(output: Optional[Path]) -> Optional[str]:
-    """"plot", "csv", "json" by the -o file's extension; None without -o."""
-    if output is None:
-        return None
-    from ..plots import EXTENSIONS
-    suffix = output.suffix.lower()
-    if suffix in EXTENSIONS:
-        return "plot"
-    if suffix in _TABLE_EXTENSIONS:
-        return _TABLE_EXTENSIONS[suffix]
-    raise UsageError(f"cannot write {suffix or 'a file without extension'!r} output",
-                     path=str(output), hint="use .png or .svg for a plot, .csv or .json for the table")
 
 
 def _what(options: dict) -> str:

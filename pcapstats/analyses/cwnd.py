@@ -1,0 +1,402 @@
+"""The sender's congestion window, estimated from a capture, and its loss events.
+
+Built on :mod:`pcapstats.analyses.tcp_analysis` (Wireshark's bytes_in_flight, flags, relative
+numbers, calculated windows, RTTs) and :mod:`.tcp_flow` (stream, data direction, capture side).
+
+**Sender-side capture** (the capture point sees the data leave before any loss): one sample
+per ACK that advances the cumulative ACK.  ``flight_bytes`` is Wireshark's bytes_in_flight
+after the last data segment sent before that ACK arrived, i.e. the flight the ACK finds.  A
+Linux sender transmits while its packets in flight are below cwnd (tcp_write_xmit /
+tcp_cwnd_test), and without pacing it does so at once when an ACK opens room (within tens of
+microseconds on the wire).  So when the window, not the application, limits it, the flight an
+ACK finds is the cwnd: it was filled to the brim after the previous ACK, and nothing moves
+until the next one.  Each sample gets a ``state``, checked in this order:
+
+- ``recovery``: inside a loss-recovery episode (below); Linux then sends by PRR and its flight
+  leaves out segments it marked lost, while Wireshark's still counts them: not the cwnd;
+- ``rwnd``: receiver-window-limited: the highest byte sent is within one MSS of the edge the
+  receiver last advertised (its ACK + calculated window);
+- ``cwnd``: cwnd-limited: of the advancing ACKs in the last smoothed RTT (this one included),
+  at least ACK_CLOCKED_FRACTION were answered by new data within PROMPT_NS;
+- ``app``: otherwise: the sender had room and did not use it at once: application-limited,
+  or paced (BBR paces at its estimate of the bottleneck rate and keeps cwnd at about twice the
+  flight), or sender idle.  The flight is then a lower bound of the cwnd.
+
+``cwnd_bytes`` is ``flight_bytes`` where the state is ``cwnd`` and empty elsewhere.
+
+**Receiver-side capture** (data seen after the bottleneck): one sample per group of new data
+segments that echo the same TSval of the receiver (RFC 7323 timestamps): they were sent in
+answer to ACKs of the receiver carrying that TSval, so the sender's flight when it sent them
+was (highest byte of the group) - (highest ACK the receiver had sent with that TSval or an
+earlier one).  Without timestamps, one sample per new data segment: highest byte received -
+the ACK the receiver sent one initial RTT earlier (coarse: queueing delay is not followed).
+States: ``recovery`` (from a hole or a re-sent segment until the receiver's ACK passes the
+highest byte received when it began), ``rwnd`` (the group reaches the window the referenced
+ACK advertised, within one MSS), ``app`` (nothing arrived in the half RTT before: the sender
+was idle), ``cwnd`` otherwise.  ``sender_time_s`` puts each sample at the sender's clock: the
+referenced ACK's time + half the minimum RTT.
+
+**Loss events**: a recovery episode starts at the first re-sent segment (tshark's
+retransmission or out-of-order; on the receiver side also a hole, "previous segment not
+captured") outside an episode; its recovery point is the highest byte sent (received) by then,
+and it ends at the first ACK at or beyond that point (RFC 6582's "recover").  The window
+before is the last sample's flight before the episode began; after, the first sample's flight
+after it ended; ratio = after / before (Reno halves, Cubic keeps 0.7).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..capture import Capture
+from .tcp_flow import capture_side, choose_stream, data_direction, stream_rows
+
+PROMPT_NS = 200_000           # an ACK answered by new data within this is "answered at once"
+ACK_CLOCKED_FRACTION = 0.75   # share of ACKs answered at once, over one RTT, to call it cwnd-limited
+STATES = ("cwnd", "rwnd", "app", "recovery")
+_ACK, _SYN = 0x010, 0x002
+_RESENT = ("retransmission", "out_of_order", "keep_alive", "zero_window_probe")
+
+CWND_COLUMNS = (
+    ("frame_number", "sender side: the ACK; receiver side: the last data segment of the group"),
+    ("time_s", "its time, seconds since the capture's first packet"),
+    ("sender_time_s", "the same moment at the sender (receiver side: estimated), seconds"),
+    ("flight_bytes", "bytes in flight at that moment (see the module docstring)"),
+    ("cwnd_bytes", "the cwnd estimate: flight_bytes where state is cwnd, else empty"),
+    ("rwnd_bytes", "the receiver's last advertised window, after window scaling, bytes"),
+    ("state", "cwnd | rwnd (receiver-window-limited) | app (application-limited, paced or "
+              "idle) | recovery (loss recovery)"),
+)
+LOSS_COLUMNS = (
+    ("start_frame", "the episode's first re-sent segment (or hole)"),
+    ("start_s", "its time, seconds since the capture's first packet"),
+    ("end_s", "the ACK that ended the episode; empty if it never ended"),
+    ("recover_seq", "relative sequence number the ACK had to reach"),
+    ("resent_segments", "re-sent segments during the episode"),
+    ("cwnd_before_bytes", "flight of the last sample before the episode"),
+    ("cwnd_after_bytes", "flight of the first sample after it"),
+    ("ratio", "cwnd_after_bytes / cwnd_before_bytes"),
+)
+
+
+@dataclass
+class CwndResult:
+    """Everything the cwnd command and figure show; each table's columns are documented in
+    CWND_COLUMNS / LOSS_COLUMNS, ``flight`` is Wireshark's bytes_in_flight per data segment."""
+    stream: int
+    data_direction: int
+    side: str                 # "sender" | "receiver" | "unknown" (then analysed as sender)
+    side_evidence: str
+    mss_bytes: int
+    rtt_s: float              # the smoothed RTT used for the one-RTT windows
+    samples: "object"         # DataFrame, CWND_COLUMNS
+    losses: "object"          # DataFrame, LOSS_COLUMNS
+    flight: "object"          # DataFrame: frame_number, time_s, bytes_in_flight, resent
+    rwnd: "object"            # DataFrame: time_s, rwnd_bytes, edge_seq (receiver's packets)
+
+
+def cwnd(cap: Capture, stream: int | None = None, *, side: str = "auto"):
+    """The cwnd samples of one stream as a DataFrame (CWND_COLUMNS); ``df.attrs`` holds
+    stream, side, side_evidence, data_direction, mss_bytes, rtt_s."""
+    result = cwnd_analysis(cap, stream, side=side)
+    df = result.samples
+    df.attrs.update(stream=result.stream, side=result.side, side_evidence=result.side_evidence,
+                    data_direction=result.data_direction, mss_bytes=result.mss_bytes,
+                    rtt_s=result.rtt_s)
+    return df
+
+
+def cwnd_analysis(cap: Capture, stream: int | None = None, *, side: str = "auto") -> CwndResult:
+    """Samples, loss events, per-segment flight and the receiver's window of one stream.
+    ``side`` forces "sender" or "receiver" when the handshake cannot tell."""
+    from ..errors import UsageError
+    if side not in ("auto", "sender", "receiver"):
+        raise UsageError(f"unknown capture side {side!r}", hint="use auto, sender or receiver")
+    stream = choose_stream(cap, stream).stream
+    df = stream_rows(cap, stream)
+    data_dir = data_direction(df)
+    found, evidence = capture_side(df, data_dir)
+    if side != "auto":
+        found, evidence = side, f"given: {side}"
+    t0 = int(cap.column("frame_time_ns")[0])
+    v = _Views(df, data_dir, t0)
+    if v.data.size == 0:
+        raise UsageError(f"TCP stream {stream} carries no data", path=cap.path,
+                         hint="pick a stream with payload (see `pcapstats throughput`)")
+    if found == "receiver":
+        samples = _receiver_samples(v)
+    else:
+        samples = _sender_samples(v)
+    episodes = _episodes(v, receiver=(found == "receiver"))
+    _mark_recovery(samples, episodes, v)
+    samples["cwnd_bytes"] = np.where(samples["state"] == "cwnd", samples["flight_bytes"], np.nan)
+    import pandas as pd
+    table = pd.DataFrame({name: samples[name] for name, _ in CWND_COLUMNS})
+    return CwndResult(stream, data_dir, found if found != "unknown" else "unknown", evidence,
+                      v.mss, v.rtt_ns / 1e9, table, _loss_table(episodes, samples, v),
+                      _flight_table(v), _rwnd_table(v))
+
+
+def tcp_info_errors(samples, t0_ns: int, info_t_ns, info_cwnd_bytes, *, rtt_s: float,
+                    side: str = "sender") -> np.ndarray:
+    """Relative errors |estimate - kernel| / kernel of the cwnd samples against a sender's
+    TCP_INFO series (``t_ns`` realtime ns on the capture's clock, ``snd_cwnd x snd_mss``),
+    over the kernel samples the estimate covers: the cwnd in force at kernel time t is what
+    the *next* sample's flight shows (the sender fills its window after an ACK, the next ACK
+    finds it), taken only if that sample is within one RTT and in state cwnd."""
+    t = samples["sender_time_s"].to_numpy() * 1e9 + t0_ns
+    est = samples["cwnd_bytes"].to_numpy(np.float64)
+    info_t = np.asarray(info_t_ns, np.int64)
+    truth = np.asarray(info_cwnd_bytes, np.float64)
+    i = np.searchsorted(t, info_t, side="right")
+    ok = i < len(t)
+    i, info_t, truth = i[ok], info_t[ok], truth[ok]
+    near = (t[i] - info_t) <= rtt_s * 1e9
+    e = est[i[near]]
+    keep = ~np.isnan(e) & (truth[near] > 0)
+    return np.abs(e[keep] - truth[near][keep]) / truth[near][keep]
+
+
+def limited_intervals(samples) -> list[tuple[float, float, str]]:
+    """(start_s, end_s, state) runs of consecutive samples with the same state other than cwnd:
+    each run lasts from its first sample to the next sample of another state."""
+    t = samples["time_s"].to_numpy()
+    s = samples["state"].to_numpy()
+    out = []
+    if len(t) == 0:
+        return out
+    change = np.flatnonzero(np.r_[True, s[1:] != s[:-1]])
+    ends = np.r_[change[1:], len(t) - 1]
+    for a, b in zip(change, ends):
+        if s[a] != "cwnd":
+            out.append((float(t[a]), float(t[b]), str(s[a])))
+    return out
+
+
+# -- views of the stream ------------------------------------------------------------------------
+
+class _Views:
+    """The stream's rows split into data segments (D) and the other direction (A)."""
+
+    def __init__(self, df, data_dir, t0):
+        self.t0 = t0
+        self.t = df["frame_time_ns"].to_numpy(np.int64)
+        self.frame = df["frame_number"].to_numpy(np.int64)
+        d = df["direction"].to_numpy()
+        length = df["tcp_len"].to_numpy(np.int64)
+        flags = df["tcp_flags"].to_numpy()
+        col = lambda name: df[name].to_numpy(np.float64, na_value=np.nan)  # noqa: E731
+        self.nxtseq = col("tcp_nxtseq")
+        self.ack = df["tcp_ack"].to_numpy(np.int64)
+        self.win = df["tcp_window_size"].to_numpy(np.int64)
+        self.bif = col("bytes_in_flight")
+        self.tsval, self.tsecr = col("tsval"), col("tsecr")
+        resent = np.zeros(len(df), bool)
+        for name in _RESENT:
+            resent |= df[name].to_numpy(bool)
+        self.resent = resent
+        self.hole = df["lost_segment"].to_numpy(bool)
+        self.data = np.flatnonzero((d == data_dir) & (length > 0))
+        self.new_data = self.data[~resent[self.data]]
+        self.acks = np.flatnonzero((d != data_dir) & ((flags & _ACK) != 0) & ((flags & _SYN) == 0))
+        self.rev = np.flatnonzero(d != data_dir)
+        self.mss = int(length[self.data].max()) if self.data.size else 0
+        self.rtt_ns = _smoothed_rtt(df, data_dir)
+        self.min_rtt_ns = _min_rtt(df, data_dir, self.rtt_ns)
+        # highest byte of the data direction sent so far, at every row
+        nx = np.where(d == data_dir, np.nan_to_num(self.nxtseq, nan=0.0), 0.0)
+        self.max_nxt = np.maximum.accumulate(nx) if len(nx) else nx
+        # the receiver's cumulative ACK and window, at every row (its last packet so far with
+        # the ACK flag, the SYN/ACK included: its window, unscaled as SYNs are, counts too)
+        told = np.flatnonzero((d != data_dir) & ((flags & _ACK) != 0))
+        self.ack_so_far = _carry(len(df), told, self.ack[told].astype(np.float64))
+        self.ack_so_far = np.fmax.accumulate(self.ack_so_far) if len(df) else self.ack_so_far
+        self.rwnd_so_far = _carry(len(df), told, self.win[told].astype(np.float64))
+
+    def seconds(self, rows):
+        return (self.t[rows] - self.t0) / 1e9
+
+
+def _carry(n, rows, values) -> np.ndarray:
+    """An array of n: values[k] from rows[k] on, carried forward; NaN before rows[0]."""
+    out = np.full(n, np.nan)
+    out[rows] = values
+    idx = np.where(~np.isnan(out), np.arange(n), 0)
+    np.maximum.accumulate(idx, out=idx)
+    carried = out[idx]
+    if rows.size:
+        carried[:rows[0]] = np.nan
+    return carried
+
+
+def _smoothed_rtt(df, data_dir) -> int:
+    """The median Karn RTT of the data's ACKs (sender side), else of the timestamp echoes on
+    the data (receiver side), else tshark's initial RTT, else 100 ms."""
+    d = df["direction"].to_numpy()
+    for name, mask in (("ack_rtt_karn_ns", d != data_dir), ("ts_rtt_ns", d == data_dir),
+                       ("ts_rtt_ns", d != data_dir), ("initial_rtt_ns", np.ones(len(d), bool))):
+        v = df[name].to_numpy(np.float64, na_value=np.nan)[mask]
+        v = v[~np.isnan(v) & (v > 0)]
+        if len(v) >= 1 and np.median(v) > 1e5:   # ignore the near-zero half at the far side
+            return int(np.median(v))
+    return 100_000_000
+
+
+def _min_rtt(df, data_dir, fallback) -> int:
+    v = df["initial_rtt_ns"].to_numpy(np.float64, na_value=np.nan)
+    v = v[~np.isnan(v)]
+    return int(v[0]) if len(v) else fallback
+
+
+# -- the sender side -----------------------------------------------------------------------------
+
+def _sender_samples(v: _Views) -> dict:
+    acks = v.acks
+    # advancing ACKs only: a duplicate ACK opens no room in the cumulative window
+    prev = np.r_[-1.0, np.fmax.accumulate(v.ack[acks].astype(np.float64))[:-1]]
+    acks = acks[v.ack[acks] > prev]
+    # the last data segment with a bytes_in_flight value before each ACK
+    with_bif = v.data[~np.isnan(v.bif[v.data])]
+    k = np.searchsorted(with_bif, acks) - 1
+    acks, k = acks[k >= 0], k[k >= 0]
+    last = with_bif[k]
+    flight = v.bif[last]
+    # answered at once: the next new data segment follows within PROMPT_NS
+    j = np.searchsorted(v.new_data, acks)
+    nxt = v.new_data[np.minimum(j, len(v.new_data) - 1)]
+    prompt = (j < len(v.new_data)) & (v.t[nxt] - v.t[acks] <= PROMPT_NS)
+    clocked = _share_in_window(v.t[acks], prompt, v.rtt_ns) >= ACK_CLOCKED_FRACTION
+    edge = v.ack_so_far[last] + v.rwnd_so_far[last]
+    rwnd_limited = v.max_nxt[last] >= edge - v.mss
+    state = np.where(rwnd_limited, "rwnd", np.where(clocked, "cwnd", "app")).astype(object)
+    return {"frame_number": v.frame[acks], "time_s": v.seconds(acks),
+            "sender_time_s": v.seconds(acks), "flight_bytes": flight,
+            "rwnd_bytes": v.rwnd_so_far[acks], "state": state, "_at": acks}
+
+
+def _share_in_window(t, flag, window_ns) -> np.ndarray:
+    """For each i: the share of flag[j] True among samples j with t[i] - window < t[j] <= t[i]."""
+    if len(t) == 0:
+        return np.zeros(0)
+    c = np.r_[0, np.cumsum(flag)]
+    first = np.searchsorted(t, t - window_ns, side="right")
+    last = np.arange(len(t)) + 1
+    return (c[last] - c[first]) / (last - first)
+
+
+# -- the receiver side ---------------------------------------------------------------------------
+
+def _receiver_samples(v: _Views) -> dict:
+    new = v.new_data
+    rev = v.acks
+    with_ts = new[~np.isnan(v.tsecr[new])]
+    rev_ts = rev[~np.isnan(v.tsval[rev])]
+    if len(with_ts) and len(rev_ts):
+        base = v.tsval[rev_ts[0]]
+        sent_val = np.maximum.accumulate(_unwrap(v.tsval[rev_ts], base))
+        echo = _unwrap(v.tsecr[with_ts], base)
+        # the last receiver ACK carrying the echoed TSval (or an earlier one)
+        r = np.searchsorted(sent_val, echo, side="right") - 1
+        ok = r >= 0
+        with_ts, echo, r = with_ts[ok], echo[ok], r[ok]
+        # one sample per group of segments echoing the same value: its last segment
+        last_of_group = np.r_[echo[1:] != echo[:-1], True]
+        rows, ref = with_ts[last_of_group], rev_ts[r[last_of_group]]
+    else:   # no timestamps: the ACK sent one initial RTT before each arrival
+        ref_i = np.searchsorted(v.t[rev], v.t[new] - v.min_rtt_ns, side="right") - 1
+        ok = ref_i >= 0
+        rows, ref = new[ok], rev[ref_i[ok]]
+    ref_ack = v.ack_so_far[ref]
+    flight = v.max_nxt[rows] - ref_ack
+    edge = ref_ack + v.rwnd_so_far[ref]
+    rwnd_limited = v.max_nxt[rows] >= edge - v.mss
+    # idle sender: no data arrived in the half RTT before this sample's first segment
+    prev_data = np.searchsorted(v.t[v.data], v.t[rows] - v.rtt_ns // 2, side="right")
+    this_data = np.searchsorted(v.t[v.data], v.t[rows], side="left")
+    idle = this_data - prev_data <= 0
+    state = np.where(rwnd_limited, "rwnd", np.where(idle, "app", "cwnd")).astype(object)
+    return {"frame_number": v.frame[rows], "time_s": v.seconds(rows),
+            "sender_time_s": (v.t[ref] + v.min_rtt_ns // 2 - v.t0) / 1e9,
+            "flight_bytes": flight, "rwnd_bytes": v.rwnd_so_far[ref], "state": state,
+            "_at": ref}
+
+
+def _unwrap(values, base) -> np.ndarray:
+    """TSvals as int64 relative to the first one (they wrap at 2^32)."""
+    d = (values.astype(np.int64) - int(base)) % (1 << 32)
+    return np.where(d >= 1 << 31, d - (1 << 32), d)
+
+
+# -- loss episodes ---------------------------------------------------------------------------
+
+def _episodes(v: _Views, *, receiver: bool) -> list[dict]:
+    """Recovery episodes (see the module docstring), in time order."""
+    trigger = v.data[v.resent[v.data] | (v.hole[v.data] if receiver else False)]
+    acks = v.acks
+    ack_vals = np.fmax.accumulate(v.ack[acks].astype(np.float64)) if len(acks) else np.zeros(0)
+    out, i = [], 0
+    while i < len(trigger):
+        start = trigger[i]
+        recover = v.max_nxt[start - 1] if start > 0 else v.max_nxt[start]
+        if receiver and v.hole[start]:
+            recover = v.max_nxt[start]
+        # first ACK after the start reaching the recovery point
+        after = np.searchsorted(acks, start)
+        reach = np.searchsorted(ack_vals[after:], recover, side="left") + after
+        end = acks[reach] if reach < len(acks) else None
+        within = trigger[i:] if end is None else trigger[i:][trigger[i:] <= end]
+        out.append({"start": start, "end": end, "recover": recover,
+                    "resent": int(v.resent[within].sum())})
+        i += len(within)
+    return out
+
+
+def _mark_recovery(samples: dict, episodes: list[dict], v: _Views) -> None:
+    """Samples whose sender-side moment (``_at``: the ACK the sender had last received) falls
+    inside an episode are in recovery."""
+    rows = samples["_at"]
+    state = samples["state"]
+    for e in episodes:
+        end = e["end"] if e["end"] is not None else np.iinfo(np.int64).max
+        state[(rows > e["start"]) & (rows <= end)] = "recovery"
+
+
+def _loss_table(episodes, samples, v: _Views):
+    import pandas as pd
+    rows, flight = samples["_at"], samples["flight_bytes"]
+    out = {name: [] for name, _ in LOSS_COLUMNS}
+    for e in episodes:
+        before = np.searchsorted(rows, e["start"]) - 1
+        fb = float(flight[before]) if before >= 0 else np.nan
+        fa = np.nan
+        if e["end"] is not None:
+            after = np.searchsorted(rows, e["end"], side="right")
+            fa = float(flight[after]) if after < len(rows) else np.nan
+        out["start_frame"].append(int(v.frame[e["start"]]))
+        out["start_s"].append(float(v.seconds(e["start"])))
+        out["end_s"].append(float(v.seconds(e["end"])) if e["end"] is not None else np.nan)
+        out["recover_seq"].append(int(e["recover"]))
+        out["resent_segments"].append(e["resent"])
+        out["cwnd_before_bytes"].append(fb)
+        out["cwnd_after_bytes"].append(fa)
+        out["ratio"].append(fa / fb if fb > 0 else np.nan)
+    return pd.DataFrame({k: np.array(vals, dtype=np.int64 if k in ("start_frame", "recover_seq",
+                                                                    "resent_segments")
+                                      else np.float64) for k, vals in out.items()})
+
+
+def _flight_table(v: _Views):
+    import pandas as pd
+    rows = v.data
+    return pd.DataFrame({"frame_number": v.frame[rows], "time_s": v.seconds(rows),
+                         "bytes_in_flight": v.bif[rows], "resent": v.resent[rows]})
+
+
+def _rwnd_table(v: _Views):
+    import pandas as pd
+    rows = v.acks
+    return pd.DataFrame({"frame_number": v.frame[rows], "time_s": v.seconds(rows),
+                         "rwnd_bytes": v.win[rows].astype(np.float64),
+                         "edge_seq": (v.ack[rows] + v.win[rows]).astype(np.float64)})

@@ -1,0 +1,147 @@
+"""retrans / cwnd / rtt / seqgraph / wscale: tshark's flag counts, one-line errors, figures.
+
+References: tshark 4.0's own ``tcp.analysis.*`` verdicts on public captures (tests/data) for
+the retrans counts and events; hand-built captures for the error cases; the figures are
+inspected as matplotlib objects (title, axis labels with units, legend).
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import pcapstats as ps
+from pcapstats.analyses.retrans import RETRANS_EVENTS, retrans, retrans_counts
+from pcapstats.cli import main
+
+sys.path.insert(0, str(Path(__file__).parent))
+import craft  # noqa: E402
+import tshark_ref  # noqa: E402
+from test_cwnd import sender_side  # noqa: E402
+from test_tcp_analysis import PUBLIC, write_conversation  # noqa: E402
+
+DATA = Path(__file__).parent / "data"
+
+
+@pytest.mark.parametrize("name", sorted(PUBLIC))
+def test_retrans_matches_tshark(name):
+    path = DATA / name
+    ref = tshark_ref.tcp_analysis_reference(path)
+    result = retrans(ps.read(path))
+    streams = ref["tcp_stream"].to_numpy(np.int64)
+    counts = result.counts
+    for flag, column in RETRANS_EVENTS:
+        flagged = ref[flag].to_numpy(bool)
+        want = {s: int(flagged[streams == s].sum()) for s in np.unique(streams)}
+        got = counts.groupby("tcp_stream")[column].sum().to_dict()
+        assert {s: got.get(s, 0) for s in want} == want, flag
+        frames = set(ref["frame_number"].to_numpy(np.int64)[flagged])
+        listed = result.events["events"].str.split("+").apply(lambda e: flag in e)
+        assert set(result.events["frame_number"][listed]) == frames, flag
+    assert counts["packets"].sum() == len(ref)
+
+
+def _one_line_error(capsys, argv, *needles):
+    code = main(argv)
+    err = capsys.readouterr().err.strip().splitlines()
+    errors = [line for line in err if line.startswith("pcapstats: error:")]
+    assert code == 2, (code, err)
+    assert len(errors) == 1 and "Traceback" not in "\n".join(err), err
+    for needle in needles:
+        assert needle in errors[0], errors[0]
+
+
+def _udp_and_tcp(path: Path, udp_only=False) -> Path:
+    """TCP stream 0 (unless udp_only) and UDP streams 0 and 1."""
+    records, t = [], craft.BASE_NS
+    if not udp_only:
+        records.append(craft.Record(craft.ether(craft.ipv4(
+            craft.tcp(1000, 80, seq=1, flags=craft.SYN), craft.A4, craft.B4)), t))
+    for port in (53, 54):
+        t += 1000
+        records.append(craft.Record(craft.ether(craft.ipv4(
+            craft.udp(port, 9999, b"x"), craft.A4, craft.B4)), t))
+    path.write_bytes(craft.pcap(records, craft.LT_ETHERNET, nano=True).data)
+    return path
+
+
+COMMANDS = ("cwnd", "rtt", "seqgraph", "wscale", "retrans")
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_unknown_stream_is_one_line(command, tmp_path, capsys):
+    path = write_conversation(sender_side(), tmp_path / "c.pcap")
+    _one_line_error(capsys, [command, "--stream", "7", str(path)], "no TCP stream 7", "0")
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_udp_stream_is_one_line(command, tmp_path, capsys):
+    path = _udp_and_tcp(tmp_path / "u.pcap")
+    _one_line_error(capsys, [command, "--stream", "1", str(path)], "UDP stream")
+
+
+@pytest.mark.parametrize("command", COMMANDS[:4])
+def test_no_tcp_is_one_line(command, tmp_path, capsys):
+    path = _udp_and_tcp(tmp_path / "u.pcap", udp_only=True)
+    _one_line_error(capsys, [command, str(path)], "no TCP packets")
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_bad_output_extension_is_one_line(command, tmp_path, capsys):
+    path = write_conversation(sender_side(), tmp_path / "c.pcap")
+    _one_line_error(capsys, [command, str(path), "-o", str(tmp_path / "x.gif")], ".gif")
+
+
+def test_default_stream_is_named_on_stderr(tmp_path, capsys):
+    path = DATA / "sessionhijacking.pcapng"
+    counts = retrans_counts(ps.read(path))
+    assert len(np.unique(counts["tcp_stream"])) > 1
+    assert main(["cwnd", str(path), "-f", "csv"]) == 0
+    err = capsys.readouterr().err
+    assert "use --stream to pick another" in err
+
+
+@pytest.mark.parametrize("command, extra", [("cwnd", []), ("cwnd", ["--window-scaling"]),
+                                            ("wscale", []), ("rtt", []), ("seqgraph", []),
+                                            ("seqgraph", ["--style", "tcptrace"])])
+def test_plots_are_written(command, extra, tmp_path, capsys):
+    path = write_conversation(sender_side(), tmp_path / "c.pcap")
+    for ext in ("png", "svg"):
+        out = tmp_path / f"{command}.{ext}"
+        assert main([command, str(path), "-o", str(out), *extra]) == 0, capsys.readouterr().err
+        assert out.stat().st_size > 1000
+    out = tmp_path / f"{command}.csv"
+    assert main([command, str(path), "-o", str(out), *extra]) == 0
+    assert out.read_text().count("\n") >= 2
+
+
+def _check_figure(fig, *words):
+    ax = fig.axes[0]
+    title = ax.get_title() or (fig._suptitle.get_text() if fig._suptitle else "")
+    assert title and all(w in title for w in words), title
+    assert "(s)" in ax.get_xlabel()
+    assert "(" in ax.get_ylabel(), ax.get_ylabel()   # the unit
+    legend = ax.get_legend()
+    assert legend is not None and len(legend.get_texts()) >= 2
+    return [t.get_text() for t in legend.get_texts()]
+
+
+def test_figures_have_title_units_legend(tmp_path):
+    from pcapstats.analyses.cwnd import cwnd_analysis
+    from pcapstats.analyses.rtt import rtt
+    from pcapstats.analyses.seqgraph import seqgraph
+    from pcapstats.plots.tcp import cwnd_figure, rtt_figure, seqgraph_figure, wscale_figure
+    cap = ps.read(write_conversation(sender_side(), tmp_path / "c.pcap"))
+    result = cwnd_analysis(cap)
+    labels = _check_figure(cwnd_figure(result), "Congestion window", "stream 0")
+    assert any("bytes in flight" in t for t in labels) and any("cwnd" in t for t in labels)
+    assert any("receiver window" in t for t in labels)
+    _check_figure(wscale_figure(result), "Window scaling")
+    _check_figure(rtt_figure(rtt(cap)), "Round-trip")
+    graph = seqgraph(cap)
+    _check_figure(seqgraph_figure(graph, style="stevens"), "Stevens")
+    labels = _check_figure(seqgraph_figure(graph, style="tcptrace"), "tcptrace")
+    assert "ACK" in labels and any("window" in t for t in labels)
