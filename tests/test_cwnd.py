@@ -30,7 +30,7 @@ from pcapstats.analyses.cwnd import (CWND_COLUMNS, LOSS_COLUMNS, cwnd, cwnd_anal
                                      tcp_info_errors)
 
 sys.path.insert(0, str(Path(__file__).parent))
-from test_tcp_analysis import P, write_conversation  # noqa: E402
+from conversation import P, write_conversation  # noqa: E402
 import craft  # noqa: E402
 
 CLIENT, SERVER = 0, 1

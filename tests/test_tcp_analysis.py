@@ -45,6 +45,8 @@ from pcapstats.analyses.tcp_analysis import (_INPUTS, c_analyser_available, run_
 sys.path.insert(0, str(Path(__file__).parent))
 import craft  # noqa: E402
 import tshark_ref  # noqa: E402
+from conversation import (CLIENT, FA, ISN, MS, PA, SA, SERVER, A, P, S_,  # noqa: E402
+                          write_conversation)
 
 # -- real captures ------------------------------------------------------------------------------
 
@@ -145,20 +147,6 @@ def make_lab_captures(directory: Path) -> dict[str, Path]:
 
 
 # -- hand-built conversations, each flag known by construction ----------------------------------
-
-
-CLIENT, SERVER = 0, 1
-ISN = (1_000_000, 7_000_000)   # raw initial sequence numbers; packets below give them relative
-MS = 1_000_000
-A, PA, SA, S_, FA = craft.ACK, craft.PSH | craft.ACK, craft.SYN | craft.ACK, craft.SYN, \
-    craft.FIN | craft.ACK
-
-
-def P(who, t_ms, flags, seq, ack, data=0, win=1000, opts=(), expect=(), **values):
-    """One packet of a crafted conversation: relative seq/ack, the flags it must get (all
-    others must be absent) and any column values known by construction."""
-    return dict(who=who, t_ms=t_ms, flags=flags, seq=seq, ack=ack, data=data, win=win,
-                opts=opts, expect=frozenset(expect), values=values)
 
 
 def _raw_sack(who, *rel_edges):
@@ -263,22 +251,6 @@ CRAFTED = {
         P(SERVER, 32, A, 1, 101, opts=(("Timestamp", (905, 110)),), ts_rtt_ns=12 * MS),
     ],
 }
-
-
-def write_conversation(packets, path: Path) -> Path:
-    """The packets as a nanosecond pcap: client 192.0.2.1:40000, server 198.51.100.2:80."""
-    ends = ((craft.A4, 40000), (craft.B4, 80))
-    records = []
-    for p in packets:
-        (src, sport), (dst, dport) = ends[p["who"]], ends[1 - p["who"]]
-        seq = (ISN[p["who"]] + p["seq"]) & 0xFFFFFFFF
-        ack = (ISN[1 - p["who"]] + p["ack"]) & 0xFFFFFFFF if p["flags"] & craft.ACK else 0
-        segment = craft.tcp(sport, dport, seq=seq, ack=ack, flags=p["flags"], window=p["win"],
-                            options=p["opts"], payload=b"x" * p["data"])
-        frame = craft.ether(craft.ipv4(segment, src, dst))
-        records.append(craft.Record(frame, craft.BASE_NS + round(p["t_ms"] * MS)))
-    path.write_bytes(craft.pcap(records, craft.LT_ETHERNET, nano=True).data)
-    return path
 
 
 OURS_ONLY = ("ack_rtt_karn_ns", "ts_rtt_ns")

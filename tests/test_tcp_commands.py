@@ -21,7 +21,8 @@ sys.path.insert(0, str(Path(__file__).parent))
 import craft  # noqa: E402
 import tshark_ref  # noqa: E402
 from test_cwnd import sender_side  # noqa: E402
-from test_tcp_analysis import PUBLIC, write_conversation  # noqa: E402
+from conversation import write_conversation  # noqa: E402
+from test_tcp_analysis import PUBLIC  # noqa: E402
 
 DATA = Path(__file__).parent / "data"
 
