@@ -6,6 +6,7 @@
     ps.throughput_file("big.pcap")  # the same in one streaming pass, memory bounded by a window
     ps.iograph(cap, interval=0.1)  # I/O graph series + averages (capture span, active, per transfer)
     ps.tcp_analysis(cap)        # per TCP packet: tshark's tcp.analysis.* flags, bytes in flight, RTT
+    ps.verify(cap)              # simpleperf / iperf3 / ping exchange followed? pass/fail + evidence
     ps.cwnd(cap, stream=0)      # cwnd estimate, limited intervals; ps.retrans, ps.rtt, ps.seqgraph
 
 Everything public is re-exported here once; ``__all__`` is the API (tests/test_api.py holds it).
@@ -13,11 +14,13 @@ Everything public is re-exported here once; ``__all__`` is the API (tests/test_a
 
 from .analyses.cwnd import cwnd, cwnd_analysis
 from .analyses.iograph import IOGraph, iograph, iograph_many
+from .analyses.reassembly import reassemble
 from .analyses.retrans import retrans
 from .analyses.rtt import rtt, rtt_summary
 from .analyses.seqgraph import seqgraph
 from .analyses.tcp_analysis import TCP_ANALYSIS_COLUMNS, tcp_analysis, tcp_analysis_columns
 from .analyses.throughput import THROUGHPUT_COLUMNS, throughput, throughput_file
+from .analyses.verify import Expected, Verification, verify
 from .capture import Capture
 from .errors import (CaptureFormatError, CaptureOpenError, CorruptCaptureError, EngineError,
                      PcapstatsError, PcapstatsWarning, SkippedPacketsWarning,
@@ -31,6 +34,7 @@ __all__ = [
     "tcp_analysis", "tcp_analysis_columns", "TCP_ANALYSIS_COLUMNS",
     "iograph", "iograph_many", "IOGraph",
     "cwnd", "cwnd_analysis", "retrans", "rtt", "rtt_summary", "seqgraph",
+    "verify", "Verification", "Expected", "reassemble",
     "PcapstatsError", "CaptureOpenError", "CaptureFormatError", "CorruptCaptureError",
     "EngineError", "UsageError", "PcapstatsWarning", "TruncatedCaptureWarning",
     "SkippedPacketsWarning", "__version__",

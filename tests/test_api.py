@@ -8,6 +8,7 @@ def test_exported_names_are_exactly_the_intended_ones():
         "tcp_analysis", "tcp_analysis_columns", "TCP_ANALYSIS_COLUMNS",
         "iograph", "iograph_many", "IOGraph",
         "cwnd", "cwnd_analysis", "retrans", "rtt", "rtt_summary", "seqgraph",
+        "verify", "Verification", "Expected", "reassemble",
         "PcapstatsError", "CaptureOpenError", "CaptureFormatError", "CorruptCaptureError",
         "EngineError", "UsageError", "PcapstatsWarning", "TruncatedCaptureWarning",
         "SkippedPacketsWarning", "__version__",

@@ -9,6 +9,7 @@ from . import simpleperf  # noqa: F401
 from . import iograph  # noqa: F401
 from . import lab  # noqa: F401
 from . import tcp  # noqa: F401
+from . import verify  # noqa: F401
 from .app import app, main
 
 __all__ = ["app", "main"]
