@@ -57,6 +57,41 @@ def _say(kind: str, text: str) -> None:
     print(f"pcapstats: {kind}: {text}", file=sys.stderr)
 
 
+class Captures:
+    """The captures of one command: ``work(path, progress)`` run on each file in turn (a
+    progress bar when it is worth it), each warning and error said in one line as it comes.
+
+    Iterating gives (path, result) for the files that were read; ``failed`` counts the others,
+    so a command can write what it has and still exit 2.
+    """
+
+    def __init__(self, files, work):
+        self.files, self.work, self.failed = files, work, 0
+
+    def __iter__(self):
+        for path, texts, result in _each_capture(self.files, self.work):
+            for text in texts:
+                _say("warning", text)
+            if isinstance(result, PcapstatsError):
+                _say("error", str(result))
+                self.failed += 1
+                continue
+            yield path, result
+
+
+def stack(tables: list) -> dict:
+    """Tables with the same columns, one after the other."""
+    import numpy as np
+    return {name: np.concatenate([t[name] for t in tables]) for name in tables[0]}
+
+
+def with_capture_column(table: dict, path) -> dict:
+    """The table with a first column ``capture`` naming its file (for several files at once)."""
+    import numpy as np
+    rows = len(next(iter(table.values()))) if table else 0
+    return {"capture": np.full(rows, str(path), dtype=object), **table}
+
+
 def _each_capture(files, work):
     """Run ``work(path, progress)`` on each file, with a progress bar when it is worth it;
     yield (path, warning texts, result or PcapstatsError)."""

@@ -9,8 +9,8 @@ from typing import List, Optional
 
 import typer
 
-from ..errors import PcapstatsError, UsageError
-from .app import output_kind, EXIT_ERROR, EXIT_NOTHING, Fmt, Proto, _each_capture, _say, _write, app
+from ..errors import UsageError
+from .app import EXIT_ERROR, EXIT_NOTHING, Captures, Fmt, Proto, _say, _write, app, output_kind
 
 
 class Unit(str, Enum):
@@ -73,14 +73,9 @@ def iograph(
         progress = (lambda fraction: moved(fraction, 1.0)) if moved else None
         return io.iograph(read(path, progress=progress), **options)
 
-    parts, names, failed = [], [], 0
-    for path, cap_warnings, result in _each_capture(files, work):
-        for w in cap_warnings:
-            _say("warning", w)
-        if isinstance(result, PcapstatsError):
-            _say("error", str(result))
-            failed += 1
-            continue
+    parts, names = [], []
+    captures = Captures(files, work)
+    for path, result in captures:
         if result.empty and len(files) > 1:
             _say("warning", f"no packet matched {_what(options)} in {path}")
         parts.append(result)
@@ -106,7 +101,7 @@ def iograph(
         _write(render(columns, kind), output)
     else:
         _write(render(columns, fmt.value), None)
-    if failed:
+    if captures.failed:
         raise typer.Exit(EXIT_ERROR)
 
 

@@ -13,11 +13,10 @@ from enum import Enum
 from pathlib import Path
 from typing import List, Optional
 
-import numpy as np
 import typer
 
-from ..errors import PcapstatsError
-from .app import output_kind, EXIT_ERROR, EXIT_NOTHING, Fmt, _each_capture, _say, _write, app
+from .app import (EXIT_ERROR, EXIT_NOTHING, Captures, Fmt, _say, _write, app, output_kind, stack,
+                  with_capture_column)
 
 FILE = typer.Argument(..., help="Capture file (pcap, pcapng, .gz).", show_default=False)
 STREAM = typer.Option(None, "--stream", "-s",
@@ -86,22 +85,13 @@ def retrans(
         cap = _read(path)
         return (retrans_events if events else retrans_counts)(cap, stream=stream)
 
-    tables, failed = [], 0
-    for path, warnings_, result in _each_capture(files, work):
-        for w in warnings_:
-            _say("warning", w)
-        if isinstance(result, PcapstatsError):
-            _say("error", str(result))
-            failed += 1
-            continue
-        if len(files) > 1:
-            rows = len(next(iter(result.values())))
-            result = {"capture": np.full(rows, str(path), dtype=object), **result}
-        tables.append(result)
+    tables = []
+    captures = Captures(files, work)
+    for path, result in captures:
+        tables.append(with_capture_column(result, path) if len(files) > 1 else result)
     if tables:
-        joined = {name: np.concatenate([t[name] for t in tables]) for name in tables[0]}
-        _emit(joined, fmt, output)
-    if failed:
+        _emit(stack(tables), fmt, output)
+    if captures.failed:
         raise typer.Exit(EXIT_ERROR)
     if tables and all(len(next(iter(t.values()))) == 0 for t in tables) and not events:
         raise typer.Exit(EXIT_NOTHING)

@@ -5,13 +5,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import List, Optional
 
-import numpy as np
 import typer
 
 from .. import schema
 from ..errors import PcapstatsError
-from .app import (EXIT_ERROR, EXIT_NOTHING, Engine, Fmt, Kernel, Proto, _each_capture, _say,
-                  _write, app)
+from .app import (EXIT_ERROR, EXIT_NOTHING, Captures, Engine, Fmt, Kernel, Proto, _say, _write,
+                  app, stack, with_capture_column)
 
 
 @app.command()
@@ -38,27 +37,18 @@ def throughput(
                                proto=proto.value if proto else None, engine=engine.value,
                                kernel=kernel.value, progress=progress)
 
-    tables, failed, empty = [], 0, []
-    for path, cap_warnings, result in _each_capture(files, work):
-        for w in cap_warnings:
-            _say("warning", w)
-        if isinstance(result, PcapstatsError):
-            _say("error", str(result))
-            failed += 1
-            continue
-        table, packets = result
+    tables, empty = [], []
+    captures = Captures(files, work)
+    for path, (table, packets) in captures:
         rows = len(table["stream"])
         if rows == 0:
             empty.append(f"{path} ({packets} packets)")
-        if len(files) > 1:
-            table = {"capture": np.full(rows, str(path), dtype=object), **table}
-        tables.append(table)
+        tables.append(with_capture_column(table, path) if len(files) > 1 else table)
     if tables:
-        joined = {name: np.concatenate([t[name] for t in tables]) for name in tables[0]}
-        _write(render(joined, fmt.value), output)
+        _write(render(stack(tables), fmt.value), output)
     for e in empty:
         _say("warning", f"no {proto.value.upper() if proto else 'TCP or UDP'} streams in {e}")
-    if failed:
+    if captures.failed:
         raise typer.Exit(EXIT_ERROR)
     if tables and all(len(t["stream"]) == 0 for t in tables):
         raise typer.Exit(EXIT_NOTHING)

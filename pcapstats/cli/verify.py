@@ -14,8 +14,7 @@ from typing import List, Optional
 import numpy as np
 import typer
 
-from ..errors import PcapstatsError
-from .app import EXIT_ERROR, Fmt, _each_capture, _say, _write, app
+from .app import EXIT_ERROR, Captures, Fmt, _say, _write, app, stack, with_capture_column
 
 EXIT_FAIL = 1
 
@@ -46,15 +45,8 @@ def verify(
             side = found if found.exists() else None
         return run_verify(path, side, stream=stream)
 
-    results, failed_reads = [], 0
-    for path, cap_warnings, result in _each_capture(files, work):
-        for w in cap_warnings:
-            _say("warning", w)
-        if isinstance(result, PcapstatsError):
-            _say("error", str(result))
-            failed_reads += 1
-            continue
-        results.append((path, result))
+    captures = Captures(files, work)
+    results = list(captures)
     text = _table(results) if fmt.value == "table" else _rows(results, fmt.value, render)
     if results:
         _write(text, output)
@@ -69,7 +61,7 @@ def verify(
         if not r.streams:
             _say("warning", f"{path}: nothing recognised to verify (no simpleperf, iperf3 or "
                             "ping traffic)")
-    if failed_reads:
+    if captures.failed:
         raise typer.Exit(EXIT_ERROR)
     if FAIL in verdicts or not verdicts or (strict and CANNOT_TELL in verdicts):
         raise typer.Exit(EXIT_FAIL)
@@ -102,10 +94,7 @@ def _rows(results, fmt: str, render) -> str:
     tables = []
     for path, r in results:
         t = r.checks()
-        n = len(t["check"])
         verdict = {v.stream: v.verdict for v in r.streams}
-        tables.append({"capture": np.full(n, str(path), dtype=object), **t,
-                       "stream_verdict": np.array([verdict[s] for s in t["stream"]], object)})
-    if not tables:
-        return ""
-    return render({k: np.concatenate([t[k] for t in tables]) for k in tables[0]}, fmt)
+        t["stream_verdict"] = np.array([verdict[s] for s in t["stream"]], object)
+        tables.append(with_capture_column(t, path))
+    return render(stack(tables), fmt) if tables else ""
