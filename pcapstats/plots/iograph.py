@@ -43,15 +43,17 @@ def iograph_figure(result, *, layout: str = "overlay", title: str | None = None)
     peaks = result.summary[f"peak_{result.unit}_per_sec"].to_numpy()
     colours = iter(f"C{i % 10}" for i in range(len(groups)))
     for ax, (panel_name, members) in zip(axes, panels):
-        for index in members:
-            _draw_group(ax, result, groups[index], next(colours), unit_text)
+        drew_active = [_draw_group(ax, result, groups[index], next(colours), unit_text)
+                       for index in members]
         if panel_name:
             ax.set_title(panel_name, fontsize="medium")
         ax.set_ylim(bottom=0)
         plots.rate_axis(ax, float(peaks[members].max()), unit_text, quantity)
         styles = [Line2D([], [], color="grey", linestyle="--", label="average over the capture span"),
-                  Line2D([], [], color="grey", linestyle=":", label="average while active"),
                   Line2D([], [], color="grey", marker="v", linestyle="", label="peak interval")]
+        if any(drew_active):  # only where it differs from the capture-span average
+            styles.insert(1, Line2D([], [], color="grey", linestyle=":",
+                                    label="average while active"))
         plots.legend(ax, extra=styles)
     return fig
 
@@ -82,7 +84,8 @@ def _groups(result):
     return [(labels[i], summary.iloc[i], parts[i]) for i in range(len(summary))]
 
 
-def _draw_group(ax, result, group, colour, unit_text) -> None:
+def _draw_group(ax, result, group, colour, unit_text) -> bool:
+    """Draw one group's stairs, average line(s) and peak; True if it drew the active average."""
     label, row, part = group
     u = result.unit
     edges = list(part["start_s"]) + [part["start_s"].iat[-1] + result.interval_s]
@@ -93,7 +96,9 @@ def _draw_group(ax, result, group, colour, unit_text) -> None:
                     f"peak {plots.human_rate(peak, unit_text)})")
     if avg == avg:
         ax.hlines(avg, 0, row["capture_span_s"], colors=colour, linestyles="--", linewidth=1)
+    ax.plot([peak_at + result.interval_s / 2], [peak], marker="v", color=colour, linestyle="")
     if active == active and abs(active - avg) > 0.01 * max(abs(avg), 1e-12):
         ax.hlines(active, row["first_s"], row["last_s"], colors=colour, linestyles=":",
                   linewidth=1.5)
-    ax.plot([peak_at + result.interval_s / 2], [peak], marker="v", color=colour, linestyle="")
+        return True
+    return False
