@@ -115,14 +115,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional, TextIO
 
+from pcapstats.protocols import (SIMPLEPERF_ACK, SIMPLEPERF_BYE, SIMPLEPERF_MESSAGE,
+                                 SIMPLEPERF_MESSAGE_BYTES, SIMPLEPERF_PORT)
 from pcapstats.lab.tcpinfo import TcpInfoSampler, set_congestion, tcp_congestion, tcp_info
 
-DEFAULT_PORT = 8088
+DEFAULT_PORT = SIMPLEPERF_PORT
 DEFAULT_TIME_S = 25.0
-MESSAGE_BYTES = 1000
-MESSAGE = b"0" * MESSAGE_BYTES
-BYE = b"BYE"
-ACK = b"ACK: BYE"
+MESSAGE_BYTES, MESSAGE = SIMPLEPERF_MESSAGE_BYTES, SIMPLEPERF_MESSAGE
+BYE, ACK = SIMPLEPERF_BYE, SIMPLEPERF_ACK
 UNITS = {"B": 1, "KB": 1000, "MB": 1000 * 1000}
 MAX_PARALLEL = 5
 REPORT_SCHEMA = "pcapstats.simpleperf/1"

@@ -77,17 +77,15 @@ from pathlib import Path
 import numpy as np
 
 from .. import schema
-from .. import simpleperf as sp
 from ..capture import Capture
+from ..protocols import (SIMPLEPERF_ACK, SIMPLEPERF_BYE, SIMPLEPERF_MESSAGE,
+                         SIMPLEPERF_MESSAGE_BYTES, SIMPLEPERF_PORT)
 from .reassembly import HOLE_REASONS, Reassembly, reassemble
 
 PASS, FAIL, CANNOT_TELL = "pass", "fail", "cannot tell"
 _RANK = {PASS: 0, CANNOT_TELL: 1, FAIL: 2}
 
-# What simpleperf sends is defined once, by the tool itself.
-SIMPLEPERF_MESSAGE_BYTES, SIMPLEPERF_BYE, SIMPLEPERF_ACK = sp.MESSAGE_BYTES, sp.BYE, sp.ACK
-SIMPLEPERF_FILL = sp.MESSAGE[0]
-SIMPLEPERF_PORT = sp.DEFAULT_PORT  # its default port: names a stream whose payload was not captured
+SIMPLEPERF_FILL = SIMPLEPERF_MESSAGE[0]  # every message byte
 DURATION_EARLY_S, DURATION_EARLY_FRACTION = 0.1, 0.05
 DURATION_LATE_S, DURATION_LATE_FRACTION = 1.0, 0.25
 
