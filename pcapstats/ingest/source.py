@@ -34,12 +34,17 @@ class Source:
 
     def release(self, upto: int) -> None:
         """Drop the mapped pages before file offset ``upto`` from memory (they were read)."""
-        mm = self._map
-        page = mmap.PAGESIZE
-        upto = (upto // page) * page
-        if mm is not None and upto > self._released:
-            mm.madvise(mmap.MADV_DONTNEED, self._released, upto - self._released)
-            self._released = upto
+        if upto > self._released:
+            self.drop(self._released, upto)
+            self._released = max(self._released, (upto // mmap.PAGESIZE) * mmap.PAGESIZE)
+
+    def drop(self, start: int, end: int) -> None:
+        """Drop the whole mapped pages within [start, end) from memory; reading them again
+        brings them back from the file (or the page cache)."""
+        mm, page = self._map, mmap.PAGESIZE
+        start, end = -(-start // page) * page, (end // page) * page
+        if mm is not None and end > start:
+            mm.madvise(mmap.MADV_DONTNEED, start, end - start)
 
     def close(self) -> None:
         self.buf = np.empty(0, np.uint8)
