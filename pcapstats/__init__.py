@@ -7,12 +7,14 @@
     ps.iograph(cap, interval=0.1)  # I/O graph series + averages (capture span, active, per transfer)
     ps.tcp_analysis(cap)        # per TCP packet: tshark's tcp.analysis.* flags, bytes in flight, RTT
     ps.verify(cap)              # simpleperf / iperf3 / ping exchange followed? pass/fail + evidence
+    ps.flavour(cap)             # cubic | reno | bbr | unknown per stream, with confidence and evidence
     ps.cwnd(cap, stream=0)      # cwnd estimate, limited intervals; ps.retrans, ps.rtt, ps.seqgraph
 
 Everything public is re-exported here once; ``__all__`` is the API (tests/test_api.py holds it).
 """
 
 from .analyses.cwnd import cwnd, cwnd_analysis
+from .analyses.flavour import FLAVOUR_COLUMNS, flavour
 from .analyses.iograph import IOGraph, iograph, iograph_many
 from .analyses.reassembly import reassemble
 from .analyses.retrans import retrans
@@ -35,6 +37,7 @@ __all__ = [
     "iograph", "iograph_many", "IOGraph",
     "cwnd", "cwnd_analysis", "retrans", "rtt", "rtt_summary", "seqgraph",
     "verify", "Verification", "Expected", "reassemble",
+    "flavour", "FLAVOUR_COLUMNS",
     "PcapstatsError", "CaptureOpenError", "CaptureFormatError", "CorruptCaptureError",
     "EngineError", "UsageError", "PcapstatsWarning", "TruncatedCaptureWarning",
     "SkippedPacketsWarning", "__version__",

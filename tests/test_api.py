@@ -9,6 +9,7 @@ def test_exported_names_are_exactly_the_intended_ones():
         "iograph", "iograph_many", "IOGraph",
         "cwnd", "cwnd_analysis", "retrans", "rtt", "rtt_summary", "seqgraph",
         "verify", "Verification", "Expected", "reassemble",
+        "flavour", "FLAVOUR_COLUMNS",
         "PcapstatsError", "CaptureOpenError", "CaptureFormatError", "CorruptCaptureError",
         "EngineError", "UsageError", "PcapstatsWarning", "TruncatedCaptureWarning",
         "SkippedPacketsWarning", "__version__",

@@ -6,10 +6,11 @@ entry point (one error line and an exit code, never a traceback).
 
 from . import throughput  # noqa: F401  (registers its commands)
 from . import simpleperf  # noqa: F401
-from . import iograph  # noqa: F401
-from . import lab  # noqa: F401
-from . import tcp  # noqa: F401
-from . import verify  # noqa: F401
+from . import iograph  # noqa: F401  (registers its commands)
+from . import lab  # noqa: F401  (registers its commands)
+from . import verify  # noqa: F401  (registers its commands)
+from . import tcp  # noqa: F401  (registers its commands)
+from . import flavour  # noqa: F401  (registers its commands)
 from .app import app, main
 
 __all__ = ["app", "main"]

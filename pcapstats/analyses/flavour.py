@@ -1,0 +1,554 @@
+"""Which congestion control the sender ran (reno, cubic, bbr, or unknown), from a capture.
+
+Built on :mod:`pcapstats.analyses.cwnd` (window samples, loss-recovery episodes with the window
+before and after, the side the capture was taken on, the receiver's ACKs), itself built on
+tcp_analysis.  Nothing here re-derives a window or a loss episode.
+
+**Evidence** (each a function of arrays, tested on series whose answer is known by construction):
+
+- *congestion events* (:func:`congestion_events`): the cwnd analysis' loss episodes, those
+  starting within one RTT of the previous one's end merged (one reduction per window of data;
+  a receiver-side capture otherwise splits one sender recovery into two);
+- *multiplicative decrease* (:func:`decrease_factors`, :func:`vote`): each event's window after
+  / before.  Linux Reno leaves max(W/2, 2) segments, Cubic max(0.7 W, 2), BBR restores the
+  window it had (no back-off on random loss).  Each event votes for the control whose
+  expected window after is nearest the one seen (abstaining within VOTE_MARGIN_MSS), if its
+  window before held MIN_WINDOW_MSS[side] segments (smaller windows round the factors into
+  each other) and it is not a collapse (after < COLLAPSE_FACTOR x before: a timeout);
+- *pacing* (:func:`ack_clocked_share`, sender-side captures only): the share of new data
+  segments that left within ACK_CLOCK_NS of an ACK.  Reno and Cubic are ACK-clocked (an ACK
+  opens the window and the stack sends at once: 87-100 % on the matrix), BBR paces (4-36 %).
+  After the bottleneck (a receiver-side capture) every flow arrives spaced by the link, so
+  there is no pacing evidence there;
+- *growth between losses* (:func:`growth_fits`): on each epoch's cwnd-limited samples, the Reno
+  line W0 + a t and the Cubic curve W_max + C (t - K)^3 (W_max: the window before the epoch's
+  loss); RMS residuals and fitted parameters.  Evidence only, not in the rules: Linux Cubic
+  grows like Reno ("TCP-friendly region") while its window is small or the RTT short;
+- *gain cycling* (:func:`gain_cycling`): the strength of the period-8-RTT component of the send
+  rate (BBR's pacing gains 1.25, 0.75, 1 x 6), RTT = the cwnd analysis' smoothed RTT.
+  Evidence only: on the matrix Reno's sawtooth scored higher than BBR (medians 6-8 vs 5-6);
+- *ProbeRTT* (:func:`probe_rtt_dips`): the flight at or under PROBE_RTT_MSS segments for
+  PROBE_RTT_MIN_S or more, nothing re-sent inside.  Evidence only (12 s transfers with random
+  loss seldom show one: BBR's min RTT is refreshed before its 10 s expire);
+- *slow-start exit*: the first congestion event (frame, time, window before);
+- *limits*: receiver-window-limited share (the cwnd analysis' rwnd state), idle share
+  (:func:`idle_share`: application-limited).
+
+**Rules** (:func:`classify`), in order, every threshold with where it came from beside it:
+
+1. ``unknown`` when the stream is too short, mostly receiver-window-limited, or idle
+   (application-limited), saying which.
+2. Stage 1, does the sender back off on loss?  Every event from BACKOFF_MIN_WINDOW_MSS
+   segments votes "backed off" (after <= CUT_FACTOR x before) or "kept" (>= KEPT_FACTOR);
+   a paced sender adds PACING_VOTES "kept" votes; p_bbr = (kept + 1) / (kept + backed + 2).
+   An ACK-clocked sender is not BBR (p_bbr = 0: Linux BBR always paces).  bbr when p_bbr >=
+   MIN_MAJORITY with MIN_VOTES votes (or paced); ``unknown`` when neither side reaches
+   MIN_MAJORITY or there are fewer than MIN_VOTES votes (too few loss events).
+3. Stage 2, Reno or Cubic: decrease votes (events of MIN_WINDOW_MSS[side] segments or more:
+   after nearest max(W/2, 2) or max(0.7 W, 2)) plus growth votes (epochs growing >=
+   RENO_GROWTH_MIN or within CUBIC_GROWTH segments per RTT); p = (votes + 1) / (all + 2);
+   ``unknown`` under MIN_VOTES votes or when p < MIN_MAJORITY (split evidence).
+4. confidence = the stage shares multiplied (p_bbr; or (1 - p_bbr) x p) x SIDE_FACTOR[side]
+   (a receiver-side capture estimates windows from the receiver's ACKs and the arrivals:
+   about one segment blurred, so its votes are fewer and noisier).
+
+Thresholds were chosen on trial 1 of bench/flavour_eval.py's matrix and are reported on
+trials 2-3 (held out); results in bench/README.md.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..capture import Capture
+
+LABELS = ("reno", "cubic", "bbr", "unknown")
+
+# -- thresholds (measured on the tuning split of bench/flavour_eval.py, see bench/README.md) --
+MIN_WINDOW_MSS = {"sender": 8, "receiver": 11, "unknown": 11}
+                            # a congestion event's window before must hold this many segments
+                            # to vote: below, the votes were right < 75 % of the time on the
+                            # tuning split (Reno's after is W/2 rounded down, Cubic's 0.7 W:
+                            # 1-2 segments apart, the receiver's estimate ~1 segment high)
+BACKOFF_MIN_WINDOW_MSS = 4  # stage 1 (backed off or not) counts events from this window up
+CUT_FACTOR = 0.75           # after / before at most this: backed off (Reno 0.5, Cubic 0.7)
+KEPT_FACTOR = 0.85          # ... at least this: did not back off (BBR); between: no vote.
+                            # Tuning split, events of 4-10 segments: Reno and Cubic "kept"
+                            # 0-6 %, BBR (larger windows) "kept" 73-97 %
+COLLAPSE_FACTOR = 0.35      # after / before under this: collapse (timeout), not a decrease
+VOTE_MARGIN_MSS = 0.5       # the nearest expected window must be nearer by this many segments
+MIN_VOTES = 3               # votes (decrease and growth) needed to tell reno from cubic
+MIN_MAJORITY = 0.6          # Laplace share a verdict needs at each stage
+ACK_CLOCK_NS = 100_000      # a new segment leaving this soon after an ACK was sent by it
+PACED_SHARE = 0.5           # sender side: ACK-clocked share of new segments at most this: paced
+                            # (tuning split: bbr 0.04-0.36)
+UNPACED_SHARE = 0.8         # ... at least this: not paced (tuning split: reno, cubic 0.87-1.00)
+PACING_VOTES = 3            # a paced sender counts as this many votes for "no back-off"
+                            # (pacing alone, no loss: 4/5 = 0.8; every Linux BBR paces, but a
+                            # host with the fq qdisc paces Reno and Cubic too: not decisive)
+GROWTH_MIN_WINDOW_MSS = 3   # an epoch's previous maximum must hold this many segments to vote
+GROWTH_MIN_RTTS = 5         # ... and the epoch last this many RTTs
+RENO_GROWTH_MIN = 0.7       # growth >= this many segments per RTT: a Reno vote (Reno: +1 per RTT;
+                            # tuning split: 10th percentile of Reno epochs 0.62-0.94)
+CUBIC_GROWTH = (0.1, 0.55)  # growth in this range: a Cubic vote (Linux Cubic's TCP-friendly
+                            # region; tuning split: 10th-90th percentile 0.18-0.52); per-epoch
+                            # votes with these bounds were 99 % right on the tuning split
+CUBIC_C = 0.4               # RFC 8312's C (segments / s^3): an epoch votes on growth only if
+                            # Cubic's own curve starts slower than CUBIC_GROWTH[1] per RTT there
+PROBE_RTT_MSS = 4           # BBR's ProbeRTT flight, segments
+PROBE_RTT_MIN_S = 0.2       # ... held at least this long
+MIN_DATA_SEGMENTS = 200     # shorter: "too short"
+MIN_RTTS = 20               # a flow must last this many RTTs
+MAX_LIMITED_SHARE = 0.5     # receiver-window-limited share of the samples above this: unknown
+IDLE_AFTER_ACK_RTTS = 1.5   # see idle_share: the receiver side sees data one RTT after its ACK
+MAX_IDLE_SHARE = 0.3        # idle share of the flow's time above this: application-limited
+SIDE_FACTOR = {"sender": 1.0, "receiver": 0.9, "unknown": 0.8}
+
+
+MIN_STREAM_BYTES = 65_536   # streams carrying less are not listed by flavour() (nothing to judge)
+
+FLAVOUR_COLUMNS = (
+    ("stream", "tcp.stream"),
+    ("label", "reno | cubic | bbr | unknown"),
+    ("confidence", "0..1: the share of the evidence for the label (see classify), 0 for unknown"),
+    ("reason", "the evidence in words; for unknown, why"),
+    ("side", "sender | receiver | unknown: where the capture was taken (cwnd analysis)"),
+    ("side_evidence", "how the side was told"),
+    ("data_segments", "data segments of the stream (re-sent ones included)"),
+    ("duration_s", "first to last data segment, seconds"),
+    ("rtt_ms", "the smoothed RTT the analysis used, ms"),
+    ("mss_bytes", "largest segment payload"),
+    ("rwnd_limited_share", "share of the window samples (outside recovery) receiver-window-"
+                           "limited"),
+    ("idle_share", "share of the time in gaps > 1 RTT ended by new data sent long after the "
+                   "last ACK: application-limited"),
+    ("loss_events", "congestion events: loss episodes, those within one RTT of the previous "
+                    "merged"),
+    ("collapses", "events whose window fell under COLLAPSE_FACTOR x before (timeouts)"),
+    ("decrease_events", "events with a decrease factor that counts (window before >= "
+                        "MIN_WINDOW_MSS[side] segments, not a collapse)"),
+    ("decrease_factor_median", "median window after / before over those events"),
+    ("decrease_factor_iqr", "its interquartile range"),
+    ("backed_off", "events from BACKOFF_MIN_WINDOW_MSS segments whose window after is at most "
+                   "CUT_FACTOR x before (stage 1: the sender backs off on loss)"),
+    ("kept_window", "... at least KEPT_FACTOR x before (did not back off: BBR)"),
+    ("votes_reno", "decrease votes: events whose window after is nearest Reno's max(W/2, 2)"),
+    ("votes_cubic", "... nearest Cubic's max(W x 0.7, 2) segments"),
+    ("votes_bbr", "... nearest W (no back-off)"),
+    ("loss_frames", "frame of the first re-sent segment (or hole) of each event, first 8"),
+    ("epochs_fitted", "growth epochs (between events) with 5+ cwnd-limited samples"),
+    ("growth_votes_reno", "epochs growing RENO_GROWTH_MIN+ segments per RTT (see growth_vote)"),
+    ("growth_votes_cubic", "epochs growing within CUBIC_GROWTH segments per RTT"),
+    ("reno_fit_residual", "median over epochs of the RMS residual of W0 + a t / mean window"),
+    ("cubic_fit_residual", "... of W_max + C (t - K)^3, W_max the window before the epoch's loss"),
+    ("reno_slope_mss_per_rtt", "median fitted Reno growth, segments per RTT (Reno: about 1)"),
+    ("cubic_c", "median fitted C, segments / s^3 (Linux Cubic: 0.4)"),
+    ("cubic_k_s", "median fitted K: seconds from the epoch's start to the plateau"),
+    ("ack_clocked_share", "sender side: share of new data segments sent < ACK_CLOCK_NS after "
+                          "an ACK arrived (ACK-clocked ~1, paced low)"),
+    ("departure_gap_cv", "sender side: coefficient of variation of the gaps between new data "
+                         "segments"),
+    ("gain_cycling_strength", "power of the send rate per RTT at period 8 RTTs / median power"),
+    ("gain_cycling_amplitude", "peak-to-peak of the send rate folded on 8 RTTs / mean"),
+    ("probe_rtt_dips", "runs of flight <= PROBE_RTT_MSS segments for >= PROBE_RTT_MIN_S"),
+    ("probe_rtt_ranges_s", "their time ranges, seconds (first 5)"),
+    ("slow_start_exit_frame", "frame of the first loss event (-1: none)"),
+    ("slow_start_exit_s", "its time, seconds since the capture's first packet"),
+    ("slow_start_exit_bytes", "the window before it, bytes"),
+)
+
+
+def flavour(cap: Capture, stream: int | None = None):
+    """One row per TCP stream (FLAVOUR_COLUMNS): every stream that carried MIN_STREAM_BYTES
+    or more (no rows when none did), or only ``stream``.  UsageError without TCP."""
+    import pandas as pd
+    from .. import schema
+    from .tcp_flow import choose_stream
+    if stream is not None:
+        streams = [choose_stream(cap, stream).stream]
+    else:
+        choose_stream(cap, None)           # one clear error when there is no TCP at all
+        tcp = cap.layer(schema.TCP) & ~cap.column("l4_quoted").astype(bool)
+        payload = np.bincount(cap.column("tcp_stream")[tcp],
+                              weights=cap.column("tcp_len")[tcp].astype(np.float64))
+        streams = [int(s) for s in np.flatnonzero(payload >= MIN_STREAM_BYTES)]
+    rows = [flavour_stream(cap, s).row for s in streams]
+    return pd.DataFrame(rows, columns=[name for name, _ in FLAVOUR_COLUMNS])
+
+
+# -- evidence ------------------------------------------------------------------------------------
+
+def congestion_events(start_s, end_s, before_bytes, after_bytes, rtt_s: float
+                      ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(first episode index, window before, window after) of each congestion event: loss
+    episodes that start within one RTT of the previous one's end are one event (a sender
+    reduces once per window of data, RFC 6582; a receiver-side capture sees two holes of one
+    sender recovery as two episodes, the first "after" taken while the sender still recovers)."""
+    start, end = np.asarray(start_s, np.float64), np.asarray(end_s, np.float64)
+    first, before, after = [], [], []
+    for k in range(len(start)):
+        if first and not np.isnan(end[k - 1]) and start[k] - end[k - 1] <= rtt_s:
+            after[-1] = after_bytes[k]
+            continue
+        first.append(k)
+        before.append(before_bytes[k])
+        after.append(after_bytes[k])
+    return (np.asarray(first, np.int64), np.asarray(before, np.float64),
+            np.asarray(after, np.float64))
+
+
+def decrease_factors(before_bytes, after_bytes, mss_bytes: int, min_window_mss: int
+                     ) -> tuple[np.ndarray, np.ndarray]:
+    """(factor per event, NaN where it does not count; collapsed mask) from the windows
+    before and after each congestion event; a window before under ``min_window_mss``
+    segments does not count."""
+    before = np.asarray(before_bytes, np.float64)
+    after = np.asarray(after_bytes, np.float64)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        ratio = after / before
+    counted = (before >= min_window_mss * mss_bytes) & np.isfinite(ratio)
+    collapsed = counted & (ratio < COLLAPSE_FACTOR)
+    return np.where(counted & ~collapsed, ratio, np.nan), collapsed
+
+
+def expected_after(before_segments) -> dict[str, np.ndarray]:
+    """The window each congestion control leaves after a loss, in segments, from the window
+    before it (Linux: Reno ssthresh = max(W / 2, 2) and Cubic max(W x 717 / 1024, 2), both
+    rounded down; BBR restores the window it had before recovery)."""
+    w = np.floor(np.asarray(before_segments, np.float64))
+    return {"reno": np.maximum(np.floor(w / 2), 2),
+            "cubic": np.maximum(np.floor(w * 717 / 1024), 2),
+            "bbr": w}
+
+
+def vote(before_bytes, after_bytes, mss_bytes: int) -> np.ndarray:
+    """Per congestion event: the control whose expected window after (in segments) is nearest
+    the one seen, "" when the nearest is not nearer than the runner-up by VOTE_MARGIN_MSS or
+    the event does not count (NaN factor)."""
+    before = np.asarray(before_bytes, np.float64) / mss_bytes
+    after = np.asarray(after_bytes, np.float64) / mss_bytes
+    names = np.array(["reno", "cubic", "bbr"])
+    exp = expected_after(before)
+    dist = np.abs(np.vstack([exp[n] for n in names]) - after)
+    order = np.argsort(dist, axis=0)
+    rows = np.arange(len(after))
+    margin = dist[order[1], rows] - dist[order[0], rows]
+    out = names[order[0]].astype(object)
+    out[(margin < VOTE_MARGIN_MSS) | np.isnan(after) | np.isnan(before)] = ""
+    return out
+
+
+@dataclass
+class GrowthFit:
+    """Both growth models fitted on one epoch; residuals are RMS / mean window."""
+    reno_residual: float
+    cubic_residual: float
+    reno_slope_bytes_per_s: float
+    reno_w0_bytes: float
+    cubic_c: float           # bytes / s^3
+    cubic_k_s: float         # time of the plateau (W = W_max) after the epoch's start
+    w_max_bytes: float
+
+
+def growth_fits(t_s, w_bytes, w_max_bytes: float) -> GrowthFit | None:
+    """Fit W0 + a t (Reno) and W_max + C (t - K)^3 (Cubic, plateau at the previous maximum)
+    to one epoch's window samples, t from the epoch's start.  None under 5 samples."""
+    t = np.asarray(t_s, np.float64)
+    w = np.asarray(w_bytes, np.float64)
+    if len(t) < 5 or np.ptp(t) <= 0:
+        return None
+    scale = float(np.mean(w))
+    slope, w0 = np.polyfit(t, w, 1)
+    reno = float(np.sqrt(np.mean((w - (w0 + slope * t)) ** 2)) / scale)
+    best = (np.inf, 0.0, 0.0)
+    y = w - w_max_bytes
+    for k in np.linspace(0.0, 2.0 * t.max(), 81):
+        x = (t - k) ** 3
+        denom = float(np.dot(x, x))
+        if denom <= 0:
+            continue
+        c = max(float(np.dot(x, y)) / denom, 0.0)
+        sse = float(np.sum((y - c * x) ** 2))
+        if sse < best[0]:
+            best = (sse, c, float(k))
+    cubic = float(np.sqrt(best[0] / len(t)) / scale)
+    return GrowthFit(reno, cubic, float(slope), float(w0), best[1], best[2], float(w_max_bytes))
+
+
+def growth_vote(fit: GrowthFit, duration_s: float, rtt_s: float, mss_bytes: int) -> str:
+    """"reno", "cubic" or "" for one epoch from its growth per RTT (the fitted line's slope):
+    Reno adds a segment per RTT, Linux Cubic about 0.4 where its TCP-friendly region rules.
+    Abstains on short epochs, tiny windows, and where Cubic's own curve, 3 C K^2 segments/s at
+    the start (K = cbrt(W_max (1 - 0.7) / C)), could grow faster than CUBIC_GROWTH[1]."""
+    w_max = fit.w_max_bytes / mss_bytes
+    if w_max < GROWTH_MIN_WINDOW_MSS or duration_s < GROWTH_MIN_RTTS * rtt_s:
+        return ""
+    k_s = (w_max * 0.3 / CUBIC_C) ** (1 / 3)
+    if 3 * CUBIC_C * k_s ** 2 * rtt_s > CUBIC_GROWTH[1]:
+        return ""
+    slope = fit.reno_slope_bytes_per_s * rtt_s / mss_bytes
+    if slope >= RENO_GROWTH_MIN:
+        return "reno"
+    if CUBIC_GROWTH[0] <= slope <= CUBIC_GROWTH[1]:
+        return "cubic"
+    return ""
+
+
+def ack_clocked_share(data_t_s, ack_t_s) -> float:
+    """Share of new data segments that left within ACK_CLOCK_NS after an ACK arrived (sender
+    side): about all of them for an ACK-clocked sender (Reno, Cubic: an ACK opens the window,
+    the stack sends at once), few for a paced one (BBR sends on its pacing timer)."""
+    data, acks = np.asarray(data_t_s, np.float64), np.asarray(ack_t_s, np.float64)
+    j = np.searchsorted(acks, data, side="right") - 1
+    ok = j >= 0
+    if not ok.any():
+        return np.nan
+    return float(np.mean(data[ok] - acks[j[ok]] < ACK_CLOCK_NS / 1e9))
+
+
+def departure_gap_cv(t_ns) -> float:
+    """Coefficient of variation of the gaps between new data segments (regularity; evidence
+    only: on this lab it did not separate paced from ACK-clocked senders, both send pairs)."""
+    gaps = np.diff(np.asarray(t_ns, np.int64)).astype(np.float64)
+    return float(gaps.std() / gaps.mean()) if len(gaps) > 1 and gaps.mean() > 0 else np.nan
+
+
+def gain_cycling(t_ns, length_bytes, rtt_ns: int) -> tuple[float, float]:
+    """(strength, amplitude) of the period-8 component of the send rate per RTT: the
+    power at 1/8 cycle per RTT over the median power of all periods, and the peak-to-peak of
+    the rate folded on 8 phases relative to its mean.  NaN under 32 RTTs of data."""
+    t = np.asarray(t_ns, np.int64)
+    if len(t) < 2 or rtt_ns <= 0:
+        return np.nan, np.nan
+    bins = ((t - t[0]) // rtt_ns).astype(np.int64)
+    rate = np.bincount(bins, weights=np.asarray(length_bytes, np.float64))
+    rate = rate[len(rate) // 10:]          # skip startup
+    if len(rate) < 32 or rate.mean() <= 0:
+        return np.nan, np.nan
+    x = rate / rate.mean() - 1.0
+    power = np.abs(np.fft.rfft(x)) ** 2
+    freq = np.fft.rfftfreq(len(x))
+    at = int(np.argmin(np.abs(freq - 0.125)))
+    near = power[max(at - 1, 1):at + 2].max()
+    strength = float(near / np.median(power[1:])) if np.median(power[1:]) > 0 else np.nan
+    n8 = len(x) // 8 * 8
+    folded = x[:n8].reshape(-1, 8).mean(axis=0)
+    return strength, float(np.ptp(folded))
+
+
+def probe_rtt_dips(t_s, flight_bytes, resent, mss_bytes: int) -> list[tuple[float, float]]:
+    """(start_s, end_s) of the runs where the flight stayed at or under PROBE_RTT_MSS segments
+    for at least PROBE_RTT_MIN_S with nothing re-sent (a timeout's slow restart re-sends)."""
+    t = np.asarray(t_s, np.float64)
+    low = np.asarray(flight_bytes, np.float64) <= PROBE_RTT_MSS * mss_bytes
+    resent = np.asarray(resent, bool)
+    out = []
+    edges = np.flatnonzero(np.diff(np.r_[0, low.astype(np.int8), 0]))
+    for a, b in zip(edges[::2], edges[1::2]):
+        if t[b - 1] - t[a] >= PROBE_RTT_MIN_S and not resent[a:b].any():
+            out.append((float(t[a]), float(t[b - 1])))
+    return out
+
+
+def idle_share(data_t_s, resent, ack_t_s, rtt_s: float) -> float:
+    """Share of the flow's time in gaps of more than one RTT before a new data segment that
+    came more than IDLE_AFTER_ACK_RTTS RTTs after the last ACK: the sender had been told and
+    sent nothing (application-limited).  A gap ended by a re-sent segment (a timeout) or by
+    a segment sent at an ACK (a window waiting for it; on the receiver side the data follows
+    the ACK by one RTT) is not idle."""
+    t = np.asarray(data_t_s, np.float64)
+    acks = np.asarray(ack_t_s, np.float64)
+    if len(t) < 2 or t[-1] <= t[0]:
+        return np.nan
+    gap = np.diff(t)
+    j = np.searchsorted(acks, t[1:], side="right") - 1
+    since_ack = np.where(j >= 0, t[1:] - acks[np.maximum(j, 0)], np.inf)
+    idle = (gap > rtt_s) & (since_ack > IDLE_AFTER_ACK_RTTS * rtt_s) & ~np.asarray(resent, bool)[1:]
+    return float(gap[idle].sum() / (t[-1] - t[0]))
+
+
+# -- one stream ----------------------------------------------------------------------------------
+
+@dataclass
+class FlavourResult:
+    """The row of one stream plus what its figure draws (the cwnd analysis and the fits)."""
+    row: dict
+    cwnd: object                      # pcapstats.analyses.cwnd.CwndResult
+    epochs: list = field(default_factory=list)   # (t0_s, t1_s, GrowthFit) per epoch fitted
+    event_starts_s: list = field(default_factory=list)  # start of each congestion event
+
+
+def flavour_stream(cap: Capture, stream: int) -> FlavourResult:
+    """Evidence and verdict for one TCP stream (see the module docstring)."""
+    from .cwnd import cwnd_analysis
+    cw = cwnd_analysis(cap, stream)
+    s, losses, flight = cw.samples, cw.losses, cw.flight
+    mss, rtt_s = max(cw.mss_bytes, 1), cw.rtt_s
+    t0 = int(cap.column("frame_time_ns")[0])
+    data_t_ns = (flight["time_s"].to_numpy() * 1e9).astype(np.int64) + t0
+    new = ~flight["resent"].to_numpy(bool)
+    new_t_ns = data_t_ns[new]
+    states = s["state"].to_numpy()
+    n_out = max(int((states != "recovery").sum()), 1)
+
+    first, before, after = congestion_events(
+        losses["start_s"].to_numpy(), losses["end_s"].to_numpy(),
+        losses["cwnd_before_bytes"].to_numpy(), losses["cwnd_after_bytes"].to_numpy(), rtt_s)
+    min_window = MIN_WINDOW_MSS.get(cw.side, MIN_WINDOW_MSS["unknown"])
+    factors, collapsed = decrease_factors(before, after, mss, min_window)
+    coarse, _ = decrease_factors(before, after, mss, BACKOFF_MIN_WINDOW_MSS)
+    counted = ~np.isnan(factors)
+    ballots = vote(np.where(counted, before, np.nan), np.where(counted, after, np.nan), mss)
+    votes = {name: int((ballots == name).sum()) for name in ("reno", "cubic", "bbr")}
+    epochs = _epochs(s, losses, mss, GROWTH_MIN_WINDOW_MSS)
+    fits = [f for _, _, f in epochs]
+    growth = [growth_vote(f, t1 - t0, rtt_s, mss) for t0, t1, f in epochs]
+    dips = probe_rtt_dips(flight["time_s"], flight["bytes_in_flight"], flight["resent"], mss)
+    strength, amplitude = gain_cycling(new_t_ns, _lengths(cap, flight, new), int(rtt_s * 1e9))
+    duration_s = float((data_t_ns[-1] - data_t_ns[0]) / 1e9) if len(data_t_ns) > 1 else 0.0
+    row = {
+        "stream": cw.stream,
+        "side": cw.side,
+        "side_evidence": cw.side_evidence,
+        "data_segments": int(len(flight)),
+        "duration_s": duration_s,
+        "rtt_ms": rtt_s * 1e3,
+        "mss_bytes": cw.mss_bytes,
+        "rwnd_limited_share": float((states == "rwnd").sum() / n_out),
+        "idle_share": idle_share(flight["time_s"].to_numpy(), ~new, cw.rwnd["time_s"].to_numpy(),
+                                 rtt_s),
+        "loss_events": int(len(first)),
+        "collapses": int(collapsed.sum()),
+        "decrease_events": int((~np.isnan(factors)).sum()),
+        "decrease_factor_median": _nanmedian(factors),
+        "decrease_factor_iqr": _nan_iqr(factors),
+        "backed_off": int((coarse <= CUT_FACTOR).sum()),
+        "kept_window": int((coarse >= KEPT_FACTOR).sum()),
+        "votes_reno": votes["reno"], "votes_cubic": votes["cubic"], "votes_bbr": votes["bbr"],
+        "loss_frames": _frames(losses["start_frame"].to_numpy()[first]),
+        "epochs_fitted": len(fits),
+        "growth_votes_reno": growth.count("reno"),
+        "growth_votes_cubic": growth.count("cubic"),
+        "reno_fit_residual": _nanmedian([f.reno_residual for f in fits]),
+        "cubic_fit_residual": _nanmedian([f.cubic_residual for f in fits]),
+        "reno_slope_mss_per_rtt": _nanmedian([f.reno_slope_bytes_per_s * rtt_s / mss
+                                              for f in fits]),
+        "cubic_c": _nanmedian([f.cubic_c / mss for f in fits]),   # segments / s^3
+        "cubic_k_s": _nanmedian([f.cubic_k_s for f in fits]),
+        "ack_clocked_share": (ack_clocked_share(flight["time_s"].to_numpy()[new],
+                                                cw.rwnd["time_s"].to_numpy())
+                              if cw.side == "sender" else np.nan),
+        "departure_gap_cv": departure_gap_cv(new_t_ns) if cw.side == "sender" else np.nan,
+        "gain_cycling_strength": strength,
+        "gain_cycling_amplitude": amplitude,
+        "probe_rtt_dips": len(dips),
+        "probe_rtt_ranges_s": "; ".join(f"{a:.2f}-{b:.2f}" for a, b in dips[:5]),
+        "slow_start_exit_frame": int(losses["start_frame"].iloc[0]) if len(losses) else -1,
+        "slow_start_exit_s": float(losses["start_s"].iloc[0]) if len(losses) else np.nan,
+        "slow_start_exit_bytes": (float(losses["cwnd_before_bytes"].iloc[0]) if len(losses)
+                                  else np.nan),
+    }
+    row.update(classify(row))
+    return FlavourResult(row, cw, epochs, [float(x) for x in losses["start_s"].to_numpy()[first]])
+
+
+def _lengths(cap: Capture, flight, mask) -> np.ndarray:
+    rows = np.searchsorted(cap.column("frame_number"), flight["frame_number"].to_numpy()[mask])
+    return cap.column("tcp_len")[rows].astype(np.float64)
+
+
+def _epochs(samples, losses, mss: int, min_window_mss: int) -> list:
+    """(t0_s, t1_s, GrowthFit) for each stretch of cwnd-limited samples between the end of one
+    loss episode and the start of the next; W_max = the window before the first."""
+    t = samples["sender_time_s"].to_numpy()
+    w = samples["cwnd_bytes"].to_numpy(np.float64)
+    out = []
+    starts = losses["start_s"].to_numpy()
+    ends = losses["end_s"].to_numpy()
+    before = losses["cwnd_before_bytes"].to_numpy()
+    for k in range(len(losses)):
+        if np.isnan(ends[k]) or before[k] < min_window_mss * mss:
+            continue
+        stop = starts[k + 1] if k + 1 < len(losses) else np.inf
+        keep = (t > ends[k]) & (t < stop) & ~np.isnan(w)
+        fit = growth_fits(t[keep] - ends[k], w[keep], before[k])
+        if fit is not None:
+            out.append((float(ends[k]), float(min(stop, t[keep].max())), fit))
+    return out
+
+
+def _frames(frames, limit: int = 8) -> str:
+    f = [str(int(x)) for x in frames]
+    return " ".join(f[:limit]) + (f" ... ({len(f)})" if len(f) > limit else "")
+
+
+def _nanmedian(values) -> float:
+    v = np.asarray(values, np.float64)
+    v = v[~np.isnan(v)]
+    return float(np.median(v)) if len(v) else np.nan
+
+
+def _nan_iqr(values) -> float:
+    v = np.asarray(values, np.float64)
+    v = v[~np.isnan(v)]
+    return float(np.subtract(*np.percentile(v, [75, 25]))) if len(v) else np.nan
+
+
+def classify(row: dict) -> dict:
+    """``label``, ``confidence`` and ``reason`` from a row's evidence: the rules of the module
+    docstring, in order."""
+    rtt_s = row["rtt_ms"] / 1e3
+    if row["data_segments"] < MIN_DATA_SEGMENTS or row["duration_s"] < MIN_RTTS * rtt_s:
+        return _unknown(f"too short: {row['data_segments']} data segments over "
+                        f"{row['duration_s']:.2f} s (need {MIN_DATA_SEGMENTS} and "
+                        f"{MIN_RTTS} RTTs of {row['rtt_ms']:.1f} ms)")
+    if row["rwnd_limited_share"] > MAX_LIMITED_SHARE:
+        return _unknown(f"receiver-window-limited {row['rwnd_limited_share']:.0%} of the time: "
+                        "the sender's own window never showed")
+    if row["idle_share"] > MAX_IDLE_SHARE:
+        return _unknown(f"application-limited: the sender was idle {row['idle_share']:.0%} "
+                        "of the time (gaps longer than one RTT after the last ACK)")
+    sender = row["side"] == "sender"
+    clocked = row["ack_clocked_share"]
+    paced = bool(sender and clocked <= PACED_SHARE)
+    ack_clocked = bool(sender and clocked >= UNPACED_SHARE)
+    kept, cut = row["kept_window"], row["backed_off"]
+    reno = row["votes_reno"] + row["growth_votes_reno"]
+    cubic = row["votes_cubic"] + row["growth_votes_cubic"]
+    pacing = (f"paced ({clocked:.0%} of new segments sent at an ACK)" if paced else
+              f"ACK-clocked ({clocked:.0%} sent at an ACK)" if ack_clocked else
+              f"pacing unclear ({clocked:.0%} sent at an ACK)" if sender else
+              "pacing not visible on this side")
+    text = (f"{cut} decreases backed off, {kept} did not; decrease votes reno "
+            f"{row['votes_reno']}, cubic {row['votes_cubic']}; growth votes reno "
+            f"{row['growth_votes_reno']}, cubic {row['growth_votes_cubic']}; {pacing}")
+    side_factor = SIDE_FACTOR.get(row["side"], SIDE_FACTOR["unknown"])
+    # stage 1: does the sender back off on loss?  (ACK-clocked: it is not BBR)
+    p_bbr = 0.0 if ack_clocked else (kept + 1 + PACING_VOTES * paced) / (
+        kept + cut + 2 + PACING_VOTES * paced)
+    if p_bbr >= MIN_MAJORITY and (kept + cut >= MIN_VOTES or paced):
+        return _verdict("bbr", p_bbr * side_factor, text)
+    if 1 - p_bbr < MIN_MAJORITY or (kept + cut < MIN_VOTES and not ack_clocked):
+        if kept + cut < MIN_VOTES:
+            return _unknown(f"too few loss events: {kept + cut} with a window large enough to "
+                            f"judge ({row['loss_events']} in all, {row['collapses']} timeouts); "
+                            + text)
+        return _unknown("evidence split on backing off: " + text)
+    # stage 2: Reno or Cubic, by decreases and growth
+    if reno + cubic < MIN_VOTES:
+        return _unknown("too few loss events and growth epochs to tell reno from cubic: " + text)
+    p_reno = (reno + 1) / (reno + cubic + 2)
+    label, p = ("reno", p_reno) if p_reno >= 0.5 else ("cubic", 1 - p_reno)
+    if p < MIN_MAJORITY:
+        return _unknown("evidence split between reno and cubic: " + text)
+    return _verdict(label, (1 - p_bbr) * p * side_factor, text)
+
+
+def _verdict(label: str, confidence: float, reason: str) -> dict:
+    return {"label": label, "confidence": round(float(confidence), 3), "reason": reason}
+
+
+def _unknown(reason: str) -> dict:
+    return {"label": "unknown", "confidence": 0.0, "reason": reason}
