@@ -383,19 +383,26 @@ class Lab:
 
     # -- ready-made topologies ------------------------------------------------------------------
     @classmethod
-    def two_hosts(cls, run_prefix: str | None = None) -> "Lab":
-        """Hosts ``a`` (10.77.0.1, fd00:77::1) and ``b`` (10.77.0.2, fd00:77::2), one link."""
+    def _built(cls, run_prefix: str | None, build: Callable[["Lab"], None]) -> "Lab":
+        """A new lab that ``build`` fills, ready for traffic; closed again if building fails."""
         lab = cls(run_prefix)
         try:
-            lab.add_host("a")
-            lab.add_host("b")
-            lab.link("a", "b", ipv4=("10.77.0.1/24", "10.77.0.2/24"),
-                     ipv6=("fd00:77::1/64", "fd00:77::2/64"))
+            build(lab)
             lab.wait_ready()
         except BaseException:
             lab.close()
             raise
         return lab
+
+    @classmethod
+    def two_hosts(cls, run_prefix: str | None = None) -> "Lab":
+        """Hosts ``a`` (10.77.0.1, fd00:77::1) and ``b`` (10.77.0.2, fd00:77::2), one link."""
+        def build(lab: Lab) -> None:
+            lab.add_host("a")
+            lab.add_host("b")
+            lab.link("a", "b", ipv4=("10.77.0.1/24", "10.77.0.2/24"),
+                     ipv6=("fd00:77::1/64", "fd00:77::2/64"))
+        return cls._built(run_prefix, build)
 
     @classmethod
     def sender_router_receiver(cls, run_prefix: str | None = None) -> "Lab":
@@ -405,8 +412,7 @@ class Lab:
         forwards; the end hosts route everything through it.  Put impairments on the router's
         egress so the capture shows real in-network loss (see DESIGN.md).
         """
-        lab = cls(run_prefix)
-        try:
+        def build(lab: Lab) -> None:
             for host in ("sender", "router", "receiver"):
                 lab.add_host(host)
             # Before the links: switching IPv6 forwarding on later restarts the interfaces'
@@ -420,11 +426,7 @@ class Lab:
                 lab.route(host, "default", f"10.77.{net}.254")
                 lab.route(host, "default", f"fd00:77:{net}::fe")
             lab._bottleneck = Bottleneck("router", egress="eth1", ingress="eth0")
-            lab.wait_ready()
-        except BaseException:
-            lab.close()
-            raise
-        return lab
+        return cls._built(run_prefix, build)
 
     MAX_PAIRS = 100
     MAX_ROUTERS = 8
@@ -447,8 +449,7 @@ class Lab:
         if not 1 <= routers <= cls.MAX_ROUTERS:
             raise LabError(f"a chain needs 1 to {cls.MAX_ROUTERS} routers, not {routers}")
         nodes = ["sender", *(f"router{k}" for k in range(1, routers + 1)), "receiver"]
-        lab = cls(run_prefix)
-        try:
+        def build(lab: Lab) -> None:
             for node in nodes:
                 lab.add_host(node)
                 if node.startswith("router"):
@@ -472,11 +473,7 @@ class Lab:
             lab._bottlenecks = [Bottleneck(f"router{k}", egress="eth1", ingress="eth0")
                                 for k in range(1, routers + 1)]
             lab._bottleneck = lab._bottlenecks[0]
-            lab.wait_ready()
-        except BaseException:
-            lab.close()
-            raise
-        return lab
+        return cls._built(run_prefix, build)
 
     @classmethod
     def dumbbell(cls, pairs: int = 2, run_prefix: str | None = None) -> "Lab":
@@ -503,8 +500,7 @@ class Lab:
         """
         if not 1 <= pairs <= cls.MAX_PAIRS:
             raise LabError(f"dumbbell needs 1 to {cls.MAX_PAIRS} pairs, not {pairs}")
-        lab = cls(run_prefix)
-        try:
+        def build(lab: Lab) -> None:
             lab.add_host("router")
             lab.enable_forwarding("router")  # before the links: see sender_router_receiver
             for side, net in (("sender", 1), ("receiver", 2)):
@@ -520,11 +516,7 @@ class Lab:
                 lab.bridge("router", f"br{net - 1}", ports, ipv4=f"10.77.{net}.254/24",
                            ipv6=f"fd00:77:{net}::fe/64")
             lab._bottleneck = Bottleneck("router", egress="br1", ingress="br0")
-            lab.wait_ready()
-        except BaseException:
-            lab.close()
-            raise
-        return lab
+        return cls._built(run_prefix, build)
 
     # -- looking things up ------------------------------------------------------------------
     def _host(self, name: str) -> _Host:
