@@ -90,6 +90,13 @@ def netns_unavailable() -> str | None:
     return None
 
 
+def require_netns() -> None:
+    """Skip (from a fixture) when netns tests cannot run here, saying why."""
+    reason = netns_unavailable()
+    if reason:
+        pytest.skip(reason)
+
+
 def pytest_collection_modifyitems(config, items):
     reason = netns_unavailable()
     if reason:
@@ -314,8 +321,6 @@ def _sigterm_unwinds():
 @pytest.fixture(scope="session")
 def real_captures() -> dict[str, Path]:
     """name -> path of each real capture (see the module docstring); removed after the session."""
-    reason = netns_unavailable()
-    if reason:
-        pytest.skip(reason)
+    require_netns()
     with _sigterm_unwinds(), tempfile.TemporaryDirectory(prefix="pcapstats-real-") as tmp:
         yield make_real_captures(Path(tmp))

@@ -103,10 +103,8 @@ SENDER_MEDIAN_MAX, RECEIVER_MEDIAN_MAX, COVERAGE_MIN = 0.05, 0.10, 0.5
 @pytest.fixture(scope="module")
 def reno_run():
     """A 4 s simpleperf transfer (Reno, 2 % loss, RTT 20 ms, 20 Mbit/s), both sides captured."""
-    from conftest import netns_unavailable
-    reason = netns_unavailable()
-    if reason:
-        pytest.skip(reason)
+    from conftest import require_netns
+    require_netns()
     from pcapstats.lab import Scenario, load_sidecar, run
     with tempfile.TemporaryDirectory(prefix="pcapstats-cwnd-") as tmp:
         out = Path(tmp) / "reno.pcap"

@@ -514,10 +514,8 @@ for t in threads: t.join()
 
 @pytest.fixture(scope="module")
 def lab_capture(tmp_path_factory):
-    from conftest import netns_unavailable
-    reason = netns_unavailable()
-    if reason:
-        pytest.skip(reason)
+    from conftest import require_netns
+    require_netns()
     from pcapstats.lab import Lab
     path = tmp_path_factory.mktemp("iograph-lab") / "gaps.pcap"
     with Lab.two_hosts() as lab:

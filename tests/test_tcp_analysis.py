@@ -355,10 +355,8 @@ LAB_EXPECTS = {
 @pytest.fixture(scope="module")
 def lab_captures():
     """LAB_CAPTURES made once for this module in network namespaces; removed afterwards."""
-    from conftest import netns_unavailable
-    reason = netns_unavailable()
-    if reason:
-        pytest.skip(reason)
+    from conftest import require_netns
+    require_netns()
     with tempfile.TemporaryDirectory(prefix="pcapstats-tcpseq-") as tmp:
         yield make_lab_captures(Path(tmp))
 
