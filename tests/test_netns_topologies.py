@@ -35,6 +35,7 @@ def test_bottlenecks_are_described():
     with Lab.sender_router_receiver() as lab:
         assert lab.bottleneck == Bottleneck("router", egress="eth1", ingress="eth0")
         assert lab.interface("router", "receiver").name == "eth1"
+        assert lab.pairs == [("sender", "receiver")]
     with Lab.two_hosts() as lab:
         with pytest.raises(LabError, match="no bottleneck"):
             lab.bottleneck
@@ -48,6 +49,7 @@ def test_dumbbell_addresses_and_reachability(dumbbell):
     assert sorted(dumbbell.hosts) == sorted(
         ["router"] + [f"sender{i}" for i in range(1, PAIRS + 1)]
         + [f"receiver{i}" for i in range(1, PAIRS + 1)])
+    assert dumbbell.pairs == [(f"sender{i}", f"receiver{i}") for i in range(1, PAIRS + 1)]
     for i in range(1, PAIRS + 1):
         assert dumbbell.address(f"sender{i}") == f"10.77.1.{i}"
         assert dumbbell.address(f"receiver{i}", 6) == f"fd00:77:2::{i:x}"

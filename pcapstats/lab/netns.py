@@ -272,6 +272,7 @@ class Lab:
         self._dirs: list[str] = []
         self._bottleneck: Bottleneck | None = None
         self._bottlenecks: list[Bottleneck] = []
+        self.pairs: list[tuple[str, str]] = []  # (sender, receiver) hosts of a ready-made topology
         self._closed = False
         _register(self)
 
@@ -402,6 +403,7 @@ class Lab:
             lab.add_host("b")
             lab.link("a", "b", ipv4=("10.77.0.1/24", "10.77.0.2/24"),
                      ipv6=("fd00:77::1/64", "fd00:77::2/64"))
+            lab.pairs = [("a", "b")]
         return cls._built(run_prefix, build)
 
     @classmethod
@@ -426,6 +428,7 @@ class Lab:
                 lab.route(host, "default", f"10.77.{net}.254")
                 lab.route(host, "default", f"fd00:77:{net}::fe")
             lab._bottleneck = Bottleneck("router", egress="eth1", ingress="eth0")
+            lab.pairs = [("sender", "receiver")]
         return cls._built(run_prefix, build)
 
     MAX_PAIRS = 100
@@ -473,6 +476,7 @@ class Lab:
             lab._bottlenecks = [Bottleneck(f"router{k}", egress="eth1", ingress="eth0")
                                 for k in range(1, routers + 1)]
             lab._bottleneck = lab._bottlenecks[0]
+            lab.pairs = [("sender", "receiver")]
         return cls._built(run_prefix, build)
 
     @classmethod
@@ -516,6 +520,7 @@ class Lab:
                 lab.bridge("router", f"br{net - 1}", ports, ipv4=f"10.77.{net}.254/24",
                            ipv6=f"fd00:77:{net}::fe/64")
             lab._bottleneck = Bottleneck("router", egress="br1", ingress="br0")
+            lab.pairs = [(f"sender{i}", f"receiver{i}") for i in range(1, pairs + 1)]
         return cls._built(run_prefix, build)
 
     # -- looking things up ------------------------------------------------------------------

@@ -276,7 +276,7 @@ class _Run:
         s = self.scenario
         lab = Lab.sender_router_receiver() if s.pairs == 1 else Lab.dumbbell(pairs=s.pairs)
         try:
-            pairs = _pairs(lab, s.pairs)
+            pairs = lab.pairs
             for k, (snd, rcv) in enumerate(pairs):
                 for host in (snd, rcv):
                     lab.sysctl(host, "net.ipv4.tcp_window_scaling", int(bool(s.window_scaling)))
@@ -438,13 +438,6 @@ class _Run:
 
 
 # -- topology helpers -------------------------------------------------------------------------
-
-def _pairs(lab: Lab, n: int) -> list[tuple[str, str]]:
-    """(sender, receiver) host names of each pair (Lab.dumbbell numbers them from 1)."""
-    if n == 1:
-        return [("sender", "receiver")]
-    return [(f"sender{i}", f"receiver{i}") for i in range(1, n + 1)]
-
 
 def _capture_point(lab: Lab, side: str, pairs: list[tuple[str, str]]) -> tuple[str, str]:
     """(host, interface) tcpdump listens on for a side.
