@@ -208,19 +208,20 @@ class StreamTotals:
             self.seen[sid] = True
             self.t_min[sid] = np.iinfo(np.int64).max
             self.t_max[sid] = np.iinfo(np.int64).min
-        key = ids * 2 + ((src != self.ends[ids, 0]) | (sport != self.ends[ids, 1]))
-        size = 2 * len(self.seen)
-        flat = self.sums.reshape(size, 3)
-        flat[:, 0] += np.bincount(key, minlength=size)
-        flat[:, 1] += np.bincount(key, weights=frame_len, minlength=size).round().astype(np.int64)
-        flat[:, 2] += np.bincount(key, weights=payload_len, minlength=size).round().astype(np.int64)
+        # np.take of a column: 4-7x faster than fancy indexing the 2-D array on 1.77M packets
+        key = ids * 2 + ((src != np.take(self.ends[:, 0], ids)) |
+                         (sport != np.take(self.ends[:, 1], ids)))
         np.minimum.at(self.t_min, ids, t)
         np.maximum.at(self.t_max, ids, t)
         bins = (t - self.t0) // self.interval_ns
         low = int(bins.min())
         if close and self.closed_below is not None and low < self.closed_below:
             raise TimeWentBack(low)
-        self._add_cells(key, bins, frame_len, payload_len)
+        cell_key, cell_bin, sums = _cell_sums(key, bins, frame_len, payload_len)
+        for i in range(3):  # the stream totals are the sums of their cells
+            self.sums.reshape(-1, 3)[:, i] += np.bincount(
+                cell_key, weights=sums[:, i], minlength=2 * len(self.seen)).round().astype(np.int64)
+        self._open(cell_key, cell_bin, sums[:, 1:])
         if close:
             self._close(below=low)
 
@@ -268,22 +269,9 @@ class StreamTotals:
         self.ends = np.concatenate([self.ends, np.zeros((grow, 4), np.int64)])
         self.peak = np.concatenate([self.peak, np.zeros((grow, 2, 2))])
 
-    def _add_cells(self, key, bins, frame_len, payload_len) -> None:
-        """Byte sums per (stream, direction, interval) cell of these packets, merged into the open
-        cells (counted densely when the window's grid is small, else by sorting)."""
-        b0, n_bins = int(bins.min()), int(bins.max() - bins.min()) + 1
-        k0, n_keys = int(key.min()), int(key.max() - key.min()) + 1
-        cell = (key - k0) * n_bins + (bins - b0)
-        if n_keys * n_bins <= _DENSE_LIMIT:
-            frame = np.bincount(cell, weights=frame_len, minlength=n_keys * n_bins)
-            payload = np.bincount(cell, weights=payload_len, minlength=n_keys * n_bins)
-            occupied = np.flatnonzero(np.bincount(cell, minlength=n_keys * n_bins))
-            cells, sums = occupied, np.stack([frame[occupied], payload[occupied]], 1)
-        else:
-            cells, inverse = np.unique(cell, return_inverse=True)
-            sums = np.stack([np.bincount(inverse, weights=w, minlength=len(cells))
-                             for w in (frame_len, payload_len)], 1)
-        packed = ((cells // n_bins + k0) << 32) | (cells % n_bins + b0 + (1 << 31))
+    def _open(self, cell_key, cell_bin, sums) -> None:
+        """Merge byte sums of (stream x 2 + direction, interval) cells into the open cells."""
+        packed = (cell_key << 32) | (cell_bin + (1 << 31))
         merged, inverse = np.unique(np.concatenate([self.open_cells, packed]), return_inverse=True)
         both = np.concatenate([self.open_sums, sums])
         self.open_cells = merged
@@ -303,6 +291,27 @@ class StreamTotals:
         self.open_cells, self.open_sums = self.open_cells[~done], self.open_sums[~done]
         if below is not None:
             self.closed_below = below if self.closed_below is None else max(self.closed_below, below)
+
+
+def _cell_sums(key, bins, frame_len, payload_len):
+    """Packets, frame bytes and payload bytes of each occupied (key, interval bin) cell:
+    (cell keys, cell bins, sums[cell, 3]).  Counted densely when the grid is small, else
+    by sorting."""
+    b0, n_bins = int(bins.min()), int(bins.max() - bins.min()) + 1
+    k0, n_keys = int(key.min()), int(key.max() - key.min()) + 1
+    cell = (key - k0) * n_bins + (bins - b0)
+    if n_keys * n_bins <= _DENSE_LIMIT:
+        size = n_keys * n_bins
+        count = np.bincount(cell, minlength=size)
+        cells = np.flatnonzero(count)
+        sums = np.stack([count[cells]] + [np.bincount(cell, weights=w, minlength=size)[cells]
+                                          for w in (frame_len, payload_len)], 1)
+    else:
+        cells, inverse = np.unique(cell, return_inverse=True)
+        sums = np.stack([np.bincount(inverse, minlength=len(cells))]
+                        + [np.bincount(inverse, weights=w, minlength=len(cells))
+                           for w in (frame_len, payload_len)], 1)
+    return cells // n_bins + k0, cells % n_bins + b0, sums.astype(np.float64)
 
 
 def _first_rows(ids, rows) -> np.ndarray:

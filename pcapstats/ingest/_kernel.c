@@ -54,6 +54,14 @@ static void set_status(int64_t *status, int64_t code, int64_t off, int64_t n) {
 }
 
 /* ---- classic pcap: 16-byte record headers back to back after the 24-byte file header ---- */
+/* Records lie one after another, so asking for the bytes a little ahead of the walk (and of
+ * the decoder, which knows the next packets' offsets) overlaps the memory latency of the next
+ * records with this one's work: on big.pcap the walk went from 71 to 44 ms and the decoding
+ * from 62 to 38 ms (streaming pass; 512-8192 bytes and 4-32 packets tried).  A prefetch
+ * never faults, also past the end of the map. */
+#define WALK_PREFETCH_BYTES 4096
+#define PREFETCH_AHEAD 16
+
 int64_t ps_walk_pcap(const uint8_t *buf, int64_t len, int64_t pos, int32_t swapped, int32_t nsec,
                      uint32_t max_caplen, int64_t cap, int64_t *data_off, uint32_t *caplen,
                      uint32_t *origlen, int64_t *ts_ns, int64_t *status)
@@ -64,6 +72,7 @@ int64_t ps_walk_pcap(const uint8_t *buf, int64_t len, int64_t pos, int32_t swapp
     while (pos < len) {
         if (len - pos < 16) { set_status(status, ST_TRUNCATED, pos, n); return n; }
         const uint8_t *h = buf + pos;
+        __builtin_prefetch(h + WALK_PREFETCH_BYTES);
         uint32_t cl = rd32(h + 8, swapped);
         if (cl > max_caplen) { set_status(status, ST_ABSURD_LENGTH, pos, n); return n; }
         if ((int64_t)cl > len - pos - 16) { set_status(status, ST_TRUNCATED, pos, n); return n; }
@@ -106,6 +115,7 @@ int64_t ps_walk_pcapng(const uint8_t *buf, int64_t len, int64_t cap, int64_t *da
     while (pos < len) {
         if (len - pos < 12) { set_status(status, ST_TRUNCATED, pos, n); break; }
         const uint8_t *b = buf + pos;
+        __builtin_prefetch(b + WALK_PREFETCH_BYTES);
         uint32_t type_le = rd32(b, 0);
         if (type_le == BT_SHB) {
             if (len - pos < 28) { set_status(status, ST_TRUNCATED, pos, n); break; }
@@ -529,7 +539,14 @@ static void decode_one(decode_args *a, int64_t i)
 void ps_decode(decode_args *a)
 {
     int64_t i;
-    for (i = 0; i < a->n; i++) decode_one(a, i);
+    for (i = 0; i < a->n; i++) {
+        if (i + PREFETCH_AHEAD < a->n) {
+            const uint8_t *ahead = a->buf + a->data_off[i + PREFETCH_AHEAD];
+            __builtin_prefetch(ahead);
+            __builtin_prefetch(ahead + 64);
+        }
+        decode_one(a, i);
+    }
 }
 
 /* ---- hashing: distinct addresses, and conversations (unordered endpoint pairs) ----
