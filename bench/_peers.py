@@ -1,6 +1,6 @@
 """The Python contestants, each run by ``bench/ingest.py`` as its own fresh process.
 
-    python bench/_peers.py TOOL FILE [--kernel K] [--window BYTES]
+    python bench/_peers.py TOOL FILE [--kernel K]
 
 Each does the same job its own way -- read every packet of FILE and count TCP packets per
 stream (per 4-tuple where the tool has no stream index) -- and prints one JSON line:
@@ -19,7 +19,7 @@ from collections import Counter
 T_START = time.perf_counter()
 
 
-def pcapstats_read(path: str, kernel: str, window: int | None, throughput: bool) -> dict:
+def pcapstats_read(path: str, kernel: str, throughput: bool) -> dict:
     """``ps.read`` (and ``ps.throughput``) as a notebook would call them.  pandas (which
     ps.throughput's DataFrame needs, and pcapstats imports only then) is imported before the
     clock starts, like every other library import here."""
@@ -27,10 +27,7 @@ def pcapstats_read(path: str, kernel: str, window: int | None, throughput: bool)
     if throughput:
         import pandas  # noqa: F401
     t0 = time.perf_counter()
-    kw = {"kernel": kernel}
-    if window:
-        kw[_window_param(ps.read)] = window
-    cap = ps.read(path, **kw)
+    cap = ps.read(path, kernel=kernel)
     t_read = time.perf_counter() - t0
     out = {"packets": len(cap), "read_s": t_read, "import_s": t0 - T_START}
     if throughput:
@@ -40,13 +37,14 @@ def pcapstats_read(path: str, kernel: str, window: int | None, throughput: bool)
     return out
 
 
-def _window_param(read) -> str:
-    """Name of ``ps.read``'s windowed-reading option, whatever it ended up being called."""
-    import inspect
-    for name in inspect.signature(read).parameters:
-        if any(w in name for w in ("window", "chunk")):
-            return name
-    raise SystemExit("ps.read has no window/chunk option")
+def pcapstats_stream(path: str, kernel: str) -> dict:
+    """``ps.throughput_file``: the same table in one pass over 4 MiB windows, keeping no
+    packet table (what the ``pcapstats throughput`` command runs)."""
+    import pcapstats as ps
+    t0 = time.perf_counter()
+    table, packets = ps.throughput_file(path, kernel=kernel)
+    return {"packets": packets, "tcp_streams": int((table["proto"] == "tcp").sum()),
+            "work_s": time.perf_counter() - t0, "import_s": t0 - T_START}
 
 
 def dpkt_count(path: str) -> dict:
@@ -111,14 +109,15 @@ def pyshark_count(path: str) -> dict:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("tool", choices=["pcapstats-read", "pcapstats-throughput", "dpkt", "scapy",
-                                     "pyshark"])
+    ap.add_argument("tool", choices=["pcapstats-read", "pcapstats-throughput", "pcapstats-stream",
+                                     "dpkt", "scapy", "pyshark"])
     ap.add_argument("file")
     ap.add_argument("--kernel", default="auto")
-    ap.add_argument("--window", type=int, default=None)
     a = ap.parse_args()
-    if a.tool.startswith("pcapstats"):
-        out = pcapstats_read(a.file, a.kernel, a.window, a.tool == "pcapstats-throughput")
+    if a.tool == "pcapstats-stream":
+        out = pcapstats_stream(a.file, a.kernel)
+    elif a.tool.startswith("pcapstats"):
+        out = pcapstats_read(a.file, a.kernel, a.tool == "pcapstats-throughput")
     else:
         out = {"dpkt": dpkt_count, "scapy": scapy_count, "pyshark": pyshark_count}[a.tool](a.file)
     print(json.dumps(out))

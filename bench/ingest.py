@@ -143,7 +143,7 @@ def pcapstats_cli() -> list[str]:
     return [str(exe)] if exe.exists() else [sys.executable, "-m", "pcapstats"]
 
 
-def jobs(have_numpy_kernel: bool, window: int | None) -> list[Job]:
+def jobs(have_numpy_kernel: bool) -> list[Job]:
     cli = pcapstats_cli()
     out = [Job("python -c 'import pcapstats'", "pcap", [sys.executable, "-c", "import pcapstats"],
                "none", "startup")]
@@ -153,16 +153,14 @@ def jobs(have_numpy_kernel: bool, window: int | None) -> list[Job]:
             Job("pcapstats read", kind, [*PEERS, "pcapstats-read", "{f}"], group="pcapstats"),
             Job("pcapstats read+throughput", kind, [*PEERS, "pcapstats-throughput", "{f}"],
                 group="pcapstats"),
+            Job("pcapstats throughput_file (4 MiB windows)", kind,
+                [*PEERS, "pcapstats-stream", "{f}"], group="pcapstats"),
             Job("pcapstats throughput (CLI)", kind,
                 [*cli, "throughput", "{f}", "--format", "csv"], "csv", "pcapstats"),
         ]
         if have_numpy_kernel:
             out.append(Job("pcapstats read+throughput kernel=numpy", kind,
                            [*PEERS, "pcapstats-throughput", "{f}", "--kernel", "numpy"],
-                           group="pcapstats"))
-        if window:
-            out.append(Job(f"pcapstats read+throughput window={window >> 20}MB", kind,
-                           [*PEERS, "pcapstats-throughput", "{f}", "--window", str(window)],
                            group="pcapstats"))
         out.append(Job("tshark -q -z conv,tcp", kind,
                        ["tshark", "-q", "-z", "conv,tcp", "-r", "{f}"], "conv"))
@@ -177,24 +175,21 @@ def jobs(have_numpy_kernel: bool, window: int | None) -> list[Job]:
     return out
 
 
-def probe_pcapstats(path: Path) -> tuple[bool, bool, int | None, str | None]:
-    """(imports, has a numpy kernel, window option size, why not) -- decides which rows run."""
-    code = ("import inspect, json, pcapstats as ps; "
-            "p = inspect.signature(ps.read).parameters; "
-            "w = [n for n in p if 'window' in n or 'chunk' in n]; "
-            f"ps.read({str(path)!r}, kernel='numpy'); print(json.dumps(w))")
+def probe_pcapstats(path: Path) -> tuple[bool, bool, str | None]:
+    """(imports, has a numpy kernel, why not) -- decides which rows run."""
+    code = f"import pcapstats as ps; ps.read({str(path)!r}, kernel='numpy')"
     try:
         r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                            timeout=600)
     except subprocess.TimeoutExpired:
-        return True, False, None, "kernel='numpy' took over 10 min on the cut"
+        return True, False, "kernel='numpy' took over 10 min on the cut"
     if r.returncode == 0:
-        return True, True, (32 << 20) if json.loads(r.stdout) else None, None
+        return True, True, None
     r2 = subprocess.run([sys.executable, "-c", f"import pcapstats as ps; ps.read({str(path)!r})"],
                         capture_output=True, text=True)
     if r2.returncode != 0:
-        return False, False, None, (r2.stderr.strip().splitlines() or ["?"])[-1]
-    return True, False, None, (r.stderr.strip().splitlines() or ["?"])[-1]
+        return False, False, (r2.stderr.strip().splitlines() or ["?"])[-1]
+    return True, False, (r.stderr.strip().splitlines() or ["?"])[-1]
 
 
 def conv_frames(text: str) -> int:
@@ -366,13 +361,10 @@ def targets(rows: list[Row], files: Files) -> list[str]:
         check(f"pcapstats throughput CLI >= 20x faster than tshark -q -z conv,tcp: "
               f"{conv.wall_s:.2f} / {cli.wall_s:.2f} s = {conv.wall_s / cli.wall_s:.1f}x",
               conv.wall_s / cli.wall_s >= 20)
-    win = [r for r in rows if "window=" in r.job.name and r.job.kind == "pcap"]
-    if win:
-        check(f"reading in windows bounded under 300 MB: {win[0].rss_mb:.0f} MB",
-              win[0].rss_mb < 300)
-    else:
-        out.append("  [n/a] reading in windows under 300 MB: ps.read has no window/chunk option "
-                   "to measure")
+    for name in ("pcapstats throughput_file (4 MiB windows)", "pcapstats throughput (CLI)"):
+        if row := by.get((name, "pcap")):
+            check(f"reading in windows ({name}) under 300 MB: {row.rss_mb:.0f} MB",
+                  row.rss_mb < 300)
     return out
 
 
@@ -426,13 +418,13 @@ def main() -> None:
           f"{files.pcapng.name} {files.pcapng.stat().st_size / 1e6:.0f} MB", file=sys.stderr)
     if a.capture_only:
         return
-    ok, numpy_kernel, window, why = probe_pcapstats(files.cut)
+    ok, numpy_kernel, why = probe_pcapstats(files.cut)
     if not ok:
         print(f"bench: pcapstats cannot read the capture ({why}); its rows are skipped",
               file=sys.stderr)
     elif why:
         print(f"bench: no kernel='numpy' row ({why})", file=sys.stderr)
-    todo = [j for j in jobs(numpy_kernel, window) if ok or j.group not in ("pcapstats",
+    todo = [j for j in jobs(numpy_kernel) if ok or j.group not in ("pcapstats",
                                                                            "startup")]
     if a.only:
         todo = [j for j in todo if j.group in ("floor", "startup") or
