@@ -56,10 +56,10 @@ class _Table:
         self.rec = K.Records.empty(capacity)
         self.out = K.new_outputs(capacity)
         self.sack = K.SackTable(capacity)
-        self.linktype = np.empty(capacity, np.uint16)
-        self.interface_id = np.empty(capacity, np.uint32)
-        self.ip_src, self.ip_dst = np.empty(capacity, np.int32), np.empty(capacity, np.int32)
-        self.stream = np.empty(capacity, np.int64)   # tcp.stream / udp.stream, -1 elsewhere
+        self.linktype = K.table_array(capacity, np.uint16)
+        self.interface_id = K.table_array(capacity, np.uint32)
+        self.ip_src, self.ip_dst = K.table_array(capacity, np.int32), K.table_array(capacity, np.int32)
+        self.stream = K.table_array(capacity, np.int64)   # tcp.stream / udp.stream, -1 elsewhere
         self.interner, self.conversations = kern.new_interner(), kern.new_conversations()
         self.tcp_streams = TcpStreams()
         self._scratch = None  # 16-byte address scratch of one window: source, dest, quoted pair
