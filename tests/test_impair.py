@@ -187,6 +187,14 @@ def within(got: float, want: float, tolerance: float) -> bool:
     return abs(got - want) <= tolerance * want
 
 
+def rtt_as_asked(got_ms: float, asked_ms: float) -> bool:
+    """A delayed path's RTT as asked.  A delay line can only be late, never early (0.2 ms:
+    ping's printed precision), and it is late by the wake-ups of its thread: 0.3-0.7 ms on
+    a quiet machine, 1.2 ms once at 10 ms in CI on a busy shared VM.  So: up to 10 % or
+    2 ms late, whichever is more -- a delay left out, halved or doubled still fails."""
+    return asked_ms - 0.2 <= got_ms <= asked_ms + max(0.10 * asked_ms, 2.0)
+
+
 def measure_twice(measure, check) -> tuple:
     """Measure; if the check fails, measure once more (the machine is shared): both returned."""
     first = measure()
@@ -257,9 +265,9 @@ def test_asked_delay_is_ping_rtt(lab, impaired, rtt_ms):
         rtts = ping_rtts_ms(lab, count, 0.05)
         assert len(rtts) == count, "ping lost replies with no loss asked"
         return statistics.median(rtts)
-    first, second = measure_twice(measure, lambda m: within(m, rtt_ms, 0.10))
+    first, second = measure_twice(measure, lambda m: rtt_as_asked(m, rtt_ms))
     got = second if second is not None else first
-    assert within(got, rtt_ms, 0.10), f"asked RTT {rtt_ms} ms, ping median {got:.2f} ms " \
+    assert rtt_as_asked(got, rtt_ms), f"asked RTT {rtt_ms} ms, ping median {got:.2f} ms " \
         f"(first try {first:.2f})"
     applied.check()
 
