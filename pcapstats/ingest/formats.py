@@ -48,7 +48,8 @@ def walker_for(buf: np.ndarray, path: str):
     shown = " ".join(f"{b:02x}" for b in head)
     raise CaptureFormatError(f"not a capture file: it starts with bytes {shown}, which is no pcap, "
                              "pcapng or gzip magic", path=path, offset=0,
-                             hint="pcapstats reads .pcap, .pcapng and their .gz")
+                             hint="give a pcap or pcapng file (or one gzipped); if it is "
+                                  "another capture format, `editcap -F pcapng IN OUT` converts it")
 
 
 class PcapWalker:
