@@ -218,9 +218,10 @@ class StreamTotals:
         if close and self.closed_below is not None and low < self.closed_below:
             raise TimeWentBack(low)
         cell_key, cell_bin, sums = _cell_sums(key, bins, frame_len, payload_len)
+        flat = self.sums.reshape(-1, 3)  # row stream x 2 + direction
         for i in range(3):  # the stream totals are the sums of their cells
-            self.sums.reshape(-1, 3)[:, i] += np.bincount(
-                cell_key, weights=sums[:, i], minlength=2 * len(self.seen)).round().astype(np.int64)
+            flat[:, i] += np.bincount(cell_key, weights=sums[:, i],
+                                      minlength=len(flat)).round().astype(np.int64)
         self._open(cell_key, cell_bin, sums[:, 1:])
         if close:
             self._close(below=low)

@@ -69,8 +69,8 @@ def table_array(shape, dtype) -> np.ndarray:
 
     Not np.zeros: numpy asks for transparent huge pages on large arrays, and where the kernel
     compacts memory to find them on first write (THP defrag "madvise", Debian's default) a
-    7.1M-packet read spent 1.1-1.7 s in the kernel instead of 0.3 s (1.77M packets: 0.19 s
-    usually, 0.46 s now and then).  Plain pages cost the same every time.
+    7.1M-packet read spent 1.1-1.7 s in the kernel instead of 0.3 s, and 3 of 9 reads of
+    1.77M packets took 0.46-0.60 s instead of 0.19 s.  Plain pages cost the same every time.
     """
     dtype = np.dtype(dtype)
     shape = tuple(np.atleast_1d(shape))
