@@ -65,8 +65,11 @@ def test_stream_and_proto_filters(known):
     assert ps.throughput(cap, stream=0, proto="tcp")["stream"].tolist() == [0]
     with pytest.raises(ps.UsageError, match="no TCP stream 5"):
         ps.throughput(cap, stream=5, proto="tcp")
-    with pytest.raises(ps.UsageError):
-        ps.throughput(cap, interval=0)
+    for bad in (0, -1, float("inf"), float("nan"), 1e-9):
+        with pytest.raises(ps.UsageError, match="interval"):
+            ps.throughput(cap, interval=bad)
+        with pytest.raises(ps.UsageError, match="interval"):
+            ps.throughput_file(path, interval=bad)
 
 
 @pytest.mark.parametrize("path", CAPTURES, ids=lambda p: p.name)

@@ -22,6 +22,7 @@ import numpy as np
 from .. import schema
 from ..capture import Capture
 from ..errors import UsageError
+from .iograph import interval_ns  # the peak is the busiest I/O-graph interval
 
 THROUGHPUT_COLUMNS: tuple[tuple[str, str], ...] = (
     ("stream", "tcp_stream or udp_stream index, as Wireshark numbers it"),
@@ -67,8 +68,8 @@ def throughput(cap: Capture, *, interval: float = 1.0, stream: int | None = None
 def throughput_columns(cap: Capture, *, interval: float = 1.0, stream: int | None = None,
                        proto: str | None = None) -> dict[str, np.ndarray]:
     """The same table as numpy columns (the CLI renders these without loading pandas)."""
-    interval_ns, protos = _interval_ns(interval), _protos(proto)
-    return _assemble([_one_proto(cap, p, interval_ns) for p in protos], protos, stream, cap.path)
+    bin_ns, protos = interval_ns(interval), _protos(proto)
+    return _assemble([_one_proto(cap, p, bin_ns) for p in protos], protos, stream, cap.path)
 
 
 def throughput_file(path, *, interval: float = 1.0, stream: int | None = None,
@@ -79,7 +80,7 @@ def throughput_file(path, *, interval: float = 1.0, stream: int | None = None,
     backwards across windows, the capture is read whole instead."""
     from ..ingest import WINDOW_BYTES, read_fast, stream_windows
     from ..reader import read
-    interval_ns, protos = _interval_ns(interval), _protos(proto)
+    bin_ns, protos = interval_ns(interval), _protos(proto)
     if engine != "fast":
         cap = read(path, engine=engine, kernel=kernel)
         return throughput_columns(cap, interval=interval, stream=stream, proto=proto), len(cap)
@@ -88,7 +89,7 @@ def throughput_file(path, *, interval: float = 1.0, stream: int | None = None,
     def on_window(w):
         if not totals:
             t0 = int(w["frame_time_ns"][0])
-            totals.update({p: StreamTotals(p, interval_ns, t0) for p in protos})
+            totals.update({p: StreamTotals(p, bin_ns, t0) for p in protos})
         own = w["l4_quoted"] == 0
         for p, acc in totals.items():
             rows = np.flatnonzero((w["l4"] == _L4[p]) & own)
@@ -104,12 +105,6 @@ def throughput_file(path, *, interval: float = 1.0, stream: int | None = None,
         return throughput_columns(cap, interval=interval, stream=stream, proto=proto), len(cap)
     parts = [totals[p].columns(addresses) if p in totals else _empty() for p in protos]
     return _assemble(parts, protos, stream, str(path)), n
-
-
-def _interval_ns(interval: float) -> int:
-    if not interval > 0:
-        raise UsageError(f"interval must be positive, got {interval}")
-    return max(1, round(interval * 1e9))
 
 
 def _protos(proto):
