@@ -267,6 +267,8 @@ def test_averages_and_transfers_by_construction(two_transfers):
     assert row.mean_transfer_bits_per_sec == pytest.approx((first + second) / 2, rel=1e-12)
     # a gap threshold above the idle 1.5 s makes it one transfer
     assert iograph(ps.read(path), proto="tcp", gap=2.0).summary.iloc[0].transfers == 1
+    # so does any longer one, up to one past what nanoseconds in an int64 can hold
+    assert iograph(ps.read(path), proto="tcp", gap=1e300).summary.iloc[0].transfers == 1
     # the series: zeros inside the stream's span, nothing before its first or after its last
     s = r.series
     assert s["interval"].tolist() == [1, 2, 3, 4]

@@ -296,7 +296,7 @@ def _gap_ns(gap) -> int:
         seconds = float("nan")
     if not math.isfinite(seconds) or seconds <= 0:
         raise UsageError(f"gap must be a positive number of seconds, got {gap!r}")
-    return max(1, round(seconds * 1e9))
+    return max(1, round(min(seconds, 1e9) * 1e9))  # 30 years: no gap in any capture is longer
 
 
 def _as_capture(cap) -> Capture:
