@@ -100,6 +100,14 @@ def test_impairment_refuses_impossible_values():
         Impairment(rate_bps=1e6, queue_bytes=100)
     with pytest.raises(UsageError, match="bad rate"):
         Impairment.from_text(rate="30")
+    # typos, not experiments: refused before any lab is built (they overflowed later on)
+    with pytest.raises(UsageError, match="over 60 s each way"):
+        Impairment.from_text(delay="1e300s")
+    with pytest.raises(UsageError, match="over 1 Tbit/s"):
+        Impairment.from_text(rate="1e300gbit")
+    with pytest.raises(UsageError, match="over 2 GiB"):
+        Impairment.from_text(rate="10mbit", queue="1e300")
+    assert Impairment.from_text(delay="60s", rate="1tbit", queue="2048mb").delay_s == 60
 
 
 def test_default_queue_is_one_bdp_with_a_floor():

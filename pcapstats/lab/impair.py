@@ -65,6 +65,10 @@ from pcapstats.lab.netns import Bottleneck, Lab, LabError
 
 FRAME_BYTES = 1514  # a full Ethernet frame at MTU 1500, as tbf and netem count it (no FCS)
 QUEUE_FLOOR_PACKETS = 16
+# Upper bounds of what can be asked: beyond them a value is a typo, not an experiment.
+MAX_DELAY_S = 60.0        # each way; TCP's own timers give up long before
+MAX_RATE_BPS = 1e12       # 1 Tbit/s, far above what a veth carries
+MAX_QUEUE_BYTES = 2**31   # tbf's and netem's limits are 32-bit
 DATA_QUEUE, ACK_QUEUE = 0, 1  # NFQUEUE numbers (per namespace)
 CHAINS = {"data": "PSL_DATA", "ack": "PSL_ACK"}
 MECHANISMS = ("auto", "netem", "fallback")
@@ -163,15 +167,24 @@ class Impairment:
                 raise UsageError(f"{name} {getattr(self, name)!r} is not a fraction in [0, 1]")
         if self.delay_s < 0 or self.jitter_s < 0:
             raise UsageError("delay and jitter must not be negative")
+        if self.delay_s > MAX_DELAY_S:
+            raise UsageError(f"delay {self.delay_s:g} s is over {MAX_DELAY_S:g} s each way",
+                             hint="delay is one way, e.g. 20ms for an RTT of about 40 ms")
         if self.jitter_s > self.delay_s:
             raise UsageError(f"jitter {self.jitter_s * 1e3:g} ms exceeds delay "
                              f"{self.delay_s * 1e3:g} ms",
                              hint="a packet cannot leave before it arrived: keep jitter <= delay")
         if self.rate_bps is not None and self.rate_bps <= 0:
             raise UsageError(f"rate {self.rate_bps!r} bit/s must be above zero")
+        if self.rate_bps is not None and self.rate_bps > MAX_RATE_BPS:
+            raise UsageError(f"rate {self.rate_bps:g} bit/s is over 1 Tbit/s",
+                             hint="leave the rate out for no limit")
         if self.queue_bytes is not None and self.queue_bytes < FRAME_BYTES:
             raise UsageError(f"queue {self.queue_bytes} bytes cannot hold one full frame "
                              f"({FRAME_BYTES} bytes)")
+        if self.queue_bytes is not None and self.queue_bytes > MAX_QUEUE_BYTES:
+            raise UsageError(f"queue {self.queue_bytes:g} bytes is over 2 GiB, more than tbf "
+                             "and netem can hold", hint="give it in kb, mb or p (full frames)")
 
     @classmethod
     def from_text(cls, *, loss: str | None = None, delay: str | None = None,

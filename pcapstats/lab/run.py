@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import math
 import os
 import shutil
 import signal
@@ -91,6 +92,8 @@ class Scenario:
                 f"not {self.parallel}")
         if not self.bytes and not (self.duration_s and self.duration_s > 0):
             bad("a transfer needs a duration (-t SECONDS > 0) or a size (-n BYTES)")
+        if self.duration_s and not math.isfinite(self.duration_s):
+            bad(f"duration (-t) must be a finite number of seconds, not {self.duration_s}")
         if isinstance(self.cc, list) and len(self.cc) != self.pairs:
             bad(f"{len(self.cc)} congestion controls for {self.pairs} pairs",
                 "give one for all, or one per pair")
