@@ -96,6 +96,26 @@ def test_bad_output_extension_is_one_line(command, tmp_path, capsys):
     _one_line_error(capsys, [command, str(path), "-o", str(tmp_path / "x.gif")], ".gif")
 
 
+def test_a_stream_without_cwnd_samples_says_so(capsys):
+    """tcp_zerowindowdead: one data segment, whose TSecr is older than every TSval the receiver
+    sends in the capture (tshark's fields), so no ACK times it.  This crashed with an
+    IndexError; now the table is empty and the command says why in one line, exit 1."""
+    path = DATA / "tcp_zerowindowdead.pcapng"
+    ref = tshark_ref.tshark_fields(path, ("tcp.len", "tcp.options.timestamp.tsval",
+                                          "tcp.options.timestamp.tsecr", "tcp.srcport"))
+    data = ref[ref["tcp.len"].astype(int) > 0]
+    assert len(data) == 1
+    receiver = ref[ref["tcp.srcport"] != data["tcp.srcport"].iloc[0]]
+    assert int(data["tcp.options.timestamp.tsecr"].iloc[0]) < \
+        receiver["tcp.options.timestamp.tsval"].astype(int).min()
+    result = ps.cwnd_analysis(ps.read(path), 0)
+    assert len(result.samples) == 0
+    assert main(["cwnd", str(path)]) == 1
+    errors = [line for line in capsys.readouterr().err.splitlines() if "error:" in line]
+    assert errors == ["pcapstats: error: no cwnd samples in stream 0 (no data segment could be "
+                      "timed against the ACK it was sent after)"]
+
+
 def test_default_stream_is_named_on_stderr(tmp_path, capsys):
     path = DATA / "sessionhijacking.pcapng"
     counts = retrans_counts(ps.read(path))

@@ -302,7 +302,7 @@ def _receiver_samples(v: _Views) -> dict:
         ok = r >= 0
         with_ts, echo, r = with_ts[ok], echo[ok], r[ok]
         # one sample per group of segments echoing the same value: its last segment
-        last_of_group = np.r_[echo[1:] != echo[:-1], True]
+        last_of_group = np.r_[echo[1:] != echo[:-1], len(echo) > 0][:len(echo)]
         rows, ref = with_ts[last_of_group], rev_ts[r[last_of_group]]
     else:   # no timestamps: the ACK sent one initial RTT before each arrival
         ref_i = np.searchsorted(v.t[rev], v.t[new] - v.min_rtt_ns, side="right") - 1

@@ -119,6 +119,10 @@ def cwnd(
         _emit(_columns(result.flight), fmt, output, lambda: wscale_figure(result))
         return
     from ..plots.tcp import cwnd_figure
+    if len(result.samples) == 0 and not losses:
+        _say("error", f"no cwnd samples in stream {result.stream} (no data segment could be timed "
+                      "against the ACK it was sent after)")
+        raise typer.Exit(EXIT_NOTHING)
     table = result.losses if losses else result.samples
     _emit(_columns(table), fmt, output, lambda: cwnd_figure(result))
 
