@@ -66,9 +66,9 @@ from pcapstats.lab.netns import Bottleneck, Lab, LabError
 FRAME_BYTES = 1514  # a full Ethernet frame at MTU 1500, as tbf and netem count it (no FCS)
 QUEUE_FLOOR_PACKETS = 16
 # Upper bounds of what can be asked: beyond them a value is a typo, not an experiment.
-MAX_DELAY_S = 60.0        # each way; TCP's own timers give up long before
+MAX_DELAY_S = 60.0        # each way; the delay line holds every packet that long
 MAX_RATE_BPS = 1e12       # 1 Tbit/s, far above what a veth carries
-MAX_QUEUE_BYTES = 2**31   # tbf's and netem's limits are 32-bit
+MAX_QUEUE_BYTES = 2**31   # far past any BDP here, and under tbf's 32-bit byte limit
 DATA_QUEUE, ACK_QUEUE = 0, 1  # NFQUEUE numbers (per namespace)
 CHAINS = {"data": "PSL_DATA", "ack": "PSL_ACK"}
 MECHANISMS = ("auto", "netem", "fallback")
@@ -183,8 +183,8 @@ class Impairment:
             raise UsageError(f"queue {self.queue_bytes} bytes cannot hold one full frame "
                              f"({FRAME_BYTES} bytes)")
         if self.queue_bytes is not None and self.queue_bytes > MAX_QUEUE_BYTES:
-            raise UsageError(f"queue {self.queue_bytes:g} bytes is over 2 GiB, more than tbf "
-                             "and netem can hold", hint="give it in kb, mb or p (full frames)")
+            raise UsageError(f"queue {self.queue_bytes:g} bytes is over 2 GiB, the most the lab "
+                             "sets", hint="give it in kb, mb or p (full frames)")
 
     @classmethod
     def from_text(cls, *, loss: str | None = None, delay: str | None = None,
