@@ -118,6 +118,14 @@ def wrong_client(mode: str) -> tuple:
     return (sys.executable, "-c", WRONG_CLIENT, mode, ADDR, PORT, SEND_S)
 
 
+def wrong_exchange(lab, path: Path, port: int, mode: str):
+    """A wrong client of ``mode`` against the good server: its result (it must exit 0, having
+    made its mistake) and the wire."""
+    done = exchange(lab, path, port, server(), wrong_client(mode))
+    assert done.returncode == 0, done.stderr
+    return done, Wire(path)
+
+
 def server(reply: str = "ACK: BYE") -> tuple:
     return (sys.executable, "-c", SERVER, ADDR, PORT, reply)
 
@@ -209,9 +217,7 @@ def test_the_real_simpleperf_passes(lab, tmp_path):
 
 def test_999_byte_messages_fail_on_the_message_bytes(lab, tmp_path):
     path = tmp_path / "999.pcap"
-    done = exchange(lab, path, 8202, server(), wrong_client("999"))
-    assert done.returncode == 0, done.stderr
-    wire = Wire(path)
+    done, wire = wrong_exchange(lab, path, 8202, "999")
     sent = wire.stream()
     n = len(sent) - 3
     # on the wire: 999-byte segments of '0', then BYE; what the client says it wrote
@@ -235,9 +241,7 @@ def test_999_byte_messages_fail_on_the_message_bytes(lab, tmp_path):
 
 def test_no_bye_fails_with_the_last_bytes_and_no_answer(lab, tmp_path):
     path = tmp_path / "nobye.pcap"
-    done = exchange(lab, path, 8203, server(), wrong_client("nobye"))
-    assert done.returncode == 0, done.stderr
-    wire = Wire(path)
+    done, wire = wrong_exchange(lab, path, 8203, "nobye")
     sent = wire.stream()
     assert sent == b"0" * int(done.stdout) and BYE not in sent
     assert wire.stream(client=False) == b"" and wire.flagged(0x01, True)
@@ -252,9 +256,7 @@ def test_no_bye_fails_with_the_last_bytes_and_no_answer(lab, tmp_path):
 
 def test_bye_twice_fails_at_the_first_bye(lab, tmp_path):
     path = tmp_path / "byebye.pcap"
-    done = exchange(lab, path, 8204, server(), wrong_client("byetwice"))
-    assert done.returncode == 0, done.stderr
-    wire = Wire(path)
+    done, wire = wrong_exchange(lab, path, 8204, "byetwice")
     sent = wire.stream()
     n = int(done.stdout)
     assert sent == b"0" * n + BYE + BYE
@@ -271,9 +273,7 @@ def test_bye_twice_fails_at_the_first_bye(lab, tmp_path):
 
 def test_a_reset_midway_fails_on_the_close_with_the_rst_frame(lab, tmp_path):
     path = tmp_path / "rst.pcap"
-    done = exchange(lab, path, 8205, server(), wrong_client("reset"))
-    assert done.returncode == 0, done.stderr
-    wire = Wire(path)
+    done, wire = wrong_exchange(lab, path, 8205, "reset")
     (rst,) = wire.flagged(0x04, client=True)
     assert not wire.flagged(0x01, client=True) and not wire.flagged(0x04, client=False)
     assert wire.stream() == b"0" * int(done.stdout)
