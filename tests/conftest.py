@@ -64,7 +64,7 @@ def pytest_unconfigure(config):
 @pytest.fixture(params=["c", "numpy"])
 def kernel(request):
     """Each ingest kernel in turn; one not built in this install is skipped with the reason."""
-    import craft
+    from tests.helpers import craft
     why = craft.kernel_unavailable(request.param)
     if why:
         pytest.skip(why)

@@ -1,20 +1,19 @@
 """The tshark engine and the fast engine build the same tables (each checks the other)."""
 import shutil
-from pathlib import Path
 
-import numpy as np
 import pandas as pd
 import pytest
 
 import pcapstats as ps
+from tests.helpers.paths import CAPTURES
 
-CAPTURES = sorted((Path(__file__).resolve().parent.parent / "captures").glob("*.pcap*"))
+SHIPPED = sorted(CAPTURES.glob("*.pcap*"))
 pytestmark = pytest.mark.skipif(shutil.which("tshark") is None, reason="tshark is not installed")
 # columns the tshark engine cannot know (file positions), documented in engines/tshark.py
 NO_TSHARK = {"frame_offset", "payload_offset", "payload_cap_len"}
 
 
-@pytest.mark.parametrize("path", CAPTURES, ids=lambda p: p.name)
+@pytest.mark.parametrize("path", SHIPPED, ids=lambda p: p.name)
 def test_throughput_same_with_both_engines(path):
     fast = ps.throughput(ps.read(path))
     tshark_cap = ps.read(path, engine="tshark")
@@ -25,7 +24,7 @@ def test_throughput_same_with_both_engines(path):
     pd.testing.assert_frame_equal(fast, ref, check_dtype=False)
 
 
-@pytest.mark.parametrize("path", CAPTURES, ids=lambda p: p.name)
+@pytest.mark.parametrize("path", SHIPPED, ids=lambda p: p.name)
 def test_packet_tables_same_with_both_engines(path):
     fast, ref = ps.read(path), ps.read(path, engine="tshark")
     assert len(fast) == len(ref) > 0

@@ -7,7 +7,6 @@ inspected as matplotlib objects (title, axis labels with units, legend).
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -17,14 +16,12 @@ import pcapstats as ps
 from pcapstats.analyses.retrans import RETRANS_EVENTS, retrans, retrans_counts
 from pcapstats.cli import main
 
-sys.path.insert(0, str(Path(__file__).parent))
-import craft  # noqa: E402
-import tshark_ref  # noqa: E402
-from test_cwnd import sender_side  # noqa: E402
-from conversation import write_conversation  # noqa: E402
-from test_tcp_analysis import PUBLIC  # noqa: E402
+from tests.helpers import craft
+from tests.helpers import tshark_ref
+from tests.helpers.conversation import sender_side
+from tests.helpers.conversation import write_conversation
+from tests.helpers.paths import DATA, PUBLIC
 
-DATA = Path(__file__).parent / "data"
 
 
 @pytest.mark.parametrize("name", sorted(PUBLIC))

@@ -21,7 +21,6 @@ import subprocess
 import sys
 import textwrap
 import time
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -31,10 +30,10 @@ import pcapstats as ps
 from pcapstats import schema
 from pcapstats.analyses.throughput import THROUGHPUT_COLUMNS
 
-sys.path.insert(0, str(Path(__file__).parent))
-from conftest import (CAPTURE_NAMES, CONCURRENT_TCP, REUSE_CLIENT_PORT,  # noqa: E402
+from tests.conftest import (CAPTURE_NAMES, CONCURRENT_TCP, REUSE_CLIENT_PORT,
                       REUSE_SERVER_PORT, TCP_SINK_PORT, UDP_CLOSED_PORT, UDP_ECHO_PORT)
-from tshark_ref import conversation_reference, packet_reference, tshark_fields  # noqa: E402
+from tests.helpers.tshark_ref import conversation_reference, packet_reference, tshark_fields
+from tests.helpers.paths import ROOT
 
 pytestmark = pytest.mark.netns
 
@@ -298,7 +297,7 @@ def test_lab_removes_everything_when_killed_by_sigterm(tmp_path):
     """)
     from pcapstats.lab import cleanup_leftovers
     proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True,
-                            cwd=os.path.dirname(os.path.dirname(__file__)))
+                            cwd=ROOT)
     prefix = proc.stdout.readline().strip()
     try:
         assert prefix, "the lab program did not start"

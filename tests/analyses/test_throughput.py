@@ -1,16 +1,16 @@
 """Throughput definitions checked on packets whose answers are known by construction."""
-from pathlib import Path
 
 import struct
 
 import numpy as np
 import pytest
-from scapy.all import IP, TCP, UDP, Ether, raw
+from scapy.all import IP, TCP, Ether, raw
 
 import pcapstats as ps
 import pcapstats.analyses.throughput as T
+from tests.helpers.paths import CAPTURES
 
-CAPTURES = sorted((Path(__file__).resolve().parent.parent / "captures").glob("*.pcap*"))
+SHIPPED = sorted(CAPTURES.glob("*.pcap*"))
 T0 = 1_700_000_000_000_000_000  # ns
 
 
@@ -72,7 +72,7 @@ def test_stream_and_proto_filters(known):
             ps.throughput_file(path, interval=bad)
 
 
-@pytest.mark.parametrize("path", CAPTURES, ids=lambda p: p.name)
+@pytest.mark.parametrize("path", SHIPPED, ids=lambda p: p.name)
 def test_sparse_peaks_equal_dense_peaks(path, monkeypatch):
     """Many streams x many intervals switch the peak search to a sparse group-by; same answer."""
     cap = ps.read(path)
@@ -86,7 +86,7 @@ def test_sparse_peaks_equal_dense_peaks(path, monkeypatch):
             assert dense[name].tolist() == sparse[name].tolist(), name
 
 
-@pytest.mark.parametrize("path", CAPTURES, ids=lambda p: p.name)
+@pytest.mark.parametrize("path", SHIPPED, ids=lambda p: p.name)
 @pytest.mark.parametrize("window", [1 << 16, 4 << 20])
 def test_streaming_pass_equals_in_memory_table(path, window):
     """throughput_file (one pass, windows forgotten as it goes) gives the in-memory table."""

@@ -3,12 +3,11 @@ import json
 import re
 import subprocess
 import sys
-from pathlib import Path
 
 import pandas as pd
 import pytest
+from tests.helpers.paths import ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
 README = (ROOT / "README.md").read_text()
 
 

@@ -23,17 +23,16 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parent))
-import craft as c  # noqa: E402
-from tshark_ref import epoch_ns, tshark  # noqa: E402
+from tests.helpers import craft as c
+from tests.helpers.paths import CAPTURES, ROOT
+from tests.helpers.tshark_ref import epoch_ns, tshark
 
-import pcapstats as ps  # noqa: E402
-from pcapstats import plots  # noqa: E402
-from pcapstats.analyses.iograph import interval_ns, iograph, iograph_many  # noqa: E402
-from pcapstats.plots.iograph import iograph_figure  # noqa: E402
+import pcapstats as ps
+from pcapstats import plots
+from pcapstats.analyses.iograph import interval_ns, iograph, iograph_many
+from pcapstats.plots.iograph import iograph_figure
 
-ROOT = Path(__file__).resolve().parent.parent
-SHIPPED = sorted(p for p in (ROOT / "captures").glob("*.pcap*")       # not files being written
+SHIPPED = sorted(p for p in CAPTURES.glob("*.pcap*")       # not files being written
                  if not p.name.startswith(".") and not p.name.endswith(".partial"))
 INTERVALS = (1.0, 0.1, 0.01, 0.001, 0.37)   # 0.37 s divides no capture's span
 NS = 1_000_000_000
@@ -516,7 +515,7 @@ for t in threads: t.join()
 
 @pytest.fixture(scope="module")
 def lab_capture(tmp_path_factory):
-    from conftest import require_netns
+    from tests.conftest import require_netns
     require_netns()
     from pcapstats.lab import Lab
     path = tmp_path_factory.mktemp("iograph-lab") / "gaps.pcap"

@@ -23,9 +23,7 @@ import dataclasses
 import functools
 import os
 import struct
-import sys
 import time
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -43,8 +41,7 @@ from pcapstats.errors import UsageError
 from pcapstats.ingest import kernel as K
 from pcapstats.ingest.kernel_numpy import NumpyKernel
 
-sys.path.insert(0, str(Path(__file__).parent))
-import craft as c  # noqa: E402
+from tests.helpers import craft as c
 
 FUZZ_EXAMPLES = int(os.environ.get("PCAPSTATS_FUZZ_EXAMPLES", "200"))
 FUZZ = settings(max_examples=FUZZ_EXAMPLES, deadline=None, database=None,

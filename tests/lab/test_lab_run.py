@@ -14,8 +14,8 @@ import pytest
 
 from pcapstats.lab import Scenario, load_sidecar, run, run_matrix
 from pcapstats.lab.sidecar import sidecar_path
-from tshark_ref import tshark, tshark_fields
-from test_impair import rtt_as_asked
+from tests.helpers.tshark_ref import tshark, tshark_fields
+from tests.helpers.labtools import rtt_as_asked
 
 pytestmark = pytest.mark.netns
 

@@ -17,18 +17,16 @@ a record boundary).
 from __future__ import annotations
 
 import struct
-import sys
 import warnings
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parent))
-import craft as c  # noqa: E402
+from tests.helpers import craft as c
 
-import pcapstats as ps  # noqa: E402
-from pcapstats import schema  # noqa: E402
+import pcapstats as ps
+from pcapstats import schema
 
 NS = c.NS
 

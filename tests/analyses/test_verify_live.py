@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from pcapstats.analyses.verify import FAIL, PASS, Expected, verify
-from tshark_ref import tshark_fields
+from tests.helpers.tshark_ref import tshark_fields
 
 pytestmark = pytest.mark.netns
 

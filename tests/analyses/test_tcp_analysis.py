@@ -28,7 +28,6 @@ differ there, as frame times do.
 from __future__ import annotations
 
 import subprocess
-import sys
 import tempfile
 from pathlib import Path
 
@@ -42,10 +41,10 @@ import pcapstats as ps
 from pcapstats.analyses.tcp_analysis import (_INPUTS, c_analyser_available, run_analyser,
                                              tcp_analysis)
 
-sys.path.insert(0, str(Path(__file__).parent))
-import craft  # noqa: E402
-import tshark_ref  # noqa: E402
-from conversation import (CLIENT, FA, ISN, MS, PA, SA, SERVER, A, P, S_,  # noqa: E402
+from tests.helpers import craft
+from tests.helpers.paths import DATA, PUBLIC
+from tests.helpers import tshark_ref
+from tests.helpers.conversation import (CLIENT, FA, ISN, MS, PA, SA, SERVER, A, P, S_,
                           write_conversation)
 
 # -- real captures ------------------------------------------------------------------------------
@@ -326,20 +325,7 @@ def disagreements(label, ref, ours) -> list[str]:
 
 # -- real captures: the lab's and public ones ----------------------------------------------------
 
-DATA = Path(__file__).parent / "data"
 # file -> tshark flags it must hold (so the comparison is never vacuous)
-PUBLIC = {
-    "tcp_dupack.pcapng": {"fast_retransmission", "duplicate_ack"},
-    "tcp_retransmissions.pcapng": {"retransmission"},
-    "tcp_zerowindowdead.pcapng": {"zero_window", "keep_alive"},
-    "tcp_zerowindowrecovery.pcapng": {"zero_window", "window_update"},
-    "sessionhijacking.pcapng": {"retransmission", "keep_alive", "keep_alive_ack"},
-    "dns_isp_hijack.pcapng": {"spurious_retransmission", "out_of_order", "duplicate_ack"},
-    "inconsistent_printer.pcapng": {"window_full", "retransmission"},
-    "of13_ericsson.pcapng": {"lost_segment", "ack_lost_segment"},
-    "ssh.pcap": {"retransmission", "duplicate_ack"},
-    "pptp.pcap": {"retransmission", "duplicate_ack"},
-}
 # flags each lab capture must hold: the impairments really happened.  Not out_of_order on the
 # sender side: tshark gives it to a retransmission sent within an RTT of the segment before,
 # which happens in most runs but not all (public and hand-built captures cover it for sure).
@@ -355,7 +341,7 @@ LAB_EXPECTS = {
 @pytest.fixture(scope="module")
 def lab_captures():
     """LAB_CAPTURES made once for this module in network namespaces; removed afterwards."""
-    from conftest import require_netns
+    from tests.conftest import require_netns
     require_netns()
     with tempfile.TemporaryDirectory(prefix="pcapstats-tcpseq-") as tmp:
         yield make_lab_captures(Path(tmp))

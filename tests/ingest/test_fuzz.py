@@ -76,12 +76,11 @@ if __name__ == "__main__" and sys.argv[1:] == ["--worker"]:
 
 # -- the tests --------------------------------------------------------------------------------
 
-import pytest  # noqa: E402
-from hypothesis import HealthCheck, given, settings  # noqa: E402
-from hypothesis import strategies as st  # noqa: E402
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
-sys.path.insert(0, str(Path(__file__).parent))
-import craft as c  # noqa: E402
+from tests.helpers import craft as c
 
 KERNELS = ("c", "numpy")
 

@@ -12,10 +12,10 @@ import json
 
 import pytest
 
-import craft
+from tests.helpers import craft
 from pcapstats.analyses.verify import CANNOT_TELL, FAIL, PASS, Expected, verify
 from pcapstats.cli import main
-from test_reassembly import Conversation
+from tests.helpers.conversation import Conversation
 
 MSG = b"0" * 1000
 TIMED = Expected(tool="simpleperf", time_s=1.0)   # what a "-t 1" sidecar says

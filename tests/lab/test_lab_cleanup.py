@@ -30,7 +30,7 @@ import pytest
 import pcapstats
 from pcapstats.lab import PREFIX, LabError, Scenario, load_sidecar, run
 from pcapstats.lab.sidecar import sidecar_path
-from tshark_ref import tshark
+from tests.helpers.tshark_ref import tshark
 
 pytestmark = pytest.mark.netns
 

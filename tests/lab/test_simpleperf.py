@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from tshark_ref import tshark, tshark_fields
+from tests.helpers.tshark_ref import tshark, tshark_fields
 
 SP = [sys.executable, "-m", "pcapstats.simpleperf"]
 PCAPSTATS_SP = [sys.executable, "-m", "pcapstats", "simpleperf"]

@@ -18,7 +18,6 @@ the sender kernel's own TCP_INFO ``snd_cwnd x snd_mss``.
 
 from __future__ import annotations
 
-import sys
 import tempfile
 from pathlib import Path
 
@@ -29,32 +28,11 @@ import pcapstats as ps
 from pcapstats.analyses.cwnd import (CWND_COLUMNS, LOSS_COLUMNS, cwnd, cwnd_analysis,
                                      tcp_info_errors)
 
-sys.path.insert(0, str(Path(__file__).parent))
-from conversation import P, write_conversation  # noqa: E402
-import craft  # noqa: E402
+from tests.helpers.conversation import SEG, sender_side, write_conversation
+from tests.helpers import craft
 
 CLIENT, SERVER = 0, 1
 A, PA, SA, S_ = craft.ACK, craft.PSH | craft.ACK, craft.SYN | craft.ACK, craft.SYN
-SEG = 100
-
-
-def sender_side(server_win=1000, answer_after_ms=0.01, rounds=6):
-    """Captured at the client: SYN/ACK 20 ms after the SYN, the ACK at once.  The client sends
-    4 segments, then each server ACK (every 20 ms... then 1 ms apart) acknowledges 2 segments
-    and the client sends 2 new ones ``answer_after_ms`` later: 4 segments always in flight."""
-    packets = [P(CLIENT, 0, S_, 0, 0), P(SERVER, 20, SA, 0, 1, win=server_win),
-               P(CLIENT, 20.01, A, 1, 1)]
-    for k in range(4):
-        packets.append(P(CLIENT, 21 + 0.01 * k, PA, 1 + SEG * k, 1, SEG))
-    sent, acked, t = 1 + 4 * SEG, 1, 41.0
-    for _ in range(rounds):
-        acked += 2 * SEG
-        packets.append(P(SERVER, t, A, 1, acked, win=server_win))
-        for k in range(2):
-            packets.append(P(CLIENT, t + answer_after_ms + 0.01 * k, PA, sent, 1, SEG))
-            sent += SEG
-        t += 1.0
-    return packets
 
 
 def _analyse(tmp_path, packets):
@@ -103,7 +81,7 @@ SENDER_MEDIAN_MAX, RECEIVER_MEDIAN_MAX, COVERAGE_MIN = 0.05, 0.10, 0.5
 @pytest.fixture(scope="module")
 def reno_run():
     """A 4 s simpleperf transfer (Reno, 2 % loss, RTT 20 ms, 20 Mbit/s), both sides captured."""
-    from conftest import require_netns
+    from tests.conftest import require_netns
     require_netns()
     from pcapstats.lab import Scenario, load_sidecar, run
     with tempfile.TemporaryDirectory(prefix="pcapstats-cwnd-") as tmp:

@@ -14,7 +14,7 @@ import pytest
 from pcapstats.lab import Lab, LabError
 from pcapstats.lab.impair import Impairment, apply
 from pcapstats.lab.netns import Bottleneck
-from test_impair import (expected_goodput_bps, iperf3_tcp, received_goodput_bps,
+from tests.helpers.labtools import (expected_goodput_bps, iperf3_tcp, received_goodput_bps,
                          rtt_as_asked, within)
 
 PAIRS = 3
@@ -114,7 +114,7 @@ def test_chain_needs_a_router():
 def test_chain_with_an_impairment_per_link():
     """sender - router1 - router2 - receiver: rate on router1's link, delay on router2's; ping
     and iperf3 see both (RTT 2 x delay, goodput of the rate, each within 10 %)."""
-    from test_impair import ping
+    from tests.helpers.labtools import ping
     with Lab.chain(routers=2) as lab:
         assert [b.router for b in lab.bottlenecks] == ["router1", "router2"]
         assert lab.address("receiver") == "10.77.3.2"

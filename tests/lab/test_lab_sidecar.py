@@ -15,6 +15,7 @@ from pcapstats.cli import main
 from pcapstats.lab import matrix, sidecar
 from pcapstats.lab.run import Scenario
 from pcapstats.lab.sidecar import SidecarError, load_sidecar
+from tests.helpers.paths import CAPTURES
 
 
 def _doc(**over) -> dict:
@@ -269,6 +270,5 @@ def test_run_command_gives_back_the_same_scenario(monkeypatch, tmp_path, bound):
 
 
 def test_captures_readme_carries_the_field_table():
-    from pathlib import Path
-    readme = Path(__file__).resolve().parent.parent / "captures" / "README.md"
+    readme = CAPTURES / "README.md"
     assert sidecar.describe_markdown() in readme.read_text()

@@ -27,11 +27,10 @@ import pytest
 import pcapstats as ps
 from pcapstats.analyses import flavour as fl
 
-sys.path.insert(0, str(Path(__file__).parent))
-from conversation import P, write_conversation  # noqa: E402
-import craft  # noqa: E402
+from tests.helpers.conversation import P, write_conversation
+from tests.helpers import craft
+from tests.helpers.paths import CAPTURES
 
-CAPTURES = Path(__file__).resolve().parent.parent / "captures"
 CLIENT, SERVER = 0, 1
 A, PA, SA, S_ = craft.ACK, craft.PSH | craft.ACK, craft.SYN | craft.ACK, craft.SYN
 MSS = 1000

@@ -5,62 +5,14 @@ against tshark's ``-z follow,tcp,raw``."""
 from __future__ import annotations
 
 import subprocess
-from dataclasses import dataclass, field
 
 import numpy as np
 import pytest
 
-import craft
+from tests.helpers.conversation import Conversation
 import pcapstats
 from pcapstats.analyses.reassembly import HOLE_CUT, HOLE_LOST, reassemble
-
-CLIENT, SERVER = ("10.0.0.1", 40000), ("10.0.0.2", 8088)
-SYN, FIN, RST, PSH, ACK = 0x002, 0x001, 0x004, 0x008, 0x010
-
-
-@dataclass
-class Conversation:
-    """A TCP connection built packet by packet: each side's sequence number advances by what
-    it sends, unless a packet names its own offset (retransmissions, overlaps).  ``write``
-    lays the packets into a pcap (``snaplen`` cuts every frame)."""
-    isn: tuple[int, int] = (1000, 5000)
-    packets: list = field(default_factory=list)
-    sent: list = field(default_factory=lambda: [0, 0])   # next offset each side sends
-    acked: list = field(default_factory=lambda: [0, 0])
-
-    def handshake(self, mss: int = 1460) -> "Conversation":
-        self._raw(0, SYN, self.isn[0], 0, b"", [("MSS", mss)])
-        self._raw(1, SYN | ACK, self.isn[1], self.isn[0] + 1, b"", [("MSS", mss)])
-        self._raw(0, ACK, self.isn[0] + 1, self.isn[1] + 1, b"")
-        return self
-
-    def send(self, side: int, payload: bytes = b"", *, at: int | None = None, flags=ACK | PSH
-             ) -> "Conversation":
-        """``payload`` from ``side`` (0 client, 1 server) at stream offset ``at`` (default:
-        next); SYN counts one, so offset k is sequence number isn + 1 + k."""
-        offset = self.sent[side] if at is None else at
-        seq = self.isn[side] + 1 + offset
-        ack = self.isn[1 - side] + 1 + self.sent[1 - side]
-        self._raw(side, flags, seq, ack, payload)
-        self.sent[side] = max(self.sent[side], offset + len(payload) + (1 if flags & FIN else 0))
-        return self
-
-    def fin(self, side: int) -> "Conversation":
-        return self.send(side, flags=FIN | ACK)
-
-    def _raw(self, side, flags, seq, ack, payload, options=()):
-        src, dst = (CLIENT, SERVER) if side == 0 else (SERVER, CLIENT)
-        l4 = craft.tcp(src[1], dst[1], seq=seq % 2**32, ack=ack % 2**32, flags=flags,
-                       payload=payload, options=options)
-        self.packets.append(craft.ether(craft.ipv4(l4, src[0], dst[0])))
-
-    def write(self, path, snaplen: int = 65535, step_ns: int = 1_000_000):
-        """One packet every ``step_ns`` (a multiple of 1000: microsecond pcap)."""
-        ts = craft.times(len(self.packets), unit_ns=1000, step=step_ns)
-        records = [craft.Record(p, t) for p, t in zip(self.packets, ts)]
-        path.write_bytes(craft.pcap(records, craft.LT_ETHERNET, snaplen=snaplen).data)
-        return path
-
+from tests.helpers.paths import DATA
 
 def _stream_bytes(r, stream, direction) -> bytes:
     return b"".join(bytes(c) for _, c in r.chunks(stream, direction))
@@ -189,8 +141,7 @@ def test_shipped_captures_equal_tshark_follow(name):
 
 
 def craft_data(name):
-    from pathlib import Path
-    return Path(__file__).parent / "data" / name
+    return DATA / name
 
 
 @pytest.mark.netns

@@ -22,11 +22,11 @@ from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parent))
-import craft as c  # noqa: E402
+from tests.helpers import craft as c
 
-import pcapstats as ps  # noqa: E402
-from pcapstats import errors  # noqa: E402
+import pcapstats as ps
+from pcapstats import errors
+from tests.helpers.paths import CAPTURES
 
 EXIT_ERROR = 2        # the CLI's documented status for bad input
 
@@ -406,6 +406,6 @@ def test_ctrl_c_in_a_command_is_one_line_and_130(monkeypatch, capsys):
     def interrupted(*args, **kwargs):
         raise KeyboardInterrupt
     monkeypatch.setattr(throughput, "throughput_file", interrupted)
-    capture = Path(__file__).resolve().parents[1] / "captures" / "tcp_2streams.pcap"
+    capture = CAPTURES / "tcp_2streams.pcap"
     assert main(["throughput", str(capture)]) == 130
     assert capsys.readouterr().err.splitlines() == ["pcapstats: error: interrupted"]

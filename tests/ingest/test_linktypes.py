@@ -9,16 +9,14 @@ pcapng.  As in test_formats.py, tshark first confirms the known answers, then
 from __future__ import annotations
 
 import struct
-import sys
 import warnings
 from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parent))
-import craft as c  # noqa: E402
+from tests.helpers import craft as c
 
-import pcapstats as ps  # noqa: E402
+import pcapstats as ps
 
 V4 = [p for p in c.basic() if p.fields["ip_version"] == 4]
 V6 = [p for p in c.basic() if p.fields["ip_version"] == 6]

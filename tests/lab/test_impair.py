@@ -10,7 +10,6 @@ a measurement once (the machine is shared), never a looser tolerance than the is
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import re
@@ -20,20 +19,17 @@ import statistics
 import subprocess
 import sys
 import time
-from dataclasses import dataclass
 
 import pytest
 
 from pcapstats.errors import UsageError
 from pcapstats.lab import Lab, LabError, cleanup_leftovers
 from pcapstats.lab import delayline
+from tests.helpers.labtools import (expected_goodput_bps, iperf3_tcp, measure_twice, ping,
+                                    ping_rtts_ms, received_goodput_bps, rtt_as_asked, within)
 from pcapstats.lab.impair import (FRAME_BYTES, Impairment, apply, parse_loss, parse_rate,
                                   parse_size, parse_time)
 
-# Ethernet 14 + IPv4 20 + TCP 20 + timestamp option 12: what a full TCP segment carries on
-# top of its MSS, in the frames tbf counts.
-TCP_FRAME_OVERHEAD_BYTES = 66
-IPERF_PORT = 5211
 UDP_PORT = 5212
 
 
@@ -133,82 +129,6 @@ def test_kernel_queue_line_parses():
     q = delayline.read_kernel_queues(text)[0]
     assert (q.portid, q.held, q.queue_dropped, q.user_dropped, q.id_sequence) == \
         (23566, 3, 2, 1, 4559)
-
-
-# -- measuring, with the tools' own reports ----------------------------------------------------
-def iperf3_tcp(lab: Lab, seconds: float = 3, omit: int = 1, sender: str = "sender",
-               receiver: str = "receiver", port: int = IPERF_PORT) -> dict:
-    """iperf3 -J of one TCP transfer sender -> receiver (the client's JSON report)."""
-    server = lab.popen(receiver, "iperf3", "-s", "-1", "-p", port, stdout=subprocess.DEVNULL,
-                       stderr=subprocess.DEVNULL)
-    try:
-        deadline = time.monotonic() + 10
-        while f":{port} " not in lab.run(receiver, "ss", "-Hltn").stdout:
-            assert time.monotonic() < deadline, "iperf3 server did not listen"
-            time.sleep(0.05)
-        out = lab.run(sender, "iperf3", "-c", lab.address(receiver), "-p", port, "-t", seconds,
-                      "-O", omit, "-J", timeout=seconds + omit + 30).stdout
-    finally:
-        lab.stop(server)
-    return json.loads(out)
-
-
-def received_goodput_bps(report: dict) -> float:
-    return report["end"]["sum_received"]["bytes"] * 8 / report["end"]["sum_received"]["seconds"]
-
-
-def expected_goodput_bps(report: dict, rate_bps: float) -> float:
-    """Payload bits/s a link of rate_bps carries in full frames of the MSS iperf3 reports."""
-    mss = report["start"]["tcp_mss_default"]
-    return rate_bps * mss / (mss + TCP_FRAME_OVERHEAD_BYTES)
-
-
-@dataclass
-class PingReport:
-    """ping's own report: per-reply times (printed with 3 significant digits: 1 ms steps from
-    100 ms up) and its summary line (microsecond precision; mdev is its standard deviation)."""
-    rtts_ms: list[float]
-    min_ms: float | None = None
-    avg_ms: float | None = None
-    max_ms: float | None = None
-    mdev_ms: float | None = None
-
-
-def ping(lab: Lab, count: int, interval_s: float, host: str = "sender",
-         target: str = "receiver") -> PingReport:
-    """Ping target from host; a reply later than 2 s counts as lost."""
-    out = lab.run(host, "ping", "-n", "-c", count, "-i", interval_s, "-W", 2,
-                  lab.address(target), check=False, timeout=count * interval_s + 30).stdout
-    report = PingReport([float(t) for t in re.findall(r"time=([\d.]+) ms", out)])
-    summary = re.search(r"= ([\d.]+)/([\d.]+)/([\d.]+)/([\d.]+) ms", out)
-    if summary:
-        report.min_ms, report.avg_ms, report.max_ms, report.mdev_ms = \
-            map(float, summary.groups())
-    return report
-
-
-def ping_rtts_ms(lab: Lab, count: int, interval_s: float) -> list[float]:
-    return ping(lab, count, interval_s).rtts_ms
-
-
-def within(got: float, want: float, tolerance: float) -> bool:
-    return abs(got - want) <= tolerance * want
-
-
-def rtt_as_asked(got_ms: float, asked_ms: float) -> bool:
-    """A delayed path's RTT as asked.  A delay line can only be late, never early (0.2 ms:
-    ping's printed precision), and it is late by the wake-ups of its thread: 0.3-0.7 ms on
-    a quiet machine, 1.2 ms once at 10 ms in CI on a busy shared VM.  So: up to 10 % or
-    2 ms late, whichever is more -- a delay left out, halved or doubled still fails."""
-    return asked_ms - 0.2 <= got_ms <= asked_ms + max(0.10 * asked_ms, 2.0)
-
-
-def measure_twice(measure, check) -> tuple:
-    """Measure; if the check fails, measure once more (the machine is shared): both returned."""
-    first = measure()
-    if check(first):
-        return first, None
-    return first, measure()
 
 
 @pytest.fixture(scope="module")
@@ -383,7 +303,7 @@ def test_delay_line_keeps_order_and_drops_nothing(lab, impaired, tmp_path):
     with lab.capture("receiver", "eth0", pcaps["receiver"], snaplen=96), \
             lab.capture("sender", "eth0", pcaps["sender"], snaplen=96):
         iperf3_tcp(lab, seconds=2, omit=0)
-    from tshark_ref import tshark_fields
+    from tests.helpers.tshark_ref import tshark_fields
     sender = lab.address("sender")
     segments = {end: tshark_fields(path, ("ip.src", "ip.id", "tcp.seq_raw", "tcp.len"))
                 .loc[lambda t: (t["ip.src"] == sender) & (t["tcp.len"].fillna("0") != "0")]
