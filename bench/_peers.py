@@ -31,19 +31,20 @@ def pcapstats_read(path: str, kernel: str, throughput: bool) -> dict:
     t_read = time.perf_counter() - t0
     out = {"packets": len(cap), "read_s": t_read, "import_s": t0 - T_START}
     if throughput:
-        table = ps.throughput(cap)
+        table = ps.throughput(cap).table()
         out["tcp_streams"] = int((table["proto"] == "tcp").sum())
     out["work_s"] = time.perf_counter() - t0
     return out
 
 
 def pcapstats_stream(path: str, kernel: str) -> dict:
-    """``ps.throughput_file``: the same table in one pass over 4 MiB windows, keeping no
+    """``ps.throughput(path)``: the same table in one pass over 4 MiB windows, keeping no
     packet table (what the ``pcapstats throughput`` command runs)."""
     import pcapstats as ps
     t0 = time.perf_counter()
-    table, packets = ps.throughput_file(path, kernel=kernel)
-    return {"packets": packets, "tcp_streams": int((table["proto"] == "tcp").sum()),
+    result = ps.throughput(path, kernel=kernel)
+    table = result.table()
+    return {"packets": result.packets, "tcp_streams": int((table["proto"] == "tcp").sum()),
             "work_s": time.perf_counter() - t0, "import_s": t0 - T_START}
 
 

@@ -53,7 +53,7 @@ def run_matrix(grid: dict, directory: Path, duration_s: float) -> list[Path]:
 def evaluate(sidecar: Path) -> list[dict]:
     """One row per (capture, simpleperf flow): the errors against the flow's TCP_INFO."""
     import pcapstats as ps
-    from pcapstats.analyses.cwnd import cwnd_analysis, tcp_info_errors
+    from pcapstats.analyses.cwnd import tcp_info_errors
     doc = json.loads(sidecar.read_text())
     rows = []
     asked = doc["impairment"]["asked"]
@@ -65,15 +65,16 @@ def evaluate(sidecar: Path) -> list[dict]:
             info, stream = flow.get("tcp_info"), (flow.get("streams") or {}).get(capture["file"])
             if not info or stream is None:
                 continue
-            result = cwnd_analysis(cap, stream)
+            result = ps.cwnd(cap, stream=stream)
             truth = np.asarray(info["snd_cwnd"], float) * np.asarray(info["snd_mss"], float)
-            errors = tcp_info_errors(result.samples, t0, info["t_ns"], truth, rtt_s=result.rtt_s)
+            errors = tcp_info_errors(result.table("samples"), t0, info["t_ns"], truth,
+                                     rtt_s=result.rtt_s)
             rows.append({
                 "capture": path.name, "side": capture["side"], "detected": result.side,
                 "cc": flow["cc"], "loss": f"{asked['loss'] * 100:g}%",
                 "rtt_ms": round(2000 * asked["delay_s"]), "errors": errors,
                 "kernel_samples": len(truth),
-                "ratios": result.losses["ratio"].to_numpy(),
+                "ratios": result.table("losses")["ratio"],
             })
     return rows
 

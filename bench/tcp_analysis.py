@@ -4,7 +4,7 @@
 
 On the ingest benchmark's capture (made and cached by bench/ingest.py's recipe, 1.77M packets
 of real iperf3 TCP), in one process: the median of --repeat runs of ``ps.read(F)``, of the
-analysis as numpy columns (``tcp_analysis_columns``, what the CLI uses) and as a DataFrame
+analysis as numpy columns (``packet_analysis``, what the other analyses read) and as a DataFrame
 (``tcp_analysis``), and of the compiled analyser alone; the Python fallback on the 50k-packet
 cut, scaled to the whole capture; then ``tshark -o tcp.analyze_sequence_numbers:TRUE -T fields``
 of the analysis fields as a separate process (once; it takes about a minute). Prints each time
@@ -70,14 +70,14 @@ def main() -> None:
               "fallback", file=sys.stderr)
     path = files.pcap
     read_s, cap = median_time(lambda: ps.read(path), args.repeat)
-    columns_s, table = median_time(lambda: ta.tcp_analysis_columns(cap), args.repeat)
-    frame_s, _ = median_time(lambda: ta.tcp_analysis(cap), args.repeat)
+    columns_s, table = median_time(lambda: ta.packet_analysis(cap), args.repeat)
+    frame_s, _ = median_time(lambda: ta.tcp_analysis(cap).to_pandas(), args.repeat)
     rows, inputs, n_streams = ta.analysis_inputs(cap)
     inputs_s, _ = median_time(lambda: ta.analysis_inputs(cap), args.repeat)
     core_s, _ = median_time(lambda: ta.run_analyser(inputs, n_streams), args.repeat)
     cut = ps.read(files.cut)
     t0 = time.perf_counter()
-    ta.tcp_analysis_columns(cut, kernel="python")
+    ta.packet_analysis(cut, kernel="python")
     python_s = (time.perf_counter() - t0) * len(cap) / len(cut)
     n = len(table["frame_number"])
 
@@ -86,9 +86,10 @@ def main() -> None:
     print(f"{'what':<52} {'s':>8} {'packets/s':>12}  ratio")
     rows_out = [
         ("ps.read(F)", read_s, "1.00x read"),
-        ("tcp_analysis_columns(cap)  (numpy, the CLI's)", columns_s,
+        ("packet_analysis(cap)  (numpy, what the analyses read)", columns_s,
          f"{columns_s / read_s:.2f}x read (target <= 3x)"),
-        ("tcp_analysis(cap)  (DataFrame)", frame_s, f"{frame_s / read_s:.2f}x read"),
+        ("ps.tcp_analysis(cap).to_pandas()  (DataFrame)", frame_s,
+         f"{frame_s / read_s:.2f}x read"),
         ("  of which: inputs from the packet table", inputs_s, f"{inputs_s / read_s:.2f}x read"),
         ("  of which: compiled analyser (_tcpseq)", core_s, f"{core_s / read_s:.2f}x read"),
         ("Python fallback (50k cut, scaled)", python_s, f"~{python_s / read_s:.0f}x read"),

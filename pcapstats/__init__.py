@@ -1,44 +1,49 @@
 """pcapstats: Wireshark's numbers for captures of network transfers, from a script, fast.
 
     import pcapstats as ps
-    cap = ps.read("capture.pcap")
-    ps.throughput(cap)          # one row per TCP/UDP stream, as Statistics > Conversations
-    ps.throughput_file("big.pcap")  # the same in one streaming pass, memory bounded by a window
-    ps.iograph(cap, interval=0.1)  # I/O graph series + averages (capture span, active, per transfer)
-    ps.tcp_analysis(cap)        # per TCP packet: tshark's tcp.analysis.* flags, bytes in flight, RTT
-    ps.verify(cap)              # simpleperf / iperf3 / ping exchange followed? pass/fail + evidence
-    ps.flavour(cap)             # cubic | reno | bbr | unknown per stream, with confidence and evidence
-    ps.cwnd(cap, stream=0)      # cwnd estimate, limited intervals; ps.retrans, ps.rtt, ps.seqgraph
+    ps.throughput("capture.pcap")      # one row per TCP/UDP stream, as Statistics > Conversations
+    ps.iograph("capture.pcap", interval=0.1)  # I/O graph + averages; .figure() draws it
+    ps.cwnd("capture.pcap", stream=0)  # cwnd estimate, loss episodes; ps.rtt, ps.seqgraph, ps.retrans
+    ps.flavour("capture.pcap")         # cubic | reno | bbr | unknown per stream, with evidence
+    ps.verify("capture.pcap")          # simpleperf / iperf3 / ping exchange followed? with frames
+    ps.tcp_analysis(cap)               # per TCP packet: tshark's tcp.analysis.* fields
+    cap = ps.read("capture.pcap")      # the packet table (cap.packets), read once for many analyses
 
-Everything public is re-exported here once; ``__all__`` is the API (tests/test_api.py holds it).
+Every analysis takes a Capture, a path, or a list of either, and returns a Result (tables,
+``.to_pandas()``, ``.figure()``, shown with its figure in a notebook); ``ps.each`` runs one
+over many captures, ``ps.concat`` puts results together.  Everything public is re-exported here
+once; ``__all__`` is the API.
 """
 
-from .analyses.cwnd import cwnd, cwnd_analysis
-from .analyses.flavour import FLAVOUR_COLUMNS, flavour
-from .analyses.iograph import IOGraph, iograph, iograph_many
+from ._version import __version__
+from .analyses.cwnd import Cwnd, cwnd
+from .analyses.flavour import Flavour, flavour
+from .analyses.iograph import IOGraph, iograph
 from .analyses.reassembly import reassemble
-from .analyses.retrans import retrans
-from .analyses.rtt import rtt, rtt_summary
-from .analyses.seqgraph import seqgraph
-from .analyses.tcp_analysis import TCP_ANALYSIS_COLUMNS, tcp_analysis, tcp_analysis_columns
-from .analyses.throughput import THROUGHPUT_COLUMNS, throughput, throughput_file
+from .analyses.retrans import Retrans, retrans
+from .analyses.rtt import Rtt, rtt
+from .analyses.seqgraph import SeqGraph, seqgraph
+from .analyses.tcp_analysis import TcpAnalysis, tcp_analysis
+from .analyses.throughput import Throughput, throughput
 from .analyses.verify import Expected, Verification, verify
+from .batch import Outcome, each
 from .capture import Capture
 from .errors import (CaptureFormatError, CaptureOpenError, CorruptCaptureError, EngineError,
                      PcapstatsError, PcapstatsWarning, SkippedPacketsWarning,
                      TruncatedCaptureWarning, UsageError)
 from .reader import read
-
-__version__ = "0.1.0"
+from .results import Result, concat
 
 __all__ = [
-    "Capture", "read", "throughput", "throughput_file", "THROUGHPUT_COLUMNS",
-    "tcp_analysis", "tcp_analysis_columns", "TCP_ANALYSIS_COLUMNS",
-    "iograph", "iograph_many", "IOGraph",
-    "cwnd", "cwnd_analysis", "retrans", "rtt", "rtt_summary", "seqgraph",
-    "verify", "Verification", "Expected", "reassemble",
-    "flavour", "FLAVOUR_COLUMNS",
+    # reading, and many captures at once
+    "read", "Capture", "each", "concat", "Outcome", "Result",
+    # the analyses and their results
+    "throughput", "Throughput", "iograph", "IOGraph", "tcp_analysis", "TcpAnalysis",
+    "retrans", "Retrans", "rtt", "Rtt", "seqgraph", "SeqGraph", "cwnd", "Cwnd",
+    "flavour", "Flavour", "verify", "Verification", "Expected", "reassemble",
+    # errors and warnings
     "PcapstatsError", "CaptureOpenError", "CaptureFormatError", "CorruptCaptureError",
     "EngineError", "UsageError", "PcapstatsWarning", "TruncatedCaptureWarning",
-    "SkippedPacketsWarning", "__version__",
+    "SkippedPacketsWarning",
+    "__version__",
 ]

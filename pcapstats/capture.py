@@ -5,7 +5,9 @@ Analyses read the raw columns (``cap.column(name)``, whose values are meaningful
 ``cap.packets``, a DataFrame where a column is ``<NA>`` on packets that lack its layer.  Column
 meanings live in pcapstats.schema.  Columns that are cheap to derive (float times, flag bits,
 SACK edges from their compact table) are stored as functions and computed when asked, so the
-table in memory stays near 100 bytes a packet.
+table in memory stays near 100 bytes a packet.  The stream layer's facts (each packet's
+``direction``, the per-stream summary) are derived from the columns by pcapstats.streams on
+first use and kept in ``derived``.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from . import schema
+from . import schema, streams
 from .errors import UsageError
 
 _NULLABLE = {"uint8": "UInt8", "uint16": "UInt16", "uint32": "UInt32", "int64": "Int64",
@@ -34,7 +36,12 @@ class Capture:
     engine: str = "fast"
     kernel: str = "c"
     warnings: list[str] = field(default_factory=list)
+    derived: dict = field(default_factory=dict, repr=False)  # streams' facts, computed once
     _packets: object = field(default=None, repr=False)  # the cached DataFrame
+
+    def __post_init__(self):
+        self.layers.setdefault(schema.STREAM, lambda: self.layer(schema.TCP) | self.layer(schema.UDP))
+        self.arrays.setdefault("direction", self._directions)
 
     def __len__(self) -> int:
         return len(self.arrays["frame_time_ns"])
@@ -42,6 +49,16 @@ class Capture:
     def __repr__(self) -> str:
         return (f"<Capture {self.path!r}: {len(self)} packets, {self.format}"
                 f"{' (gzip)' if self.compressed else ''}, engine={self.engine}>")
+
+    def _directions(self) -> np.ndarray:
+        if "direction" not in self.derived:
+            tcp, udp = self.layer(schema.TCP), self.layer(schema.UDP)
+            pick = lambda name: np.where(udp, self.column(f"udp_{name}"),  # noqa: E731
+                                         self.column(f"tcp_{name}"))
+            self.derived["direction"] = streams.packet_directions(
+                tcp, udp, pick("stream"), self.column("ip_src"), pick("srcport"),
+                self.column("l4_quoted"))
+        return self.derived["direction"]
 
     def column(self, name: str) -> np.ndarray:
         """Raw array of a column; its values are meaningful where ``present(name)``."""
@@ -81,9 +98,10 @@ class Capture:
         import pandas as pd
         raw = self.column(col.name)
         mask = None if col.layer == schema.FRAME else ~self.layer(col.layer)
-        if col.dtype == "category":
+        if col.dtype == "category":   # addresses, or the words a column's codes stand for
             codes = np.where(mask, -1, raw) if mask is not None else raw
-            return pd.Categorical.from_codes(codes, categories=pd.Index(self.addresses, dtype=object),
+            words = col.values or self.addresses
+            return pd.Categorical.from_codes(codes, categories=pd.Index(words, dtype=object),
                                              validate=False)
         if mask is None:
             return raw

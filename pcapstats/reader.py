@@ -1,4 +1,4 @@
-"""``ps.read``: one entry point over the two engines (the fast reader and tshark)."""
+"""``ps.read`` and the one input policy of every analysis: a Capture, or a path to read."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ import os
 
 from .capture import Capture
 from .errors import UsageError
+from .ingest import read_fast
 
 
 def read(path: str | os.PathLike, *, engine: str = "fast", kernel: str = "auto",
@@ -18,10 +19,20 @@ def read(path: str | os.PathLike, *, engine: str = "fast", kernel: str = "auto",
     progress: optional ``f(fraction_done)``, called as the fast engine moves through the file.
     """
     if engine == "fast":
-        from .ingest import read_fast
         report = (lambda done, total: progress(done / max(total, 1))) if progress else None
         return read_fast(path, kernel=kernel, progress=report)
     if engine == "tshark":
-        from .engines.tshark import read_tshark
+        from .engines.tshark import read_tshark  # lazy: it loads pandas, 0.25 s of start-up
         return read_tshark(path)
     raise UsageError(f"unknown engine {engine!r}", hint="use fast or tshark")
+
+
+def as_capture(source) -> Capture:
+    """A Capture as given, or the capture a path names, read with the fast engine; anything
+    else is one clear UsageError."""
+    if isinstance(source, Capture):
+        return source
+    if isinstance(source, (str, os.PathLike)):
+        return read(source)
+    raise UsageError(f"an analysis takes a Capture or a capture file's path, not a "
+                     f"{type(source).__name__}", hint="ps.read(path) gives a Capture")

@@ -27,9 +27,12 @@ import numpy as np
 FORMATS = ("table", "csv", "json")
 
 
-def render(table: dict, fmt: str) -> str:
+def render(table: dict, fmt: str, integers: frozenset = frozenset()) -> str:
+    """The table as text in ``fmt``; ``integers``: columns of whole numbers stored as floats
+    (so that they can be empty), written without a fractional part."""
     names = list(table)
-    rows = [[_value(table[name][i]) for name in names] for i in range(_length(table))]
+    rows = [[_value(table[name][i], name in integers) for name in names]
+            for i in range(length(table))]
     if fmt == "csv":
         buf = io.StringIO()
         writer = csv.writer(buf, lineterminator="\n")
@@ -42,11 +45,12 @@ def render(table: dict, fmt: str) -> str:
     return _aligned(names, rows, [np.issubdtype(np.asarray(table[n]).dtype, np.number) for n in names])
 
 
-def _length(table: dict) -> int:
+def length(table: dict) -> int:
+    """Rows of a table (0 for a table without columns)."""
     return len(next(iter(table.values()))) if table else 0
 
 
-def _value(v):
+def _value(v, integer: bool = False):
     """numpy scalar -> plain Python value; NaN and missing -> None."""
     if v is None:
         return None
@@ -55,7 +59,7 @@ def _value(v):
     if isinstance(v, (np.integer, int)):
         return int(v)
     if isinstance(v, (np.floating, float)):
-        return None if math.isnan(v) else float(v)
+        return None if math.isnan(v) else int(v) if integer else float(v)
     return str(v)
 
 

@@ -14,6 +14,7 @@ presence mask says which rows are real):
   no transport header (Wireshark with ``ip.defragment:FALSE`` shows them as data too).  An ICMP
   error that quotes a TCP/UDP header has the ``icmp`` layer *and* the quoted ``tcp``/``udp``
   fields, as in Wireshark, with ``l4_quoted`` set;
+- ``stream``: a TCP or UDP header was decoded (own or quoted): the packet belongs to a stream;
 - ``vlan``: the frame had at least one VLAN tag; ``icmp_echo``: an ICMP echo (or IPv4
   timestamp/info/mask) request or reply, which carry an identifier and a sequence number;
 - ``tcp_opt_*``: the option was present in that TCP header; ``tcp_sackK``: the header had at
@@ -30,8 +31,8 @@ from dataclasses import dataclass
 import numpy as np
 
 # Layers: a column's value is real only where its layer is present.
-FRAME, VLAN, IP, TCP, UDP, ICMP, ICMP_ECHO = (
-    "frame", "vlan", "ip", "tcp", "udp", "icmp", "icmp_echo")
+FRAME, VLAN, IP, TCP, UDP, ICMP, ICMP_ECHO, STREAM = (
+    "frame", "vlan", "ip", "tcp", "udp", "icmp", "icmp_echo", "stream")
 TCP_OPT_MSS, TCP_OPT_WS, TCP_OPT_SACK_PERM, TCP_OPT_TS = (
     "tcp_opt_mss", "tcp_opt_wscale", "tcp_opt_sack_perm", "tcp_opt_ts")
 TCP_SACK1, TCP_SACK2, TCP_SACK3, TCP_SACK4 = "tcp_sack1", "tcp_sack2", "tcp_sack3", "tcp_sack4"
@@ -39,26 +40,62 @@ TCP_SACK1, TCP_SACK2, TCP_SACK3, TCP_SACK4 = "tcp_sack1", "tcp_sack2", "tcp_sack
 
 @dataclass(frozen=True)
 class Column:
+    """One column of a table: the packet table here, and every analysis' result tables
+    (pcapstats.results), so that `pcapstats columns` and the CSV/JSON/Parquet writers describe
+    every table the same way."""
     name: str
-    dtype: str
-    layer: str
-    wireshark: str | None  # display field(s) it equals, "|"-separated for IPv4|IPv6 variants
+    dtype: str                   # numpy dtype name; "str" text; "category" address codes
+    doc: str                     # what it means, in one or two sentences
+    unit: str | None = None      # "s", "ms", "ns", "bytes", "bit/s", ... None: a count, id or text
+    wireshark: str | None = None  # display field(s) it equals, "|"-separated (IPv4|IPv6 variants)
+    layer: str | None = None     # packet table: the layer a packet needs for a value
+    optional: bool = False       # results: a number that may be missing (NaN, <NA> in pandas)
+    values: tuple[str, ...] = ()  # results: the words a text column can hold, when few
+
+
+@dataclass(frozen=True)
+class TableSpec:
+    """A table: its name, what one row is, and its columns in order (the packet table below;
+    every analysis' result tables, pcapstats.results)."""
+    name: str
     doc: str
+    columns: tuple[Column, ...]
+
+    @property
+    def names(self) -> list[str]:
+        return [c.name for c in self.columns]
+
+    def column(self, name: str) -> Column:
+        for c in self.columns:
+            if c.name == name:
+                return c
+        raise KeyError(name)
+
+    def with_capture(self) -> "TableSpec":
+        """The same table with a first column naming the capture of each row."""
+        return TableSpec(self.name, self.doc, (CAPTURE_COLUMN, *self.columns))
 
 
-_C = Column
+CAPTURE_COLUMN = Column("capture", "str", "the capture file of the row (given several)")
+
+
+def _C(name, dtype, layer, wireshark, doc, unit=None) -> Column:
+    """A packet-table column (positional, in the order the table below reads best)."""
+    return Column(name, dtype, doc, unit=unit, wireshark=wireshark, layer=layer)
+
+
 COLUMNS: tuple[Column, ...] = (
     # -- frame -------------------------------------------------------------------------------
     _C("frame_number", "uint32", FRAME, "frame.number", "1-based packet number in the file."),
     _C("frame_time_ns", "int64", FRAME, None,
-       "Capture time, exact integer nanoseconds since the epoch (frame.time_epoch * 1e9)."),
+       "Capture time, exact integer nanoseconds since the epoch (frame.time_epoch * 1e9).", unit="ns"),
     _C("frame_time_epoch", "float64", FRAME, "frame.time_epoch",
-       "Capture time in seconds since the epoch (float; derived from frame_time_ns)."),
+       "Capture time in seconds since the epoch (float; derived from frame_time_ns).", unit="s"),
     _C("frame_time_relative", "float64", FRAME, "frame.time_relative",
-       "Seconds since the first packet of the capture."),
-    _C("frame_len", "uint32", FRAME, "frame.len", "Bytes the packet had on the wire."),
+       "Seconds since the first packet of the capture.", unit="s"),
+    _C("frame_len", "uint32", FRAME, "frame.len", "Bytes the packet had on the wire.", unit="bytes"),
     _C("frame_cap_len", "uint32", FRAME, "frame.cap_len",
-       "Bytes captured (less than frame_len when the snaplen cut the packet)."),
+       "Bytes captured (less than frame_len when the snaplen cut the packet).", unit="bytes"),
     _C("frame_interface_id", "uint32", FRAME, "frame.interface_id",
        "pcapng interface id within its section (0 for classic pcap)."),
     _C("link_type", "uint16", FRAME, None,
@@ -69,16 +106,16 @@ COLUMNS: tuple[Column, ...] = (
     _C("vlan_count", "uint8", FRAME, None, "Number of VLAN tags (0, 1, 2 for QinQ ...)."),
     _C("frame_offset", "int64", FRAME, None,
        "Offset of the packet's first byte in the (decompressed) file: where to look with a hex "
-       "editor, and what error messages quote."),
+       "editor, and what error messages quote.", unit="bytes"),
     # -- IP (v4 or v6) -----------------------------------------------------------------------
     _C("ip_version", "uint8", IP, "ip.version|ipv6.version", "4 or 6."),
     _C("ip_src", "category", IP, "ip.src|ipv6.src", "Source address as text."),
     _C("ip_dst", "category", IP, "ip.dst|ipv6.dst", "Destination address as text."),
     _C("ip_hdr_len", "uint16", IP, "ip.hdr_len",
-       "IP header length in bytes; for IPv6 40 plus the extension headers walked."),
+       "IP header length in bytes; for IPv6 40 plus the extension headers walked.", unit="bytes"),
     _C("ip_len", "uint32", IP, "ip.len",
        "Total IP packet length from the header (IPv6: payload length + 40). Transport lengths "
-       "come from this, not from the captured bytes, as in Wireshark."),
+       "come from this, not from the captured bytes, as in Wireshark.", unit="bytes"),
     _C("ip_proto", "uint8", IP, "ip.proto",
        "Upper-layer protocol: IPv4's protocol field; for IPv6 the next header after walking the "
        "extension headers (6 TCP, 17 UDP, 1 ICMP, 58 ICMPv6)."),
@@ -89,7 +126,7 @@ COLUMNS: tuple[Column, ...] = (
     _C("ip_flags_mf", "bool", IP, "ip.flags.mf|ipv6.fraghdr.more",
        "More-fragments flag (IPv4, or the IPv6 fragment header)."),
     _C("ip_frag_offset", "uint16", IP, "ip.frag_offset|ipv6.fraghdr.offset",
-       "Fragment offset in 8-byte units, as carried in the header."),
+       "Fragment offset in 8-byte units, as carried in the header.", unit="8 bytes"),
     _C("ip_fragment", "bool", IP, None,
        "The packet is an IP fragment (MF set or offset > 0). Only the first fragment carries "
        "transport fields; pcapstats does not reassemble."),
@@ -101,15 +138,15 @@ COLUMNS: tuple[Column, ...] = (
     _C("tcp_seq_raw", "uint32", TCP, "tcp.seq_raw", "Sequence number as on the wire."),
     _C("tcp_ack_raw", "uint32", TCP, "tcp.ack_raw",
        "Acknowledgement number as on the wire (also when the ACK flag is clear)."),
-    _C("tcp_hdr_len", "uint8", TCP, "tcp.hdr_len", "TCP header length in bytes."),
+    _C("tcp_hdr_len", "uint8", TCP, "tcp.hdr_len", "TCP header length in bytes.", unit="bytes"),
     _C("tcp_flags", "uint16", TCP, "tcp.flags",
        "The 12 flag bits (FIN 0x001, SYN 0x002, RST 0x004, PSH 0x008, ACK 0x010, URG 0x020, "
        "ECE 0x040, CWR 0x080, NS/AE 0x100, reserved 0xE00)."),
     _C("tcp_window_size_value", "uint16", TCP, "tcp.window_size_value",
-       "Window field as on the wire, before window scaling."),
+       "Window field as on the wire, before window scaling.", unit="bytes"),
     _C("tcp_len", "uint32", TCP, "tcp.len",
-       "TCP payload length from the IP length (right even when the snaplen cut the payload)."),
-    _C("tcp_option_mss", "uint16", TCP_OPT_MSS, "tcp.options.mss_val", "MSS option value."),
+       "TCP payload length from the IP length (right even when the snaplen cut the payload).", unit="bytes"),
+    _C("tcp_option_mss", "uint16", TCP_OPT_MSS, "tcp.options.mss_val", "MSS option value.", unit="bytes"),
     _C("tcp_option_wscale_shift", "uint8", TCP_OPT_WS, "tcp.options.wscale.shift",
        "Window-scale option shift count."),
     _C("tcp_option_sack_perm", "bool", TCP, None, "SACK-permitted option present."),
@@ -129,7 +166,7 @@ COLUMNS: tuple[Column, ...] = (
     _C("udp_dstport", "uint16", UDP, "udp.dstport", "UDP destination port."),
     _C("udp_stream", "int64", UDP, "udp.stream",
        "UDP stream index, numbered exactly as Wireshark numbers it."),
-    _C("udp_length", "uint16", UDP, "udp.length", "UDP length field (header + payload)."),
+    _C("udp_length", "uint16", UDP, "udp.length", "UDP length field (header + payload).", unit="bytes"),
     # -- ICMP / ICMPv6 -------------------------------------------------------------------------
     _C("icmp_type", "uint8", ICMP, "icmp.type|icmpv6.type", "ICMP or ICMPv6 type."),
     _C("icmp_code", "uint8", ICMP, "icmp.code|icmpv6.code", "ICMP or ICMPv6 code."),
@@ -137,6 +174,9 @@ COLUMNS: tuple[Column, ...] = (
        "Echo identifier (echo request/reply, and IPv4 timestamp/info/mask messages)."),
     _C("icmp_seq", "uint16", ICMP_ECHO, "icmp.seq|icmpv6.echo.sequence_number",
        "Echo sequence number, big-endian (echo request/reply only, else <NA>)."),
+    Column("direction", "category", "a_to_b when the packet's source address and port are "
+           "side A's (the source of its stream's first packet), else b_to_a; see "
+           "pcapstats.streams", layer=STREAM, values=("a_to_b", "b_to_a")),
     _C("l4_quoted", "bool", FRAME, None,
        "The TCP/UDP columns hold the header quoted inside this ICMP error, not a header of the "
        "packet's own. Wireshark dissects that header and gives it a stream index (so it counts "
@@ -144,14 +184,16 @@ COLUMNS: tuple[Column, ...] = (
        "pcapstats throughput."),
     # -- payload (pcapstats' own) ---------------------------------------------------------------
     _C("payload_offset", "int64", FRAME, None,
-       "File offset of the transport payload (TCP/UDP data, ICMP body); -1 when none decoded."),
+       "File offset of the transport payload (TCP/UDP data, ICMP body); -1 when none decoded.", unit="bytes"),
     _C("payload_len", "uint32", FRAME, None,
-       "Payload bytes by the headers (tcp_len, udp_length - 8, ...); 0 when none decoded."),
+       "Payload bytes by the headers (tcp_len, udp_length - 8, ...); 0 when none decoded.", unit="bytes"),
     _C("payload_cap_len", "uint32", FRAME, None,
-       "Payload bytes actually present in the file (less than payload_len when cut)."),
+       "Payload bytes actually present in the file (less than payload_len when cut).", unit="bytes"),
 )
 
 BY_NAME: dict[str, Column] = {c.name: c for c in COLUMNS}
+PACKET_TABLE = TableSpec("packets", "one row per packet, in file order (ps.read(path).packets)",
+                         COLUMNS)
 
 # Columns the decoder fills with echo fields only for these ICMP types (echo request/reply).
 ICMP_ECHO_TYPES = {4: (0, 8), 6: (128, 129)}
@@ -162,11 +204,3 @@ def numpy_dtype(column: Column) -> np.dtype:
     return np.dtype("int32" if column.dtype == "category" else column.dtype)
 
 
-def describe() -> str:
-    """One line per column: name, type, layer, Wireshark field, meaning (for `pcapstats columns`)."""
-    width = max(len(c.name) for c in COLUMNS)
-    lines = []
-    for c in COLUMNS:
-        ws = c.wireshark or "-"
-        lines.append(f"{c.name:<{width}}  {c.dtype:<8}  {c.layer:<17}  {ws:<38}  {c.doc}")
-    return "\n".join(lines)

@@ -1,21 +1,76 @@
-"""The public API is exactly what pcapstats/__init__.py re-exports, and each name resolves."""
+"""The public API: ``__all__`` is exactly what pcapstats/__init__.py imports, every analysis is
+exported with its result class, and every analysis takes a Capture, a path or a list of them
+and returns its Result, which shows itself in a notebook."""
+import ast
+import inspect
+
+import numpy as np
+import pytest
+
 import pcapstats as ps
+from pcapstats.results import RESULT_TYPES
+from tests.helpers.paths import CAPTURES, ROOT
+
+CAPTURE = str(CAPTURES / "sp-reno-loss1pct.pcap")
 
 
-def test_exported_names_are_exactly_the_intended_ones():
-    assert sorted(ps.__all__) == sorted([
-        "Capture", "read", "throughput", "throughput_file", "THROUGHPUT_COLUMNS",
-        "tcp_analysis", "tcp_analysis_columns", "TCP_ANALYSIS_COLUMNS",
-        "iograph", "iograph_many", "IOGraph",
-        "cwnd", "cwnd_analysis", "retrans", "rtt", "rtt_summary", "seqgraph",
-        "verify", "Verification", "Expected", "reassemble",
-        "flavour", "FLAVOUR_COLUMNS",
-        "PcapstatsError", "CaptureOpenError", "CaptureFormatError", "CorruptCaptureError",
-        "EngineError", "UsageError", "PcapstatsWarning", "TruncatedCaptureWarning",
-        "SkippedPacketsWarning", "__version__",
-    ])
+def _imported_names() -> list[str]:
+    """The names pcapstats/__init__.py binds by importing them (read from its source)."""
+    tree = ast.parse((ROOT / "pcapstats" / "__init__.py").read_text())
+    return [alias.asname or alias.name for node in tree.body if isinstance(node, ast.ImportFrom)
+            for alias in node.names]
+
+
+def test_all_is_exactly_what_the_package_imports():
+    assert sorted(ps.__all__) == sorted(_imported_names())
+    assert len(set(ps.__all__)) == len(ps.__all__)
     for name in ps.__all__:
         assert getattr(ps, name) is not None
+
+
+def test_every_analysis_is_exported_with_its_result_class():
+    assert RESULT_TYPES, "no analysis registered its result class"
+    for name, result_type in RESULT_TYPES.items():
+        assert name in ps.__all__, f"analysis {name} is not exported"
+        assert result_type.__name__ in ps.__all__, f"{result_type.__name__} is not exported"
+        assert result_type.specs, f"{name} declares no tables"
+        options = inspect.signature(getattr(ps, name)).parameters
+        assert all(p.kind is p.KEYWORD_ONLY for p in list(options.values())[1:]), \
+            f"{name}: options after the capture must be keyword-only"
+
+
+@pytest.mark.parametrize("name", sorted(RESULT_TYPES))
+def test_each_analysis_takes_a_path_a_capture_or_a_list(name):
+    analysis, result_type = getattr(ps, name), RESULT_TYPES[name]
+    by_path = analysis(CAPTURE)
+    by_capture = analysis(ps.read(CAPTURE))
+    assert type(by_path) is type(by_capture) is result_type
+    for table in by_path.table_names:
+        a, b = by_path.table(table), by_capture.table(table)
+        assert list(a) == list(b) == by_path.spec(table).names
+        for column in a:
+            assert np.array_equal(a[column], b[column], equal_nan=a[column].dtype.kind == "f")
+    both = analysis([CAPTURE, CAPTURE])
+    assert both.captures == [CAPTURE, CAPTURE] and len(both.parts) == 2
+    assert both.rows() == 2 * by_path.rows()
+    assert list(both.table()) == ["capture", *by_path.spec().names]
+
+
+@pytest.mark.parametrize("name", sorted(RESULT_TYPES))
+def test_each_result_shows_its_table_and_figure_in_a_notebook(name):
+    result = getattr(ps, name)(CAPTURE)
+    bundle = result._repr_mimebundle_()
+    assert "<table" in bundle["text/html"]
+    assert ("image/png" in bundle) == result.draws
+    if result.draws:
+        assert bundle["image/png"][:8] == b"\x89PNG\r\n\x1a\n"
+        assert 'src="data:image/png;base64,' in bundle["text/html"]
+    assert len(result.to_pandas()) == result.rows()
+
+
+def test_a_path_that_is_not_a_capture_or_path_is_one_clear_error():
+    with pytest.raises(ps.UsageError, match="takes a Capture or a capture file's path"):
+        ps.throughput(42)
 
 
 def test_error_family():

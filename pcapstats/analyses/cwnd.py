@@ -1,7 +1,11 @@
 """The sender's congestion window, estimated from a capture, and its loss events.
 
 Built on :mod:`pcapstats.analyses.tcp_analysis` (Wireshark's bytes_in_flight, flags, relative
-numbers, calculated windows, RTTs) and :mod:`.tcp_flow` (stream, data direction, capture side).
+numbers, calculated windows, RTTs) and :mod:`.tcp_flow` (data direction, capture side).  The
+result's tables: ``samples`` (the estimate), ``losses`` (loss episodes), ``flight``
+(Wireshark's bytes in flight per data segment), ``rwnd`` (the receiver's window per ACK) and
+``limited`` (the intervals where the estimate is not the cwnd); its figures: the cwnd graph
+and Wireshark's Window Scaling graph (``figure(graph="wscale")``).
 
 **Sender-side capture** (the capture point sees the data leave before any loss): one sample
 per ACK that advances the cumulative ACK.  ``flight_bytes`` is Wireshark's bytes_in_flight
@@ -50,71 +54,138 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..batch import analysis
 from ..capture import Capture
-from .tcp_flow import capture_side, choose_stream, data_direction, stream_rows
+from ..errors import UsageError
+from ..results import Result
+from ..schema import Column, TableSpec
+from ..streams import DIRECTIONS, StreamChoice, choose_stream
+from .tcp_flow import capture_side, data_direction, stream_rows
 
 PROMPT_NS = 200_000           # an ACK answered by new data within this is "answered at once"
 ACK_CLOCKED_FRACTION = 0.75   # share of ACKs answered at once, over one RTT, to call it cwnd-limited
 STATES = ("cwnd", "rwnd", "app", "recovery")
+SIDES = ("sender", "receiver", "unknown")
+GRAPHS = ("cwnd", "wscale")
 _ACK, _SYN = 0x010, 0x002
 _RESENT = ("retransmission", "out_of_order", "keep_alive", "zero_window_probe")
 
-CWND_COLUMNS = (
-    ("frame_number", "sender side: the ACK; receiver side: the last data segment of the group"),
-    ("time_s", "its time, seconds since the capture's first packet"),
-    ("sender_time_s", "the same moment at the sender (receiver side: estimated), seconds"),
-    ("flight_bytes", "bytes in flight at that moment (see the module docstring)"),
-    ("cwnd_bytes", "the cwnd estimate: flight_bytes where state is cwnd, else empty"),
-    ("rwnd_bytes", "the receiver's last advertised window, after window scaling, bytes"),
-    ("state", "cwnd | rwnd (receiver-window-limited) | app (application-limited, paced or "
-              "idle) | recovery (loss recovery)"),
-)
-LOSS_COLUMNS = (
-    ("start_frame", "the episode's first re-sent segment (or hole)"),
-    ("start_s", "its time, seconds since the capture's first packet"),
-    ("end_s", "the ACK that ended the episode; empty if it never ended"),
-    ("recover_seq", "relative sequence number the ACK had to reach"),
-    ("resent_segments", "re-sent segments during the episode"),
-    ("cwnd_before_bytes", "flight of the last sample before the episode"),
-    ("cwnd_after_bytes", "flight of the first sample after it"),
-    ("ratio", "cwnd_after_bytes / cwnd_before_bytes"),
-)
+_C = Column
+_STREAM = _C("stream", "int64", "tcp.stream index, as Wireshark numbers it")
+_FRAME = _C("frame_number", "int64", "packet number in the file")
+_TIME = _C("time_s", "float64", "its time, seconds since the capture's first packet", "s")
+SAMPLES = TableSpec("samples", "one row per window sample (see the module docstring)", (
+    _STREAM,
+    _C("frame_number", "int64", "sender side: the ACK; receiver side: the last data segment of "
+       "the group"),
+    _TIME,
+    _C("sender_time_s", "float64", "the same moment at the sender (receiver side: estimated), "
+       "seconds", "s"),
+    _C("flight_bytes", "float64", "bytes in flight at that moment (see the module docstring)",
+       "bytes"),
+    _C("cwnd_bytes", "float64", "the cwnd estimate: flight_bytes where state is cwnd, else "
+       "empty", "bytes", optional=True),
+    _C("rwnd_bytes", "float64", "the receiver's last advertised window, after window scaling, "
+       "bytes", "bytes", optional=True),
+    _C("state", "str", "cwnd | rwnd (receiver-window-limited) | app (application-limited, "
+       "paced or idle) | recovery (loss recovery)", values=STATES),
+))
+LOSSES = TableSpec("losses", "one row per loss-recovery episode", (
+    _STREAM,
+    _C("start_frame", "int64", "the episode's first re-sent segment (or hole)"),
+    _C("start_s", "float64", "its time, seconds since the capture's first packet", "s"),
+    _C("end_s", "float64", "the ACK that ended the episode; empty if it never ended", "s",
+       optional=True),
+    _C("recover_seq", "int64", "relative sequence number the ACK had to reach"),
+    _C("resent_segments", "int64", "re-sent segments during the episode", "segments"),
+    _C("cwnd_before_bytes", "float64", "flight of the last sample before the episode", "bytes",
+       optional=True),
+    _C("cwnd_after_bytes", "float64", "flight of the first sample after it", "bytes",
+       optional=True),
+    _C("ratio", "float64", "cwnd_after_bytes / cwnd_before_bytes", optional=True),
+))
+FLIGHT = TableSpec("flight", "one row per data segment: Wireshark's bytes in flight", (
+    _STREAM, _FRAME, _TIME,
+    _C("bytes_in_flight", "float64", "tcp.analysis.bytes_in_flight after the segment", "bytes",
+       wireshark="tcp.analysis.bytes_in_flight", optional=True),
+    _C("resent", "bool", "the segment re-sends data (tshark's retransmission or out-of-order, "
+       "a keep-alive or zero-window probe)"),
+))
+RWND = TableSpec("rwnd", "one row per ACK of the receiver: its advertised window", (
+    _STREAM, _FRAME, _TIME,
+    _C("rwnd_bytes", "float64", "the window it advertised, after window scaling", "bytes"),
+    _C("edge_seq", "float64", "relative sequence number of the window's right edge (ACK + "
+       "window)"),
+))
+LIMITED = TableSpec("limited", "one row per run of samples whose state is not cwnd", (
+    _STREAM,
+    _C("start_s", "float64", "the run's first sample, seconds since the capture's first packet",
+       "s"),
+    _C("end_s", "float64", "the next sample of another state (the last sample at the end)",
+       "s"),
+    _C("state", "str", "rwnd, app or recovery (see samples)", values=STATES[1:]),
+))
 
 
 @dataclass
-class CwndResult:
-    """Everything the cwnd command and figure show; each table's columns are documented in
-    CWND_COLUMNS / LOSS_COLUMNS, ``flight`` is Wireshark's bytes_in_flight per data segment."""
+class CwndEstimate:
+    """The estimate of one stream as the analysis computes it (pandas tables without the
+    stream column); :class:`Cwnd` is what it returns, flavour reads this."""
     stream: int
-    data_direction: int
+    data_direction: int       # 0 (a_to_b) or 1
     side: str                 # "sender" | "receiver" | "unknown" (then analysed as sender)
     side_evidence: str
     mss_bytes: int
     rtt_s: float              # the smoothed RTT used for the one-RTT windows
-    samples: "object"         # DataFrame, CWND_COLUMNS
-    losses: "object"          # DataFrame, LOSS_COLUMNS
-    flight: "object"          # DataFrame: frame_number, time_s, bytes_in_flight, resent
-    rwnd: "object"            # DataFrame: time_s, rwnd_bytes, edge_seq (receiver's packets)
+    samples: "object"         # DataFrame: SAMPLES' columns
+    losses: "object"          # DataFrame: LOSSES' columns
+    flight: "object"          # DataFrame: FLIGHT's columns
+    rwnd: "object"            # DataFrame: RWND's columns
+    choice: StreamChoice
 
 
-def cwnd(cap: Capture, stream: int | None = None, *, side: str = "auto"):
-    """The cwnd samples of one stream as a DataFrame (CWND_COLUMNS); ``df.attrs`` holds
-    stream, side, side_evidence, data_direction, mss_bytes, rtt_s."""
-    result = cwnd_analysis(cap, stream, side=side)
-    df = result.samples
-    df.attrs.update(stream=result.stream, side=result.side, side_evidence=result.side_evidence,
-                    data_direction=result.data_direction, mss_bytes=result.mss_bytes,
-                    rtt_s=result.rtt_s)
-    return df
+class Cwnd(Result):
+    """One TCP stream's cwnd estimate (tables in the module docstring).  ``stream``, ``side``
+    (sender | receiver | unknown), ``side_evidence``, ``data_direction`` (a_to_b | b_to_a),
+    ``mss_bytes``, ``rtt_s``: what the estimate rests on."""
+    analysis = "cwnd"
+    specs = (SAMPLES, LOSSES, FLIGHT, RWND, LIMITED)
+    draws = True
+
+    def __init__(self, est: CwndEstimate, *, capture: str):
+        tables = {"samples": est.samples, "losses": est.losses, "flight": est.flight,
+                  "rwnd": est.rwnd}
+        tables = {name: {"stream": np.full(len(t), est.stream, np.int64),
+                         **{c: t[c].to_numpy() for c in t.columns}}
+                  for name, t in tables.items()}
+        tables["limited"] = _limited(est.stream, tables["samples"])
+        notes = [est.choice.note(), f"stream {est.stream}: {est.side}-side capture "
+                                    f"({est.side_evidence})"]
+        super().__init__(tables, capture=capture, notes=notes)
+        self.stream, self.side, self.side_evidence = est.stream, est.side, est.side_evidence
+        self.data_direction = DIRECTIONS[est.data_direction]
+        self.mss_bytes, self.rtt_s = est.mss_bytes, est.rtt_s
+
+    def _figure(self, *, graph: str = "cwnd", title: str | None = None):
+        from ..plots.tcp import cwnd_figure, wscale_figure
+        if graph not in GRAPHS:
+            raise UsageError(f"unknown graph {graph!r}", hint="use cwnd or wscale")
+        return (cwnd_figure if graph == "cwnd" else wscale_figure)(self, title=title)
 
 
-def cwnd_analysis(cap: Capture, stream: int | None = None, *, side: str = "auto") -> CwndResult:
-    """Samples, loss events, per-segment flight and the receiver's window of one stream.
+@analysis()
+def cwnd(capture: Capture, *, stream: int | None = None, side: str = "auto") -> Cwnd:
+    """The cwnd estimate of one TCP stream (by default the one with the most payload).
     ``side`` forces "sender" or "receiver" when the handshake cannot tell."""
-    from ..errors import UsageError
+    return Cwnd(estimate(capture, stream, side=side), capture=capture.path)
+
+
+def estimate(cap: Capture, stream: int | None = None, *, side: str = "auto") -> CwndEstimate:
+    """Samples, loss events, per-segment flight and the receiver's window of one stream."""
     if side not in ("auto", "sender", "receiver"):
         raise UsageError(f"unknown capture side {side!r}", hint="use auto, sender or receiver")
-    stream = choose_stream(cap, stream).stream
+    choice = choose_stream(cap, stream)
+    stream = choice.stream
     df = stream_rows(cap, stream)
     data_dir = data_direction(df)
     found, evidence = capture_side(df, data_dir)
@@ -132,11 +203,11 @@ def cwnd_analysis(cap: Capture, stream: int | None = None, *, side: str = "auto"
     episodes = _episodes(v, receiver=(found == "receiver"))
     _mark_recovery(samples, episodes, v)
     samples["cwnd_bytes"] = np.where(samples["state"] == "cwnd", samples["flight_bytes"], np.nan)
-    import pandas as pd
-    table = pd.DataFrame({name: samples[name] for name, _ in CWND_COLUMNS})
-    return CwndResult(stream, data_dir, found if found != "unknown" else "unknown", evidence,
-                      v.mss, v.rtt_ns / 1e9, table, _loss_table(episodes, samples, v),
-                      _flight_table(v), _rwnd_table(v))
+    import pandas as pd  # lazy: see tcp_flow.stream_rows
+    table = pd.DataFrame({name: samples[name] for name in SAMPLES.names[1:]})
+    return CwndEstimate(stream, data_dir, found, evidence, v.mss, v.rtt_ns / 1e9, table,
+                        _loss_table(episodes, samples, v), _flight_table(v), _rwnd_table(v),
+                        choice)
 
 
 def tcp_info_errors(samples, t0_ns: int, info_t_ns, info_cwnd_bytes, *, rtt_s: float,
@@ -146,8 +217,8 @@ def tcp_info_errors(samples, t0_ns: int, info_t_ns, info_cwnd_bytes, *, rtt_s: f
     over the kernel samples the estimate covers: the cwnd in force at kernel time t is what
     the *next* sample's flight shows (the sender fills its window after an ACK, the next ACK
     finds it), taken only if that sample is within one RTT and in state cwnd."""
-    t = samples["sender_time_s"].to_numpy() * 1e9 + t0_ns
-    est = samples["cwnd_bytes"].to_numpy(np.float64)
+    t = np.asarray(samples["sender_time_s"], np.float64) * 1e9 + t0_ns
+    est = np.asarray(samples["cwnd_bytes"], np.float64)
     info_t = np.asarray(info_t_ns, np.int64)
     truth = np.asarray(info_cwnd_bytes, np.float64)
     i = np.searchsorted(t, info_t, side="right")
@@ -159,20 +230,21 @@ def tcp_info_errors(samples, t0_ns: int, info_t_ns, info_cwnd_bytes, *, rtt_s: f
     return np.abs(e[keep] - truth[near][keep]) / truth[near][keep]
 
 
-def limited_intervals(samples) -> list[tuple[float, float, str]]:
-    """(start_s, end_s, state) runs of consecutive samples with the same state other than cwnd:
-    each run lasts from its first sample to the next sample of another state."""
-    t = samples["time_s"].to_numpy()
-    s = samples["state"].to_numpy()
-    out = []
-    if len(t) == 0:
-        return out
-    change = np.flatnonzero(np.r_[True, s[1:] != s[:-1]])
-    ends = np.r_[change[1:], len(t) - 1]
-    for a, b in zip(change, ends):
-        if s[a] != "cwnd":
-            out.append((float(t[a]), float(t[b]), str(s[a])))
-    return out
+def _limited(stream: int, samples: dict) -> dict[str, np.ndarray]:
+    """Runs of consecutive samples with the same state other than cwnd: each lasts from its
+    first sample to the next sample of another state (the last sample, at the end)."""
+    t, s = samples["time_s"], samples["state"]
+    rows = ([], [], [])
+    if len(t):
+        change = np.flatnonzero(np.r_[True, s[1:] != s[:-1]])
+        ends = np.r_[change[1:], len(t) - 1]
+        for a, b in zip(change, ends):
+            if s[a] != "cwnd":
+                for column, value in zip(rows, (t[a], t[b], s[a])):
+                    column.append(value)
+    return {"stream": np.full(len(rows[0]), stream, np.int64),
+            "start_s": np.asarray(rows[0], np.float64), "end_s": np.asarray(rows[1], np.float64),
+            "state": np.asarray(rows[2], object)}
 
 
 # -- views of the stream ------------------------------------------------------------------------
@@ -364,9 +436,9 @@ def _mark_recovery(samples: dict, episodes: list[dict], v: _Views) -> None:
 
 
 def _loss_table(episodes, samples, v: _Views):
-    import pandas as pd
+    import pandas as pd  # lazy: see tcp_flow.stream_rows
     rows, flight = samples["_at"], samples["flight_bytes"]
-    out = {name: [] for name, _ in LOSS_COLUMNS}
+    out = {name: [] for name in LOSSES.names[1:]}
     for e in episodes:
         before = np.searchsorted(rows, e["start"]) - 1
         fb = float(flight[before]) if before >= 0 else np.nan
@@ -388,14 +460,14 @@ def _loss_table(episodes, samples, v: _Views):
 
 
 def _flight_table(v: _Views):
-    import pandas as pd
+    import pandas as pd  # lazy: see tcp_flow.stream_rows
     rows = v.data
     return pd.DataFrame({"frame_number": v.frame[rows], "time_s": v.seconds(rows),
                          "bytes_in_flight": v.bif[rows], "resent": v.resent[rows]})
 
 
 def _rwnd_table(v: _Views):
-    import pandas as pd
+    import pandas as pd  # lazy: see tcp_flow.stream_rows
     rows = v.acks
     return pd.DataFrame({"frame_number": v.frame[rows], "time_s": v.seconds(rows),
                          "rwnd_bytes": v.win[rows].astype(np.float64),

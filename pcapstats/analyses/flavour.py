@@ -62,7 +62,13 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..batch import analysis
 from ..capture import Capture
+from ..errors import UsageError
+from ..results import Result
+from ..schema import Column, TableSpec
+from ..streams import choose_stream, id_ranges, stream_summary
+from .cwnd import SIDES, Cwnd, estimate
 
 LABELS = ("reno", "cubic", "bbr", "unknown")
 
@@ -109,73 +115,120 @@ SIDE_FACTOR = {"sender": 1.0, "receiver": 0.9, "unknown": 0.8}
 
 MIN_STREAM_BYTES = 65_536   # streams carrying less are not listed by flavour() (nothing to judge)
 
-FLAVOUR_COLUMNS = (
-    ("stream", "tcp.stream"),
-    ("label", "reno | cubic | bbr | unknown"),
-    ("confidence", "0..1: the share of the evidence for the label (see classify), 0 for unknown"),
-    ("reason", "the evidence in words; for unknown, why"),
-    ("side", "sender | receiver | unknown: where the capture was taken (cwnd analysis)"),
-    ("side_evidence", "how the side was told"),
-    ("data_segments", "data segments of the stream (re-sent ones included)"),
-    ("duration_s", "first to last data segment, seconds"),
-    ("rtt_ms", "the smoothed RTT the analysis used, ms"),
-    ("mss_bytes", "largest segment payload"),
-    ("rwnd_limited_share", "share of the window samples (outside recovery) receiver-window-"
-                           "limited"),
-    ("idle_share", "share of the time in gaps > 1 RTT ended by new data sent long after the "
-                   "last ACK: application-limited"),
-    ("loss_events", "congestion events: loss episodes, those within one RTT of the previous "
-                    "merged"),
-    ("collapses", "events whose window fell under COLLAPSE_FACTOR x before (timeouts)"),
-    ("decrease_events", "events with a decrease factor that counts (window before >= "
-                        "MIN_WINDOW_MSS[side] segments, not a collapse)"),
-    ("decrease_factor_median", "median window after / before over those events"),
-    ("decrease_factor_iqr", "its interquartile range"),
-    ("backed_off", "events from BACKOFF_MIN_WINDOW_MSS segments whose window after is at most "
-                   "CUT_FACTOR x before (stage 1: the sender backs off on loss)"),
-    ("kept_window", "... at least KEPT_FACTOR x before (did not back off: BBR)"),
-    ("votes_reno", "decrease votes: events whose window after is nearest Reno's max(W/2, 2)"),
-    ("votes_cubic", "... nearest Cubic's max(W x 0.7, 2) segments"),
-    ("votes_bbr", "... nearest W (no back-off)"),
-    ("loss_frames", "frame of the first re-sent segment (or hole) of each event, first 8"),
-    ("epochs_fitted", "growth epochs (between events) with 5+ cwnd-limited samples"),
-    ("growth_votes_reno", "epochs growing RENO_GROWTH_MIN+ segments per RTT (see growth_vote)"),
-    ("growth_votes_cubic", "epochs growing within CUBIC_GROWTH segments per RTT"),
-    ("reno_fit_residual", "median over epochs of the RMS residual of W0 + a t / mean window"),
-    ("cubic_fit_residual", "... of W_max + C (t - K)^3, W_max the window before the epoch's loss"),
-    ("reno_slope_mss_per_rtt", "median fitted Reno growth, segments per RTT (Reno: about 1)"),
-    ("cubic_c", "median fitted C, segments / s^3 (Linux Cubic: 0.4)"),
-    ("cubic_k_s", "median fitted K: seconds from the epoch's start to the plateau"),
-    ("ack_clocked_share", "sender side: share of new data segments sent < ACK_CLOCK_NS after "
-                          "an ACK arrived (ACK-clocked ~1, paced low)"),
-    ("departure_gap_cv", "sender side: coefficient of variation of the gaps between new data "
-                         "segments"),
-    ("gain_cycling_strength", "power of the send rate per RTT at period 8 RTTs / median power"),
-    ("gain_cycling_amplitude", "peak-to-peak of the send rate folded on 8 RTTs / mean"),
-    ("probe_rtt_dips", "runs of flight <= PROBE_RTT_MSS segments for >= PROBE_RTT_MIN_S"),
-    ("probe_rtt_ranges_s", "their time ranges, seconds (first 5)"),
-    ("slow_start_exit_frame", "frame of the first loss event (-1: none)"),
-    ("slow_start_exit_s", "its time, seconds since the capture's first packet"),
-    ("slow_start_exit_bytes", "the window before it, bytes"),
-)
+_C = Column
+STREAMS = TableSpec("streams", "one row per TCP stream that carried MIN_STREAM_BYTES or more "
+                    "(or the one asked for)", (
+    _C("stream", "int64", "tcp.stream index, as Wireshark numbers it"),
+    _C("label", "str", "reno | cubic | bbr | unknown", values=LABELS),
+    _C("confidence", "float64", "0..1: the share of the evidence for the label (see classify), "
+       "0 for unknown"),
+    _C("reason", "str", "the evidence in words; for unknown, why"),
+    _C("side", "str", "sender | receiver | unknown: where the capture was taken (cwnd analysis)",
+       values=SIDES),
+    _C("side_evidence", "str", "how the side was told"),
+    _C("data_segments", "int64", "data segments of the stream (re-sent ones included)",
+       "segments"),
+    _C("duration_s", "float64", "first to last data segment, seconds", "s"),
+    _C("rtt_ms", "float64", "the smoothed RTT the analysis used", "ms"),
+    _C("mss_bytes", "int64", "largest segment payload", "bytes"),
+    _C("rwnd_limited_share", "float64", "share of the window samples (outside recovery) "
+       "receiver-window-limited", optional=True),
+    _C("idle_share", "float64", "share of the time in gaps > 1 RTT ended by new data sent long "
+       "after the last ACK: application-limited", optional=True),
+    _C("loss_events", "int64", "congestion events: loss episodes, those within one RTT of the "
+       "previous merged"),
+    _C("collapses", "int64", "events whose window fell under COLLAPSE_FACTOR x before "
+       "(timeouts)"),
+    _C("decrease_events", "int64", "events with a decrease factor that counts (window before "
+       ">= MIN_WINDOW_MSS[side] segments, not a collapse)"),
+    _C("decrease_factor_median", "float64", "median window after / before over those events",
+       optional=True),
+    _C("decrease_factor_iqr", "float64", "its interquartile range", optional=True),
+    _C("backed_off", "int64", "events from BACKOFF_MIN_WINDOW_MSS segments whose window after "
+       "is at most CUT_FACTOR x before (stage 1: the sender backs off on loss)"),
+    _C("kept_window", "int64", "... at least KEPT_FACTOR x before (did not back off: BBR)"),
+    _C("votes_reno", "int64", "decrease votes: events whose window after is nearest Reno's "
+       "max(W/2, 2)"),
+    _C("votes_cubic", "int64", "... nearest Cubic's max(W x 0.7, 2) segments"),
+    _C("votes_bbr", "int64", "... nearest W (no back-off)"),
+    _C("loss_frames", "str", "frame of the first re-sent segment (or hole) of each event, "
+       "first 8"),
+    _C("epochs_fitted", "int64", "growth epochs (between events) with 5+ cwnd-limited samples"),
+    _C("growth_votes_reno", "int64", "epochs growing RENO_GROWTH_MIN+ segments per RTT (see "
+       "growth_vote)"),
+    _C("growth_votes_cubic", "int64", "epochs growing within CUBIC_GROWTH segments per RTT"),
+    _C("reno_fit_residual", "float64", "median over epochs of the RMS residual of W0 + a t / "
+       "mean window", optional=True),
+    _C("cubic_fit_residual", "float64", "... of W_max + C (t - K)^3, W_max the window before "
+       "the epoch's loss", optional=True),
+    _C("reno_slope_mss_per_rtt", "float64", "median fitted Reno growth (Reno: about 1)",
+       "segments/RTT", optional=True),
+    _C("cubic_c", "float64", "median fitted C (Linux Cubic: 0.4)", "segments/s^3",
+       optional=True),
+    _C("cubic_k_s", "float64", "median fitted K: seconds from the epoch's start to the "
+       "plateau", "s", optional=True),
+    _C("ack_clocked_share", "float64", "sender side: share of new data segments sent < "
+       "ACK_CLOCK_NS after an ACK arrived (ACK-clocked ~1, paced low)", optional=True),
+    _C("departure_gap_cv", "float64", "sender side: coefficient of variation of the gaps "
+       "between new data segments", optional=True),
+    _C("gain_cycling_strength", "float64", "power of the send rate per RTT at period 8 RTTs / "
+       "median power", optional=True),
+    _C("gain_cycling_amplitude", "float64", "peak-to-peak of the send rate folded on 8 RTTs / "
+       "mean", optional=True),
+    _C("probe_rtt_dips", "int64", "runs of flight <= PROBE_RTT_MSS segments for >= "
+       "PROBE_RTT_MIN_S"),
+    _C("probe_rtt_ranges_s", "str", "their time ranges, seconds (first 5)"),
+    _C("slow_start_exit_frame", "int64", "frame of the first loss event (-1: none)"),
+    _C("slow_start_exit_s", "float64", "its time, seconds since the capture's first packet", "s",
+       optional=True),
+    _C("slow_start_exit_bytes", "float64", "the window before it", "bytes", optional=True),
+))
 
 
-def flavour(cap: Capture, stream: int | None = None):
-    """One row per TCP stream (FLAVOUR_COLUMNS): every stream that carried MIN_STREAM_BYTES
-    or more (no rows when none did), or only ``stream``.  UsageError without TCP."""
-    import pandas as pd
-    from .. import schema
-    from .tcp_flow import choose_stream
+class Flavour(Result):
+    """The congestion control of each TCP stream's sender (table ``streams``); its figure
+    shows one stream's window with the fitted growth curves (``figure(stream=N)``; by
+    default the stream with the most payload).  ``details``: per stream, what the figure
+    draws."""
+    analysis = "flavour"
+    specs = (STREAMS,)
+    view = {"streams": ("stream", "label", "confidence", "side", "loss_events",
+                        "decrease_factor_median", "reno_slope_mss_per_rtt", "ack_clocked_share",
+                        "reason")}
+    draws = True
+
+    def __init__(self, rows: list[dict], details: dict, *, capture: str, notes=()):
+        table = {c.name: np.array([r[c.name] for r in rows],
+                                  dtype=object if c.dtype == "str" else c.dtype)
+                 for c in STREAMS.columns}
+        super().__init__({"streams": table}, capture=capture, notes=notes)
+        self.details = details
+
+    def _figure(self, *, stream: int | None = None, title: str | None = None):
+        from ..plots.flavour import flavour_figure
+        if not self.details:
+            raise UsageError("no stream to draw: none carried enough data to judge")
+        if stream is None:
+            stream = max(self.details, key=lambda s: self.details[s].row["data_segments"])
+        if stream not in self.details:
+            raise UsageError(f"no flavour of TCP stream {stream} here",
+                             hint=f"streams judged: {id_ranges(self.details)}")
+        return flavour_figure(self.details[stream], title=title)
+
+
+@analysis()
+def flavour(capture: Capture, *, stream: int | None = None) -> Flavour:
+    """One row per TCP stream: every stream that carried MIN_STREAM_BYTES or more (no rows
+    when none did), or only ``stream``.  UsageError without TCP."""
     if stream is not None:
-        streams = [choose_stream(cap, stream).stream]
+        streams = [choose_stream(capture, stream).stream]
     else:
-        choose_stream(cap, None)           # one clear error when there is no TCP at all
-        tcp = cap.layer(schema.TCP) & ~cap.column("l4_quoted").astype(bool)
-        payload = np.bincount(cap.column("tcp_stream")[tcp],
-                              weights=cap.column("tcp_len")[tcp].astype(np.float64))
-        streams = [int(s) for s in np.flatnonzero(payload >= MIN_STREAM_BYTES)]
-    rows = [flavour_stream(cap, s).row for s in streams]
-    return pd.DataFrame(rows, columns=[name for name, _ in FLAVOUR_COLUMNS])
+        choose_stream(capture, None)           # one clear error when there is no TCP at all
+        tcp = stream_summary(capture, proto="tcp")
+        payload = tcp["payload_bytes_a_to_b"] + tcp["payload_bytes_b_to_a"]
+        streams = [int(s) for s in tcp["stream"][payload >= MIN_STREAM_BYTES]]
+    details = {s: flavour_stream(capture, s) for s in streams}
+    return Flavour([d.row for d in details.values()], details, capture=capture.path)
 
 
 # -- evidence ------------------------------------------------------------------------------------
@@ -372,18 +425,17 @@ def idle_share(data_t_s, resent, ack_t_s, rtt_s: float) -> float:
 # -- one stream ----------------------------------------------------------------------------------
 
 @dataclass
-class FlavourResult:
-    """The row of one stream plus what its figure draws (the cwnd analysis and the fits)."""
+class StreamFlavour:
+    """The row of one stream plus what its figure draws (the cwnd result and the fits)."""
     row: dict
-    cwnd: object                      # pcapstats.analyses.cwnd.CwndResult
+    cwnd: Cwnd
     epochs: list = field(default_factory=list)   # (t0_s, t1_s, GrowthFit) per epoch fitted
     event_starts_s: list = field(default_factory=list)  # start of each congestion event
 
 
-def flavour_stream(cap: Capture, stream: int) -> FlavourResult:
+def flavour_stream(cap: Capture, stream: int) -> StreamFlavour:
     """Evidence and verdict for one TCP stream (see the module docstring)."""
-    from .cwnd import cwnd_analysis
-    cw = cwnd_analysis(cap, stream)
+    cw = estimate(cap, stream)
     s, losses, flight = cw.samples, cw.losses, cw.flight
     mss, rtt_s = max(cw.mss_bytes, 1), cw.rtt_s
     t0 = int(cap.column("frame_time_ns")[0])
@@ -451,7 +503,8 @@ def flavour_stream(cap: Capture, stream: int) -> FlavourResult:
                                   else np.nan),
     }
     row.update(classify(row))
-    return FlavourResult(row, cw, epochs, [float(x) for x in losses["start_s"].to_numpy()[first]])
+    return StreamFlavour(row, Cwnd(cw, capture=cap.path), epochs,
+                         [float(x) for x in losses["start_s"].to_numpy()[first]])
 
 
 def _lengths(cap: Capture, flight, mask) -> np.ndarray:

@@ -1,7 +1,7 @@
 """I/O graph: packets, bytes or bits per interval, as Wireshark's Statistics > I/O Graphs and
 ``tshark -q -z io,stat,<interval>``, with the averages people need beside it.
 
-``iograph(cap, ...)`` returns an :class:`IOGraph` with three tables (pandas DataFrames):
+``iograph(cap, ...)`` returns an :class:`IOGraph` result with three tables:
 
 - ``series``: one row per interval and group: the I/O graph itself;
 - ``summary``: one row per group: averages (each over a named span), the peak interval, the
@@ -49,103 +49,125 @@ an IP header quoted inside an ICMP error).
 
 **Groups** (``by``): ``None`` (one group: everything selected), ``"stream"`` (one per TCP/UDP
 stream, keys ``proto``, ``stream``), ``"direction"`` (``a_to_b`` / ``b_to_a`` summed over
-streams) or ``"stream+direction"``.  Side A of a stream is the source of its first packet (as in
-``ps.throughput``); a packet whose source address and port are side A's goes A to B, every other
-packet of the stream B to A.  Grouping by stream or direction leaves out packets that belong to
+streams) or ``"stream+direction"``.  A packet's direction is the packet table's (side A of a
+stream is the source of its first packet, as in ``ps.throughput``; see pcapstats.streams).  Grouping by stream or direction leaves out packets that belong to
 no TCP/UDP stream (ARP, ICMP echo).  Several captures add a ``capture`` key (the path).
 
 Intervals before a group's first packet and after its last are not listed (they would all be
-zero); the intervals in between are, zeros included.  Column definitions: SERIES_COLUMNS,
-SUMMARY_COLUMNS, TRANSFER_COLUMNS below (``{unit}`` is bits, bytes or packets).  Rates end in
-``_per_sec`` (``*_s`` columns are seconds).
+zero); the intervals in between are, zeros included.  Column definitions: ``pcapstats
+columns iograph``.  The rate columns are named by the unit: ``bps`` (bits/s), ``bytes_per_s``
+or ``packets_per_s``.
 """
 
 from __future__ import annotations
 
 import ipaddress
 import math
-import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
 from .. import schema
+from ..batch import analysis
 from ..capture import Capture
 from ..errors import UsageError
+from ..results import Result
+from ..schema import Column, TableSpec
+from ..streams import DIRECTIONS, PROTOS
 
 UNITS = ("bits", "bytes", "packets")
+RATE_NAMES = {"bits": "bps", "bytes": "bytes_per_s", "packets": "packets_per_s"}
+RATE_UNITS = {"bits": "bit/s", "bytes": "bytes/s", "packets": "packets/s"}
 GROUPINGS = (None, "stream", "direction", "stream+direction")
 DEFAULT_GAP_S = 1.0
-DIRECTIONS = np.array(["a_to_b", "b_to_a"], dtype=object)
 MAX_SERIES_ROWS = 50_000_000   # intervals x groups: beyond this, ask for a longer interval
 
-SERIES_COLUMNS: tuple[tuple[str, str], ...] = (
-    ("interval", "interval index k: the interval covers [k x interval, (k+1) x interval) after "
-                 "the capture's first packet (times rounded to the microsecond, as tshark)"),
-    ("start_s", "start of the interval, seconds after the capture's first packet (k x interval)"),
-    ("packets", "frames in the interval (tshark io,stat: Frames)"),
-    ("bytes", "frame bytes on the wire in the interval (tshark io,stat: Bytes)"),
-    ("{unit}_per_sec", "the interval's {unit} / interval length in seconds"),
-)
-
-SUMMARY_COLUMNS: tuple[tuple[str, str], ...] = (
-    ("packets", "frames of the group"),
-    ("bytes", "frame bytes on the wire of the group"),
-    ("first_s", "the group's first packet, seconds after the capture's first packet"),
-    ("last_s", "the group's last packet, seconds after the capture's first packet"),
-    ("active_s", "last_s - first_s: the span the group was active"),
-    ("capture_span_s", "the capture's first packet to its last packet (all packets, unfiltered)"),
-    ("avg_capture_{unit}_per_sec",
-     "{unit} / capture_span_s: Wireshark's average (idle time before, between and after the "
-     "group's packets lowers it)"),
-    ("avg_active_{unit}_per_sec",
-     "{unit} / active_s: the average while the group was active (idle before its first and "
-     "after its last packet does not count); empty when active_s is 0"),
-    ("peak_{unit}_per_sec", "the largest interval's {unit} / interval length"),
-    ("peak_start_s", "start of that interval (the earliest one when several tie)"),
-    ("transfers", "runs of the group's packets with no idle gap longer than gap_s"),
-    ("mean_transfer_{unit}_per_sec",
-     "mean of the transfers' avg_{unit}_per_sec (each over its own first to last packet); "
-     "transfers of one instant are left out"),
-)
-
-TRANSFER_COLUMNS: tuple[tuple[str, str], ...] = (
-    ("transfer", "0, 1, ... in time order within the group"),
-    ("packets", "frames of the transfer"),
-    ("bytes", "frame bytes on the wire of the transfer"),
-    ("first_s", "its first packet, seconds after the capture's first packet"),
-    ("last_s", "its last packet, seconds after the capture's first packet"),
-    ("duration_s", "last_s - first_s"),
-    ("avg_{unit}_per_sec",
-     "{unit} / duration_s (over the transfer's own first to last packet); empty when "
-     "duration_s is 0"),
-)
+_C = Column
+KEY_COLUMNS = {
+    "proto": _C("proto", "str", "the group's transport protocol (by stream)", values=PROTOS),
+    "stream": _C("stream", "int64", "tcp.stream or udp.stream index (by stream)"),
+    "direction": _C("direction", "str", "a_to_b or b_to_a (by direction)", values=DIRECTIONS),
+}
 
 
-def column_docs(columns, unit: str) -> list[tuple[str, str]]:
-    """A column table with ``{unit}`` filled in (for help texts and notebooks)."""
-    return [(name.format(unit=unit), doc.format(unit=unit)) for name, doc in columns]
+def _specs(keys: list[str], unit: str) -> tuple[TableSpec, ...]:
+    """The three tables for a grouping and a unit; ``{rate}`` in a name is the rate column's
+    name for the unit (``bps``, ``bytes_per_s``, ``packets_per_s``)."""
+    rate, per_s = RATE_NAMES[unit], RATE_UNITS[unit]
+
+    def cols(*defs):
+        return (*(KEY_COLUMNS[k] for k in keys),
+                *(_C(n.format(rate=rate), d, doc.format(unit=unit), u and u.format(r=per_s),
+                     optional=opt) for n, d, doc, u, opt in defs))
+    summary = cols(
+        ("packets", "int64", "frames of the group", "packets", False),
+        ("bytes", "int64", "frame bytes on the wire of the group", "bytes", False),
+        ("first_s", "float64", "the group's first packet, seconds after the capture's first "
+         "packet", "s", False),
+        ("last_s", "float64", "the group's last packet, seconds after the capture's first packet",
+         "s", False),
+        ("active_s", "float64", "last_s - first_s: the span the group was active", "s", False),
+        ("capture_span_s", "float64", "the capture's first packet to its last packet (all "
+         "packets, unfiltered)", "s", False),
+        ("avg_capture_{rate}", "float64", "{unit} / capture_span_s: Wireshark's average (idle "
+         "time before, between and after the group's packets lowers it)", "{r}", True),
+        ("avg_active_{rate}", "float64", "{unit} / active_s: the average while the group was "
+         "active (idle before its first and after its last packet does not count); empty when "
+         "active_s is 0", "{r}", True),
+        ("peak_{rate}", "float64", "the largest interval's {unit} / interval length", "{r}", False),
+        ("peak_start_s", "float64", "start of that interval (the earliest one when several tie)",
+         "s", False),
+        ("transfers", "int64", "runs of the group's packets with no idle gap longer than gap_s",
+         None, False),
+        ("mean_transfer_{rate}", "float64", "mean of the transfers' avg (each over its own first "
+         "to last packet); transfers of one instant are left out", "{r}", True),
+    )
+    series = cols(
+        ("interval", "int64", "interval index k: the interval covers [k x interval, (k+1) x "
+         "interval) after the capture's first packet (times rounded to the microsecond, as "
+         "tshark)", None, False),
+        ("start_s", "float64", "start of the interval, seconds after the capture's first packet "
+         "(k x interval)", "s", False),
+        ("packets", "int64", "frames in the interval (tshark io,stat: Frames)", "packets", False),
+        ("bytes", "int64", "frame bytes on the wire in the interval (tshark io,stat: Bytes)",
+         "bytes", False),
+        ("{rate}", "float64", "the interval's {unit} / interval length in seconds", "{r}", False),
+    )
+    transfers = cols(
+        ("transfer", "int64", "0, 1, ... in time order within the group", None, False),
+        ("packets", "int64", "frames of the transfer", "packets", False),
+        ("bytes", "int64", "frame bytes on the wire of the transfer", "bytes", False),
+        ("first_s", "float64", "its first packet, seconds after the capture's first packet", "s",
+         False),
+        ("last_s", "float64", "its last packet, seconds after the capture's first packet", "s",
+         False),
+        ("duration_s", "float64", "last_s - first_s", "s", False),
+        ("avg_{rate}", "float64", "{unit} / duration_s (over the transfer's own first to last "
+         "packet); empty when duration_s is 0", "{r}", True),
+    )
+    return (TableSpec("summary", "one row per group: averages, peak interval, transfers",
+                      summary),
+            TableSpec("series", "one row per interval and group: the I/O graph itself", series),
+            TableSpec("transfers", "one row per transfer (a run of a group's packets without "
+                      "an idle gap longer than gap_s)", transfers))
 
 
-@dataclass
-class IOGraph:
-    """The I/O graph of one or several captures; see the module docstring for every definition."""
-    series: object          # pandas DataFrame: keys..., SERIES_COLUMNS
-    summary: object         # pandas DataFrame: keys..., SUMMARY_COLUMNS
-    transfers: object       # pandas DataFrame: keys..., TRANSFER_COLUMNS
-    keys: list[str]         # group key columns, first in every table ("capture", "proto", ...)
-    unit: str
-    interval_ns: int
-    gap_ns: int
-    by: str | None
-    filters: dict = field(default_factory=dict)   # what was selected (stream, proto, host, port)
-    series_rows: np.ndarray | None = field(default=None, repr=False)  # series rows per summary row
-    capture_rows: np.ndarray | None = field(default=None, repr=False)  # summary rows per capture
+class IOGraph(Result):
+    """The I/O graph of one capture (of several after :func:`pcapstats.concat`); every
+    definition is in the module docstring.  ``keys``: the group key columns; ``unit``,
+    ``interval_ns``, ``gap_ns``, ``by``, ``filters``: what was asked."""
+    analysis = "iograph"
+    specs = _specs(["proto", "stream", "direction"], "bits")   # `pcapstats columns iograph`
+    draws = overlays = True
 
-    def group_series(self) -> list:
-        """Per summary row, its rows of ``series`` (a DataFrame slice), in summary order."""
-        ends = np.cumsum(self.series_rows)
-        return [self.series.iloc[end - n:end] for n, end in zip(self.series_rows, ends)]
+    def __init__(self, tables, *, capture: str, options: "_Options", keys: list[str],
+                 series_rows):
+        super().__init__(tables, capture=capture, specs=_specs(keys, options.unit))
+        self.keys = keys
+        self.unit, self.interval_ns, self.gap_ns, self.by = (options.unit, options.interval_ns,
+                                                             options.gap_ns, options.by)
+        self.filters = options.filters
+        self.series_rows = np.asarray(series_rows, np.int64)   # series rows of each group
 
     @property
     def interval_s(self) -> float:
@@ -156,62 +178,44 @@ class IOGraph:
         return self.gap_ns / 1e9
 
     @property
-    def value_column(self) -> str:
-        """The per-second column: ``bits_per_sec``, ``bytes_per_sec`` or ``packets_per_sec``."""
-        return f"{self.unit}_per_sec"
+    def rate_column(self) -> str:
+        """The per-second column: ``bps``, ``bytes_per_s`` or ``packets_per_s``."""
+        return RATE_NAMES[self.unit]
 
-    @property
-    def empty(self) -> bool:
-        """Nothing matched the filters."""
-        return len(self.summary) == 0
+    def groups(self) -> list["Group"]:
+        """Every group of every capture: its label, its summary row and its series rows."""
+        out = []
+        for part in self.parts:
+            summary, series = part.table("summary"), part.table("series")
+            ends = np.cumsum(part.series_rows)
+            for i, (n, end) in enumerate(zip(part.series_rows, ends)):
+                row = {name: values[i] for name, values in summary.items()}
+                out.append(Group(part.captures[0], _label(row, part.keys), row,
+                                 {name: values[end - n:end] for name, values in series.items()}))
+        return out
 
-    def group_labels(self) -> list[str]:
-        """One readable label per summary row ("tcp 0 a_to_b", "capture.pcap: all")."""
-        return [_label(self.summary.iloc[i], self.keys) for i in range(len(self.summary))]
-
-    def _repr_html_(self) -> str:
-        return (f"<b>I/O graph</b>: {len(self.summary)} group(s), {len(self.series)} intervals of "
-                f"{self.interval_s:g} s, {len(self.transfers)} transfer(s) (gap {self.gap_s:g} s); "
-                f"<code>.summary</code>, <code>.series</code>, <code>.transfers</code>"
-                + self.summary.to_html(index=False))
+    def _figure(self, *, layout: str = "overlay", title: str | None = None):
+        from ..plots.iograph import iograph_figure
+        return iograph_figure(self, layout=layout, title=title)
 
 
-def iograph(cap, *, interval: float = 1.0, unit: str = "bits", by: str | None = None,
-            stream: int | None = None, proto: str | None = None, host: str | None = None,
-            port: int | None = None, gap: float = DEFAULT_GAP_S) -> IOGraph:
-    """The I/O graph of a capture: a :class:`~pcapstats.Capture`, a path, or a list of either
-    (then as :func:`iograph_many`).  Raises UsageError for a bad argument or an unknown stream;
+@dataclass
+class Group:
+    """One line of the I/O graph: its capture, label, summary row and series."""
+    capture: str
+    label: str
+    summary: dict
+    series: dict[str, np.ndarray]
+
+
+@analysis()
+def iograph(capture: Capture, *, interval: float = 1.0, unit: str = "bits",
+            by: str | None = None, stream: int | None = None, proto: str | None = None,
+            host: str | None = None, port: int | None = None,
+            gap: float = DEFAULT_GAP_S) -> IOGraph:
+    """The I/O graph of a capture.  Raises UsageError for a bad option or an unknown stream;
     returns an empty result (``.empty``) when nothing matches the filters."""
-    if isinstance(cap, (list, tuple)):
-        return iograph_many(cap, interval=interval, unit=unit, by=by, stream=stream, proto=proto,
-                            host=host, port=port, gap=gap)
-    options = _Options.checked(interval, unit, by, stream, proto, host, port, gap)
-    return _one(_as_capture(cap), options)
-
-
-def iograph_many(captures, **options) -> IOGraph:
-    """Several captures overlaid on relative time (each from its own first packet), with a first
-    key column ``capture`` (the path).  Paths are read one at a time."""
-    parts = [iograph(cap, **options) for cap in captures]
-    paths = [str(cap) if isinstance(cap, (str, os.PathLike)) else cap.path for cap in captures]
-    return combine(parts, paths)
-
-
-def combine(parts: list[IOGraph], names: list[str]) -> IOGraph:
-    """One result from the results of several captures, keyed by ``capture`` = names[i]."""
-    import pandas as pd
-    if not parts:
-        raise UsageError("no captures given")
-    first = parts[0]
-
-    def stack(attr):
-        frames = [getattr(p, attr).assign(capture=name) for p, name in zip(parts, names)]
-        joined = pd.concat(frames, ignore_index=True)
-        return joined[["capture"] + [c for c in joined.columns if c != "capture"]]
-    return IOGraph(stack("series"), stack("summary"), stack("transfers"), ["capture"] + first.keys,
-                   first.unit, first.interval_ns, first.gap_ns, first.by, first.filters,
-                   np.concatenate([p.series_rows for p in parts]),
-                   np.array([len(p.summary) for p in parts], dtype=np.int64))
+    return _one(capture, _Options.checked(interval, unit, by, stream, proto, host, port, gap))
 
 
 def check_options(**options) -> None:
@@ -299,15 +303,6 @@ def _gap_ns(gap) -> int:
     return max(1, round(min(seconds, 1e9) * 1e9))  # 30 years: no gap in any capture is longer
 
 
-def _as_capture(cap) -> Capture:
-    if isinstance(cap, Capture):
-        return cap
-    if isinstance(cap, (str, os.PathLike)):
-        from ..reader import read
-        return read(cap)
-    raise UsageError(f"iograph needs a Capture or a path, got {type(cap).__name__}")
-
-
 # -- selection and groups --------------------------------------------------------------------
 
 _PROTO_CODE = {"tcp": 0, "udp": 1}
@@ -354,7 +349,10 @@ def _same_address(text, wanted: str) -> bool:
         return False
 
 
-def _group_ids(cap: Capture, rows, by, code, stream_ids, sport):
+_DIRECTION_NAMES = np.array(DIRECTIONS, dtype=object)
+
+
+def _group_ids(cap: Capture, rows, by, code, stream_ids):
     """(group id per selected row, key columns per group); rows outside every group dropped."""
     if by is None:
         return rows, np.zeros(len(rows), np.int64), {}
@@ -362,38 +360,21 @@ def _group_ids(cap: Capture, rows, by, code, stream_ids, sport):
     pcode, sid = code[rows].astype(np.int64), stream_ids[rows].astype(np.int64)
     skey = (pcode << 40) | sid
     keys = {}
-    if "direction" in by:
-        a_addr, a_port = _side_a(cap, rows, skey, sport)
-        src = cap.column("ip_src")[rows]
-        direction = ((src != a_addr) | (sport[rows] != a_port)).astype(np.int64)
-    else:
-        direction = np.zeros(len(rows), np.int64)
+    direction = (cap.column("direction")[rows].astype(np.int64) if "direction" in by
+                 else np.zeros(len(rows), np.int64))
     if by == "direction":
         full = direction
     else:
         full = (skey << 1) | direction
     uniq, gid = np.unique(full, return_inverse=True)
     if by == "direction":
-        keys["direction"] = DIRECTIONS[uniq]
+        keys["direction"] = _DIRECTION_NAMES[uniq]
     else:
         keys["proto"] = _PROTO_NAMES[uniq >> 41]
         keys["stream"] = (uniq >> 1) & ((1 << 40) - 1)
         if by == "stream+direction":
-            keys["direction"] = DIRECTIONS[uniq & 1]
+            keys["direction"] = _DIRECTION_NAMES[uniq & 1]
     return rows, gid.astype(np.int64), keys
-
-
-def _side_a(cap: Capture, rows, skey, sport):
-    """Per row: side A's address code and port, from the stream's first packet of its own
-    (a header quoted in an ICMP error names side A only for a stream with nothing else)."""
-    quoted = cap.column("l4_quoted")[rows]
-    src = cap.column("ip_src")[rows]
-    order = np.lexsort((np.arange(len(rows)), quoted, skey))     # own packets first, file order
-    sorted_keys = skey[order]
-    firsts = order[np.flatnonzero(np.r_[True, sorted_keys[1:] != sorted_keys[:-1]])]
-    uniq = skey[firsts]
-    at = np.searchsorted(uniq, skey)
-    return src[firsts][at], sport[rows][firsts][at]
 
 
 # -- the computation -------------------------------------------------------------------------
@@ -401,7 +382,7 @@ def _side_a(cap: Capture, rows, skey, sport):
 def _one(cap: Capture, o: _Options) -> IOGraph:
     code, stream_ids, sport, dport = _transport(cap)
     rows = np.flatnonzero(_select(cap, o, code, stream_ids, sport, dport))
-    rows, gid, keys = _group_ids(cap, rows, o.by, code, stream_ids, sport)
+    rows, gid, keys = _group_ids(cap, rows, o.by, code, stream_ids)
     t_all = cap.column("frame_time_ns")
     t0 = cap.first_time_ns or 0
     span_ns = int(t_all.max()) - t0 if len(t_all) else 0
@@ -409,7 +390,7 @@ def _one(cap: Capture, o: _Options) -> IOGraph:
     size = cap.column("frame_len")[rows].astype(np.int64)
     key_names = list(keys)
     if len(rows) == 0:
-        return _empty(o, key_names)
+        return _empty(cap, o, key_names)
 
     # Sort by (group, time): groups become segments, time runs forward inside each.
     order = np.lexsort((t, gid))
@@ -437,8 +418,9 @@ def _one(cap: Capture, o: _Options) -> IOGraph:
     value = _in_unit(o.unit, packets, bytes_) * per_s
 
     series = {name: vals[series_seg] for name, vals in group_keys.items()}
+    rate = RATE_NAMES[o.unit]
     series.update({"interval": k, "start_s": k * o.interval_ns / 1e9, "packets": packets,
-                   "bytes": bytes_, f"{o.unit}_per_sec": value})
+                   "bytes": bytes_, rate: value})
 
     # Peaks: the largest interval of each group, the earliest on a tie.
     peak = np.maximum.reduceat(value, offsets)
@@ -464,24 +446,24 @@ def _one(cap: Capture, o: _Options) -> IOGraph:
     transfers = {name: vals[tseg] for name, vals in group_keys.items()}
     transfers.update({"transfer": t_index, "packets": t_packets, "bytes": t_bytes,
                       "first_s": (t_first - t0) / 1e9, "last_s": (t_last - t0) / 1e9,
-                      "duration_s": t_dur_ns / 1e9, f"avg_{o.unit}_per_sec": t_avg})
+                      "duration_s": t_dur_ns / 1e9, f"avg_{rate}": t_avg})
 
     g_packets, g_bytes = ends - starts, np.add.reduceat(size, starts)
     g_amount = _in_unit(o.unit, g_packets, g_bytes)
     first_ns, last_ns = t[starts], t[ends - 1]
-    u = o.unit
     summary = dict(group_keys)
     summary.update({
         "packets": g_packets, "bytes": g_bytes,
         "first_s": (first_ns - t0) / 1e9, "last_s": (last_ns - t0) / 1e9,
         "active_s": (last_ns - first_ns) / 1e9, "capture_span_s": np.full(n_groups, span_ns / 1e9),
-        f"avg_capture_{u}_per_sec": _rate(g_amount, np.full(n_groups, span_ns)),
-        f"avg_active_{u}_per_sec": _rate(g_amount, last_ns - first_ns),
-        f"peak_{u}_per_sec": peak, "peak_start_s": peak_start_s,
+        f"avg_capture_{rate}": _rate(g_amount, np.full(n_groups, span_ns)),
+        f"avg_active_{rate}": _rate(g_amount, last_ns - first_ns),
+        f"peak_{rate}": peak, "peak_start_s": peak_start_s,
         "transfers": np.bincount(tseg, minlength=n_groups).astype(np.int64),
-        f"mean_transfer_{u}_per_sec": mean_transfer,
+        f"mean_transfer_{rate}": mean_transfer,
     })
-    return _result(o, key_names, series, summary, transfers, lengths)
+    return IOGraph({"summary": summary, "series": series, "transfers": transfers},
+                   capture=cap.path, options=o, keys=key_names, series_rows=lengths)
 
 
 def _in_unit(unit: str, packets, bytes_) -> np.ndarray:
@@ -497,30 +479,14 @@ def _rate(amount, span_ns) -> np.ndarray:
         return np.where(span > 0, amount * 1e9 / span, np.nan)
 
 
-def _result(o: _Options, key_names, series, summary, transfers, series_rows) -> IOGraph:
-    import pandas as pd
-    return IOGraph(pd.DataFrame(series), pd.DataFrame(summary), pd.DataFrame(transfers),
-                   key_names, o.unit, o.interval_ns, o.gap_ns, o.by, o.filters,
-                   np.asarray(series_rows, dtype=np.int64))
-
-
-def _empty(o: _Options, key_names) -> IOGraph:
-    def table(columns):
-        names = key_names + [n.format(unit=o.unit) for n, _ in columns]
-        return {n: np.zeros(0, object if n in ("proto", "direction") else
-                            np.float64 if n.endswith(("_s", "_per_sec")) else np.int64)
-                for n in names}
-    return _result(o, key_names, table(SERIES_COLUMNS), table(SUMMARY_COLUMNS),
-                   table(TRANSFER_COLUMNS), [])
+def _empty(cap: Capture, o: _Options, key_names) -> IOGraph:
+    tables = {spec.name: {c.name: np.zeros(0, object if c.dtype == "str" else c.dtype)
+                          for c in spec.columns} for spec in _specs(key_names, o.unit)}
+    return IOGraph(tables, capture=cap.path, options=o, keys=key_names, series_rows=[])
 
 
 def _label(row, keys) -> str:
-    parts = []
-    for k in keys:
-        v = row[k]
-        parts.append(os.path.basename(str(v)) + ":" if k == "capture" else
-                     "A→B" if v == "a_to_b" else "B→A" if v == "b_to_a" else str(v))
-    text = " ".join(parts)
-    if not keys or keys == ["capture"]:
-        text = (text + " all packets").strip()
-    return text
+    """A group's name in a legend: "tcp 0 A→B", "all packets"."""
+    parts = ["A→B" if row[k] == "a_to_b" else "B→A" if row[k] == "b_to_a" else str(row[k])
+             for k in keys]
+    return " ".join(parts) if parts else "all packets"

@@ -10,61 +10,98 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 
+from ..batch import analysis
 from ..capture import Capture
-from .tcp_flow import choose_stream, data_direction, stream_rows
+from ..errors import UsageError
+from ..results import Result
+from ..schema import Column, TableSpec
+from ..streams import DIRECTIONS, choose_stream
+from .tcp_flow import data_direction, stream_rows
 
-SEGMENT_COLUMNS = (
-    ("frame_number", "packet number"), ("time_s", "seconds since the capture's first packet"),
-    ("tcp_seq", "relative sequence number"), ("tcp_nxtseq", "relative next sequence number"),
-    ("resent", "tshark flags it a retransmission or out-of-order"),
-)
+STYLES = ("stevens", "tcptrace")
+_C = Column
+_STREAM = _C("stream", "int64", "tcp.stream index, as Wireshark numbers it")
+_FRAME = _C("frame_number", "int64", "packet number in the file")
+_TIME = _C("time_s", "float64", "seconds since the capture's first packet", "s")
+SEGMENTS = TableSpec("segments", "one row per data segment of the data direction", (
+    _STREAM, _FRAME, _TIME,
+    _C("tcp_seq", "int64", "relative sequence number", wireshark="tcp.seq"),
+    _C("tcp_nxtseq", "int64", "relative next sequence number", wireshark="tcp.nxtseq",
+       optional=True),
+    _C("resent", "bool", "tshark flags it a retransmission or out-of-order"),
+))
+ACKS = TableSpec("acks", "one row per packet of the other direction with the ACK flag", (
+    _STREAM, _FRAME, _TIME,
+    _C("tcp_ack", "int64", "relative acknowledgement number", wireshark="tcp.ack"),
+    _C("window_edge", "int64", "right edge of the advertised window: ACK + calculated window"),
+))
+SACKS = TableSpec("sacks", "one row per SACK block in those ACKs (the first three, as "
+                  "Wireshark keeps)", (
+    _STREAM, _FRAME, _TIME,
+    _C("left", "int64", "left edge, relative to the data direction's base sequence number"),
+    _C("right", "int64", "right edge, relative likewise"),
+))
 
 
-@dataclass
-class SeqGraph:
-    stream: int
-    data_direction: int
-    segments: "object"   # DataFrame, SEGMENT_COLUMNS
-    acks: "object"       # DataFrame: frame_number, time_s, tcp_ack, window_edge
-    sacks: "object"      # DataFrame: frame_number, time_s, left, right
+class SeqGraph(Result):
+    """One TCP stream's sequence graph data: ``segments``, ``acks``, ``sacks``.  ``stream``,
+    ``data_direction`` (a_to_b | b_to_a)."""
+    analysis = "seqgraph"
+    specs = (SEGMENTS, ACKS, SACKS)
+    draws = True
+
+    def __init__(self, tables, *, capture: str, stream: int, data_direction: str, notes=()):
+        super().__init__(tables, capture=capture, notes=notes)
+        self.stream, self.data_direction = stream, data_direction
+
+    def _figure(self, *, style: str = "stevens", title: str | None = None):
+        from ..plots.tcp import seqgraph_figure
+        if style not in STYLES:
+            raise UsageError(f"unknown style {style!r}", hint="use stevens or tcptrace")
+        return seqgraph_figure(self, style=style, title=title)
 
 
-def seqgraph(cap: Capture, stream: int | None = None) -> SeqGraph:
-    import pandas as pd
-    stream = choose_stream(cap, stream).stream
-    df = stream_rows(cap, stream)
+@analysis()
+def seqgraph(capture: Capture, *, stream: int | None = None) -> SeqGraph:
+    """The segments, ACKs and SACK blocks of one TCP stream (by default the one with the most
+    payload), for the Stevens and tcptrace graphs."""
+    choice = choose_stream(capture, stream)
+    df = stream_rows(capture, choice.stream)
     data_dir = data_direction(df)
-    t0 = int(cap.column("frame_time_ns")[0])
+    t0 = int(capture.column("frame_time_ns")[0])
     d = df["direction"].to_numpy()
     seconds = (df["frame_time_ns"].to_numpy() - t0) / 1e9
     frames = df["frame_number"].to_numpy()
     data = np.flatnonzero((d == data_dir) & (df["tcp_len"].to_numpy() > 0))
     resent = (df["retransmission"].to_numpy(bool) | df["out_of_order"].to_numpy(bool))
-    segments = pd.DataFrame({
+    segments = {
         "frame_number": frames[data], "time_s": seconds[data],
         "tcp_seq": df["tcp_seq"].to_numpy(np.int64)[data],
         "tcp_nxtseq": df["tcp_nxtseq"].to_numpy(np.float64, na_value=np.nan)[data],
-        "resent": resent[data]})
+        "resent": resent[data]}
     acks = np.flatnonzero((d != data_dir) & ((df["tcp_flags"].to_numpy() & 0x10) != 0))
     ack = df["tcp_ack"].to_numpy(np.int64)[acks]
-    ack_table = pd.DataFrame({
+    ack_table = {
         "frame_number": frames[acks], "time_s": seconds[acks], "tcp_ack": ack,
-        "window_edge": ack + df["tcp_window_size"].to_numpy(np.int64)[acks]})
-    return SeqGraph(stream, data_dir, segments, ack_table, _sacks(cap, df, data_dir, acks,
-                                                                   seconds))
+        "window_edge": ack + df["tcp_window_size"].to_numpy(np.int64)[acks]}
+    tables = {"segments": segments, "acks": ack_table,
+              "sacks": _sacks(capture, df, data_dir, acks, seconds)}
+    for table in tables.values():
+        table["stream"] = np.full(len(table["frame_number"]), choice.stream, np.int64)
+    return SeqGraph(tables, capture=capture.path, stream=choice.stream,
+                    data_direction=DIRECTIONS[data_dir], notes=[choice.note()])
 
 
 def _sacks(cap, df, data_dir, acks, seconds):
     """SACK blocks of the ACKs, relative to the data direction's base sequence number."""
-    import pandas as pd
     frames = df["frame_number"].to_numpy()
     d = df["direction"].to_numpy()
     data_rows = np.flatnonzero(d == data_dir)
     out = {"frame_number": [], "time_s": [], "left": [], "right": []}
+    empty = {"frame_number": np.zeros(0, np.int64), "time_s": np.zeros(0),
+             "left": np.zeros(0, np.int64), "right": np.zeros(0, np.int64)}
     if len(data_rows) and len(acks):
         all_frames = cap.column("frame_number")
         first = np.searchsorted(all_frames, frames[data_rows[0]])
@@ -81,5 +118,5 @@ def _sacks(cap, df, data_dir, acks, seconds):
             out["right"].append(re[has])
         out = {k: np.concatenate(v) for k, v in out.items()}
         order = np.argsort(out["frame_number"], kind="stable")
-        out = {k: v[order] for k, v in out.items()}
-    return pd.DataFrame(out)
+        return {k: v[order] for k, v in out.items()}
+    return empty

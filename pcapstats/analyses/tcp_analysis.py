@@ -85,8 +85,12 @@ import importlib.util
 import numpy as np
 
 from .. import schema
+from ..batch import analysis
 from ..capture import Capture
 from ..errors import UsageError
+from ..results import Result
+from ..schema import Column, TableSpec
+from ..streams import DIRECTIONS, own_transport
 
 # Bits of the compiled and Python analysers' flag word (the F_* of _tcpseq.c).
 FLAG_BITS = {
@@ -100,54 +104,86 @@ FLAG_BITS = {
 _ANALYSED = 0x8000   # Wireshark made its per-packet analysis record (then iRTT is shown)
 _RETRANSMISSIONS = 0x0007
 
-# (name, tshark field or None, meaning); the module docstring gives the definitions.
-TCP_ANALYSIS_COLUMNS: tuple[tuple[str, str | None, str], ...] = (
-    ("frame_number", "frame.number", "packet number in the file"),
-    ("frame_time_ns", None, "capture time, integer ns since the epoch"),
-    ("tcp_stream", "tcp.stream", "stream index, as Wireshark numbers it"),
-    ("direction", None, "0: sent by the source of the stream's first packet, 1: by the other side"),
-    ("tcp_len", "tcp.len", "payload bytes"),
-    ("tcp_seq", "tcp.seq", "relative sequence number"),
-    ("tcp_ack", "tcp.ack", "relative acknowledgement number (raw when the ACK flag is clear)"),
-    ("tcp_nxtseq", "tcp.nxtseq", "relative sequence number after this segment (SYN/FIN count 1)"),
-    ("tcp_window_size", "tcp.window_size", "receive window after window scaling, bytes"),
-    ("window_size_scalefactor", "tcp.window_size_scalefactor",
-     "2^shift; -1 unknown (SYN not captured), -2 no scaling; empty on SYNs"),
-    ("retransmission", "tcp.analysis.retransmission",
-     "any retransmission: generic, fast or spurious (tshark's field)"),
-    ("fast_retransmission", "tcp.analysis.fast_retransmission", "fast retransmission"),
-    ("spurious_retransmission", "tcp.analysis.spurious_retransmission",
-     "retransmission of data the peer had acknowledged"),
-    ("out_of_order", "tcp.analysis.out_of_order", "out-of-order segment"),
-    ("lost_segment", "tcp.analysis.lost_segment", "previous segment not captured"),
-    ("ack_lost_segment", "tcp.analysis.ack_lost_segment", "ACKs a segment not captured"),
-    ("duplicate_ack", "tcp.analysis.duplicate_ack", "duplicate ACK"),
-    ("duplicate_ack_num", "tcp.analysis.duplicate_ack_num", "duplicate ACKs so far (1, 2, ...)"),
-    ("duplicate_ack_frame", "tcp.analysis.duplicate_ack_frame", "frame of the original ACK"),
-    ("zero_window", "tcp.analysis.zero_window", "window 0"),
-    ("zero_window_probe", "tcp.analysis.zero_window_probe", "1-byte probe of a zero window"),
-    ("zero_window_probe_ack", "tcp.analysis.zero_window_probe_ack", "ACK of a zero-window probe"),
-    ("window_full", "tcp.analysis.window_full", "segment fills the peer's window"),
-    ("keep_alive", "tcp.analysis.keep_alive", "keep-alive"),
-    ("keep_alive_ack", "tcp.analysis.keep_alive_ack", "ACK of a keep-alive"),
-    ("window_update", "tcp.analysis.window_update", "window update"),
-    ("reused_ports", "tcp.analysis.reused_ports", "SYN/ACK with a new ISN on reused ports"),
-    ("bytes_in_flight", "tcp.analysis.bytes_in_flight", "unacknowledged bytes after this segment"),
-    ("push_bytes_sent", "tcp.analysis.push_bytes_sent", "bytes sent since the last PSH flag"),
-    ("acks_frame", "tcp.analysis.acks_frame", "frame of the segment this ACK acknowledges"),
-    ("ack_rtt_ns", "tcp.analysis.ack_rtt", "ns from that segment's first transmission to this ACK"),
-    ("ack_rtt_karn_ns", None, "ack_rtt_ns, empty when a re-sent segment was acknowledged (Karn)"),
-    ("ts_rtt_ns", None, "ns from the peer's first TSval to this packet's first echo of it"),
-    ("initial_rtt_ns", "tcp.analysis.initial_rtt", "ns from the SYN to the first pure ACK (iRTT)"),
-    ("rto_ns", "tcp.analysis.rto", "retransmission: ns since the oldest unacknowledged segment"),
-    ("rto_frame", "tcp.analysis.rto_frame", "that segment's frame"),
-)
+_C = Column
+PACKETS = TableSpec("packets", "one row per TCP packet (ICMP errors quoting a TCP header left "
+                    "out), in frame order", (
+    _C("frame_number", "int64", "packet number in the file", wireshark="frame.number"),
+    _C("frame_time_ns", "int64", "capture time, integer ns since the epoch", unit="ns"),
+    _C("stream", "int64", "tcp.stream index, as Wireshark numbers it", wireshark="tcp.stream"),
+    _C("direction", "str", "a_to_b: sent by side A (the source of the stream's first packet), "
+       "b_to_a: by the other side", values=DIRECTIONS),
+    _C("tcp_len", "int64", "payload bytes", unit="bytes", wireshark="tcp.len"),
+    _C("tcp_seq", "int64", "relative sequence number", wireshark="tcp.seq"),
+    _C("tcp_ack", "int64",
+       "relative acknowledgement number (raw when the ACK flag is clear)", wireshark="tcp.ack"),
+    _C("tcp_nxtseq", "int64",
+       "relative sequence number after this segment (SYN/FIN count 1)",
+       wireshark="tcp.nxtseq", optional=True),
+    _C("tcp_window_size", "int64",
+       "receive window after window scaling, bytes", unit="bytes", wireshark="tcp.window_size"),
+    _C("window_size_scalefactor", "int64",
+       "2^shift; -1 unknown (SYN not captured), -2 no scaling; empty on SYNs",
+       wireshark="tcp.window_size_scalefactor", optional=True),
+    _C("retransmission", "bool",
+       "any retransmission: generic, fast or spurious (tshark's field)",
+       wireshark="tcp.analysis.retransmission"),
+    _C("fast_retransmission", "bool",
+       "fast retransmission", wireshark="tcp.analysis.fast_retransmission"),
+    _C("spurious_retransmission", "bool",
+       "retransmission of data the peer had acknowledged",
+       wireshark="tcp.analysis.spurious_retransmission"),
+    _C("out_of_order", "bool", "out-of-order segment", wireshark="tcp.analysis.out_of_order"),
+    _C("lost_segment", "bool",
+       "previous segment not captured", wireshark="tcp.analysis.lost_segment"),
+    _C("ack_lost_segment", "bool",
+       "ACKs a segment not captured", wireshark="tcp.analysis.ack_lost_segment"),
+    _C("duplicate_ack", "bool", "duplicate ACK", wireshark="tcp.analysis.duplicate_ack"),
+    _C("duplicate_ack_num", "int64",
+       "duplicate ACKs so far (1, 2, ...)",
+       wireshark="tcp.analysis.duplicate_ack_num", optional=True),
+    _C("duplicate_ack_frame", "int64",
+       "frame of the original ACK", wireshark="tcp.analysis.duplicate_ack_frame", optional=True),
+    _C("zero_window", "bool", "window 0", wireshark="tcp.analysis.zero_window"),
+    _C("zero_window_probe", "bool",
+       "1-byte probe of a zero window", wireshark="tcp.analysis.zero_window_probe"),
+    _C("zero_window_probe_ack", "bool",
+       "ACK of a zero-window probe", wireshark="tcp.analysis.zero_window_probe_ack"),
+    _C("window_full", "bool",
+       "segment fills the peer's window", wireshark="tcp.analysis.window_full"),
+    _C("keep_alive", "bool", "keep-alive", wireshark="tcp.analysis.keep_alive"),
+    _C("keep_alive_ack", "bool", "ACK of a keep-alive", wireshark="tcp.analysis.keep_alive_ack"),
+    _C("window_update", "bool", "window update", wireshark="tcp.analysis.window_update"),
+    _C("reused_ports", "bool",
+       "SYN/ACK with a new ISN on reused ports", wireshark="tcp.analysis.reused_ports"),
+    _C("bytes_in_flight", "int64",
+       "unacknowledged bytes after this segment",
+       unit="bytes", wireshark="tcp.analysis.bytes_in_flight", optional=True),
+    _C("push_bytes_sent", "int64",
+       "bytes sent since the last PSH flag",
+       unit="bytes", wireshark="tcp.analysis.push_bytes_sent", optional=True),
+    _C("acks_frame", "int64",
+       "frame of the segment this ACK acknowledges",
+       wireshark="tcp.analysis.acks_frame", optional=True),
+    _C("ack_rtt_ns", "int64",
+       "ns from that segment's first transmission to this ACK",
+       unit="ns", wireshark="tcp.analysis.ack_rtt", optional=True),
+    _C("ack_rtt_karn_ns", "int64",
+       "ack_rtt_ns, empty when a re-sent segment was acknowledged (Karn)",
+       unit="ns", optional=True),
+    _C("ts_rtt_ns", "int64",
+       "ns from the peer's first TSval to this packet's first echo of it",
+       unit="ns", optional=True),
+    _C("initial_rtt_ns", "int64",
+       "ns from the SYN to the first pure ACK (iRTT)",
+       unit="ns", wireshark="tcp.analysis.initial_rtt", optional=True),
+    _C("rto_ns", "int64",
+       "retransmission: ns since the oldest unacknowledged segment",
+       unit="ns", wireshark="tcp.analysis.rto", optional=True),
+    _C("rto_frame", "int64",
+       "that segment's frame", wireshark="tcp.analysis.rto_frame", optional=True),
+))
 FLAG_COLUMNS = ("retransmission", *(c for c in FLAG_BITS if c != "generic_retransmission"))
 # Integer columns that have a value only on some packets (<NA> in the DataFrame, NaN in numpy).
-OPTIONAL_COLUMNS = ("tcp_nxtseq", "window_size_scalefactor", "duplicate_ack_num",
-                    "duplicate_ack_frame", "bytes_in_flight", "push_bytes_sent", "acks_frame",
-                    "ack_rtt_ns", "ack_rtt_karn_ns", "ts_rtt_ns", "initial_rtt_ns", "rto_ns",
-                    "rto_frame")
 
 # (name, dtype) of the analyser's outputs, in the order of tcpseq_args in _tcpseq.c.
 _OUTPUTS = (("rel_seq", np.uint32), ("rel_ack", np.uint32), ("nxtseq", np.uint32),
@@ -163,28 +199,33 @@ _INPUTS = (("stream", np.int64), ("dir", np.uint8), ("analysed", np.uint8), ("fl
            ("sack_le", np.uint32), ("sack_re", np.uint32))
 
 
-def tcp_analysis(cap: Capture, *, stream: int | None = None, kernel: str = "auto"):
-    """The analysis as a pandas DataFrame, one row per TCP packet (columns: TCP_ANALYSIS_COLUMNS;
-    optional numbers are nullable integers, <NA> where tshark shows no field)."""
-    import pandas as pd
-    values, present = _analysis(cap, stream, kernel)
-    data = {}
-    for name, _, _ in TCP_ANALYSIS_COLUMNS:
-        if name in present:
-            data[name] = pd.arrays.IntegerArray(values[name].astype(np.int64), ~present[name])
-        else:
-            data[name] = values[name]
-    return pd.DataFrame(data, copy=False)
+class TcpAnalysis(Result):
+    """tshark's tcp.analysis per TCP packet (table ``packets``; definitions in the module
+    docstring, columns named after the tshark fields they equal)."""
+    analysis = "tcp_analysis"
+    specs = (PACKETS,)
 
 
-def tcp_analysis_columns(cap: Capture, *, stream: int | None = None,
-                         kernel: str = "auto") -> dict[str, np.ndarray]:
-    """The same table as numpy columns (for the CLI): optional numbers are float64, NaN where
-    absent (exact: every value is below 2^53)."""
+@analysis()
+def tcp_analysis(capture: Capture, *, stream: int | None = None,
+                 kernel: str = "auto") -> TcpAnalysis:
+    """The analysis of every TCP packet (of one stream with ``stream``).  kernel: ``"auto"``
+    (the compiled analyser when built), ``"c"`` or ``"python"``."""
+    values = packet_analysis(capture, stream, kernel)
+    table = {c.name: values[c.name] for c in PACKETS.columns if c.name in values}
+    table["stream"] = values["tcp_stream"]
+    table["direction"] = np.asarray(DIRECTIONS, object)[values["direction"]]
+    return TcpAnalysis({"packets": table}, capture=capture.path)
+
+
+def packet_analysis(cap: Capture, stream: int | None = None,
+                    kernel: str = "auto") -> dict[str, np.ndarray]:
+    """The same numbers for the other TCP analyses, as raw numpy columns: ``tcp_stream``,
+    ``direction`` as 0 (a_to_b) / 1, optional numbers float64 with NaN where absent (exact:
+    every value is below 2^53)."""
     values, present = _analysis(cap, stream, kernel)
     out = {}
-    for name, _, _ in TCP_ANALYSIS_COLUMNS:
-        v = values[name]
+    for name, v in values.items():
         out[name] = np.where(present[name], v, np.nan) if name in present else v
     return out
 
@@ -193,11 +234,8 @@ def tcp_analysis_columns(cap: Capture, *, stream: int | None = None,
 
 def analysis_inputs(cap: Capture) -> tuple[np.ndarray, dict[str, np.ndarray], int]:
     """(rows of the TCP packets analysed, the analyser's input arrays, number of stream ids).
-
-    ``dir`` is filled by the analyser (direction 0: the source address and port of the stream's
-    first packet); here it holds the source (address code << 16 | port) it compares."""
-    tcp = cap.layer(schema.TCP) & ~cap.column("l4_quoted").astype(bool)
-    rows = np.flatnonzero(tcp & (cap.column("tcp_hdr_len") >= 20))
+    ``dir`` is the packet table's direction (0: sent by side A)."""
+    rows = np.flatnonzero(own_transport(cap, "tcp") & (cap.column("tcp_hdr_len") >= 20))
     col = lambda name: cap.column(name)[rows]  # noqa: E731
     stream = col("tcp_stream").astype(np.int64)
     wscale = np.where(cap.present("tcp_option_wscale_shift")[rows],
@@ -206,7 +244,7 @@ def analysis_inputs(cap: Capture) -> tuple[np.ndarray, dict[str, np.ndarray], in
                                      col(f"tcp_sack_{side}{k}_raw"), 0) for k in (1, 2, 3)],
                            axis=1).astype(np.uint32) for side in ("le", "re")}
     inputs = {
-        "stream": stream, "dir": np.zeros(len(rows), np.uint8),
+        "stream": stream, "dir": col("direction"),
         "analysed": (~col("ip_fragment").astype(bool)).astype(np.uint8),
         "flags": col("tcp_flags"), "seq": col("tcp_seq_raw"), "ack": col("tcp_ack_raw"),
         "win": col("tcp_window_size_value"), "seglen": col("tcp_len"),
@@ -214,20 +252,8 @@ def analysis_inputs(cap: Capture) -> tuple[np.ndarray, dict[str, np.ndarray], in
         "sack_count": col("tcp_sack_count"), "sack_le": sack["le"], "sack_re": sack["re"],
     }
     inputs = {name: np.ascontiguousarray(inputs[name], dtype) for name, dtype in _INPUTS}
-    source = (col("ip_src").astype(np.int64) << 16) | col("tcp_srcport").astype(np.int64)
-    inputs["dir"] = _directions(stream, source)
     n_streams = int(stream.max()) + 1 if len(stream) else 0
     return rows, inputs, n_streams
-
-
-def _directions(stream: np.ndarray, source: np.ndarray) -> np.ndarray:
-    """1 where the source differs from the source of its stream's first packet."""
-    if len(stream) == 0:
-        return np.zeros(0, np.uint8)
-    _, first = np.unique(stream, return_index=True)
-    first_source = np.zeros(int(stream.max()) + 1, np.int64)
-    first_source[stream[first]] = source[first]
-    return (source != first_source[stream]).astype(np.uint8)
 
 
 def _analysis(cap: Capture, stream: int | None, kernel: str):

@@ -1,12 +1,11 @@
-"""Which TCP stream, which direction carries the data, and where the capture was taken.
+"""One TCP stream's rows, which direction carries the data, and where the capture was taken.
 
-Shared by the per-stream TCP analyses (cwnd, rtt, seqgraph): they all need one stream, its
-data direction, and (cwnd) whether the capture saw the data *sender's* view or the
-*receiver's*.
+Shared by the per-stream TCP analyses (cwnd, rtt, seqgraph): they all need one stream's
+sequence analysis, its data direction, and (cwnd) whether the capture saw the data *sender's*
+view or the *receiver's*.  Which stream: pcapstats.streams.choose_stream.
 
-- :func:`choose_stream`: the stream asked for, checked (a UDP stream or a missing one is one
-  clear error), or by default the TCP stream with the most payload bytes.
-- :func:`data_direction`: the direction (0/1, as in tcp_analysis) that sent more payload bytes.
+- :func:`stream_rows`: tcp_analysis of one stream plus the header fields the analyses need;
+- :func:`data_direction`: the direction (0 a_to_b / 1 b_to_a) that sent more payload bytes.
 - :func:`capture_side`: "sender" or "receiver" (of the data), from the handshake's timing.
   A capture point near a host sees that host's packets leave at once and the peer's answers a
   full round trip later: near the client, SYN -> SYN/ACK takes about the whole initial RTT
@@ -19,55 +18,12 @@ data direction, and (cwnd) whether the capture saw the data *sender's* view or t
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 
-from .. import schema
 from ..capture import Capture
-from ..errors import UsageError
+from .tcp_analysis import packet_analysis
 
 NEAR_FRACTION = 0.75   # the near side's share of the round trip needed to call the side
-
-
-@dataclass(frozen=True)
-class StreamChoice:
-    stream: int
-    chosen: bool           # True when picked by default (the caller should say which)
-    payload_bytes: int
-    streams_with_data: int
-
-
-def choose_stream(cap: Capture, stream: int | None) -> StreamChoice:
-    """The TCP stream to analyse; UsageError (one line) when there is none to analyse."""
-    tcp = cap.layer(schema.TCP) & ~cap.column("l4_quoted").astype(bool)
-    ids = cap.column("tcp_stream")[tcp]
-    if len(ids) == 0:
-        raise UsageError("no TCP packets in this capture", path=cap.path,
-                         hint="these commands analyse TCP streams; see `pcapstats throughput`")
-    payload = np.bincount(ids, weights=cap.column("tcp_len")[tcp].astype(np.float64))
-    with_data = int((payload > 0).sum())
-    if stream is None:
-        best = int(np.argmax(payload))
-        return StreamChoice(best, True, int(payload[best]), with_data)
-    if stream < 0 or stream >= len(payload) or not (ids == stream).any():
-        udp = cap.layer(schema.UDP)
-        if udp.any() and (cap.column("udp_stream")[udp] == stream).any():
-            raise UsageError(f"stream {stream} is a UDP stream, not TCP", path=cap.path,
-                             hint=f"TCP streams here: {_ranges(np.unique(ids))}")
-        raise UsageError(f"no TCP stream {stream} in this capture", path=cap.path,
-                         hint=f"TCP streams here: {_ranges(np.unique(ids))}")
-    return StreamChoice(stream, False, int(payload[stream]), with_data)
-
-
-def _ranges(ids: np.ndarray) -> str:
-    ids = [int(i) for i in ids]
-    out, start = [], ids[0]
-    for a, b in zip(ids, ids[1:] + [None]):
-        if b != a + 1:
-            out.append(str(start) if start == a else f"{start}-{a}")
-            start = b
-    return ", ".join(out)
 
 
 def data_direction(df) -> int:
@@ -78,10 +34,11 @@ def data_direction(df) -> int:
 
 
 def stream_rows(cap: Capture, stream: int):
-    """tcp_analysis of one stream plus the raw header fields the stream analyses need:
-    ``tcp_flags``, ``tsval``/``tsecr`` (float, NaN without the timestamp option)."""
-    from .tcp_analysis import tcp_analysis
-    df = tcp_analysis(cap, stream=stream)
+    """tcp_analysis of one stream (packet_analysis' raw columns: direction 0/1, optional
+    numbers NaN where absent) plus the header fields the stream analyses need: ``tcp_flags``,
+    ``tsval``/``tsecr`` (float, NaN without the timestamp option)."""
+    import pandas as pd  # lazy: pandas is loaded only by the analyses that use it (start-up)
+    df = pd.DataFrame(packet_analysis(cap, stream))
     rows = np.searchsorted(cap.column("frame_number"), df["frame_number"].to_numpy())
     df["tcp_flags"] = cap.column("tcp_flags")[rows]
     has_ts = cap.present("tcp_option_tsval")[rows]

@@ -9,8 +9,10 @@ from typing import List, Optional
 
 import typer
 
+from ..analyses.iograph import IOGraph, check_options, iograph as iograph_of
 from ..errors import UsageError
-from .app import EXIT_ERROR, EXIT_NOTHING, Captures, Fmt, Proto, _say, _write, app, output_kind
+from .app import Fmt, Proto, _say, app
+from .output import emit, finish, output_kind, run
 
 
 class Unit(str, Enum):
@@ -57,52 +59,29 @@ def iograph(
     transfer (--transfers).  With -o FILE.png/.svg the graph is drawn and the table still
     printed; -o FILE.csv/.json writes the table there.  Several files: a first column
     `capture`, each file timed from its own first packet.  Buckets equal
-    `tshark -q -z io,stat,INTERVAL`; every definition is in pcapstats.analyses.iograph.
+    `tshark -q -z io,stat,INTERVAL`; every column: `pcapstats columns iograph`.
     """
-    from ..analyses import iograph as io
-
     if series and transfers:
         raise UsageError("--series and --transfers each choose the rows: give one of them")
-    kind = output_kind(output)
+    output_kind(output, IOGraph)
     options = dict(interval=interval, unit=unit.value, by=by.value if by else None, stream=stream,
                    proto=proto.value if proto else None, host=host, port=port, gap=gap)
-    io.check_options(**options)             # a bad option is one error line before any reading
-
-    def work(path, moved):
-        from ..reader import read
-        progress = (lambda fraction: moved(fraction, 1.0)) if moved else None
-        return io.iograph(read(path, progress=progress), **options)
-
-    parts, names = [], []
-    captures = Captures(files, work)
-    for path, result in captures:
-        if result.empty and len(files) > 1:
-            _say("warning", f"no packet matched {_what(options)} in {path}")
-        parts.append(result)
-        names.append(str(path))
-    if not parts:
-        raise typer.Exit(EXIT_ERROR)
-    result = io.combine(parts, names) if len(files) > 1 else parts[0]
-    if result.empty:
-        where = f" in {names[0]}" if len(names) == 1 else f" in any of the {len(names)} captures"
-        _say("error", f"nothing matched {_what(options)}{where}: no packets to graph. "
-                      "Check the filter against `pcapstats throughput`")
-        raise typer.Exit(EXIT_NOTHING)
-
-    table = result.series if series else result.transfers if transfers else result.summary
-    columns = {name: table[name].to_numpy() for name in table.columns}
-    from ..render import render
-    if kind == "plot":
-        from ..plots.iograph import iograph_figure
-        from ..plots import save
-        save(iograph_figure(result, layout=layout.value), output)
-        _write(render(columns, fmt.value), None)
-    elif kind is not None:
-        _write(render(columns, kind), output)
-    else:
-        _write(render(columns, fmt.value), None)
-    if captures.failed:
-        raise typer.Exit(EXIT_ERROR)
+    check_options(**options)             # a bad option is one error line before any reading
+    result, failed = run(iograph_of, files, **options)
+    if result is not None:
+        for part in result.parts:
+            if part.empty and len(files) > 1:
+                _say("warning", f"no packet matched {_what(options)} in {part.captures[0]}")
+        if result.empty:
+            where = (f" in {result.captures[0]}" if len(result.captures) == 1
+                     else f" in any of the {len(result.captures)} captures")
+            _say("error", f"nothing matched {_what(options)}{where}: no packets to graph. "
+                          "Check the filter against `pcapstats throughput`")
+        else:
+            emit(result, fmt=fmt.value, output=output,
+                 table="series" if series else "transfers" if transfers else "summary",
+                 figure={"layout": layout.value})
+    finish(result, failed)
 
 
 def _what(options: dict) -> str:

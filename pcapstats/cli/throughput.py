@@ -1,4 +1,4 @@
-"""`pcapstats throughput` and `pcapstats columns`: the per-stream table and what its columns mean."""
+"""`pcapstats throughput` and `pcapstats columns`: the per-stream table and what every column means."""
 
 from __future__ import annotations
 
@@ -7,10 +7,11 @@ from typing import List, Optional
 
 import typer
 
-from .. import schema
-from ..errors import PcapstatsError
-from .app import (EXIT_ERROR, EXIT_NOTHING, Captures, Engine, Fmt, Kernel, Proto, _say, _write,
-                  app, stack, with_capture_column)
+from ..analyses.throughput import Throughput, throughput as throughput_of
+from ..reader import read
+from ..results import describe
+from .app import Engine, Fmt, Kernel, Proto, _say, app
+from .output import emit, finish, output_kind, run
 
 
 @app.command()
@@ -20,50 +21,38 @@ def throughput(
     stream: Optional[int] = typer.Option(None, "--stream", "-s", help="Only this stream index."),
     proto: Optional[Proto] = typer.Option(None, "--proto", "-p", help="Only tcp or udp streams."),
     fmt: Fmt = typer.Option(Fmt.table, "--format", "-f", help="table, csv or json."),
-    output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write to this file, not stdout."),
+    output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write the table to this .csv or .json file."),
     engine: Engine = typer.Option(Engine.fast, "--engine", help="fast, or tshark (reference)."),
     kernel: Kernel = typer.Option(Kernel.auto, "--kernel", hidden=True),
 ):
     """Per-stream table like Statistics > Conversations, with payload and peak bits/s.
 
-    Columns (same names in table, csv and json): see `pcapstats columns --throughput`.
+    Columns (same names in table, csv and json): see `pcapstats columns throughput`.
     With several files a first column `capture` names the file of each row.
     """
-    from ..analyses.throughput import throughput_file
-    from ..render import render
+    output_kind(output, Throughput)
 
-    def work(path, progress):  # one streaming pass a file: memory does not grow with the capture
-        return throughput_file(path, interval=interval, stream=stream,
-                               proto=proto.value if proto else None, engine=engine.value,
-                               kernel=kernel.value, progress=progress)
+    def analyse(path, **options):   # the fast engine streams the file: memory stays bounded
+        if engine == Engine.tshark:
+            return throughput_of(read(path, engine="tshark"), **options)
+        return throughput_of(path, kernel=kernel.value, **options)
 
-    tables, empty = [], []
-    captures = Captures(files, work)
-    for path, (table, packets) in captures:
-        rows = len(table["stream"])
-        if rows == 0:
-            empty.append(f"{path} ({packets} packets)")
-        tables.append(with_capture_column(table, path) if len(files) > 1 else table)
-    if tables:
-        _write(render(stack(tables), fmt.value), output)
-    for e in empty:
-        _say("warning", f"no {proto.value.upper() if proto else 'TCP or UDP'} streams in {e}")
-    if captures.failed:
-        raise typer.Exit(EXIT_ERROR)
-    if tables and all(len(t["stream"]) == 0 for t in tables):
-        raise typer.Exit(EXIT_NOTHING)
+    result, failed = run(analyse, files, interval=interval, stream=stream,
+                         proto=proto.value if proto else None)
+    if result is not None:
+        emit(result, fmt=fmt.value, output=output)
+        for part in result.parts:
+            if part.empty:
+                _say("warning", f"no {proto.value.upper() if proto else 'TCP or UDP'} streams "
+                                f"in {part.captures[0]} ({part.packets} packets)")
+    finish(result, failed)
 
 
 @app.command()
 def columns(
-    which: str = typer.Argument("packets", help="packets (the packet table) or throughput."),
+    which: Optional[str] = typer.Argument(None, help="packets (the packet table) or an analysis "
+                                          "(throughput, iograph, cwnd, ...); all without one."),
 ):
-    """Describe every column: name, type, layer, Wireshark field, meaning."""
-    if which == "throughput":
-        from ..analyses.throughput import THROUGHPUT_COLUMNS
-        width = max(len(n) for n, _ in THROUGHPUT_COLUMNS)
-        print("\n".join(f"{n:<{width}}  {d}" for n, d in THROUGHPUT_COLUMNS))
-    elif which == "packets":
-        print(schema.describe())
-    else:
-        raise PcapstatsError(f"unknown table {which!r}", hint="use packets or throughput")
+    """Describe every column: name, type, unit, meaning, Wireshark field."""
+    import pcapstats  # noqa: F401  # lazy: every analysis registers its tables when imported
+    print(describe(which), end="")

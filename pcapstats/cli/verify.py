@@ -11,10 +11,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import List, Optional
 
-import numpy as np
 import typer
 
-from .app import EXIT_ERROR, Captures, Fmt, _say, _write, app, stack, with_capture_column
+from ..analyses.verify import CANNOT_TELL, FAIL, Verification, verify as verify_of
+from .app import EXIT_ERROR, Fmt, _say, app
+from .output import emit, output_kind, run
 
 EXIT_FAIL = 1
 
@@ -34,67 +35,22 @@ def verify(
     the bytes: snaplen, missed packets, start or end not captured).  Rules and tolerances:
     `python3 -c "import pcapstats.analyses.verify as v; help(v)"`.
     """
-    from ..analyses.verify import CANNOT_TELL, FAIL, verify as run_verify
-    from ..lab.sidecar import sidecar_for
-    from ..render import render
-
-    def work(path, progress):
-        side = sidecar
-        if side is None:
-            found = sidecar_for(path)
-            side = found if found.exists() else None
-        return run_verify(path, side, stream=stream)
-
-    captures = Captures(files, work)
-    results = list(captures)
-    text = _table(results) if fmt.value == "table" else _rows(results, fmt.value, render)
-    if results:
-        _write(text, output)
-    verdicts = [v.verdict for _, r in results for v in r.streams]
-    for path, r in results:
-        for note in r.notes:
-            _say("warning", f"{path}: {note}")
-        for v in r.streams:
-            if v.verdict == CANNOT_TELL:
-                _say("warning", f"{path}: {v.proto} stream {v.stream} ({v.app}): cannot tell: "
-                                f"{v.why()}")
-        if not r.streams:
-            _say("warning", f"{path}: nothing recognised to verify (no simpleperf, iperf3 or "
-                            "ping traffic)")
-    if captures.failed:
+    output_kind(output, Verification)
+    result, failed = run(verify_of, files, sidecar=sidecar or "auto", stream=stream)
+    if result is not None:
+        table = "streams" if fmt == Fmt.table and output is None else "checks"
+        emit(result, fmt=fmt.value, output=output, table=table)
+        for part in result.parts:
+            path = part.captures[0]
+            for v in part.verdicts:
+                if v.verdict == CANNOT_TELL:
+                    _say("warning", f"{path}: {v.proto} stream {v.stream} ({v.app}): cannot "
+                                    f"tell: {v.why()}")
+            if not part.verdicts:
+                _say("warning", f"{path}: nothing recognised to verify (no simpleperf, iperf3 "
+                                "or ping traffic)")
+    if failed:
         raise typer.Exit(EXIT_ERROR)
+    verdicts = [v.verdict for part in result.parts for v in part.verdicts]
     if FAIL in verdicts or not verdicts or (strict and CANNOT_TELL in verdicts):
         raise typer.Exit(EXIT_FAIL)
-
-
-def _table(results) -> str:
-    """Per capture: the verdict table, then each stream's checks and evidence, indented."""
-    from ..render import render
-    out = []
-    for path, r in results:
-        out.append(f"{path}: {r.verdict.upper()}")
-        if not r.streams:
-            out.append("  (nothing recognised)\n")
-            continue
-        out.append(render(r.table(), "table").rstrip("\n"))
-        for v in r.streams:
-            out.append(f"  {v.proto} stream {v.stream} ({v.app}, {v.client} -> {v.server}): "
-                       f"{v.verdict}")
-            for c in v.checks:
-                where = f"  [frames {' '.join(map(str, c.frames))}]" if c.frames else ""
-                out.append(f"    {c.verdict:<11}  {c.name}: expected {c.expected}; found "
-                           f"{c.found}{where}")
-            for e in v.evidence:
-                out.append(f"    evidence     {e}")
-        out.append("")
-    return "\n".join(out) + "\n"
-
-
-def _rows(results, fmt: str, render) -> str:
-    tables = []
-    for path, r in results:
-        t = r.checks()
-        verdict = {v.stream: v.verdict for v in r.streams}
-        t["stream_verdict"] = np.array([verdict[s] for s in t["stream"]], object)
-        tables.append(with_capture_column(t, path))
-    return render(stack(tables), fmt) if tables else ""

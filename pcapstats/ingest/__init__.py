@@ -9,6 +9,7 @@ never resident in full next to its table.  No Python object is made per packet.
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import ipaddress
 import warnings
 
@@ -24,11 +25,33 @@ from .linktypes import linktype_name
 from .source import open_source
 
 WINDOW_BYTES = 4 << 20  # measured: 2-8 MiB read fastest (cache) and keep a streaming pass under 50 MB
+_PROGRESS = contextvars.ContextVar("pcapstats_progress", default=None)
+
+
+@contextlib.contextmanager
+def reporting_progress(callback):
+    """Within the block, readers that were given no ``progress`` call ``callback(fraction)``
+    as they move through their file (how pcapstats.batch.each follows many captures without
+    every analysis passing a callback along)."""
+    token = _PROGRESS.set(callback)
+    try:
+        yield
+    finally:
+        _PROGRESS.reset(token)
+
+
+def _progress_or_ambient(progress):
+    """``progress(done_bytes, total_bytes)`` as given, else the ambient callback adapted."""
+    if progress is not None:
+        return progress
+    ambient = _PROGRESS.get()
+    return (lambda done, total: ambient(done / max(total, 1))) if ambient else None
 
 
 def read_fast(path, kernel: str = "auto", window_bytes: int = WINDOW_BYTES, progress=None) -> Capture:
     """Read a capture with the fast engine; ``progress(done_bytes, total_bytes)`` per window."""
     kern = K.get_kernel(kernel)
+    progress = _progress_or_ambient(progress)
     with _collected_warnings() as caught, open_source(path) as src:
         walker = formats.walker_for(src.buf, src.path)
         table = _read_windows(src, walker, kern, max(window_bytes, 1 << 16), progress)
@@ -146,6 +169,7 @@ def stream_windows(path, on_window, kernel: str = "auto", window_bytes: int = WI
     read_fast.
     """
     kern = K.get_kernel(kernel)
+    progress = _progress_or_ambient(progress)
 
     def deliver(table, k):
         out, rec = table.out, table.rec

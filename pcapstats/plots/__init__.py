@@ -2,7 +2,8 @@
 
 - :func:`figure` makes a matplotlib ``Figure`` (Agg canvas, no pyplot: nothing accumulates in
   pyplot's global list of open figures, so tests and notebooks can make thousands) with one or
-  more axes, a title and axis labels that name their units;
+  more axes, a title and axis labels that name their units; it shows itself as an image in a
+  notebook (``_repr_png_``), with no ``%matplotlib`` line;
 - :func:`rate_axis` formats an axis of bits/s (or bytes/s, packets/s) for people: one prefix
   for the whole axis, picked from the largest value (kbit/s, Mbit/s, Gbit/s), written in the
   axis label, the data left in base units;
@@ -23,6 +24,8 @@ notebook the returned figure displays itself.
 
 from __future__ import annotations
 
+import functools
+import io
 import os
 from pathlib import Path
 
@@ -39,9 +42,8 @@ def figure(title: str, xlabel: str, ylabel: str, *, ncols: int = 1, sharey: bool
 
     Labels should carry their units, e.g. "Time since the first packet (s)".
     """
-    from matplotlib.figure import Figure
     from matplotlib.backends.backend_agg import FigureCanvasAgg
-    fig = Figure(figsize=size or ((8.0, 4.5) if ncols == 1 else (min(5.0 * ncols, 16.0), 4.5)),
+    fig = _figure_class()(figsize=size or ((8.0, 4.5) if ncols == 1 else (min(5.0 * ncols, 16.0), 4.5)),
                  dpi=DPI, layout="constrained")
     FigureCanvasAgg(fig)
     axes = fig.subplots(1, ncols, sharey=sharey, squeeze=False)[0]
@@ -54,6 +56,20 @@ def figure(title: str, xlabel: str, ylabel: str, *, ncols: int = 1, sharey: bool
         return fig, axes[0]
     fig.suptitle(title)
     return fig, list(axes)
+
+
+@functools.cache
+def _figure_class():
+    """matplotlib's Figure, showing itself as a PNG in a notebook (made on first use: matplotlib
+    is imported only when a figure is drawn)."""
+    from matplotlib.figure import Figure
+
+    class NotebookFigure(Figure):
+        def _repr_png_(self) -> bytes:
+            buf = io.BytesIO()
+            self.savefig(buf, format="png")
+            return buf.getvalue()
+    return NotebookFigure
 
 
 def rate_prefix(largest: float) -> tuple[float, str]:

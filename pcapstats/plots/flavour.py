@@ -1,6 +1,7 @@
 """The flavour figure: the window estimate with the fitted Reno and Cubic growth curves.
 
-Draws what :func:`pcapstats.analyses.flavour.flavour_stream` returned (no number is computed
+Draws one stream of a flavour result (its ``details[stream]``, what
+:func:`pcapstats.analyses.flavour.flavour_stream` returned) (no number is computed
 here but the fitted curves' points): Wireshark's bytes in flight, the cwnd estimate, the start
 of each congestion event, and on each growth epoch the Reno line W0 + a t and the Cubic curve
 W_max + C (t - K)^3 that were fitted to it, with the verdict in the title.
@@ -16,14 +17,14 @@ TIME_LABEL = "Time since the capture's first packet (s)"
 
 
 def flavour_figure(result, *, title: str | None = None):
-    """``result``: a FlavourResult.  Returns the matplotlib Figure."""
+    """``result``: one stream's StreamFlavour.  Returns the matplotlib Figure."""
     from matplotlib.lines import Line2D
     row, cw = result.row, result.cwnd
     verdict = row["label"] + (f" (confidence {row['confidence']:.2f})"
                               if row["label"] != "unknown" else "")
     fig, ax = plots.figure(title or f"Congestion control of TCP stream {row['stream']} "
                            f"({row['side']}-side capture): {verdict}", TIME_LABEL, "Window")
-    flight, s = cw.flight, cw.samples
+    flight, s = cw.table("flight"), cw.table("samples")
     ax.plot(flight["time_s"], flight["bytes_in_flight"], ".", ms=2, color="tab:blue",
             alpha=0.35, label="bytes in flight (Wireshark)")
     ax.plot(s["sender_time_s"], s["cwnd_bytes"], "-", lw=1.0, color="tab:green",
@@ -38,7 +39,7 @@ def flavour_figure(result, *, title: str | None = None):
     starts = result.event_starts_s
     for t in starts:
         ax.axvline(t, color="tab:red", lw=0.6, ls=":")
-    largest = np.nanmax(np.r_[flight["bytes_in_flight"].to_numpy(float), 1.0])
+    largest = np.nanmax(np.r_[flight["bytes_in_flight"].astype(float), 1.0])
     ax.set_ylim(0, largest * 1.25)
     plots.rate_axis(ax, largest, "B", "Window")
     extra = [Line2D([], [], color="tab:red", lw=0.6, ls=":",

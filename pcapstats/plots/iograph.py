@@ -1,6 +1,7 @@
 """The I/O graph figure: each group's rate per interval, its averages and its peak.
 
-Drawn from an :class:`~pcapstats.analyses.iograph.IOGraph` only (no number is computed here):
+Drawn from an I/O graph result (pcapstats.analyses.iograph.IOGraph) only, through its
+``groups()`` (no number is computed here):
 
 - one stepped line per group (stream, direction, capture), each interval drawn over its width;
 - in the group's colour: a dashed line at the average over the capture span (Wireshark's
@@ -28,27 +29,28 @@ TIME_LABEL = "Time since the capture's first packet (s)"
 
 
 def iograph_figure(result, *, layout: str = "overlay", title: str | None = None):
-    """A matplotlib Figure of the I/O graph (save it with ``pcapstats.plots.save``)."""
+    """A matplotlib Figure of an I/O graph result (save it with ``pcapstats.plots.save``)."""
     from matplotlib.lines import Line2D
     if layout not in LAYOUTS:
         raise UsageError(f"unknown layout {layout!r}", hint="use overlay or side")
     if result.empty:
         raise UsageError("nothing to plot: no packet matched the filters")
     unit_text, quantity = _RATE_UNITS[result.unit]
-    panels = _panels(result, layout)
+    panels = _panels(result.groups(), layout)
     fig, axes = plots.figure(title or _title(result), TIME_LABEL, quantity, ncols=len(panels),
                              sharey=False)
     axes = axes if isinstance(axes, list) else [axes]
-    groups = _groups(result)
-    peaks = result.summary[f"peak_{result.unit}_per_sec"].to_numpy()
-    colours = iter(f"C{i % 10}" for i in range(len(groups)))
-    for ax, (panel_name, members) in zip(axes, panels):
-        drew_active = [_draw_group(ax, result, groups[index], next(colours), unit_text)
-                       for index in members]
+    several = len(result.captures) > 1 and layout == "overlay"
+    colours = iter(f"C{i % 10}" for i in range(sum(len(g) for _, g in panels)))
+    rate = result.rate_column
+    for ax, (panel_name, groups) in zip(axes, panels):
+        drew_active = [_draw_group(ax, result, group, next(colours), unit_text, several)
+                       for group in groups]
         if panel_name:
             ax.set_title(panel_name, fontsize="medium")
         ax.set_ylim(bottom=0)
-        plots.rate_axis(ax, float(peaks[members].max()), unit_text, quantity)
+        plots.rate_axis(ax, float(max(g.summary[f"peak_{rate}"] for g in groups)), unit_text,
+                        quantity)
         styles = [Line2D([], [], color="grey", linestyle="--", label="average over the capture span"),
                   Line2D([], [], color="grey", marker="v", linestyle="", label="peak interval")]
         if any(drew_active):  # only where it differs from the capture-span average
@@ -59,39 +61,29 @@ def iograph_figure(result, *, layout: str = "overlay", title: str | None = None)
 
 
 def _title(result) -> str:
-    names = sorted({os.path.basename(str(c)) for c in result.summary["capture"]}) \
-        if "capture" in result.keys else []
+    names = sorted({os.path.basename(c) for c in result.captures})
     what = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
     filters = " ".join(f"{k}={v}" for k, v in result.filters.items())
-    return (f"I/O graph{': ' + what if what else ''}{' (' + filters + ')' if filters else ''}"
+    return (f"I/O graph: {what}{' (' + filters + ')' if filters else ''}"
             f", {result.interval_s:g} s intervals")
 
 
-def _panels(result, layout):
-    """[(panel title, [summary row indices])]: one panel, or one per capture."""
-    rows = list(range(len(result.summary)))
-    if layout == "overlay" or "capture" not in result.keys:
-        return [("", rows)]
-    names = result.summary["capture"].to_numpy()
-    ends = np.cumsum(result.capture_rows)
-    return [(os.path.basename(str(names[end - n])), rows[end - n:end])
-            for n, end in zip(result.capture_rows, ends) if n]
+def _panels(groups, layout):
+    """[(panel title, [groups])]: one panel, or one per capture."""
+    if layout == "overlay":
+        return [("", groups)]
+    captures = list(dict.fromkeys(g.capture for g in groups))
+    return [(os.path.basename(c), [g for g in groups if g.capture == c]) for c in captures]
 
 
-def _groups(result):
-    """Per summary row: (label, summary row, that group's series rows), in summary order."""
-    summary, parts, labels = result.summary, result.group_series(), result.group_labels()
-    return [(labels[i], summary.iloc[i], parts[i]) for i in range(len(summary))]
-
-
-def _draw_group(ax, result, group, colour, unit_text) -> bool:
+def _draw_group(ax, result, group, colour, unit_text, name_capture: bool) -> bool:
     """Draw one group's stairs, average line(s) and peak; True if it drew the active average."""
-    label, row, part = group
-    u = result.unit
-    edges = list(part["start_s"]) + [part["start_s"].iat[-1] + result.interval_s]
-    avg, active = row[f"avg_capture_{u}_per_sec"], row[f"avg_active_{u}_per_sec"]
-    peak, peak_at = row[f"peak_{u}_per_sec"], row["peak_start_s"]
-    ax.stairs(part[f"{u}_per_sec"].to_numpy(), edges, baseline=None, color=colour, linewidth=1.2,
+    row, part, rate = group.summary, group.series, result.rate_column
+    edges = list(part["start_s"]) + [part["start_s"][-1] + result.interval_s]
+    avg, active = row[f"avg_capture_{rate}"], row[f"avg_active_{rate}"]
+    peak, peak_at = row[f"peak_{rate}"], row["peak_start_s"]
+    label = (os.path.basename(group.capture) + ": " if name_capture else "") + group.label
+    ax.stairs(part[rate], edges, baseline=None, color=colour, linewidth=1.2,
               label=f"{label} (avg {plots.human_rate(avg, unit_text)}, "
                     f"peak {plots.human_rate(peak, unit_text)})")
     if avg == avg:

@@ -25,8 +25,7 @@ import numpy as np
 import pytest
 
 import pcapstats as ps
-from pcapstats.analyses.cwnd import (CWND_COLUMNS, LOSS_COLUMNS, cwnd, cwnd_analysis,
-                                     tcp_info_errors)
+from pcapstats.analyses.cwnd import LOSSES, SAMPLES, tcp_info_errors
 
 from tests.helpers.conversation import SEG, sender_side, write_conversation
 from tests.helpers import craft
@@ -37,14 +36,14 @@ A, PA, SA, S_ = craft.ACK, craft.PSH | craft.ACK, craft.SYN | craft.ACK, craft.S
 
 def _analyse(tmp_path, packets):
     path = write_conversation(packets, tmp_path / "c.pcap")
-    return cwnd_analysis(ps.read(path))
+    return ps.cwnd(path)
 
 
 def test_cwnd_limited_sender_by_construction(tmp_path):
     result = _analyse(tmp_path, sender_side())
     assert result.side == "sender", result.side_evidence
-    s = result.samples
-    assert list(s.columns) == [c for c, _ in CWND_COLUMNS]
+    s = result.to_pandas("samples")
+    assert list(s.columns) == SAMPLES.names
     assert len(s) == 6
     assert (s["flight_bytes"] == 4 * SEG).all()
     assert (s["state"] == "cwnd").all()
@@ -53,7 +52,7 @@ def test_cwnd_limited_sender_by_construction(tmp_path):
 
 def test_receiver_window_limited_by_construction(tmp_path):
     result = _analyse(tmp_path, sender_side(server_win=4 * SEG))
-    s = result.samples
+    s = result.to_pandas("samples")
     assert (s["state"] == "rwnd").all()
     assert s["cwnd_bytes"].isna().all()
     assert (s["rwnd_bytes"] == 4 * SEG).all()
@@ -61,16 +60,16 @@ def test_receiver_window_limited_by_construction(tmp_path):
 
 def test_application_limited_by_construction(tmp_path):
     result = _analyse(tmp_path, sender_side(answer_after_ms=5))
-    s = result.samples
+    s = result.to_pandas("samples")
     assert (s["state"] == "app").all()
     assert s["cwnd_bytes"].isna().all()
 
 
-def test_dataframe_attrs_say_the_side(tmp_path):
-    path = write_conversation(sender_side(), tmp_path / "c.pcap")
-    df = cwnd(ps.read(path))
-    assert df.attrs["side"] == "sender" and df.attrs["stream"] == 0
-    assert "handshake" in df.attrs["side_evidence"]
+def test_result_says_the_side(tmp_path):
+    result = _analyse(tmp_path, sender_side())
+    assert result.side == "sender" and result.stream == 0
+    assert "handshake" in result.side_evidence
+    assert any("sender-side capture" in note for note in result.notes)
 
 
 # -- against the sender's kernel ------------------------------------------------------------------
@@ -95,8 +94,8 @@ def _compare(doc, directory, side, corrupt=None):
     capture = next(c for c in doc["captures"] if c["side"] == side)
     flow = doc["flows"][0]
     cap = ps.read(directory / capture["file"])
-    result = cwnd_analysis(cap, flow["streams"][capture["file"]])
-    samples = result.samples
+    result = ps.cwnd(cap, stream=flow["streams"][capture["file"]])
+    samples = result.to_pandas("samples")
     if corrupt is not None:
         samples = corrupt(samples.copy(), result)
     info = flow["tcp_info"]
@@ -115,10 +114,10 @@ def test_estimate_matches_tcp_info(reno_run, side, bound):
     assert result.side == side, result.side_evidence
     assert len(errors) >= COVERAGE_MIN * kernel_samples, (len(errors), kernel_samples)
     assert np.median(errors) <= bound, (np.median(errors), np.percentile(errors, 90))
-    ratios = result.losses["ratio"].dropna().to_numpy()
+    ratios = result.to_pandas("losses")["ratio"].dropna().to_numpy()
     assert len(ratios) >= 3
     assert 0.4 <= np.median(ratios) <= 0.6, ratios
-    assert list(result.losses.columns) == [c for c, _ in LOSS_COLUMNS]
+    assert list(result.to_pandas("losses").columns) == LOSSES.names
 
 
 def _ack_direction_flight(samples, result):

@@ -53,10 +53,10 @@ def _truth(capture: Path) -> dict[int, str]:
 def test_label_is_the_cc_the_sender_ran(name):
     path = CAPTURES / f"{name}.pcap"
     truth = _truth(path)
-    df = fl.flavour(ps.read(path))
+    df = fl.flavour(ps.read(path)).to_pandas()
     assert set(df["stream"]) == set(truth)
     assert set(fl.flavour_stream(ps.read(path), int(df["stream"].iloc[0])).row) == \
-        {name for name, _ in fl.FLAVOUR_COLUMNS}    # every evidence column documented
+        set(fl.STREAMS.names)    # every evidence column documented
     for _, row in df.iterrows():
         assert row["label"] == truth[row["stream"]], (name, row["stream"], row["reason"])
         assert 0 < row["confidence"] <= 1
@@ -67,7 +67,7 @@ def test_label_is_the_cc_the_sender_ran(name):
 def test_heavy_loss_is_the_cc_or_unknown(name):
     path = CAPTURES / f"{name}.pcap"
     truth = _truth(path)
-    for _, row in fl.flavour(ps.read(path)).iterrows():
+    for _, row in fl.flavour(ps.read(path)).to_pandas().iterrows():
         assert row["label"] in (truth[row["stream"]], "unknown"), row["reason"]
         if row["label"] == "unknown":
             assert row["confidence"] == 0 and row["reason"]
@@ -76,9 +76,9 @@ def test_heavy_loss_is_the_cc_or_unknown(name):
 def test_side_is_reported_and_lowers_confidence():
     """Receiver-side verdicts carry SIDE_FACTOR: the documented product of the two stages'
     Laplace shares, times 0.9."""
-    sender = fl.flavour(ps.read(CAPTURES / "sp-reno-loss1pct.pcap")).iloc[0]
+    sender = fl.flavour(ps.read(CAPTURES / "sp-reno-loss1pct.pcap")).to_pandas().iloc[0]
     assert sender["side"] == "sender"
-    receiver = fl.flavour(ps.read(CAPTURES / "sp-2pairs-reno+cubic.pcap"))
+    receiver = fl.flavour(ps.read(CAPTURES / "sp-2pairs-reno+cubic.pcap")).to_pandas()
     assert set(receiver["side"]) == {"receiver"}
     for _, r in receiver.iterrows():
         p_bbr = (r["kept_window"] + 1) / (r["kept_window"] + r["backed_off"] + 2)
@@ -213,7 +213,7 @@ def app_limited(segments=250):
 
 
 def _row(tmp_path, packets):
-    df = fl.flavour(ps.read(write_conversation(packets, tmp_path / "c.pcap")))
+    df = fl.flavour(ps.read(write_conversation(packets, tmp_path / "c.pcap"))).to_pandas()
     assert len(df) == 1
     return df.iloc[0]
 
@@ -252,7 +252,7 @@ def test_cli_table_json_and_figure(tmp_path):
     assert table.returncode == 0 and "cubic" in table.stdout.splitlines()[1]
     rows = json.loads(_cli(path, "--format", "json").stdout)
     assert [r["label"] for r in rows] == ["cubic"]
-    assert set(rows[0]) == {name for name, _ in fl.FLAVOUR_COLUMNS}
+    assert set(rows[0]) == set(fl.STREAMS.names)
     png = tmp_path / "f.png"
     drawn = _cli(path, "--stream", "0", "-o", png)
     assert drawn.returncode == 0 and png.stat().st_size > 10_000

@@ -29,7 +29,7 @@ from tests.helpers.tshark_ref import epoch_ns, tshark
 
 import pcapstats as ps
 from pcapstats import plots
-from pcapstats.analyses.iograph import interval_ns, iograph, iograph_many
+from pcapstats.analyses.iograph import interval_ns, iograph
 from pcapstats.plots.iograph import iograph_figure
 
 SHIPPED = sorted(p for p in CAPTURES.glob("*.pcap*")       # not files being written
@@ -129,7 +129,7 @@ def assert_equals_tshark(label, interval_us: int, column: np.ndarray, result,
     if left_out:
         assert capture_rel_us_max == rows * interval_us, label
     ours = {int(k): (int(f), int(b)) for k, f, b in
-            zip(result.series["interval"], result.series["packets"], result.series["bytes"]) if f}
+            zip(result.to_pandas("series")["interval"], result.to_pandas("series")["packets"], result.to_pandas("series")["bytes"]) if f}
     assert ours == per_interval(packets.buckets(interval_us), packets.length), label
     moved = packets.tshark_buckets(interval_us) != packets.buckets(interval_us)
     if not moved.any():
@@ -246,33 +246,33 @@ def two_transfers(tmp_path):
 def test_averages_and_transfers_by_construction(two_transfers):
     path, small, big = two_transfers
     r = iograph(ps.read(path), proto="tcp", by="stream", interval=1.0)
-    row = r.summary.iloc[0]
+    row = r.to_pandas("summary").iloc[0]
     total = 11 * small + 6 * big
     assert (row.proto, row.stream, row.packets, row.bytes) == ("tcp", 0, 17, total)
     assert (row.first_s, row.last_s, row.active_s, row.capture_span_s) == (1.0, 4.0, 3.0, 5.0)
-    assert row.avg_capture_bits_per_sec == pytest.approx(total * 8 / 5.0, rel=1e-12)
-    assert row.avg_active_bits_per_sec == pytest.approx(total * 8 / 3.0, rel=1e-12)
+    assert row.avg_capture_bps == pytest.approx(total * 8 / 5.0, rel=1e-12)
+    assert row.avg_active_bps == pytest.approx(total * 8 / 3.0, rel=1e-12)
     # the peak: [3 s, 4 s) holds the 5 big packets at 3.5 .. 3.9 s (4.0 s opens the next one)
     assert 5 * big > 10 * small
-    assert (row.peak_bits_per_sec, row.peak_start_s) == (5 * big * 8, 3.0)
+    assert (row.peak_bps, row.peak_start_s) == (5 * big * 8, 3.0)
     # two transfers, each over its own first to last packet, and their mean
     first = 11 * small * 8 / 1.0
     second = 6 * big * 8 / 0.5
-    t = r.transfers
+    t = r.to_pandas("transfers")
     assert t["transfer"].tolist() == [0, 1] and t["packets"].tolist() == [11, 6]
     assert t["first_s"].tolist() == [1.0, 3.5] and t["duration_s"].tolist() == [1.0, 0.5]
-    assert t["avg_bits_per_sec"].to_numpy() == pytest.approx([first, second], rel=1e-12)
+    assert t["avg_bps"].to_numpy() == pytest.approx([first, second], rel=1e-12)
     assert row.transfers == 2
-    assert row.mean_transfer_bits_per_sec == pytest.approx((first + second) / 2, rel=1e-12)
+    assert row.mean_transfer_bps == pytest.approx((first + second) / 2, rel=1e-12)
     # a gap threshold above the idle 1.5 s makes it one transfer
-    assert iograph(ps.read(path), proto="tcp", gap=2.0).summary.iloc[0].transfers == 1
+    assert iograph(ps.read(path), proto="tcp", gap=2.0).to_pandas("summary").iloc[0].transfers == 1
     # so does any longer one, up to one past what nanoseconds in an int64 can hold
-    assert iograph(ps.read(path), proto="tcp", gap=1e300).summary.iloc[0].transfers == 1
+    assert iograph(ps.read(path), proto="tcp", gap=1e300).to_pandas("summary").iloc[0].transfers == 1
     # the series: zeros inside the stream's span, nothing before its first or after its last
-    s = r.series
+    s = r.to_pandas("series")
     assert s["interval"].tolist() == [1, 2, 3, 4]
     assert s["packets"].tolist() == [10, 1, 5, 1]
-    assert s["bits_per_sec"].tolist() == [10 * small * 8, small * 8, 5 * big * 8, big * 8]
+    assert s["bps"].tolist() == [10 * small * 8, small * 8, 5 * big * 8, big * 8]
 
 
 def test_units(two_transfers):
@@ -280,9 +280,9 @@ def test_units(two_transfers):
     cap = ps.read(path)
     bits, by, pk = (iograph(cap, proto="tcp", interval=0.5, unit=u)
                     for u in ("bits", "bytes", "packets"))
-    assert (bits.series["bits_per_sec"] == by.series["bytes_per_sec"] * 8).all()
-    assert (pk.series["packets_per_sec"] == pk.series["packets"] / 0.5).all()
-    assert pk.summary.iloc[0]["avg_active_packets_per_sec"] == pytest.approx(17 / 3.0, rel=1e-12)
+    assert (bits.to_pandas("series")["bps"] == by.to_pandas("series")["bytes_per_s"] * 8).all()
+    assert (pk.to_pandas("series")["packets_per_s"] == pk.to_pandas("series")["packets"] / 0.5).all()
+    assert pk.to_pandas("summary").iloc[0]["avg_active_packets_per_s"] == pytest.approx(17 / 3.0, rel=1e-12)
 
 
 def test_ten_transfers_ten_rows(tmp_path):
@@ -296,9 +296,9 @@ def test_ten_transfers_ten_rows(tmp_path):
         records += [(start + i * NS // 100, frame) for i in range(n)]
         expected.append(n * len(frame.data) * 8 / ((n - 1) / 100))
     r = iograph(ps.read(write(tmp_path, "ten.pcap", records)))
-    assert len(r.transfers) == 10
-    assert r.transfers["avg_bits_per_sec"].to_numpy() == pytest.approx(expected, rel=1e-12)
-    assert r.summary.iloc[0].mean_transfer_bits_per_sec == pytest.approx(np.mean(expected), rel=1e-12)
+    assert len(r.to_pandas("transfers")) == 10
+    assert r.to_pandas("transfers")["avg_bps"].to_numpy() == pytest.approx(expected, rel=1e-12)
+    assert r.to_pandas("summary").iloc[0].mean_transfer_bps == pytest.approx(np.mean(expected), rel=1e-12)
 
 
 def test_directions_and_streams(tmp_path):
@@ -310,20 +310,20 @@ def test_directions_and_streams(tmp_path):
     path = write(tmp_path, "dir.pcap", [(0, ab), (1000, ba), (2000, ab), (3000, ab), (4000, ba),
                                         (NS, other), (NS + 10, back), (NS + 20, other)])
     r = iograph(ps.read(path), by="stream+direction")
-    got = {(row.stream, row.direction): (row.packets, row.bytes) for row in r.summary.itertuples()}
+    got = {(row.stream, row.direction): (row.packets, row.bytes) for row in r.to_pandas("summary").itertuples()}
     assert got == {(0, "a_to_b"): (3, 3 * len(ab.data)), (0, "b_to_a"): (2, 2 * len(ba.data)),
                    (1, "a_to_b"): (2, 2 * len(other.data)), (1, "b_to_a"): (1, len(back.data))}
-    d = iograph(ps.read(path), by="direction").summary
+    d = iograph(ps.read(path), by="direction").to_pandas("summary")
     assert d["direction"].tolist() == ["a_to_b", "b_to_a"]
     assert d["packets"].tolist() == [5, 3]
-    assert iograph(ps.read(path), host=c.B4).summary.iloc[0].packets == 8
+    assert iograph(ps.read(path), host=c.B4).to_pandas("summary").iloc[0].packets == 8
 
 
 def test_host_matches_canonical_ipv6(tmp_path):
     f6 = c.ether(c.ipv6(c.tcp(1, 2, flags=c.ACK, payload=b"x"), c.A6, c.B6))
     path = write(tmp_path, "v6.pcap", [(0, f6), (NS, _frame(1))])
-    assert iograph(ps.read(path), host="2001:DB8:0:0:0:0:0:1").summary.iloc[0].packets == 1
-    assert iograph(ps.read(path), host="192.0.2.1").summary.iloc[0].packets == 1
+    assert iograph(ps.read(path), host="2001:DB8:0:0:0:0:0:1").to_pandas("summary").iloc[0].packets == 1
+    assert iograph(ps.read(path), host="192.0.2.1").to_pandas("summary").iloc[0].packets == 1
     assert iograph(ps.read(path), host="10.9.9.9").empty
 
 
@@ -348,7 +348,7 @@ def test_last_microsecond_left_out_by_tshark_is_kept(tmp_path):
     _, columns = tshark_iostat(path, 1.0, [])
     assert len(columns[0]) == 2 and columns[0][:, 0].sum() == 2
     r = iograph(ps.read(path), interval=1.0)
-    assert r.series["packets"].tolist() == [2, 0, 1]
+    assert r.to_pandas("series")["packets"].tolist() == [2, 0, 1]
     check_all_packets(path, 1.0)
 
 
@@ -360,7 +360,7 @@ def test_time_going_back(tmp_path):
                                          (7 * NS // 10, _frame(3)), (5 * NS // 2, _frame(4))])
     _, columns = tshark_iostat(path, 1.0, [])
     assert columns[0][:, 0].tolist() == [1, 2, 1]          # tshark: 0.7 s counted in [1 s, 2 s)
-    assert iograph(ps.read(path)).series["packets"].tolist() == [2, 1, 1]
+    assert iograph(ps.read(path)).to_pandas("series")["packets"].tolist() == [2, 1, 1]
     check_all_packets(path, 1.0)
 
 
@@ -380,11 +380,11 @@ def test_unknown_stream_and_bad_arguments(two_transfers):
 def test_several_captures_keyed_and_each_from_its_own_start(two_transfers, tmp_path):
     path = two_transfers[0]
     later = write(tmp_path, "later.pcap", [(0, _frame(5)), (NS // 4, _frame(5))])
-    r = iograph_many([path, later])
-    assert r.keys == ["capture"]
-    assert r.summary["capture"].tolist() == [str(path), str(later)]
-    assert r.summary["first_s"].tolist() == [0.0, 0.0]
-    assert iograph([path, later]).summary["packets"].tolist() == [19, 2]
+    r = iograph([path, later])
+    assert r.keys == [] and list(r.table())[0] == "capture"
+    assert r.to_pandas("summary")["capture"].tolist() == [str(path), str(later)]
+    assert r.to_pandas("summary")["first_s"].tolist() == [0.0, 0.0]
+    assert iograph([path, later]).to_pandas("summary")["packets"].tolist() == [19, 2]
 
 
 # -- the figure ----------------------------------------------------------------------------------
@@ -465,12 +465,12 @@ def test_cli_outputs(two_transfers, tmp_path):
     proc = run_cli(path, "--by", "stream", "-i", "0.5", "--format", "json")
     assert proc.returncode == 0, proc.stderr
     rows = json.loads(proc.stdout)
-    assert [row["peak_bits_per_sec"] for row in rows] == r.summary["peak_bits_per_sec"].tolist()
+    assert [row["peak_bps"] for row in rows] == r.to_pandas("summary")["peak_bps"].tolist()
     proc = run_cli(path, "--by", "stream", "-i", "0.5", "--series", "-o", tmp_path / "s.csv")
     assert proc.returncode == 0 and proc.stdout == "", proc.stderr
     import pandas as pd
     got = pd.read_csv(tmp_path / "s.csv")
-    assert got["bits_per_sec"].tolist() == r.series["bits_per_sec"].tolist()
+    assert got["bps"].tolist() == r.to_pandas("series")["bps"].tolist()
     proc = run_cli(path, "--transfers", "--proto", "tcp", "--format", "csv")
     assert proc.returncode == 0 and proc.stdout.count("\n") == 1 + 2, proc.stdout
     proc = run_cli(path, path, "-o", tmp_path / "io.svg", "--layout", "side")
@@ -534,10 +534,10 @@ def lab_capture(tmp_path_factory):
 def test_lab_capture_equals_tshark_and_counts_transfers(lab_capture):
     check_against_tshark(lab_capture)
     r = iograph(ps.read(lab_capture), proto="tcp", by="stream", gap=1.0)
-    by_stream = {row.stream: row for row in r.summary.itertuples()}
+    by_stream = {row.stream: row for row in r.to_pandas("summary").itertuples()}
     assert by_stream[0].transfers == 3        # what the sender did: three bursts
     assert by_stream[1].transfers == 1
     assert by_stream[1].first_s > 0.5         # started 0.7 s after the first connection
     assert math.isclose(by_stream[0].capture_span_s, by_stream[1].capture_span_s)
     # the idle gaps lower the capture-span average, not the per-transfer mean
-    assert by_stream[0].avg_capture_bits_per_sec < by_stream[0].mean_transfer_bits_per_sec
+    assert by_stream[0].avg_capture_bps < by_stream[0].mean_transfer_bps

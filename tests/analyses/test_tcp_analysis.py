@@ -282,7 +282,7 @@ def test_crafted_conversations(name, tmp_path, analyser_kernel):
     packets = CRAFTED[name]
     path = write_conversation(packets, tmp_path / f"{name}.pcap")
     ref = tshark_ref.tcp_analysis_reference(path)
-    ours = tcp_analysis(ps.read(path), kernel=analyser_kernel)
+    ours = tcp_analysis(ps.read(path), kernel=analyser_kernel).to_pandas()
     problems = construction_problems(name, packets, ref, ours)
     problems += disagreements(name, ref, ours)
     assert not problems, "\n".join(problems)
@@ -351,7 +351,7 @@ def _check_real(path, label, must_have, kernel):
     ref = tshark_ref.tcp_analysis_reference(path)
     missing = {f for f in must_have if not ref[f].any()}
     assert not missing, f"{label}: tshark finds no {sorted(missing)}: the capture lost them"
-    ours = tcp_analysis(ps.read(path), kernel=kernel)
+    ours = tcp_analysis(ps.read(path), kernel=kernel).to_pandas()
     problems = disagreements(label, ref, ours)
     assert not problems, "\n".join(problems)
 

@@ -7,7 +7,7 @@ import pytest
 from scapy.all import IP, TCP, Ether, raw
 
 import pcapstats as ps
-import pcapstats.analyses.throughput as T
+import pcapstats.streams as S
 from tests.helpers.paths import CAPTURES
 
 SHIPPED = sorted(CAPTURES.glob("*.pcap*"))
@@ -45,7 +45,7 @@ def known(tmp_path):
 
 def test_known_answers(known):
     path, pkts = known
-    row = ps.throughput(ps.read(path)).iloc[0]
+    row = ps.throughput(ps.read(path)).to_pandas().iloc[0]
     frame = len(pkts[1][1])                       # a 100-byte-payload frame
     assert (row.address_a, row.port_a, row.address_b, row.port_b) == ("10.0.0.2", 80, "10.0.0.1", 40000)
     assert (row.packets_a_to_b, row.packets_b_to_a) == (2, 4)
@@ -54,7 +54,7 @@ def test_known_answers(known):
     assert row.payload_bps_b_to_a == 400 * 8 / 2.0
     assert row.peak_payload_bps_b_to_a == 300 * 8 / 1.0     # three payloads in [0 s, 1 s)
     assert row.peak_bps_b_to_a == 3 * frame * 8 / 1.0
-    half = ps.throughput(ps.read(path), interval=0.5).iloc[0]
+    half = ps.throughput(ps.read(path), interval=0.5).to_pandas().iloc[0]
     assert half.peak_payload_bps_b_to_a == 200 * 8 / 0.5    # two payloads in [0 s, 0.5 s)
 
 
@@ -62,23 +62,23 @@ def test_stream_and_proto_filters(known):
     path, _ = known
     cap = ps.read(path)
     assert len(ps.throughput(cap, proto="udp")) == 0
-    assert ps.throughput(cap, stream=0, proto="tcp")["stream"].tolist() == [0]
+    assert ps.throughput(cap, stream=0, proto="tcp").table()["stream"].tolist() == [0]
     with pytest.raises(ps.UsageError, match="no TCP stream 5"):
         ps.throughput(cap, stream=5, proto="tcp")
     for bad in (0, -1, float("inf"), float("nan"), 1e-9):
         with pytest.raises(ps.UsageError, match="interval"):
             ps.throughput(cap, interval=bad)
         with pytest.raises(ps.UsageError, match="interval"):
-            ps.throughput_file(path, interval=bad)
+            ps.throughput(path, interval=bad)     # the streaming pass
 
 
 @pytest.mark.parametrize("path", SHIPPED, ids=lambda p: p.name)
 def test_sparse_peaks_equal_dense_peaks(path, monkeypatch):
-    """Many streams x many intervals switch the peak search to a sparse group-by; same answer."""
-    cap = ps.read(path)
-    dense = T.throughput_columns(cap, interval=0.01)
-    monkeypatch.setattr(T, "_DENSE_LIMIT", 1)
-    sparse = T.throughput_columns(cap, interval=0.01)
+    """Many streams x many intervals switch the peak search to a sparse group-by; same answer.
+    (A fresh capture each time: the stream summary is cached on the capture.)"""
+    dense = ps.throughput(ps.read(path), interval=0.01).table()
+    monkeypatch.setattr(S, "_DENSE_LIMIT", 1)
+    sparse = ps.throughput(ps.read(path), interval=0.01).table()
     for name in dense:
         if dense[name].dtype.kind == "f":
             np.testing.assert_array_equal(dense[name], sparse[name], err_msg=name)
@@ -89,10 +89,11 @@ def test_sparse_peaks_equal_dense_peaks(path, monkeypatch):
 @pytest.mark.parametrize("path", SHIPPED, ids=lambda p: p.name)
 @pytest.mark.parametrize("window", [1 << 16, 4 << 20])
 def test_streaming_pass_equals_in_memory_table(path, window):
-    """throughput_file (one pass, windows forgotten as it goes) gives the in-memory table."""
-    whole = T.throughput_columns(ps.read(path), interval=0.1)
-    streamed, packets = ps.throughput_file(path, interval=0.1, window_bytes=window)
-    assert packets == len(ps.read(path))
+    """A path is read in one pass, windows forgotten as it goes: the in-memory table."""
+    whole = ps.throughput(ps.read(path), interval=0.1).table()
+    result = ps.throughput(path, interval=0.1, window_bytes=window)
+    streamed = result.table()
+    assert result.packets == len(ps.read(path))
     for name in whole:
         if whole[name].dtype.kind == "f":
             np.testing.assert_array_equal(whole[name], streamed[name], err_msg=name)
@@ -110,10 +111,10 @@ def test_streaming_pass_falls_back_when_time_goes_back(tmp_path, monkeypatch):
         frames.append((T0 + i * 10**7, _tcp("10.0.0.1", "10.0.0.2", 40001, 80, b"z" * 150)))
     path = tmp_path / "back.pcap"
     write_pcap(path, frames)
-    whole = T.throughput_columns(ps.read(path))
-    streamed, _ = ps.throughput_file(path, window_bytes=1 << 16)
-    monkeypatch.setattr(T, "_CHUNK_ROWS", 64)  # the in-memory table, fed in chunks, falls back too
-    chunked = T.throughput_columns(ps.read(path))
+    whole = ps.throughput(ps.read(path)).table()
+    streamed = ps.throughput(path, window_bytes=1 << 16).table()
+    monkeypatch.setattr(S, "_CHUNK_ROWS", 64)  # the in-memory table, fed in chunks, falls back too
+    chunked = ps.throughput(ps.read(path)).table()
     assert whole["rel_start_s"].tolist() == streamed["rel_start_s"].tolist() == [0.0, -10.0]
     for name in ("packets", "bytes", "peak_bps_a_to_b", "peak_payload_bps_a_to_b"):
         assert whole[name].tolist() == streamed[name].tolist() == chunked[name].tolist(), name
@@ -126,8 +127,8 @@ def test_streaming_pass_on_real_captures_in_small_windows(real_captures, name):
     """Mixed TCP/UDP/ICMP/IPv6 traffic in 64 KiB windows: rows reused from window to window
     must not leak a field of the previous window's packet."""
     path = real_captures[name]
-    whole = T.throughput_columns(ps.read(path))
-    streamed, _ = ps.throughput_file(path, window_bytes=1 << 16)
+    whole = ps.throughput(ps.read(path)).table()
+    streamed = ps.throughput(path, window_bytes=1 << 16).table()
     for name_ in whole:
         if whole[name_].dtype.kind == "f":
             np.testing.assert_array_equal(whole[name_], streamed[name_], err_msg=name_)

@@ -47,7 +47,7 @@ def over_one_second(conv, path, **kw):
 
 
 def checks(result, stream=0):
-    (v,) = [v for v in result.streams if v.stream == stream and v.proto == "tcp"]
+    (v,) = [v for v in result.verdicts if v.stream == stream and v.proto == "tcp"]
     return v, {c.name: c for c in v.checks}
 
 
@@ -185,7 +185,7 @@ def _ping_capture(path, replies):
 
 
 def _ping_checks(path):
-    (v,) = verify(path).streams
+    (v,) = verify(path).verdicts
     return v, {c.name: c for c in v.checks}
 
 
@@ -242,11 +242,11 @@ def test_lab_simpleperf_through_loss_passes(tmp_path, scenario):
     from pcapstats.lab import Scenario, load_sidecar, run
     out = tmp_path / "sp.pcap"
     run(Scenario(**scenario), out)
-    result = verify(out, tmp_path / "sp.json")
+    result = verify(out, sidecar=tmp_path / "sp.json")
     doc = load_sidecar(tmp_path / "sp.json")
     assert all(f["protocol_ok"] for f in doc["flows"])     # the server's own verdict
-    assert [v.app for v in result.streams] == ["simpleperf"] * scenario.get("parallel", 1)
-    for v in result.streams:
+    assert [v.app for v in result.verdicts] == ["simpleperf"] * scenario.get("parallel", 1)
+    for v in result.verdicts:
         assert v.verdict == PASS, (v.stream, v.why())
         c = {x.name: x for x in v.checks}
         if "bytes" in scenario:
@@ -273,7 +273,7 @@ def test_lab_ping_with_one_reply_dropped_fails_on_that_sequence_number(tmp_path)
         finally:
             cap.stop(settle=1.2)
     assert "5 packets transmitted, 4 received" in done.stdout   # ping's own count
-    (v,) = verify(path).streams
+    (v,) = verify(path).verdicts
     c = {x.name: x for x in v.checks}
     assert v.app == "ping" and c["replies"].verdict == FAIL
     assert c["replies"].found == "1 unanswered: seq 3"
@@ -289,8 +289,8 @@ def test_lab_iperf3_passes(tmp_path, udp):
                                                                        parallel=2)
     run(Scenario(duration_s=1, rate="20mbit", **scen), out)
     doc = load_sidecar(tmp_path / "ip.json")
-    result = verify(out, doc)
-    apps = sorted(v.app for v in result.streams)
+    result = verify(out, sidecar=doc)
+    apps = sorted(v.app for v in result.verdicts)
     assert apps == ["iperf3-control"] + ["iperf3-data"] * len(doc["flows"])
-    for v in result.streams:
+    for v in result.verdicts:
         assert v.verdict == PASS, (v.proto, v.stream, v.why())

@@ -184,7 +184,7 @@ class Wire:
 
 
 def checks(path: Path, expected: Expected = TIMED):
-    (v,) = verify(path, expected=expected).streams
+    (v,) = verify(path, expected=expected).verdicts
     assert v.app == "simpleperf"
     return v, {c.name: c for c in v.checks}
 

@@ -405,7 +405,7 @@ def test_ctrl_c_in_a_command_is_one_line_and_130(monkeypatch, capsys):
 
     def interrupted(*args, **kwargs):
         raise KeyboardInterrupt
-    monkeypatch.setattr(throughput, "throughput_file", interrupted)
+    monkeypatch.setattr(throughput, "_streamed_summary", interrupted)
     capture = CAPTURES / "tcp_2streams.pcap"
     assert main(["throughput", str(capture)]) == 130
     assert capsys.readouterr().err.splitlines() == ["pcapstats: error: interrupted"]

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import pcapstats as ps
-from pcapstats.analyses.retrans import RETRANS_EVENTS, retrans, retrans_counts
+from pcapstats.analyses.retrans import RETRANS_EVENTS
 from pcapstats.cli import main
 
 from tests.helpers import craft
@@ -28,17 +28,17 @@ from tests.helpers.paths import DATA, PUBLIC
 def test_retrans_matches_tshark(name):
     path = DATA / name
     ref = tshark_ref.tcp_analysis_reference(path)
-    result = retrans(ps.read(path))
-    streams = ref["tcp_stream"].to_numpy(np.int64)
-    counts = result.counts
-    for flag, column in RETRANS_EVENTS:
+    result = ps.retrans(path)
+    streams = ref["stream"].to_numpy(np.int64)
+    counts, events = result.to_pandas("counts"), result.to_pandas("events")
+    for flag in RETRANS_EVENTS:
         flagged = ref[flag].to_numpy(bool)
         want = {s: int(flagged[streams == s].sum()) for s in np.unique(streams)}
-        got = counts.groupby("tcp_stream")[column].sum().to_dict()
+        got = counts.groupby("stream")[flag].sum().to_dict()
         assert {s: got.get(s, 0) for s in want} == want, flag
         frames = set(ref["frame_number"].to_numpy(np.int64)[flagged])
-        listed = result.events["events"].str.split("+").apply(lambda e: flag in e)
-        assert set(result.events["frame_number"][listed]) == frames, flag
+        listed = events["events"].str.split("+").apply(lambda e: flag in e)
+        assert set(events["frame_number"][listed]) == frames, flag
     assert counts["packets"].sum() == len(ref)
 
 
@@ -105,8 +105,8 @@ def test_a_stream_without_cwnd_samples_says_so(capsys):
     receiver = ref[ref["tcp.srcport"] != data["tcp.srcport"].iloc[0]]
     assert int(data["tcp.options.timestamp.tsecr"].iloc[0]) < \
         receiver["tcp.options.timestamp.tsval"].astype(int).min()
-    result = ps.cwnd_analysis(ps.read(path), 0)
-    assert len(result.samples) == 0
+    result = ps.cwnd(path, stream=0)
+    assert result.rows("samples") == 0
     assert main(["cwnd", str(path)]) == 1
     errors = [line for line in capsys.readouterr().err.splitlines() if "error:" in line]
     assert errors == ["pcapstats: error: no cwnd samples in stream 0 (no data segment could be "
@@ -115,11 +115,12 @@ def test_a_stream_without_cwnd_samples_says_so(capsys):
 
 def test_default_stream_is_named_on_stderr(tmp_path, capsys):
     path = DATA / "sessionhijacking.pcapng"
-    counts = retrans_counts(ps.read(path))
-    assert len(np.unique(counts["tcp_stream"])) > 1
+    counts = ps.retrans(path).table("counts")
+    assert len(np.unique(counts["stream"])) > 1
     assert main(["cwnd", str(path), "-f", "csv"]) == 0
     err = capsys.readouterr().err
-    assert "use --stream to pick another" in err
+    assert "pcapstats: note: TCP stream 3 (14904 payload bytes, the most of 5" in err
+    assert "--stream N" in err
 
 
 @pytest.mark.parametrize("command, extra", [("cwnd", []), ("cwnd", ["--window-scaling"]),
@@ -148,18 +149,14 @@ def _check_figure(fig, *words):
 
 
 def test_figures_have_title_units_legend(tmp_path):
-    from pcapstats.analyses.cwnd import cwnd_analysis
-    from pcapstats.analyses.rtt import rtt
-    from pcapstats.analyses.seqgraph import seqgraph
-    from pcapstats.plots.tcp import cwnd_figure, rtt_figure, seqgraph_figure, wscale_figure
     cap = ps.read(write_conversation(sender_side(), tmp_path / "c.pcap"))
-    result = cwnd_analysis(cap)
-    labels = _check_figure(cwnd_figure(result), "Congestion window", "stream 0")
+    result = ps.cwnd(cap)
+    labels = _check_figure(result.figure(), "Congestion window", "stream 0")
     assert any("bytes in flight" in t for t in labels) and any("cwnd" in t for t in labels)
     assert any("receiver window" in t for t in labels)
-    _check_figure(wscale_figure(result), "Window scaling")
-    _check_figure(rtt_figure(rtt(cap)), "Round-trip")
-    graph = seqgraph(cap)
-    _check_figure(seqgraph_figure(graph, style="stevens"), "Stevens")
-    labels = _check_figure(seqgraph_figure(graph, style="tcptrace"), "tcptrace")
+    _check_figure(result.figure(graph="wscale"), "Window scaling")
+    _check_figure(ps.rtt(cap).figure(), "Round-trip")
+    graph = ps.seqgraph(cap)
+    _check_figure(graph.figure(style="stevens"), "Stevens")
+    labels = _check_figure(graph.figure(style="tcptrace"), "tcptrace")
     assert "ACK" in labels and any("window" in t for t in labels)

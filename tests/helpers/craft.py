@@ -63,7 +63,8 @@ TCP_COLUMNS = ("tcp_srcport", "tcp_dstport", "tcp_stream", "tcp_seq_raw", "tcp_a
                *(f"tcp_sack_{edge}{k}_raw" for k in range(1, 5) for edge in ("le", "re")))
 UDP_COLUMNS = ("udp_srcport", "udp_dstport", "udp_stream", "udp_length")
 ICMP_COLUMNS = ("icmp_type", "icmp_code", "icmp_ident", "icmp_seq")
-ALL_COLUMNS = FRAME_COLUMNS + IP_COLUMNS + TCP_COLUMNS + UDP_COLUMNS + ICMP_COLUMNS
+STREAM_COLUMNS = ("direction",)
+ALL_COLUMNS = FRAME_COLUMNS + IP_COLUMNS + TCP_COLUMNS + UDP_COLUMNS + ICMP_COLUMNS + STREAM_COLUMNS
 
 
 # -- transport --------------------------------------------------------------------------------
@@ -438,6 +439,26 @@ def _number_streams(rows: list[dict]) -> None:
             src, dst = r.get("_q_src", r["ip_src"]), r.get("_q_dst", r["ip_dst"])
             key = frozenset([(src, r[f"{proto}_srcport"]), (dst, r[f"{proto}_dstport"])])
             r[f"{proto}_stream"] = ids.setdefault(key, len(ids))
+    _directions(rows)
+
+
+def _directions(rows: list[dict]) -> None:
+    """direction within its stream: a_to_b when the packet's (source address, port) is side
+    A's, the source of the stream's first packet with its own transport header (of its first
+    quoted one when it has none); the outer IP source counts, as in the packet table."""
+    side_a: dict = {}
+    for own in (True, False):
+        for r in rows:
+            for proto in ("tcp", "udp"):
+                if r[f"{proto}_stream"] is not None and bool(r["l4_quoted"]) != own:
+                    side_a.setdefault((proto, r[f"{proto}_stream"]),
+                                      (r["ip_src"], r[f"{proto}_srcport"]))
+    for r in rows:
+        for proto in ("tcp", "udp"):
+            if r[f"{proto}_stream"] is not None:
+                a = side_a[(proto, r[f"{proto}_stream"])]
+                r["direction"] = "a_to_b" if (r["ip_src"], r[f"{proto}_srcport"]) == a \
+                    else "b_to_a"
 
 
 def _finish(data, entries, name, fmt, record_offsets, length_fields) -> Written:
@@ -1026,6 +1047,8 @@ def raw_array_problems(label, cap, rows, zero_where_absent=False) -> list[str]:
             got = raw_col[i]
             if col in ("ip_src", "ip_dst"):
                 got = cap.addresses[got]
+            elif col == "direction":
+                got = ("a_to_b", "b_to_a")[got]
             if not same(rows[i][col], _py(got)):
                 problems.append(f"{label}: column({col})[packet {i + 1}] is {got!r}, "
                                 f"expected {rows[i][col]!r}")

@@ -279,6 +279,28 @@ def packet_reference(path: Path | str) -> PacketReference:
               & (raw["tcp.srcport"].notna() | raw["udp.srcport"].notna()).to_numpy())
     put("l4_quoted", pd.array(quoted.astype(int), dtype="Int64"))
 
+    # Direction within the stream tshark numbered: side A is the (source address, port) of the
+    # stream's first packet whose transport header is its own (of its first quoted one when it
+    # has none); the packet's outer source address counts.
+    src = _coalesce(raw, ["ip.src", "ipv6.src"])
+    side_a, direction = {}, []
+    for own in (True, False):
+        for i in range(n):
+            for proto in ("tcp", "udp"):
+                sid = raw[f"{proto}.stream"].iat[i]
+                if sid is not pd.NA and bool(quoted[i]) != own:
+                    side_a.setdefault((proto, sid), (src.iat[i], raw[f"{proto}.srcport"].iat[i]))
+    for i in range(n):
+        proto = "tcp" if raw["tcp.stream"].iat[i] is not pd.NA else \
+            "udp" if raw["udp.stream"].iat[i] is not pd.NA else None
+        if proto is None:
+            direction.append(pd.NA)
+        else:
+            a = side_a[(proto, raw[f"{proto}.stream"].iat[i])]
+            direction.append("a_to_b" if (src.iat[i], raw[f"{proto}.srcport"].iat[i]) == a
+                             else "b_to_a")
+    put("direction", pd.Series(direction, dtype="string"))
+
     # Payload: defined for TCP and UDP packets (their own header, not one quoted in an ICMP
     # error), and as "none decoded" (-1 / 0) where tshark found no transport header at all.
     is_tcp = (outer == "tcp").to_numpy(dtype=bool, na_value=False)
@@ -421,7 +443,7 @@ TCP_ANALYSIS_PREFS = ("-o", "ip.defragment:FALSE", "-o", "ipv6.defragment:FALSE"
                       "-o", "tcp.relative_sequence_numbers:TRUE")
 # pcapstats.analyses.tcp_analysis column -> the tshark field it equals.
 TCP_ANALYSIS_FIELDS = {
-    "frame_number": "frame.number", "tcp_stream": "tcp.stream", "tcp_len": "tcp.len",
+    "frame_number": "frame.number", "stream": "tcp.stream", "tcp_len": "tcp.len",
     "tcp_seq": "tcp.seq", "tcp_ack": "tcp.ack", "tcp_nxtseq": "tcp.nxtseq",
     "tcp_window_size": "tcp.window_size",
     "window_size_scalefactor": "tcp.window_size_scalefactor",

@@ -15,9 +15,9 @@ NO_TSHARK = {"frame_offset", "payload_offset", "payload_cap_len"}
 
 @pytest.mark.parametrize("path", SHIPPED, ids=lambda p: p.name)
 def test_throughput_same_with_both_engines(path):
-    fast = ps.throughput(ps.read(path))
+    fast = ps.throughput(ps.read(path)).to_pandas()
     tshark_cap = ps.read(path, engine="tshark")
-    ref = ps.throughput(tshark_cap)
+    ref = ps.throughput(tshark_cap).to_pandas()
     # Not vacuous: one row for each stream tshark numbered (an ICMP-only capture has none).
     packets = tshark_cap.packets
     assert len(fast) == packets["tcp_stream"].nunique() + packets["udp_stream"].nunique()

@@ -28,7 +28,7 @@ import pytest
 
 import pcapstats as ps
 from pcapstats import schema
-from pcapstats.analyses.throughput import THROUGHPUT_COLUMNS
+from pcapstats.analyses.throughput import STREAMS as THROUGHPUT_TABLE
 
 from tests.conftest import (CAPTURE_NAMES, CONCURRENT_TCP, REUSE_CLIENT_PORT,
                       REUSE_SERVER_PORT, TCP_SINK_PORT, UDP_CLOSED_PORT, UDP_ECHO_PORT)
@@ -144,7 +144,7 @@ def test_throughput_matches_conversation_table(real_captures, name, kernel, prot
     path = real_captures[name]
     cap = read_or_skip(path, kernel)
     want = conversation_reference(str(path), proto)
-    got = ps.throughput(cap, proto=proto).set_index("stream", drop=False)
+    got = ps.throughput(cap, proto=proto).to_pandas().set_index("stream", drop=False)
     assert list(got.index) == list(want.index), \
         f"{name} {proto}: streams {list(got.index)}, tshark's conv,{proto} {list(want.index)}"
     assert (got["proto"] == proto).all()
@@ -176,8 +176,8 @@ def test_throughput_matches_conversation_table(real_captures, name, kernel, prot
 @pytest.mark.parametrize("name", CAPTURE_NAMES)
 def test_throughput_without_proto_is_both_tables(real_captures, name):
     cap = read_or_skip(real_captures[name], "auto")
-    both = ps.throughput(cap)
-    assert list(both.columns) == [c for c, _ in THROUGHPUT_COLUMNS]
+    both = ps.throughput(cap).to_pandas()
+    assert list(both.columns) == THROUGHPUT_TABLE.names
     keys = set(zip(both["proto"], both["stream"]))
     want = {(p, s) for p in ("tcp", "udp")
             for s in conversation_reference(str(real_captures[name]), p).index}
@@ -194,7 +194,7 @@ def test_cli_json_has_exactly_the_throughput_columns(real_captures, name):
     assert proc.returncode == 0, proc.stderr
     rows = json.loads(proc.stdout)
     assert isinstance(rows, list) and rows
-    names = [c for c, _ in THROUGHPUT_COLUMNS]
+    names = THROUGHPUT_TABLE.names
     for row in rows:
         assert list(row) == names
     for proto in ("tcp", "udp"):

@@ -1,0 +1,94 @@
+"""Many captures through one analysis, and the one input policy every analysis shares.
+
+    for outcome in ps.each(ps.throughput, ["a.pcap", "b.pcap"]):
+        outcome.result or outcome.error     # one capture's result, or why it failed
+    ps.concat(outcome.result for outcome in ...)   # one result with a `capture` column
+    ps.throughput(["a.pcap", "b.pcap"])     # the same in one call (raises on the first failure)
+
+Every analysis is wrapped by :func:`analysis`: it takes a :class:`~pcapstats.Capture` or a path
+(read once by :func:`pcapstats.reader.as_capture`), or a list of either (then it runs on each
+and returns :func:`~pcapstats.results.concat` of the results); its options are keyword-only.
+The command line runs its captures through :func:`each` too, so a notebook and a command give
+the same numbers with the same errors and warnings.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import warnings
+from dataclasses import dataclass, field
+from typing import Callable, Iterable, Iterator
+
+from .errors import PcapstatsError, PcapstatsWarning
+from .ingest import reporting_progress
+from .reader import as_capture
+from .results import Result, concat
+
+__all__ = ["analysis", "each", "concat", "Outcome"]
+
+
+def analysis(*, reads: bool = True):
+    """Decorator giving an analysis function the input policy of the module docstring.
+
+    The function itself takes one ``Capture`` (with ``reads=False``: a Capture or a path, for
+    an analysis that can stream a file instead of reading it whole) and keyword options."""
+    def wrap(function: Callable[..., Result]):
+        @functools.wraps(function)
+        def run(capture, /, **options) -> Result:
+            if isinstance(capture, (list, tuple)):
+                return concat([run(one, **options) for one in capture])
+            if reads or not isinstance(capture, (str, os.PathLike)):
+                capture = as_capture(capture)
+            return function(capture, **options)
+        run.analysis = function.__name__
+        return run
+    return wrap
+
+
+@dataclass
+class Outcome:
+    """One capture's run through an analysis: its result, or the error that stopped it, and
+    the warnings said on the way (each a sentence)."""
+    source: str
+    result: Result | None = None
+    error: PcapstatsError | None = None
+    warnings: list[str] = field(default_factory=list)
+
+
+def each(function: Callable[..., Result], sources: Iterable, *,
+         progress: Callable[[float], None] | None = None, **options) -> Iterator[Outcome]:
+    """Run ``function`` on each capture in turn; a capture that fails gives an Outcome with
+    its error and the others still run.  ``progress(fraction)`` follows the reading over all
+    captures, weighted by file size."""
+    sources = list(sources)
+    sizes = [_size(s) for s in sources]
+    total, done = max(sum(sizes), 1), 0
+    for source, size in zip(sources, sizes):
+        def moved(fraction, before=done, size=size):
+            progress((before + size * fraction) / total)
+        outcome = Outcome(_name(source))
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", PcapstatsWarning)
+            try:
+                with reporting_progress(moved if progress else None):
+                    outcome.result = function(source, **options)
+            except PcapstatsError as e:
+                outcome.error = e
+        outcome.warnings = [str(w.message) for w in caught
+                            if issubclass(w.category, PcapstatsWarning)]
+        done += size
+        if progress:
+            progress(done / total)
+        yield outcome
+
+
+def _name(source) -> str:
+    return str(getattr(source, "path", source))
+
+
+def _size(source) -> int:
+    try:
+        return os.stat(_name(source)).st_size
+    except OSError:
+        return 0

@@ -1,0 +1,128 @@
+"""One way in and one way out for every analysis command.
+
+In: :func:`run` puts the command's capture files through the analysis with
+:func:`pcapstats.each` (a progress bar on a terminal when it is worth it), says each capture's
+warnings and errors in one line as they come, and returns one result (several captures: a
+first column ``capture``).
+
+Out: :func:`emit` writes a result by ``-o``'s extension -- ``.png``/``.svg`` its figure,
+``.csv``/``.json`` a table -- or prints a table on standard output in ``--format`` (a figure
+still prints the table).  :func:`output_kind` refuses an extension that does not fit the
+analysis in one line before any capture is read (``throughput -o x.png``: throughput draws no
+figure).
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Callable, Optional, Sequence
+
+import typer
+
+from ..batch import each
+from ..errors import UsageError
+from ..results import Result, concat
+from .app import EXIT_ERROR, EXIT_NOTHING, _say, _stderr_console, _write
+
+FIGURE_EXTENSIONS = (".png", ".svg")
+TABLE_EXTENSIONS = {".csv": "csv", ".json": "json"}
+PROGRESS_BYTES = 200e6        # one file this large gets a progress bar too
+
+
+def output_kind(output: Optional[Path], result_type: type[Result]) -> Optional[str]:
+    """"figure", "csv" or "json" by the -o file's extension; None without -o."""
+    if output is None:
+        return None
+    suffix = output.suffix.lower()
+    if suffix in TABLE_EXTENSIONS:
+        return TABLE_EXTENSIONS[suffix]
+    if suffix in FIGURE_EXTENSIONS:
+        if not result_type.draws:
+            raise UsageError(f"{result_type.analysis} draws no figure", path=str(output),
+                             hint="use a .csv or .json file name for its table")
+        return "figure"
+    hint = ("use .png or .svg for a figure, .csv or .json for a table" if result_type.draws
+            else f"use .csv or .json ({result_type.analysis} writes tables, no figure)")
+    raise UsageError(f"cannot write {suffix or 'a file without extension'!r} output",
+                     path=str(output), hint=hint)
+
+
+def run(function: Callable[..., Result], files: Sequence[Path], **options
+        ) -> tuple[Optional[Result], int]:
+    """(one result of every capture that was read, or None; how many failed).  Warnings,
+    errors and the analysis' notes are said on stderr, one line each."""
+    results, failed = [], 0
+    with _progress_bar(files) as moved:
+        for outcome in each(function, files, progress=moved, **options):
+            for text in outcome.warnings:
+                _say("warning", text)
+            if outcome.error is not None:
+                _say("error", str(outcome.error))
+                failed += 1
+            else:
+                results.append(outcome.result)
+    if not results:
+        return None, failed
+    for result in results:
+        prefix = f"{result.captures[0]}: " if len(files) > 1 else ""
+        for note in result.notes:
+            _say("note", prefix + note)
+    return (results[0] if len(results) == 1 and len(files) == 1 else concat(results)), failed
+
+
+def emit(result: Result, *, fmt: str, output: Optional[Path], table: str | None = None,
+         figure: dict | None = None) -> None:
+    """Write ``result`` where -o says (see the module docstring); ``table`` names the table
+    (default: the main one), ``figure`` the figure's options."""
+    kind = output_kind(output, type(result))
+    if kind == "figure":
+        from ..plots import save  # lazy: matplotlib only when a figure is asked for
+        save(result.figure(**(figure or {})), output)
+        _write(result.to_text(table, fmt), None)
+    elif kind is not None:
+        _write(result.to_text(table, kind), output)
+    else:
+        _write(result.to_text(table, fmt), None)
+
+
+def finish(result: Optional[Result], failed: int, *, empty: str | None = None) -> None:
+    """The exit status: 2 when a capture could not be read, 1 (saying ``empty``) when the
+    result has no rows, else 0."""
+    if result is not None and result.empty and empty:
+        _say("error" if not failed else "warning", empty)
+    if failed or result is None:
+        raise typer.Exit(EXIT_ERROR)
+    if result.empty:
+        raise typer.Exit(EXIT_NOTHING)
+
+
+class _progress_bar:
+    """A context giving a ``moved(fraction)`` callback that drives a bar on stderr, or None
+    when stderr is not a terminal or the work is small."""
+
+    def __init__(self, files: Sequence[Path]):
+        total = sum(_size(f) for f in files)
+        self.show = sys.stderr.isatty() and (len(files) > 1 or total > PROGRESS_BYTES)
+        self.progress = None
+
+    def __enter__(self):
+        if not self.show:
+            return None
+        from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
+        self.progress = Progress(TextColumn("reading"), BarColumn(), TimeRemainingColumn(),
+                                 transient=True, console=_stderr_console())
+        task = self.progress.add_task("reading", total=1.0)
+        self.progress.start()
+        return lambda fraction: self.progress.update(task, completed=fraction)
+
+    def __exit__(self, *exc):
+        if self.progress:
+            self.progress.stop()
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0

@@ -1,0 +1,294 @@
+"""One shape for every analysis' answer: a :class:`Result` of named tables with declared columns.
+
+Every analysis (``ps.throughput``, ``ps.iograph``, ``ps.cwnd``, ...) returns a subclass of
+:class:`Result`.  A result holds one or more *tables*, each a dict of numpy arrays, one per
+column, in the order its :class:`TableSpec` declares; the first spec is the *main* table (what a
+command prints by default).  So one output path serves every command (text, CSV, JSON, a figure
+by ``-o``'s extension), ``pcapstats columns`` lists every table of every analysis from the
+specs, and a study can put any metric beside any other.
+
+    r = ps.cwnd("capture.pcap")
+    r.table()                 # the main table: {"stream": array([...]), ...}
+    r.to_pandas("losses")     # any table as a DataFrame
+    r.figure()                # a matplotlib Figure (it shows itself in a notebook)
+    r                         # in a notebook: the main table and the figure
+    r.notes                   # what the analysis wants said (which stream it picked, ...)
+
+Several captures: ``ps.cwnd([a, b])`` or :func:`pcapstats.concat` of results gives one result
+whose tables start with a ``capture`` column; ``.parts`` keeps the per-capture results.
+
+**Vocabulary** -- the same concept has the same column name in every table:
+
+=====================  =======================================================================
+``capture``            the capture file of the row (tables of several captures)
+``proto``              ``tcp``, ``udp`` or ``icmp``
+``stream``             tcp.stream / udp.stream index, exactly as Wireshark numbers it
+``direction``          ``a_to_b`` or ``b_to_a``: side A is the source of the stream's first
+                       packet (pcapstats.streams); ``*_a_to_b`` columns count what A sent
+``address_a/port_a``   side A's endpoint (``_b`` side B's)
+``frame_number``       1-based packet number in the file (Wireshark's frame.number)
+``time_s``             seconds since the capture's first packet (frame.time_relative)
+``packets``            frames; ``bytes`` frame bytes on the wire; ``payload_bytes`` transport
+                       payload bytes (tcp.len, UDP length - 8)
+flag names             Wireshark's own, singular: ``retransmission``, ``out_of_order``,
+                       ``duplicate_ack`` ... (a count column counts packets with that flag)
+units in names         ``*_s``, ``*_ms``, ``*_ns`` times; ``*_bytes`` sizes; ``*_bps`` bits
+                       per second; ``*_per_s`` other rates (``packets_per_s``, ``bytes_per_s``)
+=====================  =======================================================================
+
+A number that can be missing is ``NaN`` in the numpy table and ``<NA>`` (nullable integers)
+in pandas; text columns are object arrays of str.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import io
+from typing import ClassVar, Iterable, Mapping, Sequence
+
+import numpy as np
+
+from . import render
+from .errors import UsageError
+from .schema import PACKET_TABLE, Column, TableSpec
+
+HTML_ROWS = 50          # rows a notebook shows of a table
+
+
+RESULT_TYPES: dict[str, type["Result"]] = {}   # analysis name -> its result class
+
+
+class Result:
+    """Base of every analysis' answer (see the module docstring).
+
+    A subclass sets ``analysis`` (its name: the ``ps`` function, the command, the key of
+    ``pcapstats columns``) and ``specs`` (its tables, the main one first), and may draw a
+    figure by overriding :meth:`_figure`.  ``notes`` are sentences the analysis wants said
+    (the CLI prints them on stderr)."""
+
+    analysis: ClassVar[str] = ""
+    specs: ClassVar[tuple[TableSpec, ...]] = ()
+    view: ClassVar[dict[str, tuple[str, ...]]] = {}  # table -> the columns people read first
+    draws: ClassVar[bool] = False     # has a figure
+    overlays: ClassVar[bool] = False  # its figure can show several captures at once
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        if cls.analysis:
+            RESULT_TYPES[cls.analysis] = cls
+
+    def __init__(self, tables: Mapping[str, Mapping[str, np.ndarray]], *, capture: str,
+                 notes: Iterable[str] = (), specs: Sequence[TableSpec] | None = None):
+        self.table_specs = tuple(specs or self.specs)
+        self._tables = {spec.name: _checked(spec, tables.get(spec.name), self.analysis)
+                        for spec in self.table_specs}
+        self.captures = [str(capture)]
+        self.notes = [n for n in notes if n]
+        self.parts: list[Result] = [self]
+
+    # -- tables ------------------------------------------------------------------------------
+    @property
+    def table_names(self) -> list[str]:
+        return [s.name for s in self.table_specs]
+
+    def spec(self, name: str | None = None) -> TableSpec:
+        name = name or self.table_specs[0].name
+        for s in self.table_specs:
+            if s.name == name:
+                return s
+        raise UsageError(f"{self.analysis} has no table {name!r}",
+                         hint=f"its tables: {', '.join(self.table_names)}")
+
+    def table(self, name: str | None = None) -> dict[str, np.ndarray]:
+        """A table as numpy columns (the main table without a name)."""
+        return self._tables[self.spec(name).name]
+
+    def rows(self, name: str | None = None) -> int:
+        return render.length(self.table(name))
+
+    @property
+    def empty(self) -> bool:
+        """The main table has no rows."""
+        return self.rows() == 0
+
+    def to_pandas(self, name: str | None = None):
+        """A table as a pandas DataFrame: optional numbers as nullable integers (<NA>), text
+        columns with few values as categories."""
+        import pandas as pd  # lazy: the CLI renders numpy tables without loading pandas
+        spec, table = self.spec(name), self.table(name)
+        return pd.DataFrame({c.name: _pandas_column(c, table[c.name]) for c in spec.columns})
+
+    def to_parquet(self, path, name: str | None = None) -> None:
+        """Write a table as a Parquet file whose schema metadata carries each column's unit and
+        meaning (needs pyarrow)."""
+        try:
+            import pyarrow as pa  # lazy: an optional dependency
+            import pyarrow.parquet as pq  # lazy: an optional dependency
+        except ImportError:
+            raise UsageError("writing Parquet needs pyarrow",
+                             hint="pip install pyarrow") from None
+        spec = self.spec(name)
+        tab = pa.Table.from_pandas(self.to_pandas(name), preserve_index=False)
+        meta = {f"{c.name}.doc": c.doc for c in spec.columns}
+        meta.update({f"{c.name}.unit": c.unit for c in spec.columns if c.unit})
+        meta["pcapstats.table"] = f"{self.analysis}.{spec.name}"
+        tab = tab.replace_schema_metadata({**(tab.schema.metadata or {}),
+                                           **{k.encode(): v.encode() for k, v in meta.items()}})
+        pq.write_table(tab, str(path))
+
+    # -- text -------------------------------------------------------------------------------
+    def to_text(self, name: str | None = None, fmt: str = "table") -> str:
+        """A table as text: ``table`` (aligned, for people: the columns of ``view`` when it
+        names some), ``csv`` or ``json`` (every column)."""
+        spec, table = self.spec(name), self.table(name)
+        shown = self.view.get(spec.name) if fmt == "table" else None
+        if shown:
+            table = {n: table[n] for n in ("capture", *shown) if n in table}
+        integers = frozenset(c.name for c in spec.columns if c.dtype.startswith(("int", "uint")))
+        return render.render(table, fmt, integers)
+
+    def __len__(self) -> int:
+        return self.rows()
+
+    def __repr__(self) -> str:
+        where = self.captures[0] if len(self.captures) == 1 else f"{len(self.captures)} captures"
+        sizes = ", ".join(f"{n}: {self.rows(n)} rows" for n in self.table_names)
+        return f"<{type(self).__name__} of {where}: {sizes}>"
+
+    # -- figures -----------------------------------------------------------------------------
+    def figure(self, **options):
+        """The analysis' figure as a matplotlib Figure (it displays itself in a notebook)."""
+        if not self.draws:
+            raise UsageError(f"{self.analysis} draws no figure",
+                             hint="write its tables with .csv or .json instead")
+        if len(self.parts) > 1 and not self.overlays:
+            raise UsageError(f"one {self.analysis} figure shows one capture",
+                             hint="draw each with result.parts[i].figure()")
+        return self._figure(**options)
+
+    def _figure(self, **options):
+        raise NotImplementedError
+
+    # -- notebooks ---------------------------------------------------------------------------
+    def _repr_mimebundle_(self, include=None, exclude=None):
+        """In a notebook: the title, the notes, the main table and the figure (as an image
+        embedded in the HTML, so no ``%matplotlib`` line is needed)."""
+        parts = [f"<p><b>{html.escape(self.analysis)}</b> of "
+                 f"{html.escape(', '.join(self.captures[:3]))}"
+                 f"{' ...' if len(self.captures) > 3 else ''}</p>"]
+        parts += [f"<p><i>{html.escape(n)}</i></p>" for n in self.notes[:10]]
+        parts.append(self._html_table())
+        others = [n for n in self.table_names[1:]]
+        if others:
+            parts.append("<p>other tables: " + ", ".join(
+                f"<code>.to_pandas({n!r})</code> ({self.rows(n)} rows)" for n in others) + "</p>")
+        bundle = {"text/plain": repr(self)}
+        png = self._png()
+        if png is not None:
+            parts.append(f'<img src="data:image/png;base64,{base64.b64encode(png).decode()}"/>')
+            bundle["image/png"] = png
+        bundle["text/html"] = "\n".join(parts)
+        return bundle
+
+    def _html_table(self) -> str:
+        df = self.to_pandas()
+        more = len(df) - HTML_ROWS
+        text = df.head(HTML_ROWS).to_html(index=False, na_rep="")
+        return text + (f"<p>... {more} more rows</p>" if more > 0 else "")
+
+    def _png(self) -> bytes | None:
+        if not self.draws or self.empty or (len(self.parts) > 1 and not self.overlays):
+            return None
+        buf = io.BytesIO()
+        self.figure().savefig(buf, format="png")
+        return buf.getvalue()
+
+
+def concat(results: Sequence[Result]) -> Result:
+    """Results of one analysis on several captures as one: every table gets a first column
+    ``capture``; ``.parts`` keeps the results one by one, ``.notes`` names their capture."""
+    results = list(results)
+    if not results:
+        raise UsageError("no results to put together")
+    kinds = {type(r) for r in results}
+    if len(kinds) > 1:
+        raise UsageError("results of different analyses cannot be put together",
+                         hint=", ".join(sorted(k.analysis for k in kinds)))
+    first = results[0]
+    parts = [p for r in results for p in r.parts]
+    combined = object.__new__(type(first))
+    combined.__dict__.update(first.__dict__)        # the analysis' own settings (interval, ...)
+    combined.table_specs = tuple(s.with_capture() for s in first.table_specs)
+    combined._tables = {}
+    for spec in first.table_specs:
+        columns = {"capture": np.concatenate([np.full(p.rows(spec.name), p.captures[0], object)
+                                              for p in parts])}
+        for c in spec.columns:
+            columns[c.name] = np.concatenate([p.table(spec.name)[c.name] for p in parts])
+        combined._tables[spec.name] = columns
+    combined.captures = [p.captures[0] for p in parts]
+    combined.notes = [f"{p.captures[0]}: {n}" for p in parts for n in p.notes]
+    combined.parts = parts
+    return combined
+
+
+def describe(analysis: str | None = None) -> str:
+    """The tables of an analysis (``"packets"``: the packet table; None: the packet table and
+    every analysis), column by column: name, type, unit, meaning, Wireshark field (for
+    ``pcapstats columns``)."""
+    if analysis == "packets":
+        tables = [("packets", PACKET_TABLE)]
+    elif analysis is None:
+        tables = [("packets", PACKET_TABLE)] + [(k, s) for k in sorted(RESULT_TYPES)
+                                                for s in RESULT_TYPES[k].specs]
+    elif analysis in RESULT_TYPES:
+        tables = [(analysis, s) for s in RESULT_TYPES[analysis].specs]
+    else:
+        raise UsageError(f"no analysis named {analysis!r}",
+                         hint="use one of " + ", ".join(["packets", *sorted(RESULT_TYPES)]))
+    out = []
+    for name, spec in tables:
+        out.append(f"{name} / {spec.name}: {spec.doc}")
+        out.append(_describe_columns(spec.columns))
+        out.append("")
+    return "\n".join(out).rstrip() + "\n"
+
+
+def _describe_columns(columns: Sequence[Column]) -> str:
+    """One line per column: name, type, unit, meaning [Wireshark field] (layer)."""
+    width = max(len(c.name) for c in columns)
+    lines = []
+    for c in columns:
+        extra = (f" [{c.wireshark}]" if c.wireshark else "") + \
+            (f" (layer {c.layer})" if c.layer else "") + \
+            (f" one of: {', '.join(c.values)}" if c.values and c.dtype == "str" else "")
+        lines.append(f"  {c.name:<{width}}  {c.dtype:<8}  {c.unit or '-':<8}  {c.doc}{extra}")
+    return "\n".join(lines)
+
+
+def _checked(spec: TableSpec, table, analysis: str) -> dict[str, np.ndarray]:
+    """The table with exactly the spec's columns in its order, as numpy arrays of one length
+    (a mismatch is a bug in the analysis, said plainly)."""
+    if table is None:
+        raise AssertionError(f"{analysis}: table {spec.name!r} missing")
+    missing = [n for n in spec.names if n not in table]
+    extra = [n for n in table if n not in spec.names]
+    if missing or extra:
+        raise AssertionError(f"{analysis}.{spec.name}: columns missing {missing}, "
+                             f"undeclared {extra}")
+    out = {c.name: np.asarray(table[c.name]) for c in spec.columns}
+    lengths = {len(v) for v in out.values()}
+    if len(lengths) > 1:
+        raise AssertionError(f"{analysis}.{spec.name}: columns of different lengths {lengths}")
+    return out
+
+
+def _pandas_column(column: Column, values: np.ndarray):
+    import pandas as pd  # lazy: see Result.to_pandas
+    if column.optional and values.dtype.kind == "f" and column.dtype.startswith(("int", "uint")):
+        missing = np.isnan(values)
+        return pd.arrays.IntegerArray(np.where(missing, 0, values).astype(np.int64), missing)
+    if column.values:
+        return pd.Categorical(values, categories=list(column.values))
+    return values
