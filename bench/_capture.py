@@ -51,9 +51,9 @@ def _say(msg: str) -> None:
 
 def _capture_once(out: Path, recipe: Recipe, seconds: int, mbit: int) -> dict:
     """One iperf3 run from host a to host b, captured on a's veth into ``out``."""
-    from pcapstats.lab import Lab  # the tests' own lab: namespaces, veth, tcpdump, cleanup
+    from pcapstats.lab import topologies  # the tests' own lab: namespaces, veth, tcpdump, cleanup
 
-    with Lab.two_hosts() as lab:
+    with topologies.two_hosts() as lab:
         server = lab.popen("b", "iperf3", "-s", "-1", "-p", "5201",
                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         iface = lab.interface("a", "b").name

@@ -24,7 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 from test_impair import (expected_goodput_bps, iperf3_tcp, ping,  # noqa: E402
                          received_goodput_bps, udp_sequence)
 
-from pcapstats.lab import Lab  # noqa: E402
+from pcapstats.lab import topologies  # noqa: E402
 from pcapstats.lab.impair import Impairment, apply  # noqa: E402
 
 
@@ -99,7 +99,7 @@ def main() -> None:
     parser.add_argument("--markdown", action="store_true")
     args = parser.parse_args()
     rows = []
-    with Lab.sender_router_receiver() as lab:
+    with topologies.sender_router_receiver() as lab:
         base = ping(lab, 50, 0.01).avg_ms
         free = received_goodput_bps(iperf3_tcp(lab, seconds=2, omit=0))
         rows.append({"asked": "nothing", "expected": "-",

@@ -64,8 +64,9 @@ def main() -> None:
 
     import pcapstats as ps
     from pcapstats.analyses import tcp_analysis as ta
+    from pcapstats.analyses import tcpseq_c
 
-    if not ta.c_analyser_available():
+    if not tcpseq_c.c_analyser_available():
         print("bench: the compiled analyser is not built; the analysis rows use the Python "
               "fallback", file=sys.stderr)
     path = files.pcap

@@ -17,7 +17,7 @@ from pathlib import Path
 from pcapstats.cli.lab import run_command
 from pcapstats.lab import load_sidecar
 from pcapstats.lab.matrix import load_spec, run_matrix
-from pcapstats.lab.sidecar import sidecar_path
+from pcapstats.sidecar import sidecar_path
 
 HERE = Path(__file__).resolve().parent
 LIMIT_BYTES = 20_000_000

@@ -274,10 +274,10 @@ def run_traffic(lab) -> None:
 
 def make_real_captures(directory: Path) -> dict[str, Path]:
     """Build the lab, capture the traffic, tear the lab down; returns name -> path."""
-    from pcapstats.lab import Lab
+    from pcapstats.lab import topologies
 
     paths = {name: directory / name for name in CAPTURE_NAMES}
-    with Lab.sender_router_receiver() as lab:
+    with topologies.sender_router_receiver() as lab:
         for host in lab.hosts:  # empty neighbour caches: ARP and ND show up in the captures
             lab.run(host, "ip", "neigh", "flush", "all")
         captures = [

@@ -73,36 +73,22 @@ analysed; ``reused_ports`` is reported only where a SYN/ACK changes its directio
 on the SYN that starts a new stream on reused ports.
 
 The logic is sequential per stream and direction: the compiled ``_tcpseq`` extension runs it
-(see _tcpseq.c); without a compiler, :func:`_analyze_python` gives the same answers, slowly
-(about 1 s per 100k packets).
+(tcpseq_c.py over _tcpseq.c); without a compiler, tcpseq_python.py gives the same answers,
+slowly (about 1 s per 100k packets); tcpseq.py is what both implement.
 """
 
 from __future__ import annotations
 
-import ctypes
-import importlib.util
-
 import numpy as np
 
-from .. import schema
 from ..batch import analysis
 from ..capture import Capture
 from ..errors import UsageError
 from ..results import Result
 from ..schema import Column, TableSpec
 from ..streams import DIRECTIONS, own_transport
-
-# Bits of the compiled and Python analysers' flag word (the F_* of _tcpseq.c).
-FLAG_BITS = {
-    "generic_retransmission": 0x0001, "fast_retransmission": 0x0002,
-    "spurious_retransmission": 0x0004, "out_of_order": 0x0008, "lost_segment": 0x0010,
-    "ack_lost_segment": 0x0020, "duplicate_ack": 0x0040, "zero_window": 0x0080,
-    "zero_window_probe": 0x0100, "zero_window_probe_ack": 0x0200, "window_full": 0x0400,
-    "keep_alive": 0x0800, "keep_alive_ack": 0x1000, "window_update": 0x2000,
-    "reused_ports": 0x4000,
-}
-_ANALYSED = 0x8000   # Wireshark made its per-packet analysis record (then iRTT is shown)
-_RETRANSMISSIONS = 0x0007
+from . import tcpseq_c, tcpseq_python
+from .tcpseq import FLAG_BITS, INPUTS, OUTPUTS, RETRANSMISSIONS
 
 _C = Column
 PACKETS = TableSpec("packets", "one row per TCP packet (ICMP errors quoting a TCP header left "
@@ -185,20 +171,6 @@ PACKETS = TableSpec("packets", "one row per TCP packet (ICMP errors quoting a TC
 FLAG_COLUMNS = ("retransmission", *(c for c in FLAG_BITS if c != "generic_retransmission"))
 # Integer columns that have a value only on some packets (<NA> in the DataFrame, NaN in numpy).
 
-# (name, dtype) of the analyser's outputs, in the order of tcpseq_args in _tcpseq.c.
-_OUTPUTS = (("rel_seq", np.uint32), ("rel_ack", np.uint32), ("nxtseq", np.uint32),
-            ("window_size", np.uint32), ("scalefactor", np.int32), ("aflags", np.uint32),
-            ("dupack_num", np.uint32), ("dupack_frame", np.uint32), ("acks_frame", np.uint32),
-            ("bytes_in_flight", np.uint32), ("push_bytes", np.uint32), ("ack_rtt", np.int64),
-            ("rto", np.int64), ("initial_rtt", np.int64), ("rto_frame", np.uint32),
-            ("karn", np.uint8))
-# (name, dtype) of its inputs, after n and n_streams.
-_INPUTS = (("stream", np.int64), ("dir", np.uint8), ("analysed", np.uint8), ("flags", np.uint16),
-           ("seq", np.uint32), ("ack", np.uint32), ("win", np.uint16), ("seglen", np.uint32),
-           ("t", np.int64), ("frame", np.uint32), ("wscale", np.int16), ("sack_count", np.uint8),
-           ("sack_le", np.uint32), ("sack_re", np.uint32))
-
-
 class TcpAnalysis(Result):
     """tshark's tcp.analysis per TCP packet (table ``packets``; definitions in the module
     docstring, columns named after the tshark fields they equal)."""
@@ -251,7 +223,7 @@ def analysis_inputs(cap: Capture) -> tuple[np.ndarray, dict[str, np.ndarray], in
         "t": col("frame_time_ns"), "frame": col("frame_number"), "wscale": wscale,
         "sack_count": col("tcp_sack_count"), "sack_le": sack["le"], "sack_re": sack["re"],
     }
-    inputs = {name: np.ascontiguousarray(inputs[name], dtype) for name, dtype in _INPUTS}
+    inputs = {name: np.ascontiguousarray(inputs[name], dtype) for name, dtype in INPUTS}
     n_streams = int(stream.max()) + 1 if len(stream) else 0
     return rows, inputs, n_streams
 
@@ -270,7 +242,7 @@ def _analysis(cap: Capture, stream: int | None, kernel: str):
         "tcp_len": inputs["seglen"], "tcp_seq": out["rel_seq"], "tcp_ack": out["rel_ack"],
         "tcp_nxtseq": out["nxtseq"], "tcp_window_size": out["window_size"],
         "window_size_scalefactor": out["scalefactor"],
-        "retransmission": (fl & _RETRANSMISSIONS) != 0,
+        "retransmission": (fl & RETRANSMISSIONS) != 0,
         **{name: f(name) for name in FLAG_COLUMNS if name != "retransmission"},
         "duplicate_ack_num": out["dupack_num"], "duplicate_ack_frame": out["dupack_frame"],
         "bytes_in_flight": out["bytes_in_flight"], "push_bytes_sent": out["push_bytes"],
@@ -333,272 +305,21 @@ def timestamp_rtt(cap: Capture, rows: np.ndarray, inputs) -> tuple[np.ndarray, n
     return rtt, present
 
 
-# -- the analysers ----------------------------------------------------------------------------
+# -- the analyser ---------------------------------------------------------------------------------
 
 def run_analyser(inputs: dict[str, np.ndarray], n_streams: int, kernel: str = "auto"):
-    """The per-packet outputs of _OUTPUTS, from the compiled analyser or the Python one."""
+    """The per-packet outputs (tcpseq.OUTPUTS), from the compiled analyser or the Python one."""
     if kernel not in ("auto", "c", "python"):
         raise UsageError(f"unknown kernel {kernel!r}", hint="use auto, c or python")
-    lib = _load_c() if kernel in ("auto", "c") else None
+    lib = tcpseq_c.load() if kernel in ("auto", "c") else None
     if kernel == "c" and lib is None:
         raise UsageError("the compiled TCP analyser is not available in this install",
                          hint="reinstall with a C compiler present (pip install -e .), "
                               "or use kernel='python'")
     n = len(inputs["stream"])
-    out = {name: np.zeros(n, dtype) for name, dtype in _OUTPUTS}
+    out = {name: np.zeros(n, dtype) for name, dtype in OUTPUTS}
     if lib is None:
-        _analyze_python(inputs, out)
-        return out
-    args = _Args(n, n_streams, *(inputs[name].ctypes.data for name, _ in _INPUTS),
-                 *(out[name].ctypes.data for name, _ in _OUTPUTS))
-    if lib.ps_tcpseq(ctypes.byref(args)) != 0:
-        raise MemoryError("out of memory in the TCP sequence analysis")
-    return out
-
-
-class _Args(ctypes.Structure):
-    _fields_ = ([("n", ctypes.c_int64), ("n_streams", ctypes.c_int64)]
-                + [(name, ctypes.c_void_p) for name, _ in _INPUTS]
-                + [(name, ctypes.c_void_p) for name, _ in _OUTPUTS])
-
-
-_lib: list = []
-
-
-def _load_c():
-    if not _lib:
-        spec = importlib.util.find_spec("pcapstats.analyses._tcpseq")
-        lib = None
-        if spec is not None and spec.origin is not None:
-            try:
-                lib = ctypes.CDLL(spec.origin)
-                lib.ps_tcpseq.restype = ctypes.c_int64
-                lib.ps_tcpseq.argtypes = [ctypes.c_void_p]
-            except (OSError, AttributeError):
-                lib = None
-        _lib.append(lib)
-    return _lib[0]
-
-
-def c_analyser_available() -> bool:
-    return _load_c() is not None
-
-
-_M = 0xFFFFFFFF
-_FIN, _SYN, _RST, _PSH, _ACK = 0x001, 0x002, 0x004, 0x008, 0x010
-
-
-def _gt(x, y):   # GT_SEQ: x after y in sequence space
-    return ((y - x) & _M) >= 0x80000000
-
-
-def _lt(x, y):
-    return ((x - y) & _M) >= 0x80000000
-
-
-def _le(x, y):
-    d = (x - y) & _M
-    return d == 0 or d >= 0x80000000
-
-
-class _Flow:
-    """One direction of a stream: Wireshark's tcp_flow_t and tcp_analyze_seq_flow_info_t."""
-
-    def __init__(self):
-        self.base_set, self.base_seq = False, 0
-        self.win_scale, self.window = -1, _M
-        self.valid_bif, self.push_bytes_sent, self.push_set_last = True, 0, False
-        self.is_first_ack, self.lastsegmentflags = False, 0
-        self.lastack = self.lastnondupack = self.dupacknum = 0
-        self.nextseq = self.maxseqtobeacked = self.nextseqframe = 0
-        self.lastacktime = self.nextseqtime = 0
-        self.num_sack, self.sack_bytes = 0, 0
-        self.max_end = None
-        self.segments = []   # [seq, nextseq, frame, time, resent], oldest first
-
-
-class _Stream:
-    def __init__(self):
-        self.flows = (_Flow(), _Flow())
-        self.ts_mru_syn = self.ts_first_rtt = 0
-
-
-def _analyze_python(inp, out) -> None:
-    """The analysis in plain Python: Wireshark's definitions step by step (slow; the reference
-    the compiled analyser is held to)."""
-    streams: dict[int, _Stream] = {}
-    cols = {k: v.tolist() for k, v in inp.items() if k not in ("sack_le", "sack_re")}
-    sack_le, sack_re = inp["sack_le"].tolist(), inp["sack_re"].tolist()
-    o = {k: [0] * len(inp["stream"]) for k in out}
-    for i in range(len(cols["stream"])):
-        st = streams.setdefault(cols["stream"][i], _Stream())
-        d = cols["dir"][i]
-        fw, rv = st.flows[d], st.flows[1 - d]
-        flags, seq, ack = cols["flags"][i], cols["seq"][i], cols["ack"][i]
-        fl = 0
-        if flags & (_SYN | _ACK) == _SYN and fw.base_set and seq == fw.base_seq:
-            fw.nextseq = fw.maxseqtobeacked
-            fl |= _ANALYSED
-        if flags & (_SYN | _ACK) == _SYN | _ACK and fw.base_set and seq != fw.base_seq:
-            fw.base_seq = seq
-            fl |= FLAG_BITS["reused_ports"] | _ANALYSED
-        fw.num_sack = fw.sack_bytes = 0
-        window_size = cols["win"][i]
-        if cols["analysed"][i]:
-            if not fw.base_set:
-                fw.base_seq, fw.base_set = (seq if flags & _SYN else (seq - 1) & _M), True
-            if not rv.base_set and flags & _ACK:
-                rv.base_seq, rv.base_set = (ack - 1) & _M, True
-            fl = _analyse_one(st, fw, rv, i, cols, o, fl)
-            seq = (seq - fw.base_seq) & _M
-            if flags & _ACK:
-                ack = (ack - rv.base_seq) & _M
-            if not flags & _SYN and fw.win_scale >= 0:
-                window_size <<= fw.win_scale
-            o["nxtseq"][i] = (seq + cols["seglen"][i] + (1 if flags & (_SYN | _FIN) else 0)) & _M
-        o["rel_seq"][i], o["rel_ack"][i], o["window_size"][i] = seq, ack, window_size
-        if not flags & _SYN:
-            o["scalefactor"][i] = 1 << fw.win_scale if fw.win_scale >= 0 else fw.win_scale
-        t = cols["t"][i]
-        if flags & _SYN:
-            if not flags & _ACK:
-                st.ts_mru_syn = t
-            fw.is_first_ack = True
-        if flags & (_SYN | _ACK) == _ACK:
-            if st.ts_mru_syn and not st.ts_first_rtt:
-                st.ts_first_rtt = t - st.ts_mru_syn
-            fw.is_first_ack = False
-        if cols["wscale"][i] >= 0:
-            fw.win_scale = min(cols["wscale"][i], 14)
-        k = min(cols["sack_count"][i], 3)
-        fw.sack_bytes = sum(sack_re[i][j] - sack_le[i][j] for j in range(k)) & _M
-        fw.num_sack = k
-        if fl & _ANALYSED and st.ts_first_rtt:
-            o["initial_rtt"][i] = st.ts_first_rtt
-        if flags & _SYN:
-            if fw.win_scale == -1:
-                fw.win_scale = rv.win_scale = -2
-            elif flags & _ACK and rv.win_scale == -2:
-                fw.win_scale = -2
-        o["aflags"][i] = fl
-    for k, v in o.items():
-        out[k][:] = v
-
-
-def _analyse_one(st, fw, rv, i, cols, o, fl):
-    """Wireshark's tcp_analyze_sequence_number for packet i; returns its flag word."""
-    B = FLAG_BITS
-    seq, ack, seglen, frame = cols["seq"][i], cols["ack"][i], cols["seglen"][i], cols["frame"][i]
-    window, flags, now = cols["win"][i], cols["flags"][i], cols["t"][i]
-    if flags & _ACK:
-        rv.valid_bif = True
-    zwp = seglen == 1 and seq == fw.nextseq and rv.window == 0
-    plain = not flags & (_SYN | _FIN | _RST)
-    if zwp:
-        fl |= B["zero_window_probe"] | _ANALYSED
+        tcpseq_python.analyse(inputs, out)
     else:
-        if window == 0 and plain:
-            fl |= B["zero_window"] | _ANALYSED
-        if fw.nextseq and _gt(seq, fw.nextseq) and not flags & _RST:
-            fl |= B["lost_segment"] | _ANALYSED
-            fw.valid_bif = False
-        if seglen <= 1 and seq == (fw.nextseq - 1) & _M and plain:
-            fl |= B["keep_alive"] | _ANALYSED
-        same = seglen == 0 and seq == fw.nextseq and ack == fw.lastack and plain
-        if same and window and window != fw.window:
-            fl |= B["window_update"] | _ANALYSED
-        if seglen > 0 and rv.win_scale != -1 and plain:
-            shift = 0 if rv.is_first_ack or rv.win_scale == -2 else rv.win_scale
-            if (seq + seglen) & _M == (rv.lastack + ((rv.window << shift) & _M)) & _M:
-                fl |= B["window_full"] | _ANALYSED
-        if same and window and window == fw.window and rv.lastsegmentflags & B["keep_alive"]:
-            fl |= B["keep_alive_ack"] | _ANALYSED
-        elif (same and window == 0 and window == fw.window
-              and rv.lastsegmentflags & B["zero_window_probe"]):
-            fl |= B["zero_window_probe_ack"] | _ANALYSED
-        elif same and window and window == fw.window:
-            fw.dupacknum = 1 if fw.dupacknum == _M else fw.dupacknum + 1
-            fl |= B["duplicate_ack"] | _ANALYSED
-            o["dupack_num"][i], o["dupack_frame"][i] = fw.dupacknum, fw.lastnondupack
-    if ack != fw.lastack:
-        fw.lastnondupack, fw.dupacknum = frame, 0
-    if rv.maxseqtobeacked and _gt(ack, rv.maxseqtobeacked) and flags & _ACK:
-        fl |= _ANALYSED
-        if _lt(rv.maxseqtobeacked, rv.nextseq):
-            rv.maxseqtobeacked = rv.nextseq
-            fl |= B["ack_lost_segment"]
-        else:
-            if rv.dupacknum == 0:
-                fl |= B["ack_lost_segment"]
-            rv.dupacknum = _M
-    synfin = 1 if flags & (_SYN | _FIN) else 0
-    if (seglen > 0 or synfin) and not fl & B["keep_alive"]:
-        not_advanced = bool(fw.nextseq) and _lt(seq, fw.nextseq)
-        if seglen > 1 and (fw.nextseq - 1) & _M == seq:
-            not_advanced = False
-        thres = st.ts_first_rtt & 0xFFFFFFFFFFFFFFFF if st.ts_first_rtt else 3_000_000
-        if seglen > 0 and rv.lastack and _le((seq + seglen) & _M, rv.lastack):
-            fl |= B["spurious_retransmission"] | _ANALYSED
-        elif (not_advanced and rv.dupacknum >= 2 and rv.lastack == seq
-              and (now - rv.lastacktime) & 0xFFFFFFFFFFFFFFFF < 20_000_000):
-            fl |= B["fast_retransmission"] | _ANALYSED
-        elif (not_advanced and (now - fw.nextseqtime) & 0xFFFFFFFFFFFFFFFF < thres
-              and fw.nextseq != (seq + seglen + synfin) & _M):
-            fl |= B["out_of_order"] | _ANALYSED
-        elif not_advanced:
-            fl |= B["generic_retransmission"] | _ANALYSED
-            oldest = fw.segments[0] if fw.segments else None
-            o["rto"][i] = now - (oldest[3] if oldest else fw.nextseqtime)
-            o["rto_frame"][i] = oldest[2] if oldest else fw.nextseqframe
-    nextseq = (seq + seglen) & _M
-    if (seglen or synfin) and len(fw.segments) < 10000:
-        nextseq = (nextseq + synfin) & _M
-        resent = fw.max_end is not None and _lt(seq, fw.max_end)
-        fw.segments.append([seq, nextseq, frame, now, resent])
-    if seglen or synfin:
-        end = (seq + seglen + synfin) & _M
-        if fw.max_end is None or _gt(end, fw.max_end):
-            fw.max_end = end
-    if (_gt(nextseq, fw.nextseq) or not fw.nextseq) and not zwp:
-        fw.nextseq, fw.nextseqframe, fw.nextseqtime = nextseq, frame, now
-    if (seq == fw.maxseqtobeacked or not fw.maxseqtobeacked) and not zwp:
-        fw.maxseqtobeacked = fw.nextseq
-    fw.window, fw.lastack, fw.lastacktime = window, ack, now
-    fw.lastsegmentflags = fl & ~_ANALYSED if fl & _ANALYSED else 0
-
-    kept, matched, resent = [], None, False
-    for s in rv.segments:   # what this ACK acknowledges of the peer's segments
-        if _le(s[1], ack):
-            if s[1] == ack and matched is None:
-                matched = s
-            resent |= s[4]
-            continue
-        if _gt(ack, s[0]):
-            s[0] = ack
-        kept.append(s)
-    rv.segments = kept
-    if matched is not None:
-        fl |= _ANALYSED
-        o["acks_frame"][i], o["ack_rtt"][i], o["karn"][i] = matched[2], now - matched[3], int(not resent)
-
-    if seglen and fw.segments and fw.valid_bif:
-        base = fw.base_seq
-        first = min((s[0] - base) & _M for s in fw.segments)
-        last = max((s[1] - base) & _M for s in fw.segments)
-        in_flight = (last - first) & _M
-        if rv.num_sack:
-            in_flight = (in_flight - rv.sack_bytes) & _M
-        if 0 < in_flight < 2_000_000_000:
-            fl |= _ANALYSED
-            o["bytes_in_flight"][i] = in_flight - synfin
-        if flags & _PSH:
-            fw.push_bytes_sent = seglen if fw.push_set_last else fw.push_bytes_sent + seglen
-            fw.push_set_last = True
-        elif fw.push_set_last:
-            fw.push_bytes_sent, fw.push_set_last = seglen, False
-        else:
-            fw.push_bytes_sent += seglen
-        fw.push_bytes_sent &= _M
-        fl |= _ANALYSED
-        o["push_bytes"][i] = fw.push_bytes_sent
-    return fl
+        tcpseq_c.analyse(lib, inputs, out, n_streams)
+    return out

@@ -96,7 +96,7 @@ def run_cmd(
     -o runs/reno10.pcap
     """
     from ..lab.run import Scenario, run
-    from ..lab.sidecar import sidecar_path
+    from ..sidecar import sidecar_path
 
     cc_list = _list(cc)
     sizes = [_int(s, "--ping-sizes") for s in _list(ping_sizes)] or [56]
@@ -125,7 +125,7 @@ def _interrupted(e: KeyboardInterrupt, path: Path):
     """One line saying what an interruption left, then exit 128 + signal (typer would exit
     130 silently)."""
     why = f" ({e.args[0]})" if e.args else ""
-    from ..lab.sidecar import SidecarError, load_sidecar
+    from ..sidecar import SidecarError, load_sidecar
     try:
         saved = load_sidecar(path)["status"] == "interrupted"
     except SidecarError:
@@ -296,7 +296,7 @@ def cleanup(
 
     Only namespaces of runs whose process has ended are touched (psl-<pid>-...).
     """
-    from ..lab.netns import cleanup_leftovers
+    from ..lab.cleanup import cleanup_leftovers
 
     removed = cleanup_leftovers()
     for name in removed:
@@ -330,7 +330,7 @@ _ESSENTIAL = ("root", "ip", "ethtool", "tc", "iptables", "tcpdump", "ping")
 @lab_app.command()
 def fields():
     """Every field of the sidecar JSON a run writes beside its capture."""
-    from ..lab.sidecar import FIELDS, SCHEMA
+    from ..sidecar import FIELDS, SCHEMA
     import textwrap
     print(f"schema {SCHEMA}; the sidecar of -o DIR/NAME.pcap is DIR/NAME.json\n")
     for name, meaning in FIELDS:

@@ -1,7 +1,7 @@
-"""`pcapstats simpleperf`: the simpleperf tool (pcapstats.simpleperf), its own flags unchanged.
+"""`pcapstats simpleperf`: the simpleperf tool (pcapstats.tools.simpleperf), its own flags unchanged.
 
 The arguments go untouched to simpleperf's argparse ``main`` (``-h`` included), so
-``pcapstats simpleperf -c -I 10.0.0.2 -t 10`` and ``python3 -m pcapstats.simpleperf -c -I
+``pcapstats simpleperf -c -I 10.0.0.2 -t 10`` and ``python3 -m pcapstats.tools.simpleperf -c -I
 10.0.0.2 -t 10`` are the same program with the same errors (``simpleperf: error: ...``).
 """
 
@@ -16,5 +16,5 @@ from .app import app
              add_help_option=False)
 def simpleperf(ctx: typer.Context):
     """The course's iperf-like TCP measurer: -s server, -c client (-h for its flags)."""
-    from ..simpleperf import main
+    from ..tools.simpleperf import main
     raise typer.Exit(main(list(ctx.args), prog="pcapstats simpleperf"))

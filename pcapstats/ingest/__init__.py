@@ -20,7 +20,8 @@ from ..capture import Capture
 from ..errors import SkippedPacketsWarning
 from ..streams import TcpStreams
 from . import formats
-from . import kernel as K
+from . import contract as K
+from .kernel import get_kernel
 from .linktypes import linktype_name
 from .source import open_source
 
@@ -50,7 +51,7 @@ def _progress_or_ambient(progress):
 
 def read_fast(path, kernel: str = "auto", window_bytes: int = WINDOW_BYTES, progress=None) -> Capture:
     """Read a capture with the fast engine; ``progress(done_bytes, total_bytes)`` per window."""
-    kern = K.get_kernel(kernel)
+    kern = get_kernel(kernel)
     progress = _progress_or_ambient(progress)
     with _collected_warnings() as caught, open_source(path) as src:
         walker = formats.walker_for(src.buf, src.path)
@@ -168,7 +169,7 @@ def stream_windows(path, on_window, kernel: str = "auto", window_bytes: int = WI
     or udp.stream).  Returns (packets read, address strings by code).  Errors and warnings as
     read_fast.
     """
-    kern = K.get_kernel(kernel)
+    kern = get_kernel(kernel)
     progress = _progress_or_ambient(progress)
 
     def deliver(table, k):

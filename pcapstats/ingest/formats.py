@@ -13,7 +13,7 @@ import warnings
 import numpy as np
 
 from ..errors import CaptureFormatError, CorruptCaptureError, PcapstatsError, TruncatedCaptureWarning
-from . import kernel as K
+from . import contract as K
 
 PCAP_MAGICS = {  # first four bytes as written -> (byte-swapped, nanosecond)
     b"\xd4\xc3\xb2\xa1": (False, False), b"\xa1\xb2\xc3\xd4": (True, False),

@@ -23,7 +23,7 @@ from array import array
 import numpy as np
 import pandas as pd
 
-from .kernel import (ABSURD_RECORD, DS_MALFORMED, DS_UNKNOWN_LINKTYPE, IPF_DF, IPF_FRAGMENT,
+from .contract import (ABSURD_RECORD, DS_MALFORMED, DS_UNKNOWN_LINKTYPE, IPF_DF, IPF_FRAGMENT,
                      IPF_MF, L4_ICMP, L4_TCP, L4_UDP, OPT_MSS, OPT_SACK_PERM, OPT_TS, OPT_WS,
                      ST_ABSURD_LENGTH, ST_BAD_BLOCK, ST_BAD_SECTION, ST_CAPACITY, ST_OK,
                      ST_TOO_MANY_INTERFACES, ST_TRAILER_MISMATCH, ST_TRUNCATED,

@@ -7,22 +7,25 @@ Only this package touches the host's network, and it undoes everything it made.
                        duration_s=10), "runs/reno10.pcap")   # writes runs/reno10.pcap + .json
     load_sidecar("runs/reno10.json")["flows"][0]["tcp_info"]["snd_cwnd"]
 
-Modules: netns (hosts, links, tcpdump), impair (loss, delay, rate on the bottleneck),
-delayline (NFQUEUE delay line), tcpinfo (TCP_INFO), traffic (the tools), run (one scenario),
-matrix (a grid of scenarios), sidecar (the JSON beside each capture), filexfer (plain file
-transfers).
+Modules, bottom up: commands (running tools, LabError), cleanup (exit paths, leftovers),
+tcpdump, netns (the Lab: hosts, links), topologies (ready-made labs), impair (loss, delay, rate
+on the bottleneck), traffic (starting the tools), sidecar (writing the JSON beside each
+capture), run (one scenario), matrix (a grid of scenarios).  The programs that run inside the
+hosts are in pcapstats.tools; the sidecar's format and reading side in pcapstats.sidecar.
 """
 
-from pcapstats.lab.impair import Applied, Impairment, apply, parse_loss, parse_rate, parse_time
+from pcapstats.lab.impair import Applied, Impairment, apply
 from pcapstats.lab.matrix import load_spec, run_matrix
-from pcapstats.lab.netns import (PREFIX, Bottleneck, CaptureStats, Interface, Lab, LabError,
-                                 TcpdumpCapture, cleanup_leftovers)
+from pcapstats.lab.cleanup import PREFIX, cleanup_leftovers
+from pcapstats.lab.commands import LabError
+from pcapstats.lab.netns import Bottleneck, Interface, Lab
+from pcapstats.lab.tcpdump import CaptureStats, TcpdumpCapture
+from pcapstats.lab.topologies import chain, dumbbell, sender_router_receiver, two_hosts
 from pcapstats.lab.run import RunInterrupted, Scenario, check_host, run
-from pcapstats.lab.sidecar import (SCHEMA as SIDECAR_SCHEMA, SidecarError, load_sidecar,
-                                   sidecar_for)
+from pcapstats.sidecar import SCHEMA as SIDECAR_SCHEMA, SidecarError, load_sidecar, sidecar_for
 
 __all__ = ["PREFIX", "Applied", "Bottleneck", "CaptureStats", "Impairment", "Interface", "Lab",
            "LabError", "RunInterrupted", "SIDECAR_SCHEMA", "Scenario", "SidecarError",
            "TcpdumpCapture", "apply", "check_host", "cleanup_leftovers", "load_sidecar",
-           "load_spec", "parse_loss", "parse_rate", "parse_time", "run", "run_matrix",
-           "sidecar_for"]
+           "load_spec", "run", "run_matrix", "sidecar_for", "two_hosts",
+           "sender_router_receiver", "chain", "dumbbell"]

@@ -17,7 +17,7 @@ rate,queue  netem ``rate``/``limit``        ``tbf`` root qdisc on the egress tow
 loss        netem ``loss`` (data egress)    iptables ``-m statistic --mode random -j DROP`` in the
                                             router's FORWARD path, data direction (IPv4 and IPv6)
 ack_loss    netem ``loss`` (ack egress)     the same rule on the ACK direction
-delay       netem ``delay`` on both         :mod:`pcapstats.lab.delayline`: NFQUEUE, one queue and
+delay       netem ``delay`` on both         :mod:`pcapstats.tools.delayline`: NFQUEUE, one queue and
 jitter      egresses                        one program per direction (data 0, ACKs 1), uniform
 ==========  ==============================  =====================================================
 
@@ -35,7 +35,7 @@ still absorb a burst).  One BDP is the classic size that lets a single Reno flow
 busy; more only adds queueing delay.  tbf's ``burst`` is the larger of two full frames and
 1 ms at the rate (tbf's timer then needs no faster tick than 1 kHz).
 
-Rate, size and time texts follow tc(8): ``kbit``/``mbit``/``gbit`` are bits per second (SI,
+Rate, size and time texts (parsed by pcapstats.units) follow tc(8): ``kbit``/``mbit``/``gbit`` are bits per second (SI,
 ``kibit``... binary), ``bps``/``kbps``/``mbps``/``gbps`` are BYTES per second (``1mbps`` is 8
 Mbit/s); times ``s``/``ms``/``us`` (``sec``, ``msec``, ``usec`` too); sizes ``b`` (or none),
 ``kb``/``mb`` (x1024, as tc), or ``p``/``pkt`` full frames of :data:`FRAME_BYTES`.  A bare number
@@ -58,12 +58,13 @@ from dataclasses import asdict, dataclass, field
 from typing import Callable
 
 from pcapstats.errors import UsageError
-from pcapstats.lab.netns import Bottleneck, Lab, LabError
+from pcapstats.units import FRAME_BYTES, parse_loss, parse_rate, parse_tc_size, parse_time
+from pcapstats.lab.commands import LabError
+from pcapstats.lab.netns import Bottleneck, Lab
 
-# pcapstats.lab.delayline is imported where used, not here: the package's __init__ imports
-# this module, and `python -m pcapstats.lab.delayline` warns if the package imported it first.
+# pcapstats.tools.delayline is imported where used, not here: the package's __init__ imports
+# this module, and `python -m pcapstats.tools.delayline` warns if the package imported it first.
 
-FRAME_BYTES = 1514  # a full Ethernet frame at MTU 1500, as tbf and netem count it (no FCS)
 QUEUE_FLOOR_PACKETS = 16
 # Upper bounds of what can be asked: beyond them a value is a typo, not an experiment.
 MAX_DELAY_S = 60.0        # each way; the delay line holds every packet that long
@@ -77,77 +78,6 @@ _READY_TIMEOUT_S = 10.0
 # SCHED_FIFO priority of the delay lines (see delayline._tight_timers); 0 = a normal task.
 DELAY_LINE_PRIORITY = 10
 _STATS_INTERVAL_S = 0.5
-
-
-# -- parsers (the CLI's words for the values) ---------------------------------------------------
-_RATE_UNITS = {"bit": 1, "kbit": 1e3, "mbit": 1e6, "gbit": 1e9, "tbit": 1e12,
-               "kibit": 2**10, "mibit": 2**20, "gibit": 2**30, "tibit": 2**40,
-               "bps": 8, "kbps": 8e3, "mbps": 8e6, "gbps": 8e9, "tbps": 8e12,
-               "kibps": 8 * 2**10, "mibps": 8 * 2**20, "gibps": 8 * 2**30, "tibps": 8 * 2**40}
-_TIME_UNITS = {"s": 1, "sec": 1, "secs": 1, "ms": 1e-3, "msec": 1e-3, "msecs": 1e-3,
-               "us": 1e-6, "usec": 1e-6, "usecs": 1e-6}
-_SIZE_UNITS = {"": 1, "b": 1, "k": 2**10, "kb": 2**10, "m": 2**20, "mb": 2**20, "g": 2**30,
-               "gb": 2**30, "p": FRAME_BYTES, "pkt": FRAME_BYTES, "pkts": FRAME_BYTES,
-               "packets": FRAME_BYTES}
-_NUMBER_UNIT = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:e[+-]?[0-9]+)?)\s*([a-z%]*)\s*$", re.I)
-
-
-def _split(text: str, what: str, example: str) -> tuple[float, str]:
-    match = _NUMBER_UNIT.match(str(text))
-    if not match:
-        raise UsageError(f"bad {what} {text!r}: not a number with a unit",
-                         hint=f"write it like {example}")
-    return float(match.group(1)), match.group(2).lower()
-
-
-def parse_rate(text: str) -> float:
-    """"30mbit" -> 30e6 bit/s; tc's units (``mbps`` = megaBYTES/s); a unit is required."""
-    value, unit = _split(text, "rate", "30mbit, 500kbit or 1.5gbit")
-    if unit not in _RATE_UNITS:
-        hint = ("give a unit, e.g. 30mbit" if not unit else
-                "units: bit, kbit, mbit, gbit (bits/s) or bps, kbps, mbps (BYTES/s, as tc)")
-        raise UsageError(f"bad rate {text!r}: " + ("no unit" if not unit else
-                                                   f"unknown unit {unit!r}"), hint=hint)
-    bps = value * _RATE_UNITS[unit]
-    if bps <= 0:
-        raise UsageError(f"bad rate {text!r}: must be above zero")
-    return bps
-
-
-def parse_time(text: str) -> float:
-    """"20ms" -> 0.020 s; units s, ms, us (tc's); a unit is required."""
-    value, unit = _split(text, "time", "20ms, 0.5s or 100us")
-    if unit not in _TIME_UNITS:
-        raise UsageError(f"bad time {text!r}: " + ("no unit" if not unit else
-                                                   f"unknown unit {unit!r}"),
-                         hint="units: s, ms, us, e.g. 20ms")
-    return value * _TIME_UNITS[unit]
-
-
-def parse_loss(text: str) -> float:
-    """"10%" or "0.1" -> 0.1 (a fraction of packets, 0 to 1)."""
-    value, unit = _split(text, "loss", "10% or 0.1")
-    if unit not in ("", "%"):
-        raise UsageError(f"bad loss {text!r}: unknown unit {unit!r}", hint="write 10% or 0.1")
-    fraction = value / 100 if unit == "%" else value
-    if fraction > 1:
-        if unit == "%":
-            raise UsageError(f"bad loss {text!r}: more than 100 %")
-        raise UsageError(f"bad loss {text!r}: a fraction above 1",
-                         hint=f"did you mean {value:g}%?")
-    return fraction
-
-
-def parse_size(text: str) -> int:
-    """"64kb" -> 65536 bytes, "100p" -> 100 full frames in bytes, "1500" -> 1500 bytes."""
-    value, unit = _split(text, "size", "64kb, 100p or 150000")
-    if unit not in _SIZE_UNITS:
-        raise UsageError(f"bad size {text!r}: unknown unit {unit!r}",
-                         hint="units: b, kb, mb (x1024, as tc) or p (full frames)")
-    size = round(value * _SIZE_UNITS[unit])
-    if size <= 0:
-        raise UsageError(f"bad size {text!r}: must be above zero")
-    return size
 
 
 # -- what to apply --------------------------------------------------------------------------------
@@ -195,7 +125,7 @@ class Impairment:
                    delay_s=parse_time(delay) if delay else 0.0,
                    jitter_s=parse_time(jitter) if jitter else 0.0,
                    rate_bps=parse_rate(rate) if rate else None,
-                   queue_bytes=parse_size(queue) if queue else None,
+                   queue_bytes=parse_tc_size(queue) if queue else None,
                    ack_loss=parse_loss(ack_loss) if ack_loss else 0.0)
 
     @property
@@ -266,7 +196,7 @@ class _DelayLineProcess:
                  stats_dir: str):
         self.lab, self.host, self.direction, self.queue = lab, host, direction, queue
         self.stats_path = os.path.join(stats_dir, f"delayline-{queue}.json")
-        self.argv = [sys.executable, "-m", "pcapstats.lab.delayline", "--queue", str(queue),
+        self.argv = [sys.executable, "-m", "pcapstats.tools.delayline", "--queue", str(queue),
                      "--delay-ms", repr(imp.delay_s * 1e3), "--jitter-ms",
                      repr(imp.jitter_s * 1e3), "--stats", self.stats_path,
                      "--stats-interval", str(_STATS_INTERVAL_S),
@@ -477,7 +407,7 @@ class Applied:
                                f"{self.bottleneck.router}: its packets are dropped")
 
     def _kernel_queues(self) -> dict:
-        from pcapstats.lab.delayline import PROC_QUEUES, read_kernel_queues
+        from pcapstats.tools.delayline import PROC_QUEUES, read_kernel_queues
         text = self._run("cat", PROC_QUEUES, record=False, check=False).stdout
         return read_kernel_queues(text)
 

@@ -42,7 +42,7 @@ from pathlib import Path
 from typing import Callable
 
 from pcapstats.errors import PcapstatsError, UsageError
-from pcapstats.lab import sidecar
+from pcapstats import sidecar
 from pcapstats.lab.run import Scenario, run
 
 

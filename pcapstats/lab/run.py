@@ -27,8 +27,12 @@ from pathlib import Path
 from typing import Callable
 
 from pcapstats.errors import UsageError
-from pcapstats.lab import impair, sidecar, traffic
-from pcapstats.lab.netns import Lab, LabError, require_tools
+from pcapstats.units import parse_rate, parse_simpleperf_size
+from pcapstats import sidecar
+from pcapstats.lab import impair, topologies, traffic
+from pcapstats.lab.commands import LabError, require_tools
+from pcapstats.lab.netns import Lab
+from pcapstats.lab.sidecar import stream_ids, write_sidecar
 
 CLIENT_START_S = 1.0  # pairs' clients start together this long after the last server is up
 TOOLS = ("simpleperf", "iperf3", "iperf3-udp", "ping", "tcp-file", "udp-file")
@@ -125,16 +129,15 @@ class Scenario:
             return None
         if isinstance(self.bytes, int):
             return self.bytes
-        from pcapstats.simpleperf import parse_size
         try:
-            return parse_size(str(self.bytes))
-        except ValueError as e:
+            return parse_simpleperf_size(str(self.bytes))
+        except UsageError as e:
             raise UsageError(f"bad transfer size {self.bytes!r}: {e}") from None
 
     def udp_rate_bps(self) -> float | None:
         if not self.udp_rate:
             return None
-        return impair.parse_rate(self.udp_rate)
+        return parse_rate(self.udp_rate)
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
@@ -150,7 +153,7 @@ class Scenario:
 
 
 def _available_ccs() -> list[str]:
-    from pcapstats.lab.tcpinfo import available_congestion_controls
+    from pcapstats.tools.tcpinfo import available_congestion_controls
     return available_congestion_controls()
 
 
@@ -277,7 +280,7 @@ class _Run:
     # -- the steps ----------------------------------------------------------------------------
     def _build(self) -> Lab:
         s = self.scenario
-        lab = Lab.sender_router_receiver() if s.pairs == 1 else Lab.dumbbell(pairs=s.pairs)
+        lab = topologies.sender_router_receiver() if s.pairs == 1 else topologies.dumbbell(pairs=s.pairs)
         try:
             pairs = lab.pairs
             for k, (snd, rcv) in enumerate(pairs):
@@ -413,7 +416,7 @@ class _Run:
                 os.replace(partial, final)
         self.doc["captures"] = [entry for entry, _, partial in self.captures
                                 if "size_bytes" in entry]
-        sidecar.write_sidecar(sidecar.sidecar_path(self.out_path), self.doc)
+        write_sidecar(sidecar.sidecar_path(self.out_path), self.doc)
         self.say(f"wrote {sidecar.sidecar_path(self.out_path)}")
 
     def _fail(self, text: str) -> None:
@@ -429,7 +432,7 @@ class _Run:
         for entry, _, partial in self.captures:
             if not partial.exists() or not flows:
                 continue
-            ids = sidecar.stream_ids(partial, flows)
+            ids = stream_ids(partial, flows)
             for flow, sid in zip(flows, ids):
                 flow["streams"][entry["file"]] = sid
 
@@ -496,7 +499,7 @@ def _measured(doc: dict) -> dict:
 
 def check_host() -> list[tuple[str, bool, str]]:
     """(what, ok, detail) for everything the lab relies on, for `pcapstats lab check`."""
-    from pcapstats.lab.tcpinfo import available_congestion_controls
+    from pcapstats.tools.tcpinfo import available_congestion_controls
 
     root = os.geteuid() == 0
     rows = [("root", root, "yes" if root else "no: run the lab as root (sudo)")]

@@ -33,7 +33,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Sequence
 
-from pcapstats.lab.netns import Lab, LabError
+from pcapstats.lab.commands import LabError
+from pcapstats.lab.netns import Lab
 
 SIMPLEPERF_PORT, IPERF3_PORT, FILE_PORT = 8088, 5201, 5301
 _margin_s = 30.0  # how long past its planned end a tool may take before it counts as hung
@@ -160,13 +161,13 @@ def start_simpleperf(lab: Lab, sender: str, receiver: str, work: Path, *, port=S
     tag = f"simpleperf-{sender}-{receiver}"
     server_report, client_report = run.work / f"{tag}.server.json", run.work / f"{tag}.client.json"
     addr = lab.address(receiver, family)
-    server_argv = [sys.executable, "-m", "pcapstats.simpleperf", "-s", "-b", addr, "-p", port,
+    server_argv = [sys.executable, "-m", "pcapstats.tools.simpleperf", "-s", "-b", addr, "-p", port,
                    "--once", "--report", server_report]
     if rcvbuf:
         server_argv += ["--rcvbuf", rcvbuf]
     server = run.start(receiver, f"{tag}.server", server_argv)
     wait_listening(lab, receiver, port, proc=server)
-    client_argv = [sys.executable, "-m", "pcapstats.simpleperf", "-c", "-I", addr, "-p", port,
+    client_argv = [sys.executable, "-m", "pcapstats.tools.simpleperf", "-c", "-I", addr, "-p", port,
                    "-P", parallel, "--report", client_report,
                    "--tcp-info-interval", tcp_info_interval_s]
     client_argv += ["-n", f"{nbytes}B"] if nbytes else ["-t", duration_s]
@@ -421,11 +422,11 @@ def start_file_transfer(lab: Lab, sender: str, receiver: str, work: Path, *, pro
                         cc: str | None = None, sndbuf: int | None = None,
                         rcvbuf: int | None = None, udp_rate_bps: float = 10e6,
                         family: int = 4) -> Running:
-    """A generated file from sender to receiver over plain TCP or UDP (pcapstats.lab.filexfer)."""
+    """A generated file from sender to receiver over plain TCP or UDP (pcapstats.tools.filexfer)."""
     run = _Spawner(lab, work)
     tag = f"file-{proto}-{sender}-{receiver}"
     addr = lab.address(receiver, family)
-    module = [sys.executable, "-m", "pcapstats.lab.filexfer"]
+    module = [sys.executable, "-m", "pcapstats.tools.filexfer"]
     if proto == "tcp":
         recv_argv = [*module, "tcp-recv", addr, port] + (["--rcvbuf", rcvbuf] if rcvbuf else [])
         send_argv = [*module, "tcp-send", addr, port, size_bytes, seed]

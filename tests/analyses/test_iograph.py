@@ -517,9 +517,9 @@ for t in threads: t.join()
 def lab_capture(tmp_path_factory):
     from tests.conftest import require_netns
     require_netns()
-    from pcapstats.lab import Lab
+    from pcapstats.lab import topologies
     path = tmp_path_factory.mktemp("iograph-lab") / "gaps.pcap"
-    with Lab.two_hosts() as lab:
+    with topologies.two_hosts() as lab:
         b = lab.address("b")
         sink = lab.popen_python("b", LAB_SINK, b, stdout=subprocess.PIPE, text=True)
         assert sink.stdout.readline() == "ready\n"

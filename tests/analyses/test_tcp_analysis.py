@@ -38,8 +38,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import pcapstats as ps
-from pcapstats.analyses.tcp_analysis import (_INPUTS, c_analyser_available, run_analyser,
-                                             tcp_analysis)
+from pcapstats.analyses.tcp_analysis import run_analyser, tcp_analysis
+from pcapstats.analyses.tcpseq import INPUTS
+from pcapstats.analyses.tcpseq_c import c_analyser_available
 
 from tests.helpers import craft
 from tests.helpers.paths import DATA, PUBLIC
@@ -127,10 +128,10 @@ def _run_phase(lab, k, phase) -> None:
 
 def make_lab_captures(directory: Path) -> dict[str, Path]:
     """Every phase of PHASES through one router, captured at the sender and at the receiver."""
-    from pcapstats.lab import Lab
+    from pcapstats.lab import topologies
 
     paths = {name: directory / name for name in LAB_CAPTURES}
-    with Lab.sender_router_receiver() as lab:
+    with topologies.sender_router_receiver() as lab:
         towards_receiver = lab.interface("router", "receiver").name
         lab.run("router", "tc", "qdisc", "add", "dev", towards_receiver, "root", "tbf",
                 "rate", "20mbit", "burst", "32kbit", "latency", "50ms")
@@ -380,7 +381,7 @@ def packet_sequences(draw):
     n = draw(st.integers(1, 120))
     streams = draw(st.integers(1, 3))
     start = draw(st.sampled_from([0, 1, 0xFFFFF000, 0x7FFFFF00, 12345]))
-    rows = {name: [] for name, _ in _INPUTS}
+    rows = {name: [] for name, _ in INPUTS}
     nxt, t = {}, 0
     for _ in range(n):
         s, d = draw(st.integers(0, streams - 1)), draw(st.integers(0, 1))
@@ -402,7 +403,7 @@ def packet_sequences(draw):
                       sack_le=[e[0] for e in edges[:3]], sack_re=[e[1] for e in edges[:3]])
         for name, v in values.items():
             rows[name].append(v)
-    inputs = {name: np.ascontiguousarray(rows[name], dtype) for name, dtype in _INPUTS}
+    inputs = {name: np.ascontiguousarray(rows[name], dtype) for name, dtype in INPUTS}
     return inputs, streams
 
 

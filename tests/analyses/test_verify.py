@@ -259,9 +259,9 @@ def test_lab_simpleperf_through_loss_passes(tmp_path, scenario):
 
 @pytest.mark.netns
 def test_lab_ping_with_one_reply_dropped_fails_on_that_sequence_number(tmp_path):
-    from pcapstats.lab import Lab
+    from pcapstats.lab import topologies
     path = tmp_path / "ping.pcap"
-    with Lab.sender_router_receiver() as lab:
+    with topologies.sender_router_receiver() as lab:
         # drop the echo reply with sequence number 3 on the router (ICMP id+seq at IHL + 4)
         rule = ["FORWARD", "-p", "icmp", "--icmp-type", "echo-reply", "-m", "u32", "--u32",
                 "0>>22&0x3C@4&0xFFFF=3", "-j", "DROP"]

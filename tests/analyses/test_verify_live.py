@@ -78,7 +78,7 @@ conn.close()
 """
 
 ADDR, PORT = object(), object()   # placeholders in argv tuples: the server's address and port
-SIMPLEPERF = (sys.executable, "-m", "pcapstats.simpleperf")
+SIMPLEPERF = (sys.executable, "-m", "pcapstats.tools.simpleperf")
 
 
 @pytest.fixture(scope="module")
@@ -86,8 +86,8 @@ def lab():
     """sender - router - receiver with a 20 Mbit/s bottleneck (keeps the real simpleperf's
     captures to about a megabyte); one lab for the whole module."""
     from pcapstats.lab.impair import Impairment, apply
-    from pcapstats.lab.netns import Lab
-    with Lab.sender_router_receiver() as lab:
+    from pcapstats.lab import topologies
+    with topologies.sender_router_receiver() as lab:
         apply(lab, lab.bottleneck, Impairment(rate_bps=20e6))
         yield lab
 

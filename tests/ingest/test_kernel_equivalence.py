@@ -38,7 +38,8 @@ from scapy.layers.l2 import ARP
 from scapy.packet import Raw
 
 from pcapstats.errors import UsageError
-from pcapstats.ingest import kernel as K
+from pcapstats.ingest import contract as K
+from pcapstats.ingest.kernel import get_kernel
 from pcapstats.ingest.kernel_numpy import NumpyKernel
 
 from tests.helpers import craft as c
@@ -51,7 +52,7 @@ FUZZ = settings(max_examples=FUZZ_EXAMPLES, deadline=None, database=None,
 @pytest.fixture(scope="module")
 def ck():
     try:
-        return K.get_kernel("c")
+        return get_kernel("c")
     except UsageError as e:
         pytest.skip(f"no compiled kernel to compare with: {e}")
 

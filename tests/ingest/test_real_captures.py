@@ -264,20 +264,20 @@ def test_capture_has_udp_icmp_ipv6_and_fragments(real_captures, name):
 # -- the lab leaves nothing behind ------------------------------------------------------------
 
 def _our_namespaces(prefix: str) -> list[str]:
-    from pcapstats.lab.netns import list_netns
+    from pcapstats.lab.cleanup import list_netns
     return [n for n in list_netns() if n.startswith(prefix)]
 
 
 def test_lab_session_left_no_namespace(real_captures):
     """The capture fixture has closed its lab: no namespace of this process is left."""
-    from pcapstats.lab.netns import PREFIX
+    from pcapstats.lab.cleanup import PREFIX
     assert _our_namespaces(f"{PREFIX}{os.getpid()}-") == []
 
 
 def test_lab_closes_on_error_inside_with():
-    from pcapstats.lab import Lab
+    from pcapstats.lab import topologies
     with pytest.raises(RuntimeError, match="boom"):
-        with Lab.two_hosts() as lab:
+        with topologies.two_hosts() as lab:
             sleeper = lab.popen("a", "sleep", "60")
             assert lab.run("a", "ping", "-c", "1", "-W", "2", lab.address("b")).returncode == 0
             raise RuntimeError("boom")
@@ -289,8 +289,8 @@ def test_lab_removes_everything_when_killed_by_sigterm(tmp_path):
     """A lab program killed by SIGTERM tears its lab down, then dies of SIGTERM."""
     script = textwrap.dedent("""
         import time
-        from pcapstats.lab import Lab
-        lab = Lab.two_hosts()
+        from pcapstats.lab import topologies
+        lab = topologies.two_hosts()
         lab.popen("b", "sleep", "60")
         print(lab.prefix, flush=True)
         time.sleep(60)
@@ -324,7 +324,7 @@ def test_lab_removes_everything_when_killed_by_sigterm(tmp_path):
 
 
 def test_cleanup_leftovers_removes_only_dead_runs():
-    from pcapstats.lab.netns import PREFIX, cleanup_leftovers
+    from pcapstats.lab.cleanup import PREFIX, cleanup_leftovers
     dead = subprocess.Popen(["true"])
     dead.wait()
     mine_alive = f"{PREFIX}{os.getpid()}-999-x"
@@ -354,8 +354,8 @@ def test_lab_refuses_without_root(monkeypatch):
 
 def test_lab_names_a_missing_tool(monkeypatch):
     from pcapstats.lab import Lab, LabError
-    from pcapstats.lab import netns
+    from pcapstats.lab import commands
     real_which = shutil.which
-    monkeypatch.setattr(netns.shutil, "which", lambda t: None if t == "ethtool" else real_which(t))
+    monkeypatch.setattr(commands.shutil, "which", lambda t: None if t == "ethtool" else real_which(t))
     with pytest.raises(LabError, match="'ethtool'.*apt-get install ethtool"):
         Lab()

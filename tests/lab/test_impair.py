@@ -23,12 +23,12 @@ import time
 import pytest
 
 from pcapstats.errors import UsageError
-from pcapstats.lab import Lab, LabError, cleanup_leftovers
-from pcapstats.lab import delayline
+from pcapstats.lab import Lab, LabError, cleanup_leftovers, topologies
+from pcapstats.tools import delayline
 from tests.helpers.labtools import (expected_goodput_bps, iperf3_tcp, measure_twice, ping,
                                     ping_rtts_ms, received_goodput_bps, rtt_as_asked, within)
-from pcapstats.lab.impair import (FRAME_BYTES, Impairment, apply, parse_loss, parse_rate,
-                                  parse_size, parse_time)
+from pcapstats.lab.impair import Impairment, apply
+from pcapstats.units import FRAME_BYTES, parse_loss, parse_rate, parse_tc_size, parse_time
 
 UDP_PORT = 5212
 
@@ -84,7 +84,7 @@ def test_parse_loss_refuses(text, why):
 @pytest.mark.parametrize("text, size", [("1500", 1500), ("64kb", 65536), ("1mb", 2**20),
                                         ("100p", 100 * FRAME_BYTES), ("3pkt", 3 * FRAME_BYTES)])
 def test_parse_size(text, size):
-    assert parse_size(text) == size
+    assert parse_tc_size(text) == size
 
 
 def test_impairment_refuses_impossible_values():
@@ -133,7 +133,7 @@ def test_kernel_queue_line_parses():
 
 @pytest.fixture(scope="module")
 def lab():
-    with Lab.sender_router_receiver() as lab:
+    with topologies.sender_router_receiver() as lab:
         yield lab
 
 
@@ -363,9 +363,9 @@ def test_killed_delay_line_fails_loudly_and_is_still_removed(lab):
 
 PARENT = r"""
 import sys, time
-from pcapstats.lab import Lab
+from pcapstats.lab import topologies
 from pcapstats.lab.impair import Impairment, apply
-with Lab.sender_router_receiver() as lab:
+with topologies.sender_router_receiver() as lab:
     applied = apply(lab, lab.bottleneck, Impairment(loss=0.1, delay_s=0.02, rate_bps=5e6))
     pids = [line.proc.pid for line in applied._delay_lines.values()]
     print(lab.prefix, applied.settings["stats_dir"], *pids, flush=True)
@@ -433,7 +433,7 @@ def test_netem_is_detected_from_the_kernel(lab):
 def test_delay_line_that_cannot_bind_is_one_error_and_nothing_is_left(lab):
     """Queue 0 already has a listener: the kernel refuses a second bind (EBUSY); apply() says
     so in one line and undoes what it had started."""
-    squatter = lab.popen("router", sys.executable, "-m", "pcapstats.lab.delayline",
+    squatter = lab.popen("router", sys.executable, "-m", "pcapstats.tools.delayline",
                          "--queue", 0, "--delay-ms", 1, stdout=subprocess.PIPE, text=True)
     try:
         assert select.select([squatter.stdout], [], [], 10)[0]

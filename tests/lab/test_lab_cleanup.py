@@ -29,7 +29,7 @@ import pytest
 
 import pcapstats
 from pcapstats.lab import PREFIX, LabError, Scenario, load_sidecar, run
-from pcapstats.lab.sidecar import sidecar_path
+from pcapstats.sidecar import sidecar_path
 from tests.helpers.tshark_ref import tshark
 
 pytestmark = pytest.mark.netns

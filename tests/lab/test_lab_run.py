@@ -13,7 +13,7 @@ import math
 import pytest
 
 from pcapstats.lab import Scenario, load_sidecar, run, run_matrix
-from pcapstats.lab.sidecar import sidecar_path
+from pcapstats.sidecar import sidecar_path
 from tests.helpers.tshark_ref import tshark, tshark_fields
 from tests.helpers.labtools import rtt_as_asked
 
@@ -199,7 +199,7 @@ def test_matrix_runs_each_cell_once_and_resumes(tmp_path):
 
 def _documented() -> set[str]:
     """Every field path FIELDS names ("a.b / c" names a.b and a.c)."""
-    from pcapstats.lab.sidecar import FIELDS
+    from pcapstats.sidecar import FIELDS
     names = set()
     for entry, _ in FIELDS:
         first, *rest = entry.split(" / ")

@@ -12,9 +12,11 @@ import json
 import pytest
 
 from pcapstats.cli import main
-from pcapstats.lab import matrix, sidecar
+from pcapstats import sidecar
+from pcapstats.lab import matrix
 from pcapstats.lab.run import Scenario
-from pcapstats.lab.sidecar import SidecarError, load_sidecar
+from pcapstats.lab.sidecar import write_sidecar
+from pcapstats.sidecar import SidecarError, load_sidecar
 from tests.helpers.paths import CAPTURES
 
 
@@ -50,7 +52,7 @@ def test_sidecar_for_finds_the_run_of_a_two_sided_capture(tmp_path):
 
 def test_a_sidecar_round_trips(tmp_path):
     path = tmp_path / "x.json"
-    sidecar.write_sidecar(path, _doc(flows=[{"sport": 1}]))
+    write_sidecar(path, _doc(flows=[{"sport": 1}]))
     assert load_sidecar(path)["flows"] == [{"sport": 1}]
     assert list(tmp_path.iterdir()) == [path]  # the partial file was renamed, not left
 
@@ -81,13 +83,13 @@ def test_a_missing_sidecar_says_where_it_was_looked_for(tmp_path):
 def test_complete_means_every_capture_is_there_at_its_size(tmp_path):
     path = tmp_path / "x.json"
     (tmp_path / "x.pcap").write_bytes(b"1234")
-    sidecar.write_sidecar(path, _doc(captures=[{"file": "x.pcap", "size_bytes": 4}]))
+    write_sidecar(path, _doc(captures=[{"file": "x.pcap", "size_bytes": 4}]))
     assert sidecar.is_complete(path)
     (tmp_path / "x.pcap").write_bytes(b"12")  # cut short
     assert not sidecar.is_complete(path)
     (tmp_path / "x.pcap").unlink()
     assert not sidecar.is_complete(path)
-    sidecar.write_sidecar(path, _doc(status="interrupted"))
+    write_sidecar(path, _doc(status="interrupted"))
     assert not sidecar.is_complete(path)
 
 
@@ -170,7 +172,7 @@ def test_matrix_skips_complete_cells_and_redoes_the_rest(tmp_path, monkeypatch):
             raise sidecar.SidecarError("this cell fails")
         output.write_bytes(b"pcap")
         doc = _doc(captures=[{"file": output.name, "size_bytes": 4}], measured={})
-        sidecar.write_sidecar(sidecar.sidecar_path(output), doc)
+        write_sidecar(sidecar.sidecar_path(output), doc)
         return doc
 
     monkeypatch.setattr(matrix, "run", fake_run)

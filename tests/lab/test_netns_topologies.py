@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from pcapstats.lab import Lab, LabError
+from pcapstats.lab import Lab, LabError, topologies
 from pcapstats.lab.impair import Impairment, apply
 from pcapstats.lab.netns import Bottleneck
 from tests.helpers.labtools import (expected_goodput_bps, iperf3_tcp, received_goodput_bps,
@@ -22,22 +22,22 @@ PAIRS = 3
 
 @pytest.fixture(scope="module")
 def dumbbell():
-    with Lab.dumbbell(pairs=PAIRS) as lab:
+    with topologies.dumbbell(pairs=PAIRS) as lab:
         yield lab
 
 
 def test_dumbbell_needs_at_least_one_pair():
     with pytest.raises(LabError, match="1 to 100 pairs"):
-        Lab.dumbbell(pairs=0)
+        topologies.dumbbell(pairs=0)
 
 
 @pytest.mark.netns
 def test_bottlenecks_are_described():
-    with Lab.sender_router_receiver() as lab:
+    with topologies.sender_router_receiver() as lab:
         assert lab.bottleneck == Bottleneck("router", egress="eth1", ingress="eth0")
         assert lab.interface("router", "receiver").name == "eth1"
         assert lab.pairs == [("sender", "receiver")]
-    with Lab.two_hosts() as lab:
+    with topologies.two_hosts() as lab:
         with pytest.raises(LabError, match="no bottleneck"):
             lab.bottleneck
 
@@ -107,7 +107,7 @@ def test_dumbbell_pairs_share_one_bottleneck(dumbbell):
 
 def test_chain_needs_a_router():
     with pytest.raises(LabError, match="1 to 8 routers"):
-        Lab.chain(routers=0)
+        topologies.chain(routers=0)
 
 
 @pytest.mark.netns
@@ -115,7 +115,7 @@ def test_chain_with_an_impairment_per_link():
     """sender - router1 - router2 - receiver: rate on router1's link, delay on router2's; ping
     and iperf3 see both (RTT 2 x delay, goodput of the rate, each within 10 %)."""
     from tests.helpers.labtools import ping
-    with Lab.chain(routers=2) as lab:
+    with topologies.chain(routers=2) as lab:
         assert [b.router for b in lab.bottlenecks] == ["router1", "router2"]
         assert lab.address("receiver") == "10.77.3.2"
         assert lab.address("receiver", 6) == "fd00:77:3::2"

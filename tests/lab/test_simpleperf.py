@@ -24,7 +24,7 @@ import pytest
 
 from tests.helpers.tshark_ref import tshark, tshark_fields
 
-SP = [sys.executable, "-m", "pcapstats.simpleperf"]
+SP = [sys.executable, "-m", "pcapstats.tools.simpleperf"]
 PCAPSTATS_SP = [sys.executable, "-m", "pcapstats", "simpleperf"]
 MESSAGE = b"0" * 1000
 RATE_MBIT = 50
@@ -125,11 +125,11 @@ def test_unknown_congestion_control_is_one_line():
 
 
 def test_sizes_are_decimal_as_the_spec_says():
-    from pcapstats.simpleperf import parse_size
-    assert parse_size("10MB") == 10 * 1000 * 1000
-    assert parse_size("1KB") == 1000
-    assert parse_size("500B") == 500
-    assert parse_size("2kb") == 2000
+    from pcapstats.units import parse_simpleperf_size
+    assert parse_simpleperf_size("10MB") == 10 * 1000 * 1000
+    assert parse_simpleperf_size("1KB") == 1000
+    assert parse_simpleperf_size("500B") == 500
+    assert parse_simpleperf_size("2kb") == 2000
 
 
 # -- a run on loopback (no root needed) -------------------------------------------------------
@@ -248,8 +248,8 @@ def test_server_reports_a_client_that_breaks_the_protocol():
 
 @pytest.fixture(scope="module")
 def lab():
-    from pcapstats.lab import Lab
-    with Lab.sender_router_receiver() as lab:
+    from pcapstats.lab import topologies
+    with topologies.sender_router_receiver() as lab:
         dev = lab.interface("router", "receiver").name
         lab.run("router", "tc", "qdisc", "add", "dev", dev, "root", "tbf", "rate",
                 f"{RATE_MBIT}mbit", "burst", "15k", "latency", "20ms")

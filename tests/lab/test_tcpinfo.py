@@ -1,4 +1,4 @@
-"""pcapstats.lab.tcpinfo against independent sources: the C compiler's view of the system's
+"""pcapstats.tools.tcpinfo against independent sources: the C compiler's view of the system's
 <linux/tcp.h>, the kernel's other paths to the same numbers (``ss`` over netlink inet_diag,
 getsockopt TCP_MAXSEG), and byte counts known by construction on a loopback connection."""
 
@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from pcapstats.lab import tcpinfo
-from pcapstats.lab.tcpinfo import (FIELDS, OFFSETS, SIZE, TcpInfoSampler, parse_tcp_info,
+from pcapstats.tools import tcpinfo
+from pcapstats.tools.tcpinfo import (FIELDS, OFFSETS, SIZE, TcpInfoSampler, parse_tcp_info,
                                    set_congestion, tcp_congestion, tcp_info, tcp_info_bytes)
 
 HEADER = Path("/usr/include/linux/tcp.h")

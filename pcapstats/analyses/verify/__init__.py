@@ -15,7 +15,7 @@ verdicts, and a stream's verdict is the worst of its checks (fail > cannot tell 
 What is recognised (by content first; the sidecar's flow list also names streams whose
 payload the snaplen cut):
 
-- **simpleperf** (pcapstats.simpleperf): a TCP connection whose client sends ``0`` bytes
+- **simpleperf** (pcapstats.tools.simpleperf): a TCP connection whose client sends ``0`` bytes
   (messages are ``b"0" * 1000``) and ``BYE``, or which the sidecar lists as a simpleperf flow,
   or -- when its first bytes are not in the capture -- whose port is simpleperf's default 8088.
 - **iperf3** (esnet/iperf's protocol): a TCP connection whose client first sends the 37-byte
@@ -75,11 +75,11 @@ import numpy as np
 
 from ...batch import analysis
 from ...capture import Capture
-from ...lab.sidecar import load_sidecar, sidecar_for
 from ...results import Result
 from ...schema import Column, TableSpec
+from ...sidecar import load_sidecar, sidecar_for
 from ...streams import id_ranges
-from ...protocols import SIMPLEPERF_PORT  # MERGE: tools.wire
+from ...tools.wire import SIMPLEPERF_PORT
 from ..reassembly import reassemble
 from . import iperf3, ping, simpleperf
 from .checks import CANNOT_TELL, FAIL, PASS, RANK, Check, Context, Expected, StreamVerdict

@@ -12,7 +12,7 @@ import numpy as np
 
 from ... import schema
 from ...capture import Capture
-from ...simpleperf import parse_size as parse_simpleperf_size  # MERGE: units
+from ...units import parse_simpleperf_size
 from ..reassembly import HOLE_REASONS, Reassembly
 
 PASS, FAIL, CANNOT_TELL = "pass", "fail", "cannot tell"

@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 
 from ...streams import id_ranges
-from ...protocols import (SIMPLEPERF_ACK, SIMPLEPERF_BYE, SIMPLEPERF_MESSAGE,
-                         SIMPLEPERF_MESSAGE_BYTES)  # MERGE: tools.wire
+from ...tools.wire import (SIMPLEPERF_ACK, SIMPLEPERF_BYE, SIMPLEPERF_MESSAGE,
+                         SIMPLEPERF_MESSAGE_BYTES)
 from .checks import CANNOT_TELL, FAIL, PASS, Context, StreamVerdict, text
 
 SIMPLEPERF_FILL = SIMPLEPERF_MESSAGE[0]  # every message byte

@@ -1,7 +1,7 @@
 """What the traffic tools put on the wire, defined once: the tool sends it, verify checks it.
 
 A module of its own (not simpleperf.py) so that importing pcapstats does not import the tool:
-``python -m pcapstats.simpleperf`` would then warn that the module was already loaded.
+``python -m pcapstats.tools.simpleperf`` would then warn that the module was already loaded.
 """
 
 SIMPLEPERF_PORT = 8088                 # the server's default port

@@ -1,7 +1,7 @@
 """simpleperf: the course's iperf-like TCP throughput tool, as its spec describes it.
 
-    python3 -m pcapstats.simpleperf -s [-b IP] [-p PORT] [-f B|KB|MB]
-    python3 -m pcapstats.simpleperf -c [-I IP] [-p PORT] [-t S | -n SIZE] [-i S] [-P N] [-f UNIT]
+    python3 -m pcapstats.tools.simpleperf -s [-b IP] [-p PORT] [-f B|KB|MB]
+    python3 -m pcapstats.tools.simpleperf -c [-I IP] [-p PORT] [-t S | -n SIZE] [-i S] [-P N] [-f UNIT]
     pcapstats simpleperf ...              (the same program, same flags)
 
 Protocol (one TCP connection each; with ``-P N`` the client opens N and they run at once):
@@ -88,7 +88,7 @@ TcpInfoSampler.stats; server: ``port``, ``bind``, ``format``, ``message_bytes``)
   first message to ACK: BYE, the server's from accept to BYE; ``duration_s``,
   ``bandwidth_bps`` = bytes * 8 / duration_s; client: ``bye_sent_ns``, ``intervals`` (the -i
   rows: ``start_s``, ``end_s``, ``bytes``);
-- ``tcp_info_final``: every TCP_INFO field (pcapstats.lab.tcpinfo), read just before close --
+- ``tcp_info_final``: every TCP_INFO field (pcapstats.tools.tcpinfo), read just before close --
   on the client after ACK: BYE, on the server after the client's FIN (so its
   ``bytes_received`` counts the FIN's sequence number, as ``bytes_acked`` counts the SYN's);
 - client: ``tcp_info``, the series sampled every ``--tcp-info-interval`` from connect to just
@@ -115,15 +115,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional, TextIO
 
-from pcapstats.protocols import (SIMPLEPERF_ACK, SIMPLEPERF_BYE, SIMPLEPERF_MESSAGE,
+from pcapstats.errors import UsageError
+from pcapstats.tools.wire import (SIMPLEPERF_ACK, SIMPLEPERF_BYE, SIMPLEPERF_MESSAGE,
                                  SIMPLEPERF_MESSAGE_BYTES, SIMPLEPERF_PORT)
-from pcapstats.lab.tcpinfo import TcpInfoSampler, set_congestion, tcp_congestion, tcp_info
+from pcapstats.tools.tcpinfo import TcpInfoSampler, set_congestion, tcp_congestion, tcp_info
+from pcapstats.units import SIMPLEPERF_UNITS, parse_simpleperf_size
 
 DEFAULT_PORT = SIMPLEPERF_PORT
 DEFAULT_TIME_S = 25.0
 MESSAGE_BYTES, MESSAGE = SIMPLEPERF_MESSAGE_BYTES, SIMPLEPERF_MESSAGE
 BYE, ACK = SIMPLEPERF_BYE, SIMPLEPERF_ACK
-UNITS = {"B": 1, "KB": 1000, "MB": 1000 * 1000}
 MAX_PARALLEL = 5
 REPORT_SCHEMA = "pcapstats.simpleperf/1"
 
@@ -167,19 +168,10 @@ def _ip(text: str) -> str:
             "address)") from None
 
 
-def parse_size(text: str) -> int:
-    """``"10MB"`` -> 10 000 000; ``"1KB"`` -> 1000; ``"500B"`` -> 500 (decimal units)."""
-    m = re.fullmatch(r"(\d+)\s*(B|KB|MB)", text.strip(), re.IGNORECASE)
-    if not m or int(m.group(1)) == 0:
-        raise ValueError(f"invalid size {text!r}: use a positive integer and B, KB or MB, "
-                         "e.g. 10MB, 1KB, 500B")
-    return int(m.group(1)) * UNITS[m.group(2).upper()]
-
-
 def _size(text: str) -> int:
     try:
-        return parse_size(text)
-    except ValueError as e:
+        return parse_simpleperf_size(text)
+    except UsageError as e:
         raise argparse.ArgumentTypeError(str(e)) from None
 
 
@@ -232,7 +224,7 @@ def build_parser(prog: str = "simpleperf") -> argparse.ArgumentParser:
     both = p.add_argument_group("server and client")
     both.add_argument("-p", "--port", type=_port, default=DEFAULT_PORT,
                       help=f"port, 1024-65535 (default {DEFAULT_PORT})")
-    both.add_argument("-f", "--format", choices=list(UNITS), default="MB",
+    both.add_argument("-f", "--format", choices=list(SIMPLEPERF_UNITS), default="MB",
                       help="unit of Transfer/Received: B, KB or MB (default MB)")
     srv = p.add_argument_group("server")
     srv.add_argument("-b", "--bind", type=_ip, default=None,
@@ -320,7 +312,7 @@ def endpoint(addr: tuple) -> str:
 def format_transfer(nbytes: int, unit: str) -> str:
     if unit == "B":
         return f"{nbytes} B"
-    return f"{nbytes / UNITS[unit]:.2f} {unit}"
+    return f"{nbytes / SIMPLEPERF_UNITS[unit]:.2f} {unit}"
 
 
 def format_row(ident: str, start_s: float, end_s: float, nbytes: int, unit: str) -> str:

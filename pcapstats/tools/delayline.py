@@ -2,7 +2,7 @@
 
 Run inside the router's network namespace (NFQUEUE queues are per namespace)::
 
-    python3 -m pcapstats.lab.delayline --queue 0 --delay-ms 25 [--jitter-ms 5] [--stats F]
+    python3 -m pcapstats.tools.delayline --queue 0 --delay-ms 25 [--jitter-ms 5] [--stats F]
 
 An iptables rule ``-j NFQUEUE --queue-num N`` hands each forwarded packet to the kernel's
 ``nfnetlink_queue``; the kernel keeps the packet and tells this program its id.  The program
@@ -409,7 +409,7 @@ def serve(line: DelayLine, stats_path: str | None = None, stats_interval_s: floa
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python3 -m pcapstats.lab.delayline",
+        prog="python3 -m pcapstats.tools.delayline",
         description="Delay packets of one NFQUEUE queue in order (run in the router's netns).")
     parser.add_argument("--queue", type=int, required=True, help="NFQUEUE queue number")
     parser.add_argument("--delay-ms", type=float, required=True, help="delay of each packet")

@@ -1,6 +1,6 @@
 """Plain TCP and UDP file transfers: a generated file from sender to receiver, checksummed.
 
-Run inside lab hosts by :mod:`pcapstats.lab.traffic` as ``python -m pcapstats.lab.filexfer``::
+Run inside lab hosts by :mod:`pcapstats.lab.traffic` as ``python -m pcapstats.tools.filexfer``::
 
     filexfer tcp-recv ADDR PORT [--rcvbuf B]
     filexfer tcp-send ADDR PORT SIZE SEED [--cc CC] [--sndbuf B]
@@ -30,7 +30,7 @@ import struct
 import sys
 import time
 
-from pcapstats.lab.tcpinfo import set_congestion, tcp_congestion
+from pcapstats.tools.tcpinfo import set_congestion, tcp_congestion
 
 _LEN = struct.Struct("!Q")
 _END = b"END"

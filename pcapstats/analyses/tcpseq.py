@@ -1,0 +1,35 @@
+"""The contract of the TCP sequence analyser: its flag word and its input and output arrays.
+
+Two implementations honour it -- the compiled ``_tcpseq.c`` (tcpseq_c.py) and the plain-Python
+twin (tcpseq_python.py, the same answers slowly: about 1 s per 100k packets) -- and
+pcapstats.analyses.tcp_analysis picks one and says what the outputs mean.  The logic is
+Wireshark 4.0's tcp_analyze_sequence_number, sequential per stream and direction.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+# Bits of the compiled and Python analysers' flag word (the F_* of _tcpseq.c).
+FLAG_BITS = {
+    "generic_retransmission": 0x0001, "fast_retransmission": 0x0002,
+    "spurious_retransmission": 0x0004, "out_of_order": 0x0008, "lost_segment": 0x0010,
+    "ack_lost_segment": 0x0020, "duplicate_ack": 0x0040, "zero_window": 0x0080,
+    "zero_window_probe": 0x0100, "zero_window_probe_ack": 0x0200, "window_full": 0x0400,
+    "keep_alive": 0x0800, "keep_alive_ack": 0x1000, "window_update": 0x2000,
+    "reused_ports": 0x4000,
+}
+ANALYSED = 0x8000   # Wireshark made its per-packet analysis record (then iRTT is shown)
+RETRANSMISSIONS = 0x0007
+# (name, dtype) of the analyser's outputs, in the order of tcpseq_args in _tcpseq.c.
+OUTPUTS = (("rel_seq", np.uint32), ("rel_ack", np.uint32), ("nxtseq", np.uint32),
+            ("window_size", np.uint32), ("scalefactor", np.int32), ("aflags", np.uint32),
+            ("dupack_num", np.uint32), ("dupack_frame", np.uint32), ("acks_frame", np.uint32),
+            ("bytes_in_flight", np.uint32), ("push_bytes", np.uint32), ("ack_rtt", np.int64),
+            ("rto", np.int64), ("initial_rtt", np.int64), ("rto_frame", np.uint32),
+            ("karn", np.uint8))
+# (name, dtype) of its inputs, after n and n_streams.
+INPUTS = (("stream", np.int64), ("dir", np.uint8), ("analysed", np.uint8), ("flags", np.uint16),
+           ("seq", np.uint32), ("ack", np.uint32), ("win", np.uint16), ("seglen", np.uint32),
+           ("t", np.int64), ("frame", np.uint32), ("wscale", np.int16), ("sack_count", np.uint8),
+           ("sack_le", np.uint32), ("sack_re", np.uint32))

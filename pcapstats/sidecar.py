@@ -1,0 +1,223 @@
+"""The sidecar: one JSON file beside a lab run's capture(s) saying what was set and what was seen.
+
+This module is the format's reading side, at the bottom of the package (the analyses read
+sidecars; the lab, which writes them through pcapstats.lab.sidecar, sits above them).
+
+Naming.  A run asked to write ``-o DIR/NAME.pcap`` (or ``.pcapng``) writes its sidecar to
+``DIR/NAME.json``, and its capture(s) to
+
+- ``DIR/NAME.pcap`` when one side is captured (``--capture sender|receiver|router``);
+- ``DIR/NAME.sender.pcap`` and ``DIR/NAME.receiver.pcap`` with ``--capture both``.
+
+:func:`sidecar_for` finds the sidecar of any of those capture files.  The sidecar lists its
+captures by file name (relative to its own directory), so the three travel together.
+
+Versioning.  ``"schema": "pcapstats-lab/1"``.  A field may be *added* within a version; a
+field renamed, removed or changing meaning makes a new version.  :func:`load_sidecar` refuses a
+file without this schema, or with another version, in one line.
+
+Status.  A run that ends normally writes ``"status": "complete"``.  A run stopped by Ctrl-C /
+SIGTERM, or failing after its capture started, still stops tcpdump properly (the capture is
+flushed and valid up to that moment) and writes ``"interrupted"`` or ``"failed"`` with the error
+line.  Captures and sidecar are written under temporary names and renamed into place, the
+sidecar last: a run killed outright (SIGKILL, power cut) leaves at most hidden
+``.NAME*.partial`` files, never a capture that looks finished.
+
+Every field is listed in :data:`FIELDS` (``pcapstats lab fields`` prints them; captures/README.md
+carries the same table).  Times are integer nanoseconds since the epoch (realtime, the clock of
+the capture timestamps), so any sample can be placed on the capture's time axis.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from pathlib import Path
+
+from .errors import PcapstatsError
+
+SCHEMA = "pcapstats-lab/1"
+STATUSES = ("complete", "interrupted", "failed")
+CAPTURE_SUFFIXES = (".pcap", ".pcapng")
+SIDES = ("sender", "receiver", "router")
+
+# (field, meaning).  "flows[].x" is a field of each element of the list "flows".
+FIELDS: tuple[tuple[str, str], ...] = (
+    ("schema", f'Always "{SCHEMA}".'),
+    ("status", "complete | interrupted (Ctrl-C, SIGTERM) | failed (see error)."),
+    ("error", "The one-line error that ended a failed or interrupted run; null when complete."),
+    ("command", "The command line that made the run (argv list), null when run from Python."),
+    ("started_ns / finished_ns", "Realtime ns when the run began (before the topology) and "
+     "when it ended (after the captures stopped)."),
+    ("scenario", "Everything asked, as given to pcapstats.lab.Scenario: tool, loss, delay, "
+     "jitter, rate, queue, cc, duration_s or bytes, parallel, pairs, udp_rate, ping_count, "
+     "ping_interval_s, ping_sizes, ping_during, sndbuf, rcvbuf, window_scaling, capture, "
+     "snaplen, format, "
+     "trial, seed (see `pcapstats lab run --help`)."),
+    ("tools", "Versions: kernel (uname -r), python, pcapstats, iperf3 (-v), tcpdump and libpcap "
+     "(--version), ping (-V), tc (-V), iptables (--version); null for a tool not installed."),
+    ("topology.name", "sender_router_receiver (one pair) or dumbbell (pairs > 1)."),
+    ("topology.pairs[]", "Per host pair: sender and receiver host names and their IPv4 "
+     "addresses (sender_ip, receiver_ip), and the cc its flows asked for."),
+    ("topology.bottleneck", "Where the impairment sits: host and interface (the router's "
+     "egress toward the receivers)."),
+    ("topology.window_scaling", "net.ipv4.tcp_window_scaling set in every sender and receiver "
+     "namespace (true/false)."),
+    ("impairment.asked", "The impairment as parsed: loss (fraction 0..1), delay_ms and "
+     "jitter_ms (one way, each direction), rate_bps, queue (bytes or packets as given)."),
+    ("impairment.mechanisms", "Which mechanism set each value (netem, tbf, htb, iptables "
+     "statistic, nfqueue delay line...), as reported by the impairment module."),
+    ("impairment.settings", "The exact settings applied (qdisc parameters, rules, queue "
+     "lengths), as reported by the impairment module."),
+    ("impairment.counters", "The mechanisms' own counters read after the traffic and before "
+     "removal: packets seen/dropped by the loss rule, qdisc drops/overlimits/backlog, delay "
+     "line packets and drops."),
+    ("rtt", "The RTT measured with ping before the transfer: from, to, count, interval_s, "
+     "samples_ms (one a reply), median_ms, and asked_ms (2 x delay, null without delay)."),
+    ("captures[].file", "Capture file name, relative to the sidecar's directory."),
+    ("captures[].side", "sender | receiver | router: the sender's own interface (sees every "
+     "transmission, before the loss), the receiver's (after the bottleneck), or the router's "
+     "interface toward the senders (after the sender, before the impairment)."),
+    ("captures[].host / interface", "Lab host and interface tcpdump listened on."),
+    ("captures[].snaplen / format / timestamps", "Bytes kept a packet; pcap | pcapng; nano | "
+     "micro."),
+    ("captures[].packets_captured / packets_received_by_filter / packets_dropped_by_kernel "
+     "/ packets_dropped_by_interface", "tcpdump's own report on exit."),
+    ("captures[].size_bytes", "File size when written (a resumed matrix checks it)."),
+    ("flows[]", "One a transport connection or UDP flow the tools made, in the order the "
+     "tools reported them."),
+    ("flows[].pair / tool", "Host pair index (into topology.pairs) and the tool that made it."),
+    ("flows[].proto / src / sport / dst / dport", "The 5-tuple, as the sending socket saw it."),
+    ("flows[].cc", "Congestion control the sending socket used (read back from the socket by "
+     "simpleperf and the file transfer, from iperf3's JSON); null for UDP."),
+    ("flows[].streams", "capture file -> tcp.stream (udp.stream for UDP) index the flow has in "
+     "that capture: pcapstats' numbering, which equals tshark's; null if not in it."),
+    ("flows[].sent_bytes / received_bytes", "Payload bytes the sender wrote / the receiver "
+     "read, from the tools' reports."),
+    ("flows[].start_ns / end_ns", "Realtime ns of the flow's start and end at the sender."),
+    ("flows[].tcp_info", "simpleperf flows: the sending socket's TCP_INFO samples as columns, "
+     "{\"t_ns\": [...], \"t_mono_ns\": [...], \"snd_cwnd\": [...], ...}: one list a field of "
+     "pcapstats.tools.tcpinfo.SERIES_FIELDS, the kernel's units (rtt in us, cwnd in segments); "
+     "the last sample is taken just before the socket closes.  null for other tools."),
+    ("flows[].protocol_ok", "simpleperf flows: the server saw 1000-byte messages, BYE, and "
+     "answered ACK: BYE."),
+    ("flows[].retransmits", "iperf3 TCP flows: retransmissions iperf3 read from TCP_INFO."),
+    ("reports[]", "One a tool run: tool, mode (tcp | udp | icmp), pair, sender, receiver, "
+     "summary (the tool's headline numbers: sent/received bytes, seconds, throughput_bps; "
+     "UDP: lost_packets, lost_percent, jitter_ms; ping: median_ms per size; file: checksum_ok) "
+     "and raw (the tool's own output: iperf3 -J of client and server, simpleperf --report "
+     "files without the TCP_INFO series, ping replies, file transfer reports)."),
+    ("measured", "Asked vs measured at a glance: rtt_asked_ms, rtt_ms (the pre-transfer "
+     "median), rate_asked_bps, throughput_bps (every flow's received bytes over the span from "
+     "the first start to the last end; iperf3: its reports' rates added), loss_asked, "
+     "loss_measured (the loss rule's drops / packets it was offered, data direction; null "
+     "under netem), retransmitted_segments (sum of the senders' final TCP_INFO "
+     "total_retrans, simpleperf only)."),
+)
+
+
+class SidecarError(PcapstatsError):
+    """A sidecar that cannot be read: missing, not JSON, or not this schema version."""
+
+
+# -- names ------------------------------------------------------------------------------------
+
+def run_stem(output: str | os.PathLike) -> Path:
+    """``runs/x.pcap`` -> ``runs/x``: what a run's file names are made from."""
+    output = Path(output)
+    return output.with_suffix("") if output.suffix in CAPTURE_SUFFIXES else output
+
+
+def sidecar_path(output: str | os.PathLike) -> Path:
+    """The sidecar of the run asked to write ``output``: ``runs/x.pcap`` -> ``runs/x.json``."""
+    stem = run_stem(output)
+    return stem.with_name(stem.name + ".json")
+
+
+def capture_path(output: str | os.PathLike, side: str | None, fmt: str) -> Path:
+    """A run's capture file: ``x.pcap`` for a single side (None), ``x.<side>.pcap`` for both."""
+    stem = run_stem(output)
+    middle = f".{side}" if side else ""
+    return stem.with_name(f"{stem.name}{middle}.{fmt}")
+
+
+def partial_path(final: Path) -> Path:
+    """Where a file is written before it is renamed into place (hidden, clearly unfinished)."""
+    return final.with_name(f".{final.name}.partial")
+
+
+def sidecar_for(capture: str | os.PathLike) -> Path:
+    """The sidecar describing a capture file (x.pcap, x.sender.pcap ... -> x.json)."""
+    capture = Path(capture)
+    stem = run_stem(capture)
+    direct = sidecar_path(stem)
+    if direct.exists():
+        return direct
+    base, _, side = stem.name.rpartition(".")
+    if base and side in SIDES:
+        return stem.with_name(base + ".json")
+    return direct
+
+
+# -- reading ----------------------------------------------------------------------
+
+_SCHEMA_RE = re.compile(r"^pcapstats-lab/(\d+)$")
+
+
+def load_sidecar(path: str | os.PathLike) -> dict:
+    """The sidecar as a dict, after checking it is one this version of pcapstats reads."""
+    path = Path(path)
+    try:
+        data = json.loads(path.read_text())
+    except FileNotFoundError:
+        raise SidecarError("no sidecar here", path=str(path),
+                           hint="a lab run writes NAME.json beside NAME.pcap") from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise SidecarError(f"cannot read the sidecar: {e}", path=str(path)) from None
+    except json.JSONDecodeError as e:
+        raise SidecarError(f"not JSON (line {e.lineno}, column {e.colno}: {e.msg})",
+                           path=str(path), hint="a lab sidecar is JSON; re-run to remake it"
+                           ) from None
+    schema = data.get("schema") if isinstance(data, dict) else None
+    if schema is None:
+        raise SidecarError("not a pcapstats lab sidecar (no \"schema\" field)", path=str(path))
+    if schema != SCHEMA:
+        m = _SCHEMA_RE.match(str(schema))
+        if m is None:
+            raise SidecarError(f"unknown sidecar schema {schema!r}", path=str(path),
+                               hint=f"this pcapstats reads {SCHEMA}")
+        raise SidecarError(f"sidecar schema {schema} is not the {SCHEMA} this pcapstats reads",
+                           path=str(path), hint="use the pcapstats version that wrote it, or "
+                           "re-run the scenario to remake it")
+    missing = [k for k in ("status", "scenario", "captures", "flows") if k not in data]
+    if missing:
+        raise SidecarError(f"sidecar lacks {', '.join(missing)}", path=str(path),
+                           hint="it was not written by a lab run; re-run to remake it")
+    if data["status"] not in STATUSES:
+        raise SidecarError(f"unknown run status {data['status']!r}", path=str(path))
+    return data
+
+
+def is_complete(path: str | os.PathLike) -> bool:
+    """True when the sidecar loads, says complete, and every capture it lists is there whole."""
+    path = Path(path)
+    try:
+        data = load_sidecar(path)
+    except SidecarError:
+        return False
+    if data["status"] != "complete":
+        return False
+    for cap in data["captures"]:
+        file = path.parent / cap["file"]
+        if not file.is_file() or file.stat().st_size != cap.get("size_bytes"):
+            return False
+    return True
+
+
+def describe_markdown() -> str:
+    """FIELDS as the markdown table captures/README.md carries."""
+    def cell(text: str) -> str:
+        return text.replace("|", "\\|")
+    rows = [f"| `{name}` | {cell(meaning)} |" for name, meaning in FIELDS]
+    return "\n".join(["| field | meaning |", "|---|---|", *rows])

@@ -1,0 +1,104 @@
+"""Every unit pcapstats reads from people, in one place: rates, times, loss, and two kinds of size.
+
+Two size conventions live side by side on purpose, named apart so they are never confused:
+
+- :func:`parse_tc_size` reads queue sizes as tc(8) does: ``kb``/``mb`` are x1024, ``p``/``pkt``
+  full Ethernet frames (:data:`FRAME_BYTES`), a bare number bytes (the lab's ``--queue``);
+- :func:`parse_simpleperf_size` reads simpleperf's ``-n``: ``B``, ``KB`` = 1000, ``MB`` =
+  1000 x 1000, as the course's tool defines them (its ``-f`` output units are the same).
+
+Rates and times follow tc(8) too: ``kbit``/``mbit``/``gbit`` are bits per second (SI,
+``kibit``... binary), ``bps``/``kbps``/``mbps``/``gbps`` are BYTES per second (``1mbps`` is 8
+Mbit/s); times ``s``/``ms``/``us`` (``sec``, ``msec``, ``usec`` too).  A bare number is refused
+for rates and times (tc would read bits/s and microseconds, rarely what was meant).  Every
+parser raises one UsageError line naming the text and what to write instead.
+"""
+
+from __future__ import annotations
+
+import re
+
+from pcapstats.errors import UsageError
+
+FRAME_BYTES = 1514  # a full Ethernet frame at MTU 1500, as tbf and netem count it (no FCS)
+SIMPLEPERF_UNITS = {"B": 1, "KB": 1000, "MB": 1000 * 1000}
+
+_RATE_UNITS = {"bit": 1, "kbit": 1e3, "mbit": 1e6, "gbit": 1e9, "tbit": 1e12,
+               "kibit": 2**10, "mibit": 2**20, "gibit": 2**30, "tibit": 2**40,
+               "bps": 8, "kbps": 8e3, "mbps": 8e6, "gbps": 8e9, "tbps": 8e12,
+               "kibps": 8 * 2**10, "mibps": 8 * 2**20, "gibps": 8 * 2**30, "tibps": 8 * 2**40}
+_TIME_UNITS = {"s": 1, "sec": 1, "secs": 1, "ms": 1e-3, "msec": 1e-3, "msecs": 1e-3,
+               "us": 1e-6, "usec": 1e-6, "usecs": 1e-6}
+_SIZE_UNITS = {"": 1, "b": 1, "k": 2**10, "kb": 2**10, "m": 2**20, "mb": 2**20, "g": 2**30,
+               "gb": 2**30, "p": FRAME_BYTES, "pkt": FRAME_BYTES, "pkts": FRAME_BYTES,
+               "packets": FRAME_BYTES}
+_NUMBER_UNIT = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:e[+-]?[0-9]+)?)\s*([a-z%]*)\s*$", re.I)
+
+
+def _split(text: str, what: str, example: str) -> tuple[float, str]:
+    match = _NUMBER_UNIT.match(str(text))
+    if not match:
+        raise UsageError(f"bad {what} {text!r}: not a number with a unit",
+                         hint=f"write it like {example}")
+    return float(match.group(1)), match.group(2).lower()
+
+
+def parse_rate(text: str) -> float:
+    """"30mbit" -> 30e6 bit/s; tc's units (``mbps`` = megaBYTES/s); a unit is required."""
+    value, unit = _split(text, "rate", "30mbit, 500kbit or 1.5gbit")
+    if unit not in _RATE_UNITS:
+        hint = ("give a unit, e.g. 30mbit" if not unit else
+                "units: bit, kbit, mbit, gbit (bits/s) or bps, kbps, mbps (BYTES/s, as tc)")
+        raise UsageError(f"bad rate {text!r}: " + ("no unit" if not unit else
+                                                   f"unknown unit {unit!r}"), hint=hint)
+    bps = value * _RATE_UNITS[unit]
+    if bps <= 0:
+        raise UsageError(f"bad rate {text!r}: must be above zero")
+    return bps
+
+
+def parse_time(text: str) -> float:
+    """"20ms" -> 0.020 s; units s, ms, us (tc's); a unit is required."""
+    value, unit = _split(text, "time", "20ms, 0.5s or 100us")
+    if unit not in _TIME_UNITS:
+        raise UsageError(f"bad time {text!r}: " + ("no unit" if not unit else
+                                                   f"unknown unit {unit!r}"),
+                         hint="units: s, ms, us, e.g. 20ms")
+    return value * _TIME_UNITS[unit]
+
+
+def parse_loss(text: str) -> float:
+    """"10%" or "0.1" -> 0.1 (a fraction of packets, 0 to 1)."""
+    value, unit = _split(text, "loss", "10% or 0.1")
+    if unit not in ("", "%"):
+        raise UsageError(f"bad loss {text!r}: unknown unit {unit!r}", hint="write 10% or 0.1")
+    fraction = value / 100 if unit == "%" else value
+    if fraction > 1:
+        if unit == "%":
+            raise UsageError(f"bad loss {text!r}: more than 100 %")
+        raise UsageError(f"bad loss {text!r}: a fraction above 1",
+                         hint=f"did you mean {value:g}%?")
+    return fraction
+
+
+def parse_tc_size(text: str) -> int:
+    """A queue size as tc(8) writes it: "64kb" -> 65536 bytes (kb = 1024, as tc), "100p" -> 100
+    full frames in bytes, "1500" -> 1500 bytes."""
+    value, unit = _split(text, "size", "64kb, 100p or 150000")
+    if unit not in _SIZE_UNITS:
+        raise UsageError(f"bad size {text!r}: unknown unit {unit!r}",
+                         hint="units: b, kb, mb (x1024, as tc) or p (full frames)")
+    size = round(value * _SIZE_UNITS[unit])
+    if size <= 0:
+        raise UsageError(f"bad size {text!r}: must be above zero")
+    return size
+
+
+def parse_simpleperf_size(text: str) -> int:
+    """simpleperf's ``-n``: ``"10MB"`` -> 10 000 000; ``"1KB"`` -> 1000; ``"500B"`` -> 500
+    (decimal units, a positive whole number)."""
+    m = re.fullmatch(r"(\d+)\s*(B|KB|MB)", str(text).strip(), re.IGNORECASE)
+    if not m or int(m.group(1)) == 0:
+        raise UsageError(f"invalid size {text!r}: use a positive integer and B, KB or MB, "
+                         "e.g. 10MB, 1KB, 500B")
+    return int(m.group(1)) * SIMPLEPERF_UNITS[m.group(2).upper()]
