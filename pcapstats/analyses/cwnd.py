@@ -57,6 +57,7 @@ import numpy as np
 from ..batch import analysis
 from ..capture import Capture
 from ..errors import UsageError
+from ..plots.tcp import cwnd_figure, wscale_figure
 from ..results import Result
 from ..schema import Column, TableSpec
 from ..streams import DIRECTIONS, StreamChoice, choose_stream
@@ -167,7 +168,6 @@ class Cwnd(Result):
         self.mss_bytes, self.rtt_s = est.mss_bytes, est.rtt_s
 
     def _figure(self, *, graph: str = "cwnd", title: str | None = None):
-        from ..plots.tcp import cwnd_figure, wscale_figure
         if graph not in GRAPHS:
             raise UsageError(f"unknown graph {graph!r}", hint="use cwnd or wscale")
         return (cwnd_figure if graph == "cwnd" else wscale_figure)(self, title=title)

@@ -65,6 +65,7 @@ import numpy as np
 from ..batch import analysis
 from ..capture import Capture
 from ..errors import UsageError
+from ..plots.flavour import flavour_figure
 from ..results import Result
 from ..schema import Column, TableSpec
 from ..streams import choose_stream, id_ranges, stream_summary
@@ -205,7 +206,6 @@ class Flavour(Result):
         self.details = details
 
     def _figure(self, *, stream: int | None = None, title: str | None = None):
-        from ..plots.flavour import flavour_figure
         if not self.details:
             raise UsageError("no stream to draw: none carried enough data to judge")
         if stream is None:

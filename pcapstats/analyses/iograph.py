@@ -71,6 +71,7 @@ from .. import schema
 from ..batch import analysis
 from ..capture import Capture
 from ..errors import UsageError
+from ..plots.iograph import iograph_figure
 from ..results import Result
 from ..schema import Column, TableSpec
 from ..streams import DIRECTIONS, PROTOS
@@ -195,7 +196,6 @@ class IOGraph(Result):
         return out
 
     def _figure(self, *, layout: str = "overlay", title: str | None = None):
-        from ..plots.iograph import iograph_figure
         return iograph_figure(self, layout=layout, title=title)
 
 

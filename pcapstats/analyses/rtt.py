@@ -24,6 +24,7 @@ import numpy as np
 
 from ..batch import analysis
 from ..capture import Capture
+from ..plots.tcp import rtt_figure
 from ..results import Result
 from ..schema import Column, TableSpec
 from ..streams import DIRECTIONS, choose_stream
@@ -69,7 +70,6 @@ class Rtt(Result):
         self.stream, self.data_direction = stream, data_direction
 
     def _figure(self, *, title: str | None = None):
-        from ..plots.tcp import rtt_figure
         return rtt_figure(self, title=title)
 
 

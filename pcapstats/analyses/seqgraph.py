@@ -15,6 +15,7 @@ import numpy as np
 from ..batch import analysis
 from ..capture import Capture
 from ..errors import UsageError
+from ..plots.tcp import seqgraph_figure
 from ..results import Result
 from ..schema import Column, TableSpec
 from ..streams import DIRECTIONS, choose_stream
@@ -57,7 +58,6 @@ class SeqGraph(Result):
         self.stream, self.data_direction = stream, data_direction
 
     def _figure(self, *, style: str = "stevens", title: str | None = None):
-        from ..plots.tcp import seqgraph_figure
         if style not in STYLES:
             raise UsageError(f"unknown style {style!r}", hint="use stevens or tcptrace")
         return seqgraph_figure(self, style=style, title=title)

@@ -14,7 +14,7 @@ from typing import List, Optional
 import typer
 
 from ..analyses.flavour import MIN_STREAM_BYTES, Flavour, flavour as flavour_of
-from .app import Fmt, _say, app
+from .app import Fmt, say, app
 from .output import emit, finish, output_kind, run
 
 @app.command()
@@ -36,7 +36,7 @@ def flavour(
     if result is not None:
         for part in result.parts:
             if part.empty:
-                _say("warning", f"no TCP stream carried {MIN_STREAM_BYTES} bytes or more in "
+                say("warning", f"no TCP stream carried {MIN_STREAM_BYTES} bytes or more in "
                                 f"{part.captures[0]}: too little to judge (name one with "
                                 "--stream to see why)")
         if not result.empty:

@@ -11,7 +11,7 @@ import typer
 
 from ..analyses.iograph import IOGraph, check_options, iograph as iograph_of
 from ..errors import UsageError
-from .app import Fmt, Proto, _say, app
+from .app import Fmt, Proto, say, app
 from .output import emit, finish, output_kind, run
 
 
@@ -71,11 +71,11 @@ def iograph(
     if result is not None:
         for part in result.parts:
             if part.empty and len(files) > 1:
-                _say("warning", f"no packet matched {_what(options)} in {part.captures[0]}")
+                say("warning", f"no packet matched {_what(options)} in {part.captures[0]}")
         if result.empty:
             where = (f" in {result.captures[0]}" if len(result.captures) == 1
                      else f" in any of the {len(result.captures)} captures")
-            _say("error", f"nothing matched {_what(options)}{where}: no packets to graph. "
+            say("error", f"nothing matched {_what(options)}{where}: no packets to graph. "
                           "Check the filter against `pcapstats throughput`")
         else:
             emit(result, fmt=fmt.value, output=output,

@@ -6,7 +6,9 @@ A thin layer over :mod:`pcapstats.lab`: every option of ``lab run`` is a field o
 
 from __future__ import annotations
 
+import dataclasses
 import sys
+import textwrap
 from enum import Enum
 from pathlib import Path
 from typing import List, Optional
@@ -14,7 +16,12 @@ from typing import List, Optional
 import typer
 
 from ..errors import PcapstatsError, UsageError
-from .app import EXIT_ERROR, Fmt, _say, _stderr_console, _write, app
+from ..lab.cleanup import cleanup_leftovers
+from ..lab.matrix import load_spec, run_matrix, summary_table
+from ..lab.run import Scenario, check_host, run
+from ..render import render
+from ..sidecar import FIELDS, SCHEMA, SidecarError, load_sidecar, sidecar_path
+from .app import EXIT_ERROR, Fmt, say, stderr_console, write_text, app
 
 lab_app = typer.Typer(no_args_is_help=True, help="Make real captures: network-namespace hosts, "
                       "loss/delay/rate on a router, simpleperf/iperf3/ping, sidecar JSON.")
@@ -95,9 +102,6 @@ def run_cmd(
     Example: pcapstats lab run --loss 10% --delay 20ms --rate 30mbit --cc reno -t 10
     -o runs/reno10.pcap
     """
-    from ..lab.run import Scenario, run
-    from ..sidecar import sidecar_path
-
     cc_list = _list(cc)
     sizes = [_int(s, "--ping-sizes") for s in _list(ping_sizes)] or [56]
     if trials < 1:
@@ -125,13 +129,12 @@ def _interrupted(e: KeyboardInterrupt, path: Path):
     """One line saying what an interruption left, then exit 128 + signal (typer would exit
     130 silently)."""
     why = f" ({e.args[0]})" if e.args else ""
-    from ..sidecar import SidecarError, load_sidecar
     try:
         saved = load_sidecar(path)["status"] == "interrupted"
     except SidecarError:
         saved = False
     kept = f"; what was captured is kept, see {path} (status interrupted)" if saved else ""
-    _say("error", f"interrupted{why}{kept}")
+    say("error", f"interrupted{why}{kept}")
     raise typer.Exit(128 + getattr(e, "signum", 2))
 
 
@@ -148,9 +151,6 @@ _OPTION = {"tool": "--tool", "loss": "--loss", "delay": "--delay", "jitter": "--
 
 def run_command(scenario, output) -> list[str]:
     """The `pcapstats lab run` command line that runs this scenario (defaults left out)."""
-    import dataclasses
-
-    from ..lab.run import Scenario
     default = Scenario()
     argv = ["pcapstats", "lab", "run"]
     for f in dataclasses.fields(Scenario):
@@ -186,7 +186,7 @@ class _stages:
     def __enter__(self):
         self.status = None
         if sys.stderr.isatty():
-            self.status = _stderr_console().status("starting")
+            self.status = stderr_console().status("starting")
             self.status.start()
         return self.update
 
@@ -229,15 +229,12 @@ def matrix(
     fmt: Fmt = typer.Option(Fmt.table, "--format", "-f", help="Summary as table, csv or json."),
 ):
     """Run a grid of scenarios (see pcapstats.lab.matrix); skips cells already complete."""
-    from ..lab.matrix import load_spec, run_matrix, summary_table
-    from ..render import render
-
     cells = load_spec(spec)  # every cell validated before the first one runs
     progress, task = None, None
     if sys.stderr.isatty():
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
         progress = Progress(TextColumn("{task.description}"), BarColumn(),
-                            MofNCompleteColumn(), console=_stderr_console(), transient=True)
+                            MofNCompleteColumn(), console=stderr_console(), transient=True)
         task = progress.add_task("matrix", total=len(cells))
         progress.start()
 
@@ -260,7 +257,7 @@ def matrix(
     except KeyboardInterrupt as e:
         if progress:
             progress.stop()
-        _say("error", "interrupted; run the same command again to do the cells not complete")
+        say("error", "interrupted; run the same command again to do the cells not complete")
         raise typer.Exit(130) from e
     finally:
         if progress:
@@ -268,10 +265,10 @@ def matrix(
     table = summary_table(results)
     if fmt == Fmt.table:  # render's table rounds floats to integers: keep ms and fractions
         table = {name: _readable(name, col) for name, col in table.items()}
-    _write(render(table, fmt.value), None)
+    write_text(render(table, fmt.value), None)
     failed = [r for r in results if r.status == "failed"]
     for r in failed:
-        _say("error", f"cell {r.name}: {r.error}")
+        say("error", f"cell {r.name}: {r.error}")
     if failed:
         raise typer.Exit(EXIT_ERROR)
 
@@ -296,8 +293,6 @@ def cleanup(
 
     Only namespaces of runs whose process has ended are touched (psl-<pid>-...).
     """
-    from ..lab.cleanup import cleanup_leftovers
-
     removed = cleanup_leftovers()
     for name in removed:
         print(f"removed scratch directory {name}" if name.startswith("/") else
@@ -313,7 +308,6 @@ def cleanup(
 @lab_app.command()
 def check():
     """What this host can do: root, tools, impairment mechanisms, congestion controls."""
-    from ..lab import check_host
     report = check_host()
     width = max(len(k) for k, _, _ in report)
     for name, ok, detail in report:
@@ -330,8 +324,6 @@ _ESSENTIAL = ("root", "ip", "ethtool", "tc", "iptables", "tcpdump", "ping")
 @lab_app.command()
 def fields():
     """Every field of the sidecar JSON a run writes beside its capture."""
-    from ..sidecar import FIELDS, SCHEMA
-    import textwrap
     print(f"schema {SCHEMA}; the sidecar of -o DIR/NAME.pcap is DIR/NAME.json\n")
     for name, meaning in FIELDS:
         print(name)

@@ -23,7 +23,7 @@ import typer
 from ..batch import each
 from ..errors import UsageError
 from ..results import Result, concat
-from .app import EXIT_ERROR, EXIT_NOTHING, _say, _stderr_console, _write
+from .app import EXIT_ERROR, EXIT_NOTHING, say, stderr_console, write_text
 
 FIGURE_EXTENSIONS = (".png", ".svg")
 TABLE_EXTENSIONS = {".csv": "csv", ".json": "json"}
@@ -56,9 +56,9 @@ def run(function: Callable[..., Result], files: Sequence[Path], **options
     with _progress_bar(files) as moved:
         for outcome in each(function, files, progress=moved, **options):
             for text in outcome.warnings:
-                _say("warning", text)
+                say("warning", text)
             if outcome.error is not None:
-                _say("error", str(outcome.error))
+                say("error", str(outcome.error))
                 failed += 1
             else:
                 results.append(outcome.result)
@@ -67,7 +67,7 @@ def run(function: Callable[..., Result], files: Sequence[Path], **options
     for result in results:
         prefix = f"{result.captures[0]}: " if len(files) > 1 else ""
         for note in result.notes:
-            _say("note", prefix + note)
+            say("note", prefix + note)
     return (results[0] if len(results) == 1 and len(files) == 1 else concat(results)), failed
 
 
@@ -79,18 +79,18 @@ def emit(result: Result, *, fmt: str, output: Optional[Path], table: str | None 
     if kind == "figure":
         from ..plots import save  # lazy: matplotlib only when a figure is asked for
         save(result.figure(**(figure or {})), output)
-        _write(result.to_text(table, fmt), None)
+        write_text(result.to_text(table, fmt), None)
     elif kind is not None:
-        _write(result.to_text(table, kind), output)
+        write_text(result.to_text(table, kind), output)
     else:
-        _write(result.to_text(table, fmt), None)
+        write_text(result.to_text(table, fmt), None)
 
 
 def finish(result: Optional[Result], failed: int, *, empty: str | None = None) -> None:
     """The exit status: 2 when a capture could not be read, 1 (saying ``empty``) when the
     result has no rows, else 0."""
     if result is not None and result.empty and empty:
-        _say("error" if not failed else "warning", empty)
+        say("error" if not failed else "warning", empty)
     if failed or result is None:
         raise typer.Exit(EXIT_ERROR)
     if result.empty:
@@ -111,7 +111,7 @@ class _progress_bar:
             return None
         from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
         self.progress = Progress(TextColumn("reading"), BarColumn(), TimeRemainingColumn(),
-                                 transient=True, console=_stderr_console())
+                                 transient=True, console=stderr_console())
         task = self.progress.add_task("reading", total=1.0)
         self.progress.start()
         return lambda fraction: self.progress.update(task, completed=fraction)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import typer
 
+from ..tools.simpleperf import main
 from .app import app
 
 
@@ -16,5 +17,4 @@ from .app import app
              add_help_option=False)
 def simpleperf(ctx: typer.Context):
     """The course's iperf-like TCP measurer: -s server, -c client (-h for its flags)."""
-    from ..tools.simpleperf import main
     raise typer.Exit(main(list(ctx.args), prog="pcapstats simpleperf"))

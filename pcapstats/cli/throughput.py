@@ -10,7 +10,7 @@ import typer
 from ..analyses.throughput import Throughput, throughput as throughput_of
 from ..reader import read
 from ..results import describe
-from .app import Engine, Fmt, Kernel, Proto, _say, app
+from .app import Engine, Fmt, Kernel, Proto, say, app
 from .output import emit, finish, output_kind, run
 
 
@@ -43,7 +43,7 @@ def throughput(
         emit(result, fmt=fmt.value, output=output)
         for part in result.parts:
             if part.empty:
-                _say("warning", f"no {proto.value.upper() if proto else 'TCP or UDP'} streams "
+                say("warning", f"no {proto.value.upper() if proto else 'TCP or UDP'} streams "
                                 f"in {part.captures[0]} ({part.packets} packets)")
     finish(result, failed)
 
@@ -54,5 +54,4 @@ def columns(
                                           "(throughput, iograph, cwnd, ...); all without one."),
 ):
     """Describe every column: name, type, unit, meaning, Wireshark field."""
-    import pcapstats  # noqa: F401  # lazy: every analysis registers its tables when imported
     print(describe(which), end="")

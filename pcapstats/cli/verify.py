@@ -14,7 +14,7 @@ from typing import List, Optional
 import typer
 
 from ..analyses.verify import CANNOT_TELL, FAIL, Verification, verify as verify_of
-from .app import EXIT_ERROR, Fmt, _say, app
+from .app import EXIT_ERROR, Fmt, say, app
 from .output import emit, output_kind, run
 
 EXIT_FAIL = 1
@@ -44,10 +44,10 @@ def verify(
             path = part.captures[0]
             for v in part.verdicts:
                 if v.verdict == CANNOT_TELL:
-                    _say("warning", f"{path}: {v.proto} stream {v.stream} ({v.app}): cannot "
+                    say("warning", f"{path}: {v.proto} stream {v.stream} ({v.app}): cannot "
                                     f"tell: {v.why()}")
             if not part.verdicts:
-                _say("warning", f"{path}: nothing recognised to verify (no simpleperf, iperf3 "
+                say("warning", f"{path}: nothing recognised to verify (no simpleperf, iperf3 "
                                 "or ping traffic)")
     if failed:
         raise typer.Exit(EXIT_ERROR)

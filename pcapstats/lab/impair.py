@@ -58,12 +58,11 @@ from dataclasses import asdict, dataclass, field
 from typing import Callable
 
 from pcapstats.errors import UsageError
+from pcapstats.tools.delayline import PROC_QUEUES, read_kernel_queues
 from pcapstats.units import FRAME_BYTES, parse_loss, parse_rate, parse_tc_size, parse_time
 from pcapstats.lab.commands import LabError
 from pcapstats.lab.netns import Bottleneck, Lab
 
-# pcapstats.tools.delayline is imported where used, not here: the package's __init__ imports
-# this module, and `python -m pcapstats.tools.delayline` warns if the package imported it first.
 
 QUEUE_FLOOR_PACKETS = 16
 # Upper bounds of what can be asked: beyond them a value is a typo, not an experiment.
@@ -407,7 +406,6 @@ class Applied:
                                f"{self.bottleneck.router}: its packets are dropped")
 
     def _kernel_queues(self) -> dict:
-        from pcapstats.tools.delayline import PROC_QUEUES, read_kernel_queues
         text = self._run("cat", PROC_QUEUES, record=False, check=False).stdout
         return read_kernel_queues(text)
 

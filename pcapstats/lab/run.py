@@ -33,6 +33,7 @@ from pcapstats.lab import impair, topologies, traffic
 from pcapstats.lab.commands import LabError, require_tools
 from pcapstats.lab.netns import Lab
 from pcapstats.lab.sidecar import stream_ids, write_sidecar
+from pcapstats.tools.tcpinfo import available_congestion_controls
 
 CLIENT_START_S = 1.0  # pairs' clients start together this long after the last server is up
 TOOLS = ("simpleperf", "iperf3", "iperf3-udp", "ping", "tcp-file", "udp-file")
@@ -153,7 +154,6 @@ class Scenario:
 
 
 def _available_ccs() -> list[str]:
-    from pcapstats.tools.tcpinfo import available_congestion_controls
     return available_congestion_controls()
 
 
@@ -499,7 +499,6 @@ def _measured(doc: dict) -> dict:
 
 def check_host() -> list[tuple[str, bool, str]]:
     """(what, ok, detail) for everything the lab relies on, for `pcapstats lab check`."""
-    from pcapstats.tools.tcpinfo import available_congestion_controls
 
     root = os.geteuid() == 0
     rows = [("root", root, "yes" if root else "no: run the lab as root (sudo)")]

@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Sequence
 
+from pcapstats._version import __version__
 from pcapstats.lab.commands import LabError
 from pcapstats.lab.netns import Lab
 
@@ -478,7 +479,6 @@ def _first_line(argv: Sequence[str]) -> str | None:
 
 def tool_versions() -> dict:
     """Versions of everything that shaped a capture (None: the tool is not installed)."""
-    from pcapstats import __version__
     tcpdump = subprocess.run(["tcpdump", "--version"], capture_output=True, text=True) \
         if shutil.which("tcpdump") else None
     tcpdump_lines = (tcpdump.stdout + tcpdump.stderr).splitlines() if tcpdump else []
