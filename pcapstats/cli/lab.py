@@ -16,9 +16,6 @@ from typing import List, Optional
 import typer
 
 from ..errors import PcapstatsError, UsageError
-from ..lab.cleanup import cleanup_leftovers
-from ..lab.matrix import load_spec, run_matrix, summary_table
-from ..lab.run import Scenario, check_host, run
 from ..render import render
 from ..sidecar import FIELDS, SCHEMA, SidecarError, load_sidecar, sidecar_path
 from .app import EXIT_ERROR, Fmt, say, stderr_console, write_text, app
@@ -102,6 +99,7 @@ def run_cmd(
     Example: pcapstats lab run --loss 10% --delay 20ms --rate 30mbit --cc reno -t 10
     -o runs/reno10.pcap
     """
+    from ..lab.run import Scenario, run  # lazy: the lab costs 0.04 s of every command's start-up
     cc_list = _list(cc)
     sizes = [_int(s, "--ping-sizes") for s in _list(ping_sizes)] or [56]
     if trials < 1:
@@ -151,6 +149,7 @@ _OPTION = {"tool": "--tool", "loss": "--loss", "delay": "--delay", "jitter": "--
 
 def run_command(scenario, output) -> list[str]:
     """The `pcapstats lab run` command line that runs this scenario (defaults left out)."""
+    from ..lab.run import Scenario  # lazy: the lab costs 0.04 s of every command's start-up
     default = Scenario()
     argv = ["pcapstats", "lab", "run"]
     for f in dataclasses.fields(Scenario):
@@ -229,6 +228,7 @@ def matrix(
     fmt: Fmt = typer.Option(Fmt.table, "--format", "-f", help="Summary as table, csv or json."),
 ):
     """Run a grid of scenarios (see pcapstats.lab.matrix); skips cells already complete."""
+    from ..lab.matrix import load_spec, run_matrix, summary_table  # lazy: the lab costs 0.04 s of every command's start-up
     cells = load_spec(spec)  # every cell validated before the first one runs
     progress, task = None, None
     if sys.stderr.isatty():
@@ -293,6 +293,7 @@ def cleanup(
 
     Only namespaces of runs whose process has ended are touched (psl-<pid>-...).
     """
+    from ..lab.cleanup import cleanup_leftovers  # lazy: the lab costs 0.04 s of every command's start-up
     removed = cleanup_leftovers()
     for name in removed:
         print(f"removed scratch directory {name}" if name.startswith("/") else
@@ -308,6 +309,7 @@ def cleanup(
 @lab_app.command()
 def check():
     """What this host can do: root, tools, impairment mechanisms, congestion controls."""
+    from ..lab.run import check_host  # lazy: the lab costs 0.04 s of every command's start-up
     report = check_host()
     width = max(len(k) for k, _, _ in report)
     for name, ok, detail in report:

@@ -257,8 +257,8 @@ def test_run_command_gives_back_the_same_scenario(monkeypatch, tmp_path, bound):
         seen.append(scenario)
         raise KeyboardInterrupt  # stop there: nothing to build
 
-    # the run the command calls (pcapstats.cli.lab imported it)
-    monkeypatch.setattr(import_module("pcapstats.cli.lab"), "run", fake_run)
+    # the module (pcapstats.lab.run, the attribute, is the function it exports)
+    monkeypatch.setattr(import_module("pcapstats.lab.run"), "run", fake_run)
     wanted = Scenario(tool="iperf3-udp", loss="1%", delay="10ms", jitter="1ms", rate="10mbit",
                       queue="100p", cc=["reno", "bbr"], **bound, parallel=2, pairs=2,
                       udp_rate="5mbit", ping_count=3,
