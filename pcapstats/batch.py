@@ -23,9 +23,10 @@ from typing import Callable, Iterable, Iterator
 from .errors import PcapstatsError, PcapstatsWarning
 from .ingest import reporting_progress
 from .reader import as_capture
-from .results import Result, concat
+from .results import Result, concat, stack
+from .streams import choose_stream, stream_summary
 
-__all__ = ["analysis", "each", "concat", "Outcome"]
+__all__ = ["analysis", "each", "each_stream", "concat", "Outcome"]
 
 
 def analysis(*, reads: bool = True):
@@ -44,6 +45,34 @@ def analysis(*, reads: bool = True):
         run.analysis = function.__name__
         return run
     return wrap
+
+
+def each_stream(capture, stream, analyse: Callable[[int], Result]) -> Result:
+    """A per-stream analysis on ``stream``: one TCP stream (by default the one with the most
+    payload), or ``"all"``: every TCP stream that carries data, one result a stream stacked
+    (a stream the analysis refuses, say one without a window to estimate, is left out with a
+    note)."""
+    if stream != "all":
+        choice = choose_stream(capture, stream)
+        result = analyse(choice.stream)
+        result.notes[:0] = [n for n in (choice.note(),) if n]   # say which stream was picked
+        return result
+    tcp = stream_summary(capture, proto="tcp")
+    ids = tcp["stream"][(tcp["payload_bytes_a_to_b"] + tcp["payload_bytes_b_to_a"]) > 0]
+    if len(ids) == 0:
+        choose_stream(capture, None)       # the one clear error: no TCP, or none with data
+    results, skipped = [], []
+    for s in ids.tolist():
+        try:
+            results.append(analyse(s))
+        except PcapstatsError as e:
+            skipped.append(f"stream {s} left out: {e}")
+    if not results:
+        raise PcapstatsError(f"no TCP stream could be analysed in {capture.path}",
+                             hint=skipped[0] if skipped else None)
+    result = stack(results)
+    result.notes += skipped
+    return result
 
 
 @dataclass

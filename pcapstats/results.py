@@ -45,6 +45,7 @@ from __future__ import annotations
 import base64
 import html
 import io
+import textwrap
 from typing import ClassVar, Iterable, Mapping, Sequence
 
 import numpy as np
@@ -69,7 +70,9 @@ class Result:
 
     analysis: ClassVar[str] = ""
     specs: ClassVar[tuple[TableSpec, ...]] = ()
-    view: ClassVar[dict[str, tuple[str, ...]]] = {}  # table -> the columns people read first
+    view: ClassVar[dict[str, tuple[render.Shown, ...]]] = {}  # table -> what people read first
+    legend: ClassVar[dict[str, str]] = {}   # table -> a sentence printed under its human table
+    series: ClassVar[str | None] = None      # the table of one row a sample, if there is one
     draws: ClassVar[bool] = False     # has a figure
     overlays: ClassVar[bool] = False  # its figure can show several captures at once
 
@@ -138,15 +141,34 @@ class Result:
         pq.write_table(tab, str(path))
 
     # -- text -------------------------------------------------------------------------------
-    def to_text(self, name: str | None = None, fmt: str = "table") -> str:
-        """A table as text: ``table`` (aligned, for people: the columns of ``view`` when it
-        names some), ``csv`` or ``json`` (every column)."""
+    def to_text(self, name: str | None = None, fmt: str = "table", *, all_columns: bool = False,
+                width: int | None = None) -> str:
+        """A table as text: ``table`` for people (the columns of ``view`` unless
+        ``all_columns``, in human units, fitted to ``width``: the terminal's by default),
+        ``csv`` or ``json`` (every column, in the columns' own units)."""
         spec, table = self.spec(name), self.table(name)
-        shown = self.view.get(spec.name) if fmt == "table" else None
-        if shown:
-            table = {n: table[n] for n in ("capture", *shown) if n in table}
         integers = frozenset(c.name for c in spec.columns if c.dtype.startswith(("int", "uint")))
-        return render.render(table, fmt, integers)
+        if fmt != "table":
+            return render.render(table, fmt, integers)
+        shown = None if all_columns else self.view.get(spec.name)
+        units = {c.name: c.unit for c in spec.columns if c.unit}
+        width = width or render.terminal_width()
+        if "capture" in table and len(self.captures) > 1 and len(table["capture"]):
+            # a block a capture, titled
+            blocks, captures = [], table["capture"]
+            edges = np.flatnonzero(np.r_[True, captures[1:] != captures[:-1], True])
+            for a, b in zip(edges[:-1], edges[1:]):
+                capture = captures[a]
+                part = {k: v[a:b] for k, v in table.items() if k != "capture"}
+                blocks.append(f"{capture}:\n" + render.render(part, "table", integers, units,
+                                                               shown, width))
+            text = "\n".join(blocks)
+        else:
+            text = render.render(table, "table", integers, units, shown, width)
+        legend = self.legend.get(spec.name)
+        if legend and shown:
+            text += textwrap.fill(legend, width) + "\n"
+        return text
 
     def __len__(self) -> int:
         return self.rows()
@@ -157,15 +179,27 @@ class Result:
         return f"<{type(self).__name__} of {where}: {sizes}>"
 
     # -- figures -----------------------------------------------------------------------------
-    def figure(self, **options):
-        """The analysis' figure as a matplotlib Figure (it displays itself in a notebook)."""
+    def figure(self, *, stream: int | None = None, capture: str | None = None, **options):
+        """The analysis' figure as a matplotlib Figure (it displays itself in a notebook).  A
+        result of several streams or captures that one figure cannot show draws the part
+        ``stream`` / ``capture`` pick."""
         if not self.draws:
             raise UsageError(f"{self.analysis} draws no figure",
                              hint="write its tables with .csv or .json instead")
-        if len(self.parts) > 1 and not self.overlays:
-            raise UsageError(f"one {self.analysis} figure shows one capture",
-                             hint="draw each with result.parts[i].figure()")
-        return self._figure(**options)
+        if len(self.parts) == 1 or self.overlays:
+            if stream is not None and getattr(self, "stream", stream) != stream:
+                options["stream"] = stream      # an analysis that draws one of its streams
+            return self._figure(**options)
+        picked = [p for p in self.parts
+                  if (stream is None or getattr(p, "stream", None) == stream)
+                  and (capture is None or p.captures[0] == str(capture))]
+        if len(picked) != 1:
+            which = ", ".join(f"{p.captures[0]} stream {getattr(p, 'stream', '?')}"
+                              for p in self.parts[:6])
+            raise UsageError(f"one {self.analysis} figure shows one stream of one capture; "
+                             f"this result has {len(self.parts)}",
+                             hint=f"pick one with stream= / capture= ({which})")
+        return picked[0]._figure(**options)
 
     def _figure(self, **options):
         raise NotImplementedError
@@ -203,6 +237,23 @@ class Result:
         buf = io.BytesIO()
         self.figure().savefig(buf, format="png")
         return buf.getvalue()
+
+
+def stack(results: Sequence[Result]) -> Result:
+    """Results of one analysis on several streams of one capture as one: tables one after the
+    other (their ``stream`` column tells them apart), ``.parts`` the streams' results."""
+    results = list(results)
+    if len(results) == 1:
+        return results[0]
+    first = results[0]
+    combined = object.__new__(type(first))
+    combined.__dict__.update(first.__dict__)
+    combined._tables = {spec.name: {c.name: np.concatenate([r.table(spec.name)[c.name]
+                                                            for r in results])
+                                    for c in spec.columns} for spec in first.table_specs}
+    combined.notes = list(dict.fromkeys(n for r in results for n in r.notes))
+    combined.parts = [p for r in results for p in r.parts]
+    return combined
 
 
 def concat(results: Sequence[Result]) -> Result:

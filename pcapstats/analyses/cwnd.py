@@ -54,13 +54,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..batch import analysis
+from ..batch import analysis, each_stream
 from ..capture import Capture
 from ..errors import UsageError
 from ..plots.tcp import cwnd_figure, wscale_figure
+from ..render import Shown
 from ..results import Result
 from ..schema import Column, TableSpec
-from ..streams import DIRECTIONS, StreamChoice, choose_stream
+from ..streams import DIRECTIONS, choose_stream
 from .tcp_flow import capture_side, data_direction, stream_rows
 
 PROMPT_NS = 200_000           # an ACK answered by new data within this is "answered at once"
@@ -75,6 +76,30 @@ _C = Column
 _STREAM = _C("stream", "int64", "tcp.stream index, as Wireshark numbers it")
 _FRAME = _C("frame_number", "int64", "packet number in the file")
 _TIME = _C("time_s", "float64", "its time, seconds since the capture's first packet", "s")
+SUMMARY = TableSpec("summary", "one row per stream: what its window did", (
+    _STREAM,
+    _C("side", "str", "where the capture was taken: sender, receiver, or unknown (then "
+       "analysed as the sender)", values=SIDES),
+    _C("data_direction", "str", "the direction carrying the data", values=DIRECTIONS),
+    _C("mss_bytes", "int64", "largest segment payload", "bytes"),
+    _C("rtt_ms", "float64", "the smoothed RTT the one-RTT windows use", "ms"),
+    _C("samples", "int64", "window samples"),
+    _C("cwnd_share", "float64", "share of the samples cwnd-limited (the estimate is the cwnd)"),
+    _C("rwnd_share", "float64", "share receiver-window-limited"),
+    _C("app_share", "float64", "share application-limited, paced or idle"),
+    _C("recovery_share", "float64", "share in loss recovery"),
+    _C("cwnd_max_bytes", "float64", "largest cwnd estimate", "bytes", optional=True),
+    _C("cwnd_median_bytes", "float64", "median cwnd estimate", "bytes", optional=True),
+    _C("flight_max_bytes", "float64", "largest Wireshark bytes in flight", "bytes",
+       optional=True),
+    _C("rwnd_max_bytes", "float64", "largest window the receiver advertised", "bytes",
+       optional=True),
+    _C("loss_episodes", "int64", "loss-recovery episodes"),
+    _C("resent_segments", "int64", "segments of the data direction that re-send sequence space "
+       "(tcp_analysis' resent, as pcapstats retrans counts them)", "segments"),
+    _C("ratio_median", "float64", "median window after / before an episode (Reno 0.5, Cubic "
+       "0.7)", optional=True),
+))
 SAMPLES = TableSpec("samples", "one row per window sample (see the module docstring)", (
     _STREAM,
     _C("frame_number", "int64", "sender side: the ACK; receiver side: the last data segment of "
@@ -142,7 +167,7 @@ class CwndEstimate:
     losses: "object"          # DataFrame: LOSSES' columns
     flight: "object"          # DataFrame: FLIGHT's columns
     rwnd: "object"            # DataFrame: RWND's columns
-    choice: StreamChoice
+    resent_segments: int      # the data direction's re-sent segments (tcp_analysis' resent)
 
 
 class Cwnd(Result):
@@ -150,8 +175,17 @@ class Cwnd(Result):
     (sender | receiver | unknown), ``side_evidence``, ``data_direction`` (a_to_b | b_to_a),
     ``mss_bytes``, ``rtt_s``: what the estimate rests on."""
     analysis = "cwnd"
-    specs = (SAMPLES, LOSSES, FLIGHT, RWND, LIMITED)
+    specs = (SUMMARY, SAMPLES, LOSSES, FLIGHT, RWND, LIMITED)
+    series = "samples"
     draws = True
+    view = {"summary": (Shown("stream", "stream"), Shown("side", "side"),
+                        Shown("samples", "samples"), Shown("cwnd max", "cwnd_max_bytes"),
+                        Shown("cwnd median", "cwnd_median_bytes"),
+                        Shown("flight max", "flight_max_bytes"),
+                        Shown("rwnd max", "rwnd_max_bytes", minor=True),
+                        Shown("losses", "loss_episodes"), Shown("re-sent", "resent_segments"),
+                        Shown("after/before", "ratio_median"),
+                        Shown("cwnd-limited", "cwnd_share", minor=True))}
 
     def __init__(self, est: CwndEstimate, *, capture: str):
         tables = {"samples": est.samples, "losses": est.losses, "flight": est.flight,
@@ -160,8 +194,8 @@ class Cwnd(Result):
                          **{c: t[c].to_numpy() for c in t.columns}}
                   for name, t in tables.items()}
         tables["limited"] = _limited(est.stream, tables["samples"])
-        notes = [est.choice.note(), f"stream {est.stream}: {est.side}-side capture "
-                                    f"({est.side_evidence})"]
+        tables["summary"] = _summary(est, tables)
+        notes = [f"stream {est.stream}: {est.side}-side capture ({est.side_evidence})"]
         super().__init__(tables, capture=capture, notes=notes)
         self.stream, self.side, self.side_evidence = est.stream, est.side, est.side_evidence
         self.data_direction = DIRECTIONS[est.data_direction]
@@ -174,18 +208,19 @@ class Cwnd(Result):
 
 
 @analysis()
-def cwnd(capture: Capture, *, stream: int | None = None, side: str = "auto") -> Cwnd:
-    """The cwnd estimate of one TCP stream (by default the one with the most payload).
-    ``side`` forces "sender" or "receiver" when the handshake cannot tell."""
-    return Cwnd(estimate(capture, stream, side=side), capture=capture.path)
+def cwnd(capture: Capture, *, stream: int | str | None = None, side: str = "auto") -> Cwnd:
+    """The cwnd estimate of one TCP stream (by default the one with the most payload; "all":
+    every stream with data).  ``side`` forces "sender" or "receiver" when the handshake
+    cannot tell."""
+    return each_stream(capture, stream,
+                       lambda s: Cwnd(estimate(capture, s, side=side), capture=capture.path))
 
 
 def estimate(cap: Capture, stream: int | None = None, *, side: str = "auto") -> CwndEstimate:
     """Samples, loss events, per-segment flight and the receiver's window of one stream."""
     if side not in ("auto", "sender", "receiver"):
         raise UsageError(f"unknown capture side {side!r}", hint="use auto, sender or receiver")
-    choice = choose_stream(cap, stream)
-    stream = choice.stream
+    stream = choose_stream(cap, stream).stream
     df = stream_rows(cap, stream)
     data_dir = data_direction(df)
     found, evidence = capture_side(df, data_dir)
@@ -205,9 +240,10 @@ def estimate(cap: Capture, stream: int | None = None, *, side: str = "auto") -> 
     samples["cwnd_bytes"] = np.where(samples["state"] == "cwnd", samples["flight_bytes"], np.nan)
     import pandas as pd  # lazy: see tcp_flow.stream_rows
     table = pd.DataFrame({name: samples[name] for name in SAMPLES.names[1:]})
+    resent = int(df["resent"].to_numpy(bool)[df["direction"].to_numpy() == data_dir].sum())
     return CwndEstimate(stream, data_dir, found, evidence, v.mss, v.rtt_ns / 1e9, table,
                         _loss_table(episodes, samples, v), _flight_table(v), _rwnd_table(v),
-                        choice)
+                        resent)
 
 
 def tcp_info_errors(samples, t0_ns: int, info_t_ns, info_cwnd_bytes, *, rtt_s: float,
@@ -228,6 +264,29 @@ def tcp_info_errors(samples, t0_ns: int, info_t_ns, info_cwnd_bytes, *, rtt_s: f
     e = est[i[near]]
     keep = ~np.isnan(e) & (truth[near] > 0)
     return np.abs(e[keep] - truth[near][keep]) / truth[near][keep]
+
+
+def _summary(est: CwndEstimate, tables: dict) -> dict[str, np.ndarray]:
+    """The summary row of one stream, from its tables."""
+    s, losses = tables["samples"], tables["losses"]
+    state = s["state"]
+    share = (lambda name: float((state == name).mean()) if len(state) else np.nan)  # noqa: E731
+    cwnd = s["cwnd_bytes"][~np.isnan(s["cwnd_bytes"])]
+    ratio = losses["ratio"][~np.isnan(losses["ratio"])]
+    largest = (lambda v: float(np.nanmax(v)) if np.any(~np.isnan(v)) else np.nan)  # noqa: E731
+    row = {"stream": est.stream, "side": est.side, "data_direction": DIRECTIONS[est.data_direction],
+           "mss_bytes": est.mss_bytes, "rtt_ms": est.rtt_s * 1e3, "samples": len(state),
+           "cwnd_share": share("cwnd"), "rwnd_share": share("rwnd"), "app_share": share("app"),
+           "recovery_share": share("recovery"),
+           "cwnd_max_bytes": float(cwnd.max()) if len(cwnd) else np.nan,
+           "cwnd_median_bytes": float(np.median(cwnd)) if len(cwnd) else np.nan,
+           "flight_max_bytes": largest(tables["flight"]["bytes_in_flight"].astype(float)),
+           "rwnd_max_bytes": largest(tables["rwnd"]["rwnd_bytes"].astype(float)),
+           "loss_episodes": len(losses["start_s"]),
+           "resent_segments": est.resent_segments,
+           "ratio_median": float(np.median(ratio)) if len(ratio) else np.nan}
+    return {c.name: np.array([row[c.name]], dtype=object if c.dtype == "str" else c.dtype)
+            for c in SUMMARY.columns}
 
 
 def _limited(stream: int, samples: dict) -> dict[str, np.ndarray]:

@@ -66,6 +66,7 @@ from ..batch import analysis
 from ..capture import Capture
 from ..errors import UsageError
 from ..plots.flavour import flavour_figure
+from ..render import Shown
 from ..results import Result
 from ..schema import Column, TableSpec
 from ..streams import choose_stream, id_ranges, stream_summary
@@ -193,9 +194,12 @@ class Flavour(Result):
     draws."""
     analysis = "flavour"
     specs = (STREAMS,)
-    view = {"streams": ("stream", "label", "confidence", "side", "loss_events",
-                        "decrease_factor_median", "reno_slope_mss_per_rtt", "ack_clocked_share",
-                        "reason")}
+    view = {"streams": (Shown("stream", "stream"), Shown("label", "label"),
+                        Shown("confidence", "confidence"), Shown("side", "side"),
+                        Shown("losses", "loss_events"),
+                        Shown("after/before", "decrease_factor_median", minor=True),
+                        Shown("ack-clocked", "ack_clocked_share", minor=True),
+                        Shown("reason", "reason", wrap=True))}
     draws = True
 
     def __init__(self, rows: list[dict], details: dict, *, capture: str, notes=()):

@@ -72,6 +72,7 @@ from ..batch import analysis
 from ..capture import Capture
 from ..errors import UsageError
 from ..plots.iograph import iograph_figure
+from ..render import Shown
 from ..results import Result
 from ..schema import Column, TableSpec
 from ..streams import DIRECTIONS, PROTOS
@@ -120,8 +121,10 @@ def _specs(keys: list[str], unit: str) -> tuple[TableSpec, ...]:
          "s", False),
         ("transfers", "int64", "runs of the group's packets with no idle gap longer than gap_s",
          None, False),
-        ("mean_transfer_{rate}", "float64", "mean of the transfers' avg (each over its own first "
-         "to last packet); transfers of one instant are left out", "{r}", True),
+        ("mean_transfer_{rate}", "float64", "the rate while transferring: the transfers' "
+         "{unit} / the sum of their durations (a rate weighted by how long each lasted, so a "
+         "two-packet keep-alive barely counts); transfers of one instant are left out", "{r}",
+         True),
     )
     series = cols(
         ("interval", "int64", "interval index k: the interval covers [k x interval, (k+1) x "
@@ -159,6 +162,7 @@ class IOGraph(Result):
     ``interval_ns``, ``gap_ns``, ``by``, ``filters``: what was asked."""
     analysis = "iograph"
     specs = _specs(["proto", "stream", "direction"], "bits")   # `pcapstats columns iograph`
+    series = "series"
     draws = overlays = True
 
     def __init__(self, tables, *, capture: str, options: "_Options", keys: list[str],
@@ -169,6 +173,9 @@ class IOGraph(Result):
                                                              options.gap_ns, options.by)
         self.filters = options.filters
         self.series_rows = np.asarray(series_rows, np.int64)   # series rows of each group
+        self.view = {"summary": _view(keys, RATE_NAMES[options.unit])}
+        self.notes += _partial_peaks(self.table("summary"), keys, RATE_NAMES[options.unit],
+                                     options.interval_ns / 1e9)
 
     @property
     def interval_s(self) -> float:
@@ -197,6 +204,33 @@ class IOGraph(Result):
 
     def _figure(self, *, layout: str = "overlay", title: str | None = None):
         return iograph_figure(self, layout=layout, title=title)
+
+
+def _view(keys: list[str], rate: str) -> dict:
+    """The summary's human table for a grouping: the keys, then what people compare."""
+    shown = []
+    if "stream" in keys:
+        shown.append(Shown("stream", join="{proto} {stream}"))
+    if "direction" in keys:
+        shown.append(Shown("direction", "direction"))
+    return (*shown, Shown("packets", "packets", minor=True), Shown("bytes", "bytes"),
+            Shown("active", "active_s"), Shown("avg", f"avg_capture_{rate}"),
+            Shown("avg active", f"avg_active_{rate}"), Shown("peak", f"peak_{rate}"),
+            Shown("peak at", "peak_start_s", minor=True),
+            Shown("transfers", "transfers", minor=True),
+            Shown("transferring", f"mean_transfer_{rate}"))
+
+
+def _partial_peaks(summary: dict, keys: list[str], rate: str, interval_s: float) -> list[str]:
+    """A note for each group whose busiest interval reads below its average while active
+    because it was active less than two intervals, so it never filled one."""
+    with np.errstate(invalid="ignore"):
+        low = ((summary[f"peak_{rate}"] < summary[f"avg_active_{rate}"])
+               & (summary["active_s"] < 2 * interval_s) & (summary["packets"] >= 10))
+    return [f"{' '.join(str(summary[k][i]) for k in keys) or 'all packets'}: peak below the "
+            f"average while active: active {summary['active_s'][i]:.3g} s, so no "
+            f"{interval_s:g} s interval was busy all through (try a shorter --interval)"
+            for i in np.flatnonzero(low)]
 
 
 @dataclass
@@ -438,11 +472,11 @@ def _one(cap: Capture, o: _Options) -> IOGraph:
     t_dur_ns = t_last - t_first
     t_avg = _rate(_in_unit(o.unit, t_packets, t_bytes), t_dur_ns)
     t_index = np.arange(len(tstarts)) - np.searchsorted(tseg, tseg)
-    valid = ~np.isnan(t_avg)
-    n_valid = np.bincount(tseg, weights=valid, minlength=n_groups)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        mean_transfer = np.bincount(tseg, weights=np.where(valid, t_avg, 0),
-                                    minlength=n_groups) / n_valid
+    lasting = t_dur_ns > 0                     # transfers of one instant have no rate
+    amount = np.bincount(tseg, weights=np.where(lasting, _in_unit(o.unit, t_packets, t_bytes), 0),
+                         minlength=n_groups)
+    mean_transfer = _rate(amount, np.bincount(tseg, weights=np.where(lasting, t_dur_ns, 0),
+                                              minlength=n_groups))
     transfers = {name: vals[tseg] for name, vals in group_keys.items()}
     transfers.update({"transfer": t_index, "packets": t_packets, "bytes": t_bytes,
                       "first_s": (t_first - t0) / 1e9, "last_s": (t_last - t0) / 1e9,

@@ -1,15 +1,22 @@
-"""Retransmissions and the other trouble tshark's sequence analysis flags, counted and listed.
+"""Re-sent segments and the other trouble tshark's sequence analysis flags, counted and listed.
 
-Built on :mod:`pcapstats.analyses.tcp_analysis` (every flag is Wireshark 4.0's
-``tcp.analysis.*``, read its docstring for the definitions): nothing is re-derived here.
+Built on :mod:`pcapstats.analyses.tcp_analysis` (read its docstring for every definition):
+nothing is re-derived here.  Two kinds of count stand side by side, and the table says which:
 
-- table ``counts``: one row per stream and direction that has packets, with the number of
-  packets carrying each flag of RETRANS_EVENTS.  ``retransmission`` is tshark's field, so it
-  counts fast and spurious retransmissions too (``tshark -Y tcp.analysis.retransmission``
-  gives the same number).
-- table ``events``: one row per packet carrying at least one of those flags: frame number,
-  time, stream, direction, the flags joined by "+" (in RETRANS_EVENTS order), relative seq /
-  next seq / ack, payload bytes, and the duplicate-ACK number.
+- ``resent``: every segment that carries sequence space its direction had already sent,
+  whatever Wireshark calls it.  On a capture taken at the sender it equals the sender kernel's
+  TCP_INFO ``total_retrans`` (tests/analyses check it on lab runs): the number a loss study
+  wants;
+- Wireshark 4.0's ``tcp.analysis.*`` flags, counted as tshark counts them
+  (``tshark -Y tcp.analysis.retransmission`` gives ``retransmission``, which includes fast and
+  spurious ones).  By Wireshark's rules a re-send that comes within an initial RTT of the
+  highest segment is ``out_of_order``, not a retransmission, so ``retransmission`` alone
+  undercounts re-sends, often by half.
+
+Tables: ``counts``, one row per stream and direction that has packets; ``events``, one row per
+packet that is re-sent or carries a flag: frame number, time, stream, direction, the flags
+joined by "+" (RESENT first, then FLAGS' order), relative seq / next seq / ack, payload bytes,
+and the duplicate-ACK number.
 """
 
 from __future__ import annotations
@@ -18,15 +25,18 @@ import numpy as np
 
 from ..batch import analysis
 from ..capture import Capture
+from ..render import Shown
 from ..results import Result
 from ..schema import Column, TableSpec
 from ..streams import DIRECTIONS, choose_stream
 from .tcp_analysis import PACKETS, packet_analysis
 
-# the tcp_analysis flags counted and listed, in this order
-RETRANS_EVENTS = ("retransmission", "fast_retransmission", "spurious_retransmission",
-                  "out_of_order", "lost_segment", "ack_lost_segment", "duplicate_ack",
-                  "zero_window", "window_full")
+# tshark's tcp.analysis flags, counted and listed, in this order (tcp_analysis' columns)
+FLAGS = ("retransmission", "fast_retransmission", "spurious_retransmission", "out_of_order",
+         "lost_segment", "ack_lost_segment", "duplicate_ack", "zero_window",
+         "zero_window_probe", "zero_window_probe_ack", "window_full", "keep_alive",
+         "keep_alive_ack", "window_update", "reused_ports")
+RESENT = "resent"
 _C = Column
 _TCP = {c.name: c for c in PACKETS.columns}
 COUNTS = TableSpec("counts", "one row per TCP stream and direction that has packets", (
@@ -34,14 +44,17 @@ COUNTS = TableSpec("counts", "one row per TCP stream and direction that has pack
     _C("packets", "int64", "TCP packets in this direction", "packets"),
     _C("payload_bytes", "int64", "payload bytes in this direction (retransmissions included)",
        "bytes"),
-    *(_C(flag, "int64", f"packets flagged tcp.analysis.{flag}", "packets",
-         wireshark=f"tcp.analysis.{flag}") for flag in RETRANS_EVENTS),
+    _C(RESENT, "int64", "segments carrying sequence space already sent: every re-send, whatever "
+       "Wireshark calls it (pcapstats' count; the sender kernel's total_retrans)", "segments"),
+    *(_C(flag, "int64", f"packets tshark flags tcp.analysis.{flag} (Wireshark's rule)",
+         "packets", wireshark=f"tcp.analysis.{flag}") for flag in FLAGS),
 ))
 EVENTS = TableSpec("events", "one row per packet carrying a flag of the counts, in frame order", (
     _TCP["frame_number"],
     _C("time_s", "float64", "seconds since the capture's first packet", "s"),
     _TCP["stream"], _TCP["direction"],
-    _C("events", "str", "the packet's flags, joined by '+'"),
+    _C("events", "str", "'resent' if it re-sends sequence space, then tshark's flags, joined "
+       "by '+'"),
     _TCP["tcp_seq"], _TCP["tcp_nxtseq"], _TCP["tcp_ack"], _TCP["tcp_len"],
     _TCP["duplicate_ack_num"],
 ))
@@ -51,6 +64,15 @@ class Retrans(Result):
     """Counts per stream and direction (``counts``) and the flagged packets (``events``)."""
     analysis = "retrans"
     specs = (COUNTS, EVENTS)
+    view = {"counts": (Shown("stream", "stream"), Shown("direction", "direction"),
+                       Shown("packets", "packets"), Shown("resent", RESENT),
+                       Shown("retrans*", "retransmission"), Shown("fast*", "fast_retransmission"),
+                       Shown("spurious*", "spurious_retransmission"),
+                       Shown("out-of-ord*", "out_of_order"), Shown("lost*", "lost_segment"),
+                       Shown("dup-ACK*", "duplicate_ack"))}
+    legend = {"counts": "resent: every segment re-sending sequence space (what the sender's "
+                        "kernel counts).  * Wireshark's tcp.analysis flags: by its rules many "
+                        "re-sends are out-of-order, not retransmissions.  --all: every flag."}
 
 
 @analysis()
@@ -63,22 +85,23 @@ def retrans(capture: Capture, *, stream: int | None = None) -> Retrans:
 
 
 def _counts(a: dict) -> dict[str, np.ndarray]:
+    """Per (stream, direction): packets, payload, re-sent segments and each flag's packets."""
     key = a["tcp_stream"].astype(np.int64) * 2 + a["direction"]
     keys, group = np.unique(key, return_inverse=True)
     out = {"stream": keys // 2, "direction": np.asarray(DIRECTIONS, object)[keys % 2],
            "packets": np.bincount(group, minlength=len(keys)),
            "payload_bytes": np.bincount(group, weights=a["tcp_len"], minlength=len(keys))
            .astype(np.int64)}
-    for flag in RETRANS_EVENTS:
+    for flag in (RESENT, *FLAGS):
         out[flag] = np.bincount(group, weights=a[flag].astype(np.int64),
                                 minlength=len(keys)).astype(np.int64)
     return out
 
 
 def _events(a: dict, cap: Capture) -> dict[str, np.ndarray]:
-    flags = np.stack([a[flag] for flag in RETRANS_EVENTS], axis=1).astype(bool)
+    flags = np.stack([a[flag] for flag in (RESENT, *FLAGS)], axis=1).astype(bool)
     rows = np.flatnonzero(flags.any(axis=1))
-    names = np.array(RETRANS_EVENTS, dtype=object)
+    names = np.array((RESENT, *FLAGS), dtype=object)
     events = np.array(["+".join(names[f]) for f in flags[rows]], dtype=object)
     t0 = cap.column("frame_time_ns")[0] if len(cap) else 0
     return {

@@ -12,7 +12,17 @@ The samples come from :mod:`pcapstats.analyses.tcp_analysis` (definitions there)
 
 Each sample belongs to the packet that closes the round trip (the ACK, or for ts_rtt any
 packet echoing a TSval); ``direction`` is that packet's direction.  Tables: ``summary`` (per
-series and direction) and ``samples`` (one row per packet with a sample).  On a capture taken at the
+series and direction), ``samples`` (one row per packet with a sample) and ``path``: which
+estimate is the path's round trip on this capture's side, and why:
+
+- captured at the data **sender**: the Karn-filtered ACK RTT of the ACKs coming back (a segment
+  leaves here, its ACK returns one round trip later; re-sent segments left out);
+- at the data **receiver**: the timestamp-echo RTT on the data (an ACK leaves here carrying a
+  TSval; the data it released arrives echoing it one round trip later).  The ACK RTT there is
+  only the receiver's own ACK delay, microseconds;
+- in the **middle** of the path (or without timestamps at the receiver): the handshake's SYN
+  to first ACK (tshark's iRTT), a full round trip from any capture point, but one sample,
+  taken before any queue built up.  On a capture taken at the
 data sender, the ACKs coming back (direction != the data direction) carry the path's RTT;
 on the receiver's side they show only the receiver-to-capture leg (almost zero) and the data
 packets' ts_rtt_ms carries the round trip instead.
@@ -22,13 +32,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..batch import analysis
+from ..batch import analysis, each_stream
 from ..capture import Capture
 from ..plots.tcp import rtt_figure
+from ..render import Shown
 from ..results import Result
 from ..schema import Column, TableSpec
-from ..streams import DIRECTIONS, choose_stream
-from .tcp_flow import data_direction, stream_rows
+from ..streams import DIRECTIONS
+from .tcp_flow import capture_side, data_direction, stream_rows
 
 RTT_SERIES = ("ack_rtt_ms", "ack_rtt_karn_ms", "ts_rtt_ms")
 _C = Column
@@ -52,17 +63,38 @@ SUMMARY = TableSpec("summary", "one row per series and direction with samples", 
     _C("series", "str", "ack_rtt_ms, ack_rtt_karn_ms or ts_rtt_ms", values=RTT_SERIES),
     _DIRECTION,
     _C("samples", "int64", "number of samples"),
-    _C("min_ms", "float64", "smallest", "ms"), _C("median_ms", "float64", "median", "ms"),
-    _C("p90_ms", "float64", "90th percentile (linear)", "ms"),
+    _C("min_ms", "float64", "smallest", "ms"), _C("mean_ms", "float64", "mean", "ms"),
+    _C("median_ms", "float64", "median", "ms"),
+    _C("p95_ms", "float64", "95th percentile (linear)", "ms"),
     _C("max_ms", "float64", "largest", "ms"),
+    _C("path_rtt", "bool", "this series and direction is the path's round trip on this "
+       "capture's side (see the path table)"),
+))
+PATH = TableSpec("path", "one row per stream: the estimate of the path's round trip", (
+    _STREAM,
+    _C("side", "str", "where the capture was taken (sender, receiver, unknown: mid-path)",
+       values=("sender", "receiver", "unknown")),
+    _C("path_rtt_ms", "float64", "the path's round trip: the estimate's median", "ms",
+       optional=True),
+    _C("estimate", "str", "which: 'ack_rtt_karn_ms b_to_a', 'ts_rtt_ms a_to_b' or 'handshake'"),
+    _C("why", "str", "why that estimate on this side"),
 ))
 
 
 class Rtt(Result):
-    """One TCP stream's round-trip times: ``summary`` and ``samples``.  ``stream``,
+    """One TCP stream's round-trip times: ``summary``, ``samples`` and ``path``.  ``stream``,
     ``data_direction`` (a_to_b | b_to_a): the stream and the direction carrying its data."""
     analysis = "rtt"
-    specs = (SUMMARY, SAMPLES)
+    specs = (SUMMARY, SAMPLES, PATH)
+    series = "samples"
+    view = {"summary": (Shown("stream", "stream"), Shown("series", "series"),
+                        Shown("direction", "direction"), Shown("samples", "samples"),
+                        Shown("min", "min_ms"), Shown("mean", "mean_ms"),
+                        Shown("median", "median_ms"), Shown("p95", "p95_ms"),
+                        Shown("max", "max_ms"), Shown("path RTT", "path_rtt")),
+            "path": (Shown("stream", "stream"), Shown("side", "side"),
+                     Shown("path RTT", "path_rtt_ms"), Shown("estimate", "estimate"),
+                     Shown("why", "why", wrap=True))}
     draws = True
 
     def __init__(self, tables, *, capture: str, stream: int, data_direction: str, notes=()):
@@ -74,11 +106,14 @@ class Rtt(Result):
 
 
 @analysis()
-def rtt(capture: Capture, *, stream: int | None = None) -> Rtt:
-    """The RTT samples of one TCP stream (by default the one with the most payload) and their
-    summary per series and direction."""
-    choice = choose_stream(capture, stream)
-    df = stream_rows(capture, choice.stream)
+def rtt(capture: Capture, *, stream: int | str | None = None) -> Rtt:
+    """The RTT samples of one TCP stream (by default the one with the most payload; "all":
+    every stream with data), their summary per series and direction, and the path's RTT."""
+    return each_stream(capture, stream, lambda s: _rtt(capture, s))
+
+
+def _rtt(capture: Capture, stream: int) -> Rtt:
+    df = stream_rows(capture, stream)
     data_dir = data_direction(df)
     ns = {name: df[name.replace("_ms", "_ns")].to_numpy(np.float64, na_value=np.nan)
           for name in RTT_SERIES}
@@ -88,27 +123,68 @@ def rtt(capture: Capture, *, stream: int | None = None) -> Rtt:
     t0 = capture.column("frame_time_ns")[0]
     d = df["direction"].to_numpy()[keep]
     samples = {
-        "stream": np.full(int(keep.sum()), choice.stream, np.int64),
+        "stream": np.full(int(keep.sum()), stream, np.int64),
         "frame_number": df["frame_number"].to_numpy()[keep],
         "time_s": (df["frame_time_ns"].to_numpy()[keep] - t0) / 1e9,
         "direction": np.asarray(DIRECTIONS, object)[d], "is_data_ack": d != data_dir,
         **{name: v[keep] / 1e6 for name, v in ns.items()},
     }
-    return Rtt({"summary": _summary(choice.stream, samples), "samples": samples},
-               capture=capture.path, stream=choice.stream, data_direction=DIRECTIONS[data_dir],
-               notes=[choice.note()])
+    side, side_evidence = capture_side(df, data_dir)
+    irtt = df["initial_rtt_ns"].to_numpy(np.float64, na_value=np.nan)
+    irtt = irtt[~np.isnan(irtt)]
+    path = _path(stream, side, samples, DIRECTIONS[data_dir],
+                 irtt[0] / 1e6 if len(irtt) else np.nan)
+    summary = _summary(stream, samples, path["estimate"][0])
+    note = (f"stream {stream}: path RTT {path['path_rtt_ms'][0]:.3f} ms from "
+            f"{path['estimate'][0]} ({side}-side capture: {side_evidence})")
+    return Rtt({"summary": summary, "samples": samples, "path": path}, capture=capture.path,
+               stream=stream, data_direction=DIRECTIONS[data_dir], notes=[note])
 
 
-def _summary(stream: int, samples: dict) -> dict[str, np.ndarray]:
-    """Per series and direction with samples: count, min, median, p90, max."""
+def _summary(stream: int, samples: dict, path_estimate: str) -> dict[str, np.ndarray]:
+    """Per series and direction with samples: count, min, mean, median, p95, max, and whether
+    it is the path's round trip."""
     rows = []
     for name in RTT_SERIES:
         for direction in DIRECTIONS:
             v = samples[name][samples["direction"] == direction]
             v = v[~np.isnan(v)]
             if len(v):
-                rows.append((stream, name, direction, len(v), v.min(), np.median(v),
-                             np.percentile(v, 90), v.max()))
+                rows.append((stream, name, direction, len(v), v.min(), v.mean(), np.median(v),
+                             np.percentile(v, 95), v.max(), path_estimate == f"{name} {direction}"))
     return {c.name: np.array([r[k] for r in rows],
                              dtype=object if c.dtype == "str" else c.dtype)
             for k, c in enumerate(SUMMARY.columns)}
+
+
+_WHY = {
+    "sender": "captured at the data sender: a segment leaves here and its ACK comes back one "
+              "round trip later (Karn's rule leaves re-sent segments out)",
+    "receiver": "captured at the data receiver: an ACK leaves here and the data it released "
+                "arrives echoing its timestamp one round trip later; the ACK RTT here is only "
+                "the receiver's own ACK delay",
+    "handshake": "SYN to the first ACK (tshark's iRTT) spans a full round trip from any capture "
+                 "point; one sample, before any queue",
+}
+
+
+def _path(stream: int, side: str, samples: dict, data_dir: str, irtt_ms: float) -> dict:
+    """Which estimate is the path's round trip on this side (the module docstring's rule)."""
+    ack_dir = DIRECTIONS[1 - DIRECTIONS.index(data_dir)]
+    chosen = {"sender": ("ack_rtt_karn_ms", ack_dir), "receiver": ("ts_rtt_ms", data_dir)}
+    name, direction = chosen.get(side, (None, None))
+    if name is not None:
+        v = samples[name][samples["direction"] == direction]
+        v = v[~np.isnan(v)]
+        if len(v):
+            return _row(stream, side, float(np.median(v)), f"{name} {direction}", _WHY[side])
+    why = _WHY["handshake"] + (" (no timestamps to echo)" if side == "receiver" else
+                               " (the capture is in the middle of the path)" if side == "unknown"
+                               else "")
+    return _row(stream, side, irtt_ms, "handshake", why)
+
+
+def _row(stream, side, rtt_ms, estimate, why) -> dict:
+    return {"stream": np.array([stream], np.int64), "side": np.array([side], object),
+            "path_rtt_ms": np.array([rtt_ms], np.float64), "estimate": np.array([estimate], object),
+            "why": np.array([why], object)}

@@ -12,13 +12,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..batch import analysis
+from ..batch import analysis, each_stream
 from ..capture import Capture
 from ..errors import UsageError
 from ..plots.tcp import seqgraph_figure
+from ..render import Shown
 from ..results import Result
 from ..schema import Column, TableSpec
-from ..streams import DIRECTIONS, choose_stream
+from ..streams import DIRECTIONS
 from .tcp_flow import data_direction, stream_rows
 
 STYLES = ("stevens", "tcptrace")
@@ -26,6 +27,19 @@ _C = Column
 _STREAM = _C("stream", "int64", "tcp.stream index, as Wireshark numbers it")
 _FRAME = _C("frame_number", "int64", "packet number in the file")
 _TIME = _C("time_s", "float64", "seconds since the capture's first packet", "s")
+SUMMARY = TableSpec("summary", "one row per stream: its data direction at a glance", (
+    _STREAM,
+    _C("data_direction", "str", "the direction carrying the data", values=DIRECTIONS),
+    _C("segments", "int64", "data segments", "segments"),
+    _C("resent_segments", "int64", "of which tshark flags retransmission or out-of-order",
+       "segments"),
+    _C("sequence_bytes", "int64", "sequence space the data covered: highest next seq - lowest "
+       "seq", "bytes"),
+    _C("first_s", "float64", "first data segment, seconds since the capture's first packet", "s"),
+    _C("duration_s", "float64", "first to last data segment", "s"),
+    _C("acks", "int64", "packets of the other direction with the ACK flag"),
+    _C("sack_blocks", "int64", "SACK blocks in them (the first three of each)"),
+))
 SEGMENTS = TableSpec("segments", "one row per data segment of the data direction", (
     _STREAM, _FRAME, _TIME,
     _C("tcp_seq", "int64", "relative sequence number", wireshark="tcp.seq"),
@@ -50,8 +64,14 @@ class SeqGraph(Result):
     """One TCP stream's sequence graph data: ``segments``, ``acks``, ``sacks``.  ``stream``,
     ``data_direction`` (a_to_b | b_to_a)."""
     analysis = "seqgraph"
-    specs = (SEGMENTS, ACKS, SACKS)
+    specs = (SUMMARY, SEGMENTS, ACKS, SACKS)
+    series = "segments"
     draws = True
+    view = {"summary": (Shown("stream", "stream"), Shown("data", "data_direction"),
+                        Shown("segments", "segments"), Shown("re-sent", "resent_segments"),
+                        Shown("sequence", "sequence_bytes"), Shown("start", "first_s"),
+                        Shown("duration", "duration_s"), Shown("ACKs", "acks"),
+                        Shown("SACK blocks", "sack_blocks"))}
 
     def __init__(self, tables, *, capture: str, stream: int, data_direction: str, notes=()):
         super().__init__(tables, capture=capture, notes=notes)
@@ -64,11 +84,14 @@ class SeqGraph(Result):
 
 
 @analysis()
-def seqgraph(capture: Capture, *, stream: int | None = None) -> SeqGraph:
+def seqgraph(capture: Capture, *, stream: int | str | None = None) -> SeqGraph:
     """The segments, ACKs and SACK blocks of one TCP stream (by default the one with the most
-    payload), for the Stevens and tcptrace graphs."""
-    choice = choose_stream(capture, stream)
-    df = stream_rows(capture, choice.stream)
+    payload; "all": every stream with data), for the Stevens and tcptrace graphs."""
+    return each_stream(capture, stream, lambda s: _seqgraph(capture, s))
+
+
+def _seqgraph(capture: Capture, stream: int) -> SeqGraph:
+    df = stream_rows(capture, stream)
     data_dir = data_direction(df)
     t0 = int(capture.column("frame_time_ns")[0])
     d = df["direction"].to_numpy()
@@ -89,9 +112,25 @@ def seqgraph(capture: Capture, *, stream: int | None = None) -> SeqGraph:
     tables = {"segments": segments, "acks": ack_table,
               "sacks": _sacks(capture, df, data_dir, acks, seconds)}
     for table in tables.values():
-        table["stream"] = np.full(len(table["frame_number"]), choice.stream, np.int64)
-    return SeqGraph(tables, capture=capture.path, stream=choice.stream,
-                    data_direction=DIRECTIONS[data_dir], notes=[choice.note()])
+        table["stream"] = np.full(len(table["frame_number"]), stream, np.int64)
+    tables["summary"] = _summary(stream, DIRECTIONS[data_dir], tables)
+    return SeqGraph(tables, capture=capture.path, stream=stream,
+                    data_direction=DIRECTIONS[data_dir])
+
+
+def _summary(stream: int, data_dir: str, tables: dict) -> dict[str, np.ndarray]:
+    seg = tables["segments"]
+    n = len(seg["tcp_seq"])
+    ends = seg["tcp_nxtseq"][~np.isnan(seg["tcp_nxtseq"])]
+    span = int(ends.max() - seg["tcp_seq"].min()) if n and len(ends) else 0
+    t = seg["time_s"]
+    row = {"stream": stream, "data_direction": data_dir, "segments": n,
+           "resent_segments": int(seg["resent"].sum()), "sequence_bytes": span,
+           "first_s": float(t.min()) if n else np.nan,
+           "duration_s": float(t.max() - t.min()) if n else np.nan,
+           "acks": len(tables["acks"]["tcp_ack"]), "sack_blocks": len(tables["sacks"]["left"])}
+    return {c.name: np.array([row[c.name]], dtype=object if c.dtype == "str" else c.dtype)
+            for c in SUMMARY.columns}
 
 
 def _sacks(cap, df, data_dir, acks, seconds):

@@ -56,6 +56,13 @@ peer" is the other one):
 
 pcapstats' own additions (no tshark field):
 
+- **resent**: the segment carries sequence space its direction had already sent (data, SYN or
+  FIN starting below the highest sequence number sent before it), whatever Wireshark's rules
+  call it: a retransmission, a fast or spurious one, ``out_of_order``, a tail-loss probe.  On a
+  capture taken at the sender this counts what the sender's kernel counts as re-sent segments
+  (TCP_INFO ``total_retrans``); tshark's ``retransmission`` flag does not: within one initial
+  RTT of the highest segment its rules call a re-send ``out_of_order``.
+
 - **ack_rtt_karn_ns**: ``ack_rtt_ns`` with Karn's rule: empty when any segment this ACK takes off
   the peer's unacknowledged list was *re-sent*, i.e. started below the highest sequence number
   its direction had already sent (retransmissions, spurious and fast ones, out-of-order
@@ -141,6 +148,8 @@ PACKETS = TableSpec("packets", "one row per TCP packet (ICMP errors quoting a TC
     _C("window_update", "bool", "window update", wireshark="tcp.analysis.window_update"),
     _C("reused_ports", "bool",
        "SYN/ACK with a new ISN on reused ports", wireshark="tcp.analysis.reused_ports"),
+    _C("resent", "bool", "carries sequence space already sent (any re-send, whatever "
+       "Wireshark's label: see the module docstring)"),
     _C("bytes_in_flight", "int64",
        "unacknowledged bytes after this segment",
        unit="bytes", wireshark="tcp.analysis.bytes_in_flight", optional=True),
@@ -249,6 +258,7 @@ def _analysis(cap: Capture, stream: int | None, kernel: str):
         "acks_frame": out["acks_frame"], "ack_rtt_ns": out["ack_rtt"],
         "ack_rtt_karn_ns": out["ack_rtt"], "ts_rtt_ns": ts_rtt,
         "initial_rtt_ns": out["initial_rtt"], "rto_ns": out["rto"], "rto_frame": out["rto_frame"],
+        "resent": resent_segments(inputs, out["rel_seq"]),
     }
     has_rtt = (out["acks_frame"] != 0) & (out["ack_rtt"] != 0)
     has_bif = out["bytes_in_flight"] != 0
@@ -272,6 +282,42 @@ def _analysis(cap: Capture, stream: int | None, kernel: str):
         values = {k: v[keep] for k, v in values.items()}
         present = {k: v[keep] for k, v in present.items()}
     return values, present
+
+
+def resent_segments(inputs: dict[str, np.ndarray], rel_seq: np.ndarray) -> np.ndarray:
+    """Per packet: it carries sequence space (data, SYN, FIN) starting below the highest
+    sequence number its (stream, direction) had sent before it.  Relative sequence numbers are
+    unwrapped within each direction (steps of less than 2^31), so streams past 4 GB count too."""
+    flags, seglen = inputs["flags"], inputs["seglen"].astype(np.int64)
+    synfin = ((flags & 0x003) != 0).astype(np.int64)
+    out = np.zeros(len(seglen), bool)
+    rows = np.flatnonzero(((seglen > 0) | (synfin > 0)) & (inputs["analysed"] != 0))
+    if len(rows) == 0:
+        return out
+    key = inputs["stream"][rows].astype(np.int64) * 2 + inputs["dir"][rows]
+    order = np.argsort(key, kind="stable")          # each direction's segments in packet order
+    rows, key = rows[order], key[order]
+    starts = np.r_[True, key[1:] != key[:-1]]
+    group = np.cumsum(starts) - 1
+    seq32 = rel_seq[rows].astype(np.int64)
+    step = np.diff(seq32, prepend=0)
+    step = (step + (1 << 31)) % (1 << 32) - (1 << 31)    # signed: a re-send steps back
+    step[starts] = seq32[starts]
+    total = np.cumsum(step)
+    seq = total - (total - step)[starts][group]          # the cumulative sum within each group
+    end = seq + seglen[rows] + synfin[rows]
+    # the highest end sent before each segment, within its group: groups laid end to end on
+    # one number line (offset by the span of every group), then one running maximum
+    low, span = int(seq.min()), int(end.max() - seq.min()) + 1
+    if (int(group[-1]) + 1) * span < (1 << 62):
+        offset = group * span - low
+        before = np.r_[np.iinfo(np.int64).min, np.maximum.accumulate(end + offset)[:-1]]
+        out[rows] = seq + offset < before
+    else:                                                # too wide to lay out: one at a time
+        for a, b in zip(np.flatnonzero(starts), np.r_[np.flatnonzero(starts)[1:], len(rows)]):
+            before = np.r_[np.iinfo(np.int64).min, np.maximum.accumulate(end[a:b])[:-1]]
+            out[rows[a:b]] = seq[a:b] < before
+    return out
 
 
 def timestamp_rtt(cap: Capture, rows: np.ndarray, inputs) -> tuple[np.ndarray, np.ndarray]:

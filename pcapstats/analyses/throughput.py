@@ -30,8 +30,9 @@ from ..batch import analysis
 from ..capture import Capture
 from ..errors import UsageError
 from ..ingest import WINDOW_BYTES, read_fast, stream_windows
-from ..results import Result, TableSpec
-from ..schema import Column
+from ..render import Shown
+from ..results import Result
+from ..schema import Column, TableSpec
 from ..streams import (PROTOS, STREAM_SUMMARY_COLUMNS, StreamTotals, TimeWentBack, empty_summary,
                        id_ranges, stack_summaries, stream_summary)
 from .iograph import interval_ns  # the peak is the busiest I/O-graph interval
@@ -58,6 +59,7 @@ STREAMS = TableSpec("streams", "one row per TCP/UDP stream (TCP first, each by s
        "bit/s"),
 ))
 _L4 = {"tcp": 6, "udp": 17}   # the kernel's l4 codes
+NOTE_MIN_PACKETS = 10         # a stream this long is a transfer worth a note about its peak
 
 
 class Throughput(Result):
@@ -65,9 +67,19 @@ class Throughput(Result):
     and peak rates.  ``interval_s``: the peak's interval; ``packets``: packets read."""
     analysis = "throughput"
     specs = (STREAMS,)
+    view = {"streams": (Shown("stream", join="{proto} {stream}"),
+                        Shown("A → B", endpoints=True, wrap=True),
+                        Shown("packets", "packets", minor=True), Shown("bytes", "bytes"),
+                        Shown("duration", "duration_s"), Shown("avg A→B", "bps_a_to_b"),
+                        Shown("peak A→B", "peak_bps_a_to_b"),
+                        Shown("avg B→A", "bps_b_to_a", minor=True),
+                        Shown("peak B→A", "peak_bps_b_to_a", minor=True))}
+    legend = {"streams": "avg: bits over the stream's duration (Wireshark's Bits/s); peak: the "
+                         "busiest interval.  --all: payload rates and every count."}
 
     def __init__(self, table, *, capture, interval_s: float, packets: int):
-        super().__init__({"streams": table}, capture=capture)
+        super().__init__({"streams": table}, capture=capture, notes=_short_streams(table,
+                                                                                   interval_s))
         self.interval_s, self.packets = interval_s, packets
 
 
@@ -90,6 +102,19 @@ def throughput(capture, *, interval: float = 1.0, stream: int | None = None,
         path = str(capture)
     table = _rates(_only(counts, stream, protos, path), bin_ns)
     return Throughput(table, capture=path, interval_s=bin_ns / 1e9, packets=packets)
+
+
+def _short_streams(table: dict, interval_s: float) -> list[str]:
+    """A note for the transfers (10 packets or more) whose peak reads below their average
+    because they lasted less than two intervals, so none filled one (the busiest interval is
+    the I/O graph's, aligned to the capture's start)."""
+    low = (table["duration_s"] < 2 * interval_s) & (table["packets"] >= NOTE_MIN_PACKETS)
+    with np.errstate(invalid="ignore"):
+        low &= ((table["peak_bps_a_to_b"] < table["bps_a_to_b"])
+                | (table["peak_bps_b_to_a"] < table["bps_b_to_a"]))
+    return [f"{table['proto'][i]} stream {table['stream'][i]}: peak below average: it lasted "
+            f"{table['duration_s'][i]:.3g} s, so no {interval_s:g} s interval was busy all "
+            "through; a shorter --interval shows its rate" for i in np.flatnonzero(low)]
 
 
 def _streamed_summary(path, protos, bin_ns, kernel, window_bytes) -> tuple[dict, int]:

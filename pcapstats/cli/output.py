@@ -30,6 +30,20 @@ TABLE_EXTENSIONS = {".csv": "csv", ".json": "json"}
 PROGRESS_BYTES = 200e6        # one file this large gets a progress bar too
 
 
+def stream_choice(text: Optional[str]) -> int | str | None:
+    """--stream: a stream index, or "all" (every TCP stream with data)."""
+    if text is None or text == "all":
+        return text
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise UsageError(f"--stream takes a stream index or 'all', not {text!r}",
+                         hint="`pcapstats throughput FILE` lists the streams")
+    return value
+
+
 def output_kind(output: Optional[Path], result_type: type[Result]) -> Optional[str]:
     """"figure", "csv" or "json" by the -o file's extension; None without -o."""
     if output is None:
@@ -72,28 +86,51 @@ def run(function: Callable[..., Result], files: Sequence[Path], **options
 
 
 def emit(result: Result, *, fmt: str, output: Optional[Path], table: str | None = None,
-         figure: dict | None = None) -> None:
-    """Write ``result`` where -o says (see the module docstring); ``table`` names the table
-    (default: the main one), ``figure`` the figure's options."""
+         figure: dict | None = None, all_columns: bool = False) -> None:
+    """Write ``result`` where -o says (see the module docstring): ``table`` names the table
+    (default: the main one on standard output, the series (one row a sample) in a .csv/.json
+    file), ``figure`` the figure's options, ``all_columns`` every column in a human table."""
     kind = output_kind(output, type(result))
     if kind == "figure":
-        from ..plots import save  # lazy: matplotlib only when a figure is asked for
-        save(result.figure(**(figure or {})), output)
-        write_text(result.to_text(table, fmt), None)
+        save_figures(result, output, figure or {})
+        write_text(result.to_text(table, fmt, all_columns=all_columns), None)
     elif kind is not None:
-        write_text(result.to_text(table, kind), output)
+        write_text(result.to_text(table or result.series, kind), output)
     else:
-        write_text(result.to_text(table, fmt), None)
+        write_text(result.to_text(table, fmt, all_columns=all_columns), None)
 
 
-def finish(result: Optional[Result], failed: int, *, empty: str | None = None) -> None:
-    """The exit status: 2 when a capture could not be read, 1 (saying ``empty``) when the
-    result has no rows, else 0."""
-    if result is not None and result.empty and empty:
+def save_figures(result: Result, output: Path, options: dict) -> None:
+    """The figure to ``output``; a result of several parts that one figure cannot show (streams,
+    captures) gives one file a part, named after it (``x.png`` -> ``x.cap.stream0.png``), and
+    says which files it wrote."""
+    from ..plots import save  # lazy: matplotlib only when a figure is asked for
+    parts = result.parts if len(result.parts) > 1 and not result.overlays else [result]
+    if len(parts) == 1:
+        save(parts[0].figure(**options), output)
+        return
+    written = []
+    for part in parts:
+        label = Path(part.captures[0]).stem if len(set(result.captures)) > 1 else ""
+        stream = getattr(part, "stream", None)
+        label += f".stream{stream}" if stream is not None else ""
+        path = output.with_name(f"{output.stem}.{label.lstrip('.')}{output.suffix}")
+        save(part.figure(**options), path)
+        written.append(str(path))
+    say("note", f"wrote {len(written)} figures: {', '.join(written)}")
+
+
+def finish(result: Optional[Result], failed: int, *, empty: str | None = None,
+           nothing: bool | None = None) -> None:
+    """The exit status: 2 when a capture could not be read, 1 (saying ``empty``) when there is
+    nothing to show (``nothing``; by default: the result's main table has no rows), else 0."""
+    if nothing is None:
+        nothing = result is not None and result.empty
+    if result is not None and nothing and empty:
         say("error" if not failed else "warning", empty)
     if failed or result is None:
         raise typer.Exit(EXIT_ERROR)
-    if result.empty:
+    if nothing:
         raise typer.Exit(EXIT_NOTHING)
 
 

@@ -1,10 +1,9 @@
 """`pcapstats retrans | cwnd | rtt | seqgraph | wscale`: TCP streams' trouble, windows,
-round trips and sequence numbers, as tables (table/csv/json) or PNG/SVG figures.
+round trips and sequence numbers: a summary by default, the samples on request (--series) or
+in a file (-o FILE.csv|.json), the figure with -o FILE.png|.svg.
 
-Every column: `pcapstats columns retrans` (cwnd, rtt, seqgraph).  Without --stream the
-per-stream commands take the TCP stream with the most payload bytes and say which on stderr.
-``-o FILE.png|.svg`` draws the figure (the table is still printed), ``-o FILE.csv|.json``
-writes the table there.
+Without --stream the per-stream commands take the TCP stream with the most payload bytes and
+say which on stderr; ``--stream all`` takes every stream with data (a figure a stream).
 """
 
 from __future__ import annotations
@@ -20,14 +19,18 @@ from ..analyses.retrans import Retrans, retrans as retrans_of
 from ..analyses.rtt import Rtt, rtt as rtt_of
 from ..analyses.seqgraph import SeqGraph, seqgraph as seqgraph_of
 from .app import Fmt, app
-from .output import emit, finish, output_kind, run
+from .output import emit, finish, output_kind, run, stream_choice
 
 FILES = typer.Argument(..., help="Capture files (pcap, pcapng, .gz).", show_default=False)
-STREAM = typer.Option(None, "--stream", "-s",
-                      help="TCP stream index (default: the one with the most payload bytes).")
-OUTPUT = typer.Option(None, "--output", "-o",
-                      help="Write here: .png/.svg figure, .csv/.json table.")
+STREAM = typer.Option(None, "--stream", "-s", metavar="N|all",
+                      help="TCP stream index, or 'all' (default: the one with the most "
+                           "payload bytes).", show_default=False)
+OUTPUT = typer.Option(None, "--output", "-o", metavar="FILE", show_default=False,
+                      help="Write the figure (.png, .svg) or the samples (.csv, .json) here.")
 FORMAT = typer.Option(Fmt.table, "--format", "-f", help="table, csv or json (standard output).")
+SERIES = typer.Option(False, "--series", help="Print the samples (one row each) instead of the "
+                                              "summary.")
+ALL = typer.Option(False, "--all", help="Every column in the table, not the ones read first.")
 
 
 class Style(str, Enum):
@@ -44,82 +47,114 @@ class Side(str, Enum):
 @app.command()
 def retrans(
     files: List[Path] = FILES,
-    stream: Optional[int] = typer.Option(None, "--stream", "-s", help="Only this TCP stream."),
-    events: bool = typer.Option(False, "--events", help="One row per flagged packet instead of the counts."),
-    fmt: Fmt = FORMAT,
-    output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write to this .csv/.json file."),
+    stream: Optional[int] = typer.Option(None, "--stream", "-s", help="Only this TCP stream.",
+                                         show_default=False),
+    events: bool = typer.Option(False, "--events", help="One row per re-sent or flagged packet "
+                                                        "instead of the counts."),
+    fmt: Fmt = FORMAT, all_columns: bool = ALL,
+    output: Optional[Path] = typer.Option(None, "--output", "-o", metavar="FILE",
+                                          show_default=False,
+                                          help="Write the table to this .csv or .json file."),
 ):
-    """Retransmissions, fast/spurious retransmissions, out-of-order, lost and ACKed-unseen
-    segments, duplicate ACKs, zero windows and full windows: counts per stream and direction
-    (tshark's tcp.analysis flags), or with --events the flagged packets with frame numbers."""
+    """Re-sent segments (what the sender's kernel counts) beside Wireshark's tcp.analysis flags
+    (retransmission, fast, spurious, out-of-order, lost, duplicate ACK, zero window ...), per
+    stream and direction; --events lists the packets with their frame numbers.
+
+    Example: pcapstats retrans run.pcap --events -o events.csv
+    """
     output_kind(output, Retrans)
     result, failed = run(retrans_of, files, stream=stream)
     if result is not None:
-        emit(result, fmt=fmt.value, output=output, table="events" if events else "counts")
+        emit(result, fmt=fmt.value, output=output, table="events" if events else "counts",
+             all_columns=all_columns)
     finish(result, failed)
 
 
 @app.command()
 def cwnd(
-    files: List[Path] = FILES, stream: Optional[int] = STREAM, output: Optional[Path] = OUTPUT,
-    fmt: Fmt = FORMAT,
-    losses: bool = typer.Option(False, "--losses", help="Print the loss events instead of the samples."),
+    files: List[Path] = FILES, stream: Optional[str] = STREAM, output: Optional[Path] = OUTPUT,
+    fmt: Fmt = FORMAT, series: bool = SERIES, all_columns: bool = ALL,
+    losses: bool = typer.Option(False, "--losses", help="Print the loss episodes instead of the "
+                                                        "summary."),
     window_scaling: bool = typer.Option(False, "--window-scaling",
                                         help="Draw Wireshark's Window Scaling graph instead."),
-    side: Side = typer.Option(Side.auto, "--side", help="auto, sender or receiver (where the capture was taken)."),
+    side: Side = typer.Option(Side.auto, "--side",
+                              help="Where the capture was taken, when the handshake cannot tell."),
 ):
     """Congestion window estimate over time (bytes in flight when cwnd-limited), with the
     receiver's window, loss episodes and the intervals where the flow was receiver-window-,
-    application-limited or recovering."""
+    application-limited or recovering.  Prints a summary a stream.
+
+    Example: pcapstats cwnd run.pcap --stream 3 -o cwnd.png
+    """
     output_kind(output, Cwnd)
-    result, failed = run(cwnd_of, files, stream=stream, side=side.value)
+    result, failed = run(cwnd_of, files, stream=stream_choice(stream), side=side.value)
     if window_scaling:
-        _window_scaling(result, failed, fmt, output)
+        _window_scaling(result, failed, fmt, output, series, all_columns)
         return
-    if result is not None and not result.empty or losses:
-        emit(result, fmt=fmt.value, output=output, table="losses" if losses else "samples")
-    stream = result.parts[0].stream if result is not None else None
-    finish(result, failed, empty=f"no cwnd samples in stream {stream} (no data segment could be "
-                                 "timed against the ACK it was sent after)")
+    table = "losses" if losses else "samples" if series else None
+    nothing = result is not None and not result.rows("samples")
+    if result is not None and (not nothing or losses):
+        emit(result, fmt=fmt.value, output=output, table=table, all_columns=all_columns)
+    streams = "" if result is None else ", ".join(str(p.stream) for p in result.parts)
+    finish(result, failed, nothing=nothing and not losses,
+           empty=f"no cwnd samples in stream {streams} (no data segment could be timed "
+                 "against the ACK it was sent after)")
 
 
 @app.command()
-def wscale(files: List[Path] = FILES, stream: Optional[int] = STREAM,
-           output: Optional[Path] = OUTPUT, fmt: Fmt = FORMAT):
+def wscale(files: List[Path] = FILES, stream: Optional[str] = STREAM,
+           output: Optional[Path] = OUTPUT, fmt: Fmt = FORMAT, series: bool = SERIES,
+           all_columns: bool = ALL):
     """Wireshark's Window Scaling graph: bytes in flight per data segment and the receiver's
-    calculated window (same as `cwnd --window-scaling`)."""
+    calculated window (the same as `cwnd --window-scaling`).
+
+    Example: pcapstats wscale run.pcap -o wscale.png
+    """
     output_kind(output, Cwnd)
-    result, failed = run(cwnd_of, files, stream=stream)
-    _window_scaling(result, failed, fmt, output)
+    result, failed = run(cwnd_of, files, stream=stream_choice(stream))
+    _window_scaling(result, failed, fmt, output, series, all_columns)
 
 
-def _window_scaling(result, failed, fmt: Fmt, output: Optional[Path]) -> None:
+def _window_scaling(result, failed, fmt: Fmt, output: Optional[Path], series: bool,
+                    all_columns: bool) -> None:
     if result is not None:
-        emit(result, fmt=fmt.value, output=output, table="flight", figure={"graph": "wscale"})
+        emit(result, fmt=fmt.value, output=output, table="flight" if series else None,
+             figure={"graph": "wscale"}, all_columns=all_columns)
     finish(result, failed)
 
 
 @app.command()
-def rtt(files: List[Path] = FILES, stream: Optional[int] = STREAM,
-        output: Optional[Path] = OUTPUT, fmt: Fmt = FORMAT,
-        series: bool = typer.Option(False, "--series", help="Print the samples instead of the summary.")):
-    """Round-trip times: Wireshark's ACK RTT, the Karn-filtered one and the timestamp RTT;
-    summary (samples, min, median, p90, max per series and direction) or the samples."""
+def rtt(files: List[Path] = FILES, stream: Optional[str] = STREAM,
+        output: Optional[Path] = OUTPUT, fmt: Fmt = FORMAT, series: bool = SERIES,
+        all_columns: bool = ALL):
+    """Round-trip times: Wireshark's ACK RTT, the Karn-filtered one and the timestamp RTT, per
+    direction (samples, min, mean, median, p95, max), and which of them is the path's round
+    trip on this capture's side.
+
+    Example: pcapstats rtt run.pcap -o rtt.png
+    """
     output_kind(output, Rtt)
-    result, failed = run(rtt_of, files, stream=stream)
+    result, failed = run(rtt_of, files, stream=stream_choice(stream))
     if result is not None and not result.empty:
-        emit(result, fmt=fmt.value, output=output, table="samples" if series else "summary")
+        emit(result, fmt=fmt.value, output=output, table="samples" if series else None,
+             all_columns=all_columns)
     finish(result, failed, empty="no RTT samples in this stream (no data was acknowledged)")
 
 
 @app.command()
-def seqgraph(files: List[Path] = FILES, stream: Optional[int] = STREAM,
-             output: Optional[Path] = OUTPUT, fmt: Fmt = FORMAT,
+def seqgraph(files: List[Path] = FILES, stream: Optional[str] = STREAM,
+             output: Optional[Path] = OUTPUT, fmt: Fmt = FORMAT, series: bool = SERIES,
+             all_columns: bool = ALL,
              style: Style = typer.Option(Style.stevens, "--style", help="stevens or tcptrace.")):
-    """Sequence numbers of the data against time (Wireshark's Stevens or tcptrace graph);
-    the table lists the data segments."""
+    """Sequence numbers of the data against time (Wireshark's Stevens or tcptrace graph); the
+    summary says how much was sent and re-sent, --series lists the data segments.
+
+    Example: pcapstats seqgraph run.pcap --style tcptrace -o seq.png
+    """
     output_kind(output, SeqGraph)
-    result, failed = run(seqgraph_of, files, stream=stream)
+    result, failed = run(seqgraph_of, files, stream=stream_choice(stream))
     if result is not None:
-        emit(result, fmt=fmt.value, output=output, figure={"style": style.value})
+        emit(result, fmt=fmt.value, output=output, table="segments" if series else None,
+             figure={"style": style.value}, all_columns=all_columns)
     finish(result, failed)

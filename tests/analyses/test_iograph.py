@@ -263,7 +263,8 @@ def test_averages_and_transfers_by_construction(two_transfers):
     assert t["first_s"].tolist() == [1.0, 3.5] and t["duration_s"].tolist() == [1.0, 0.5]
     assert t["avg_bps"].to_numpy() == pytest.approx([first, second], rel=1e-12)
     assert row.transfers == 2
-    assert row.mean_transfer_bps == pytest.approx((first + second) / 2, rel=1e-12)
+    # the rate while transferring: both transfers' bits over both their durations
+    assert row.mean_transfer_bps == pytest.approx((11 * small + 6 * big) * 8 / 1.5, rel=1e-12)
     # a gap threshold above the idle 1.5 s makes it one transfer
     assert iograph(ps.read(path), proto="tcp", gap=2.0).to_pandas("summary").iloc[0].transfers == 1
     # so does any longer one, up to one past what nanoseconds in an int64 can hold
@@ -287,18 +288,33 @@ def test_units(two_transfers):
 
 def test_ten_transfers_ten_rows(tmp_path):
     """Ten bursts, 2 s apart, each 1 + k packets of 500-byte payload 10 ms apart: ten rows, each
-    rate known, and their mean."""
+    rate known, and the rate while transferring (all their bits over all their durations)."""
     frame = _frame(500)
-    records, expected = [], []
+    records, expected, bits, seconds = [], [], 0, 0.0
     for k in range(10):
         start = k * 2 * NS
         n = 2 + k
         records += [(start + i * NS // 100, frame) for i in range(n)]
         expected.append(n * len(frame.data) * 8 / ((n - 1) / 100))
+        bits, seconds = bits + n * len(frame.data) * 8, seconds + (n - 1) / 100
     r = iograph(ps.read(write(tmp_path, "ten.pcap", records)))
     assert len(r.to_pandas("transfers")) == 10
     assert r.to_pandas("transfers")["avg_bps"].to_numpy() == pytest.approx(expected, rel=1e-12)
-    assert r.to_pandas("summary").iloc[0].mean_transfer_bps == pytest.approx(np.mean(expected), rel=1e-12)
+    assert r.to_pandas("summary").iloc[0].mean_transfer_bps == pytest.approx(bits / seconds, rel=1e-12)
+
+
+def test_a_keep_alive_barely_weighs_on_the_transfer_rate(tmp_path):
+    """A 1 s transfer at a known rate, then two packets 10 us apart (a keep-alive and its ACK,
+    say) after an idle gap: their own rate is huge, the rate while transferring is not."""
+    frame = _frame(1000)
+    records = [(i * NS // 100, frame) for i in range(101)]               # 1 s of data
+    records += [(3 * NS, _frame(0)), (3 * NS + 10_000, _frame(0))]        # a keep-alive
+    r = iograph(ps.read(write(tmp_path, "ka.pcap", records)))
+    row = r.to_pandas("summary").iloc[0]
+    steady = 101 * len(frame.data) * 8 / 1.0
+    keep_alive = r.to_pandas("transfers")["avg_bps"].iloc[1]
+    assert row.transfers == 2 and keep_alive > 5 * steady
+    assert row.mean_transfer_bps == pytest.approx(steady, rel=0.002)   # its 108 bytes: 0.1 %
 
 
 def test_directions_and_streams(tmp_path):
@@ -473,10 +489,13 @@ def test_cli_outputs(two_transfers, tmp_path):
     assert got["bps"].tolist() == r.to_pandas("series")["bps"].tolist()
     proc = run_cli(path, "--transfers", "--proto", "tcp", "--format", "csv")
     assert proc.returncode == 0 and proc.stdout.count("\n") == 1 + 2, proc.stdout
-    proc = run_cli(path, path, "-o", tmp_path / "io.svg", "--layout", "side")
+    other = tmp_path / "other.pcap"
+    other.write_bytes(path.read_bytes())
+    proc = run_cli(path, other, "-o", tmp_path / "io.svg", "--layout", "side")
     assert proc.returncode == 0, proc.stderr
     assert ET.parse(tmp_path / "io.svg").getroot().tag.endswith("svg")
-    assert proc.stdout.splitlines()[0].split()[0] == "capture"
+    titles = [line for line in proc.stdout.splitlines() if line.endswith(".pcap:")]
+    assert titles == [f"{path}:", f"{other}:"], proc.stdout    # a block a capture
 
 
 # -- a lab capture: two streams with different start times, transfers with idle gaps ---------

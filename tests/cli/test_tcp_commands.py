@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import pcapstats as ps
-from pcapstats.analyses.retrans import RETRANS_EVENTS
+from pcapstats.analyses.retrans import FLAGS
 from pcapstats.cli import main
 
 from tests.helpers import craft
@@ -31,7 +31,7 @@ def test_retrans_matches_tshark(name):
     result = ps.retrans(path)
     streams = ref["stream"].to_numpy(np.int64)
     counts, events = result.to_pandas("counts"), result.to_pandas("events")
-    for flag in RETRANS_EVENTS:
+    for flag in FLAGS:
         flagged = ref[flag].to_numpy(bool)
         want = {s: int(flagged[streams == s].sum()) for s in np.unique(streams)}
         got = counts.groupby("stream")[flag].sum().to_dict()

@@ -70,11 +70,13 @@ answered after the capture stopped: cannot tell); sequence numbers without a gap
 from __future__ import annotations
 
 import os
+import textwrap
 
 import numpy as np
 
 from ...batch import analysis
 from ...capture import Capture
+from ...render import Shown, terminal_width
 from ...results import Result
 from ...schema import Column, TableSpec
 from ...sidecar import load_sidecar, sidecar_for
@@ -124,6 +126,12 @@ class Verification(Result):
     ``verdicts``: the StreamVerdict objects with their evidence; ``verdict``: the capture's."""
     analysis = "verify"
     specs = (STREAMS, CHECKS)
+    view = {"streams": (Shown("stream", join="{proto} {stream}"), Shown("app", "app"),
+                        Shown("client → server", join="{client} → {server}", wrap=True),
+                        Shown("verdict", "verdict"), Shown("pass", "passed", minor=True),
+                        Shown("fail", "failed", minor=True),
+                        Shown("can't tell", "cannot_tell", minor=True),
+                        Shown("why", "why", wrap=True))}
 
     def __init__(self, verdicts: list[StreamVerdict], *, capture: str, notes=()):
         super().__init__({"streams": _verdict_table(verdicts), "checks": _check_table(verdicts)},
@@ -136,12 +144,14 @@ class Verification(Result):
         found = [v.verdict for part in self.parts for v in part.verdicts]
         return max(found, key=RANK.__getitem__) if found else CANNOT_TELL
 
-    def to_text(self, name: str | None = None, fmt: str = "table") -> str:
+    def to_text(self, name: str | None = None, fmt: str = "table", *, all_columns: bool = False,
+                width: int | None = None) -> str:
         """The human table is a report: per capture the verdicts, then each stream's checks
-        and evidence; other formats and tables as every result."""
+        and evidence, wrapped to ``width``; other formats and tables as every result."""
         if fmt != "table" or name not in (None, "streams"):
-            return super().to_text(name, fmt)
-        return "\n".join(_report(part) for part in self.parts) + "\n"
+            return super().to_text(name, fmt, all_columns=all_columns, width=width)
+        width = width or terminal_width()
+        return "\n".join(_report(part, width, all_columns) for part in self.parts) + "\n"
 
 
 @analysis()
@@ -241,20 +251,26 @@ def _check_table(verdicts: list[StreamVerdict]) -> dict[str, np.ndarray]:
     }
 
 
-def _report(result: Verification) -> str:
-    """One capture's verdict table, then each stream's checks and evidence, indented."""
+def _report(result: Verification, width: int, all_columns: bool) -> str:
+    """One capture's verdict table, then each stream's checks and evidence, indented and
+    wrapped to ``width``."""
     out = [f"{result.captures[0]}: {result.verdict.upper()}"]
     if not result.verdicts:
         return "\n".join(out + ["  (nothing recognised)", ""])
-    out.append(Result.to_text(result, "streams").rstrip("\n"))
+    out.append(Result.to_text(result, "streams", all_columns=all_columns,
+                              width=width).rstrip("\n"))
+
+    def line(first: str, text: str, indent: int) -> None:
+        out.extend(textwrap.wrap(text, width, initial_indent=first,
+                                 subsequent_indent=" " * indent))
     for v in result.verdicts:
-        out.append(f"  {v.proto} stream {v.stream} ({v.app}, {v.client} -> {v.server}): "
-                   f"{v.verdict}")
+        line("  ", f"{v.proto} stream {v.stream} ({v.app}, {v.client} -> {v.server}): "
+                   f"{v.verdict}", 4)
         for c in v.checks:
             where = f"  [frames {' '.join(map(str, c.frames))}]" if c.frames else ""
-            out.append(f"    {c.verdict:<11}  {c.name}: expected {c.expected}; found "
-                       f"{c.found}{where}")
+            line(f"    {c.verdict:<11}  ", f"{c.name}: expected {c.expected}; found "
+                                          f"{c.found}{where}", 17)
         for e in v.evidence:
-            out.append(f"    evidence     {e}")
+            line("    evidence     ", e, 17)
     out.append("")
     return "\n".join(out)
