@@ -3,12 +3,12 @@
 Formatting only: no number is computed here.  A table is a mapping of column name to a numpy
 array; rendering needs no pandas, so the command line starts fast.
 
-- ``table`` (:func:`human`): aligned text for people.  Each column is shown in the unit its
+- ``table`` (:func:`human`): aligned text for people. Each column is shown in the unit its
   values read best in, chosen per column from its largest value (bit/s as kbit/s, Mbit/s or
-  Gbit/s; bytes as B, kB, MB or GB, 1000-based as Wireshark counts; ns as ms), the unit written
-  under the heading; empty cells where a value does not exist; long text wrapped so the table
-  fits the width asked for (the terminal's).  A :class:`Shown` picks and names the columns
-  people read first, and can join several into one (a stream's endpoints).
+  Gbit/s; bytes as B, kB, MB or GB, 1000-based as Wireshark counts; ns as ms; fractions as %),
+  the unit written under the heading; empty cells where a value does not exist; long text
+  wrapped so the table fits the width asked for (the terminal's). A :class:`Shown` picks and
+  names the columns people read first, and can join several into one (a stream's endpoints).
 - ``csv`` (:func:`delimited`): one header line with the column names, then one line per row;
   numbers in full, in the columns' own units (Python's shortest round-trip form); whole numbers
   that are stored as floats so that they can be missing are written without ``.0``; empty
@@ -31,6 +31,8 @@ from dataclasses import dataclass
 from typing import Sequence
 
 import numpy as np
+
+from .streams import endpoint
 
 FORMATS = ("table", "csv", "json")
 DEFAULT_WIDTH = 100          # when standard output is not a terminal
@@ -98,10 +100,10 @@ def human(table: dict, units: dict, shown: Sequence[Shown] | None, width: int,
         if s.endpoints:
             cells = [f"{endpoint(table['address_a'][i], table['port_a'][i])} → "
                      f"{endpoint(table['address_b'][i], table['port_b'][i])}" for i in range(n)]
-            column = _Column(s.heading, "", cells, numeric=False)
+            column = _Column(s.heading, "", cells, numeric=False, whole=True)
         elif s.join is not None:
             cells = [s.join.format(**{k: _plain(table[k][i]) for k in table}) for i in range(n)]
-            column = _Column(s.heading, "", cells, numeric=False)
+            column = _Column(s.heading, "", cells, numeric=False, whole=True)
         elif s.column in table:
             column = _format(s.heading, table[s.column], units.get(s.column),
                              s.column in integers)
@@ -124,6 +126,7 @@ class _Column:
     numeric: bool
     wrap: bool = False
     minor: bool = False
+    whole: bool = False   # an identity (endpoints): wrapped only when nothing else can give
 
 
 COUNTS = ("packets", "segments")   # units a heading already says: not written under it
@@ -145,6 +148,8 @@ def _format(heading: str, values: np.ndarray, unit: str | None, integer: bool) -
         scale, shown_unit = 1000.0 ** step, _PREFIXED[unit][step]
     elif unit == "ns":
         scale, shown_unit = 1e6, "ms"
+    elif unit == "fraction":
+        scale, shown_unit = 0.01, "%"
     elif unit == "s" and 0 < largest < 1:
         scale, shown_unit = 1e-3, "ms"
     if scale == 1.0 and (values.dtype.kind in "iu" or integer):
@@ -167,8 +172,9 @@ def _decimals(x: float) -> int:
 
 
 def _layout(columns: list[_Column], width: int) -> str:
-    """Columns side by side, headings (and units) on top; text columns wrapped to fit, then
-    columns at the right left out (and said so) while the table is still too wide."""
+    """Columns side by side, headings (and units) on top.  While the table is too wide: free
+    text wrapped to a comfortable width, minor columns left out, endpoints split over two
+    lines, text wrapped narrower, then columns at the right left out (and said so)."""
     if not columns:
         return ""
     widths = [max([len(c.heading), len(c.unit)] + [len(x) for x in c.cells]) for c in columns]
@@ -177,8 +183,9 @@ def _layout(columns: list[_Column], width: int) -> str:
     def over() -> int:
         return sum(widths) + GAP * (len(widths) - 1) - width
 
-    def squeeze(floor: int) -> None:       # wrap free text, the widest first, down to floor
-        for i in sorted((i for i, c in enumerate(columns) if c.wrap), key=lambda i: -widths[i]):
+    def squeeze(floor: int, whole: bool) -> None:  # wrap text, the widest first, to floor
+        for i in sorted((i for i, c in enumerate(columns) if c.wrap and c.whole == whole),
+                        key=lambda i: -widths[i]):
             cut = min(over(), widths[i] - max(floor, len(columns[i].heading)))
             if cut > 0:
                 widths[i] -= cut
@@ -192,9 +199,10 @@ def _layout(columns: list[_Column], width: int) -> str:
             widths.pop(i)
             if not column.minor:               # a minor column goes without a word
                 left_out.insert(0, column.heading)
-    squeeze(WRAP_COMFORT)
+    squeeze(WRAP_COMFORT, whole=False)   # free text first, to a comfortable width
     drop(minor_only=True)
-    squeeze(MIN_WRAP)
+    squeeze(MIN_WRAP, whole=True)        # then endpoints onto two lines, then text narrower
+    squeeze(MIN_WRAP, whole=False)
     drop(minor_only=False)
     lines = [_line([c.heading for c in columns], widths, columns)]
     if any(c.unit for c in columns):
@@ -240,12 +248,6 @@ def _long_text(values: np.ndarray) -> bool:
     """Free text worth wrapping (a reason, a why), not an identifier."""
     return values.dtype.kind == "O" and any(len(str(v)) > 30 and " " in str(v)
                                             for v in values[:200])
-
-
-def endpoint(address, port) -> str:
-    """address:port, an IPv6 address in brackets."""
-    address = str(address)
-    return f"[{address}]:{int(port)}" if ":" in address else f"{address}:{int(port)}"
 
 
 def _plain(v) -> str:

@@ -187,8 +187,12 @@ class Result:
             raise UsageError(f"{self.analysis} draws no figure",
                              hint="write its tables with .csv or .json instead")
         if len(self.parts) == 1 or self.overlays:
-            if stream is not None and getattr(self, "stream", stream) != stream:
-                options["stream"] = stream      # an analysis that draws one of its streams
+            if stream is not None:
+                if not hasattr(self, "stream"):
+                    options["stream"] = stream      # an analysis that draws one of its streams
+                elif self.stream != stream:
+                    raise UsageError(f"this {self.analysis} result is of stream {self.stream}, "
+                                     f"not {stream}")
             return self._figure(**options)
         picked = [p for p in self.parts
                   if (stream is None or getattr(p, "stream", None) == stream)
@@ -300,21 +304,27 @@ def describe(analysis: str | None = None) -> str:
                          hint="use one of " + ", ".join(["packets", *sorted(RESULT_TYPES)]))
     out = []
     for name, spec in tables:
-        out.append(f"{name} / {spec.name}: {spec.doc}")
+        out.append(textwrap.fill(f"{name} / {spec.name}: {spec.doc}", render.terminal_width(),
+                                 subsequent_indent="    "))
         out.append(_describe_columns(spec.columns))
         out.append("")
     return "\n".join(out).rstrip() + "\n"
 
 
 def _describe_columns(columns: Sequence[Column]) -> str:
-    """One line per column: name, type, unit, meaning [Wireshark field] (layer)."""
+    """One entry per column: name, type, unit, meaning [Wireshark field] (layer), the meaning
+    wrapped under itself to the terminal's width."""
     width = max(len(c.name) for c in columns)
+    indent = 2 + width + 2 + 8 + 2 + 8 + 2
+    text_width = max(render.terminal_width() - indent, 30)
     lines = []
     for c in columns:
         extra = (f" [{c.wireshark}]" if c.wireshark else "") + \
             (f" (layer {c.layer})" if c.layer else "") + \
-            (f" one of: {', '.join(c.values)}" if c.values and c.dtype == "str" else "")
-        lines.append(f"  {c.name:<{width}}  {c.dtype:<8}  {c.unit or '-':<8}  {c.doc}{extra}")
+            (f"; one of: {', '.join(c.values)}" if c.values and c.dtype == "str" else "")
+        meaning = textwrap.wrap(c.doc + extra, text_width) or [""]
+        lines.append(f"  {c.name:<{width}}  {c.dtype:<8}  {c.unit or '-':<8}  {meaning[0]}")
+        lines += [" " * indent + more for more in meaning[1:]]
     return "\n".join(lines)
 
 

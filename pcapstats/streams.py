@@ -45,6 +45,7 @@ import numpy as np
 
 from . import schema
 from .errors import UsageError
+from .sidecar import stream_labels
 
 if TYPE_CHECKING:
     from .capture import Capture
@@ -235,6 +236,27 @@ def packet_directions(tcp, udp, stream, src, sport, quoted) -> np.ndarray:
     source = src[rows].astype(np.int64) << 16 | sport[rows].astype(np.int64)
     out[rows] = source != source[a]
     return out
+
+
+def endpoint(address, port) -> str:
+    """address:port as people write it, an IPv6 address in brackets."""
+    address = str(address)
+    return f"[{address}]:{int(port)}" if ":" in address else f"{address}:{int(port)}"
+
+
+def stream_names(cap: "Capture") -> dict[tuple[str, int], str]:
+    """(proto, stream) -> how a figure names it: "10.0.0.1:5000 → 10.0.0.2:80", plus what the
+    lab ran on it when a sidecar says ("reno, pair 1, simpleperf").  Cached on the capture."""
+    if "stream_names" not in cap.derived:
+        s, labels = stream_summary(cap), stream_labels(cap.path)
+        names = {}
+        for i in range(len(s["stream"])):
+            key = (s["proto"][i], int(s["stream"][i]))
+            names[key] = (f"{endpoint(s['address_a'][i], s['port_a'][i])} → "
+                          f"{endpoint(s['address_b'][i], s['port_b'][i])}"
+                          + (f" ({labels[key]})" if key in labels else ""))
+        cap.derived["stream_names"] = names
+    return cap.derived["stream_names"]
 
 
 def id_ranges(ids) -> str:

@@ -68,16 +68,18 @@ def parse_time(text: str) -> float:
 
 
 def parse_loss(text: str) -> float:
-    """"10%" or "0.1" -> 0.1 (a fraction of packets, 0 to 1)."""
+    """"10%" or "0.1" -> 0.1 (a fraction of packets, 0 to 1; a bare 1 or more is refused,
+    since "--loss 1" almost always means 1 %, not every packet)."""
     value, unit = _split(text, "loss", "10% or 0.1")
     if unit not in ("", "%"):
         raise UsageError(f"bad loss {text!r}: unknown unit {unit!r}", hint="write 10% or 0.1")
     fraction = value / 100 if unit == "%" else value
-    if fraction > 1:
-        if unit == "%":
-            raise UsageError(f"bad loss {text!r}: more than 100 %")
-        raise UsageError(f"bad loss {text!r}: a fraction above 1",
-                         hint=f"did you mean {value:g}%?")
+    if unit == "%" and fraction > 1:
+        raise UsageError(f"bad loss {text!r}: more than 100 %")
+    if unit == "" and fraction >= 1:   # "1" as a fraction is every packet: surely meant 1 %
+        raise UsageError(f"bad loss {text!r}: a bare number is a fraction of packets, and "
+                         f"{value:g} would drop {'every packet' if value == 1 else 'more than all'}",
+                         hint=f"write {value:g}% for {value:g} percent")
     return fraction
 
 

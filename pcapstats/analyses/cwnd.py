@@ -61,7 +61,7 @@ from ..plots.tcp import cwnd_figure, wscale_figure
 from ..render import Shown
 from ..results import Result
 from ..schema import Column, TableSpec
-from ..streams import DIRECTIONS, choose_stream
+from ..streams import DIRECTIONS, choose_stream, stream_names
 from .tcp_flow import capture_side, data_direction, stream_rows
 
 PROMPT_NS = 200_000           # an ACK answered by new data within this is "answered at once"
@@ -187,7 +187,7 @@ class Cwnd(Result):
                         Shown("after/before", "ratio_median"),
                         Shown("cwnd-limited", "cwnd_share", minor=True))}
 
-    def __init__(self, est: CwndEstimate, *, capture: str):
+    def __init__(self, est: CwndEstimate, *, capture: str, name: str = ""):
         tables = {"samples": est.samples, "losses": est.losses, "flight": est.flight,
                   "rwnd": est.rwnd}
         tables = {name: {"stream": np.full(len(t), est.stream, np.int64),
@@ -200,6 +200,7 @@ class Cwnd(Result):
         self.stream, self.side, self.side_evidence = est.stream, est.side, est.side_evidence
         self.data_direction = DIRECTIONS[est.data_direction]
         self.mss_bytes, self.rtt_s = est.mss_bytes, est.rtt_s
+        self.name = name            # the stream's endpoints, and what the lab ran on it
 
     def _figure(self, *, graph: str = "cwnd", title: str | None = None):
         if graph not in GRAPHS:
@@ -213,7 +214,8 @@ def cwnd(capture: Capture, *, stream: int | str | None = None, side: str = "auto
     every stream with data).  ``side`` forces "sender" or "receiver" when the handshake
     cannot tell."""
     return each_stream(capture, stream,
-                       lambda s: Cwnd(estimate(capture, s, side=side), capture=capture.path))
+                       lambda s: Cwnd(estimate(capture, s, side=side), capture=capture.path,
+                                      name=stream_names(capture).get(("tcp", s), "")))
 
 
 def estimate(cap: Capture, stream: int | None = None, *, side: str = "auto") -> CwndEstimate:

@@ -69,7 +69,7 @@ from ..plots.flavour import flavour_figure
 from ..render import Shown
 from ..results import Result
 from ..schema import Column, TableSpec
-from ..streams import choose_stream, id_ranges, stream_summary
+from ..streams import choose_stream, id_ranges, stream_names, stream_summary
 from .cwnd import SIDES, Cwnd, estimate
 
 LABELS = ("reno", "cubic", "bbr", "unknown")
@@ -507,7 +507,8 @@ def flavour_stream(cap: Capture, stream: int) -> StreamFlavour:
                                   else np.nan),
     }
     row.update(classify(row))
-    return StreamFlavour(row, Cwnd(cw, capture=cap.path), epochs,
+    return StreamFlavour(row, Cwnd(cw, capture=cap.path,
+                                   name=stream_names(cap).get(("tcp", stream), "")), epochs,
                          [float(x) for x in losses["start_s"].to_numpy()[first]])
 
 

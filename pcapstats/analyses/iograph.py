@@ -75,7 +75,7 @@ from ..plots.iograph import iograph_figure
 from ..render import Shown
 from ..results import Result
 from ..schema import Column, TableSpec
-from ..streams import DIRECTIONS, PROTOS
+from ..streams import DIRECTIONS, PROTOS, stream_names
 
 UNITS = ("bits", "bytes", "packets")
 RATE_NAMES = {"bits": "bps", "bytes": "bytes_per_s", "packets": "packets_per_s"}
@@ -166,13 +166,14 @@ class IOGraph(Result):
     draws = overlays = True
 
     def __init__(self, tables, *, capture: str, options: "_Options", keys: list[str],
-                 series_rows):
+                 series_rows, stream_names: dict | None = None):
         super().__init__(tables, capture=capture, specs=_specs(keys, options.unit))
         self.keys = keys
         self.unit, self.interval_ns, self.gap_ns, self.by = (options.unit, options.interval_ns,
                                                              options.gap_ns, options.by)
         self.filters = options.filters
         self.series_rows = np.asarray(series_rows, np.int64)   # series rows of each group
+        self.stream_names = stream_names or {}       # (proto, stream) -> endpoints, lab label
         self.view = {"summary": _view(keys, RATE_NAMES[options.unit])}
         self.notes += _partial_peaks(self.table("summary"), keys, RATE_NAMES[options.unit],
                                      options.interval_ns / 1e9)
@@ -198,9 +199,25 @@ class IOGraph(Result):
             ends = np.cumsum(part.series_rows)
             for i, (n, end) in enumerate(zip(part.series_rows, ends)):
                 row = {name: values[i] for name, values in summary.items()}
-                out.append(Group(part.captures[0], _label(row, part.keys), row,
+                out.append(Group(part.captures[0], part._label(row), row,
                                  {name: values[end - n:end] for name, values in series.items()}))
         return out
+
+    def _label(self, row: dict) -> str:
+        """A group's name in a legend: "tcp 0 A→B 10.0.0.1:5000 → 10.0.0.2:80 (reno)", or
+        what the filters kept: "udp packets", "all packets"."""
+        words = ["A→B" if row[k] == "a_to_b" else "B→A" if row[k] == "b_to_a" else str(row[k])
+                 for k in self.keys]
+        if "stream" in self.keys:
+            words.append(self.stream_names.get((row["proto"], int(row["stream"])), ""))
+        if words:
+            return " ".join(w for w in words if w)
+        f = self.filters
+        if "stream" in f:
+            return f"{f.get('proto', 'tcp/udp')} stream {f['stream']}"
+        kept = [f"{f['proto']} packets" if "proto" in f else "all packets"]
+        kept += [f"{k} {f[k]}" for k in ("host", "port") if k in f]
+        return ", ".join(kept)
 
     def _figure(self, *, layout: str = "overlay", title: str | None = None):
         return iograph_figure(self, layout=layout, title=title)
@@ -497,7 +514,8 @@ def _one(cap: Capture, o: _Options) -> IOGraph:
         f"mean_transfer_{rate}": mean_transfer,
     })
     return IOGraph({"summary": summary, "series": series, "transfers": transfers},
-                   capture=cap.path, options=o, keys=key_names, series_rows=lengths)
+                   capture=cap.path, options=o, keys=key_names, series_rows=lengths,
+                   stream_names=stream_names(cap) if "stream" in key_names else None)
 
 
 def _in_unit(unit: str, packets, bytes_) -> np.ndarray:
@@ -517,10 +535,3 @@ def _empty(cap: Capture, o: _Options, key_names) -> IOGraph:
     tables = {spec.name: {c.name: np.zeros(0, object if c.dtype == "str" else c.dtype)
                           for c in spec.columns} for spec in _specs(key_names, o.unit)}
     return IOGraph(tables, capture=cap.path, options=o, keys=key_names, series_rows=[])
-
-
-def _label(row, keys) -> str:
-    """A group's name in a legend: "tcp 0 A→B", "all packets"."""
-    parts = ["A→B" if row[k] == "a_to_b" else "B→A" if row[k] == "b_to_a" else str(row[k])
-             for k in keys]
-    return " ".join(parts) if parts else "all packets"

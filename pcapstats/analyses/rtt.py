@@ -38,7 +38,7 @@ from ..plots.tcp import rtt_figure
 from ..render import Shown
 from ..results import Result
 from ..schema import Column, TableSpec
-from ..streams import DIRECTIONS
+from ..streams import DIRECTIONS, stream_names
 from .tcp_flow import capture_side, data_direction, stream_rows
 
 RTT_SERIES = ("ack_rtt_ms", "ack_rtt_karn_ms", "ts_rtt_ms")
@@ -97,9 +97,11 @@ class Rtt(Result):
                      Shown("why", "why", wrap=True))}
     draws = True
 
-    def __init__(self, tables, *, capture: str, stream: int, data_direction: str, notes=()):
+    def __init__(self, tables, *, capture: str, stream: int, data_direction: str, notes=(),
+                 name: str = ""):
         super().__init__(tables, capture=capture, notes=notes)
         self.stream, self.data_direction = stream, data_direction
+        self.name = name            # the stream's endpoints, and what the lab ran on it
 
     def _figure(self, *, title: str | None = None):
         return rtt_figure(self, title=title)
@@ -138,7 +140,8 @@ def _rtt(capture: Capture, stream: int) -> Rtt:
     note = (f"stream {stream}: path RTT {path['path_rtt_ms'][0]:.3f} ms from "
             f"{path['estimate'][0]} ({side}-side capture: {side_evidence})")
     return Rtt({"summary": summary, "samples": samples, "path": path}, capture=capture.path,
-               stream=stream, data_direction=DIRECTIONS[data_dir], notes=[note])
+               stream=stream, data_direction=DIRECTIONS[data_dir], notes=[note],
+               name=stream_names(capture).get(("tcp", stream), ""))
 
 
 def _summary(stream: int, samples: dict, path_estimate: str) -> dict[str, np.ndarray]:

@@ -19,7 +19,7 @@ from ..plots.tcp import seqgraph_figure
 from ..render import Shown
 from ..results import Result
 from ..schema import Column, TableSpec
-from ..streams import DIRECTIONS
+from ..streams import DIRECTIONS, stream_names
 from .tcp_flow import data_direction, stream_rows
 
 STYLES = ("stevens", "tcptrace")
@@ -73,9 +73,11 @@ class SeqGraph(Result):
                         Shown("duration", "duration_s"), Shown("ACKs", "acks"),
                         Shown("SACK blocks", "sack_blocks"))}
 
-    def __init__(self, tables, *, capture: str, stream: int, data_direction: str, notes=()):
+    def __init__(self, tables, *, capture: str, stream: int, data_direction: str, notes=(),
+                 name: str = ""):
         super().__init__(tables, capture=capture, notes=notes)
         self.stream, self.data_direction = stream, data_direction
+        self.name = name            # the stream's endpoints, and what the lab ran on it
 
     def _figure(self, *, style: str = "stevens", title: str | None = None):
         if style not in STYLES:
@@ -115,7 +117,8 @@ def _seqgraph(capture: Capture, stream: int) -> SeqGraph:
         table["stream"] = np.full(len(table["frame_number"]), stream, np.int64)
     tables["summary"] = _summary(stream, DIRECTIONS[data_dir], tables)
     return SeqGraph(tables, capture=capture.path, stream=stream,
-                    data_direction=DIRECTIONS[data_dir])
+                    data_direction=DIRECTIONS[data_dir],
+                    name=stream_names(capture).get(("tcp", stream), ""))
 
 
 def _summary(stream: int, data_dir: str, tables: dict) -> dict[str, np.ndarray]:

@@ -19,12 +19,37 @@ from typing import Optional
 
 import typer
 
+from .._version import __version__
 from ..errors import PcapstatsError
 
 EXIT_NOTHING, EXIT_ERROR, EXIT_INTERNAL, EXIT_INTERRUPTED = 1, 2, 3, 130
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
+                  rich_markup_mode=None,
                   help="Wireshark's numbers for captures of network transfers, from one command.")
+
+
+# What every analysis command takes (one definition, so every help says the same).
+CAPTURE_FILES = typer.Argument(..., metavar="CAPTURE", show_default=False,
+                               help="Capture files: pcap, pcapng, or either gzipped.")
+ALL_COLUMNS = typer.Option(False, "--all", help="Every column in the table, not only the ones "
+                                                "read first.")
+TABLE_FILE = typer.Option(None, "--output", "-o", metavar="FILE", show_default=False,
+                          help="Write the table to this .csv or .json file.")
+FIGURE_FILE = typer.Option(None, "--output", "-o", metavar="FILE", show_default=False,
+                           help="Write here: .png/.svg figure, .csv/.json table.")
+
+
+def _print_version(asked: bool) -> None:
+    if asked:
+        print(f"pcapstats {__version__}")
+        raise typer.Exit(0)
+
+
+@app.callback()
+def _options(version: bool = typer.Option(False, "--version", callback=_print_version,
+                                          is_eager=True, help="Print the version and exit.")):
+    """Wireshark's numbers for captures of network transfers, from one command."""
 
 
 class Fmt(str, Enum):
@@ -93,7 +118,9 @@ def main(argv: Optional[list] = None) -> int:
         return EXIT_INTERRUPTED
     except typer.TyperException as e:  # usage errors: unknown option, bad value, missing file name
         text = e.format_message() if hasattr(e, "format_message") else str(e)
-        say("error", f"{text} (see `pcapstats --help`)")
+        ctx = getattr(e, "ctx", None)
+        where = ctx.command_path if ctx is not None and ctx.command_path else "pcapstats"
+        say("error", f"{text} (see `{where} --help`)")
         return EXIT_ERROR
     except KeyboardInterrupt:
         say("error", "interrupted")

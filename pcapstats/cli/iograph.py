@@ -11,7 +11,7 @@ import typer
 
 from ..analyses.iograph import IOGraph, check_options, iograph as iograph_of
 from ..errors import UsageError
-from .app import Fmt, Proto, say, app
+from .app import ALL_COLUMNS, CAPTURE_FILES, FIGURE_FILE, Fmt, Proto, say, app
 from .output import emit, finish, output_kind, run
 
 
@@ -34,7 +34,7 @@ class Layout(str, Enum):
 
 @app.command()
 def iograph(
-    files: List[Path] = typer.Argument(..., help="Capture files (pcap, pcapng, .gz).", show_default=False),
+    files: List[Path] = CAPTURE_FILES,
     interval: float = typer.Option(1.0, "--interval", "-i",
                                    help="Interval in seconds (whole microseconds, as tshark)."),
     unit: Unit = typer.Option(Unit.bits, "--unit", "-u", help="bits, bytes or packets (per second)."),
@@ -44,15 +44,15 @@ def iograph(
     host: Optional[str] = typer.Option(None, "--host", help="Only packets from or to this IP address."),
     port: Optional[int] = typer.Option(None, "--port", help="Only TCP/UDP packets from or to this port."),
     gap: float = typer.Option(1.0, "--gap", help="Idle seconds that end a transfer."),
-    output: Optional[Path] = typer.Option(
-        None, "--output", "-o", help="Write here: .png/.svg plot, .csv/.json table."),
+    output: Optional[Path] = FIGURE_FILE,
     fmt: Fmt = typer.Option(Fmt.table, "--format", "-f", help="table, csv or json (standard output)."),
     series: bool = typer.Option(False, "--series", help="Rows per interval instead of the summary."),
     transfers: bool = typer.Option(False, "--transfers", help="Rows per transfer instead of the summary."),
+    all_columns: bool = ALL_COLUMNS,
     layout: Layout = typer.Option(Layout.overlay, "--layout",
                                   help="Several captures: overlay on one time axis, or side by side."),
 ):
-    """Wireshark's I/O graph: rate per interval with the average line and the peak.
+    """Wireshark's I/O graph: rate per interval, average, peak.
 
     Prints one summary row per group (averages over the capture span and over the active span,
     peak interval, transfers and their mean rate), or the rows per interval (--series) or per
@@ -60,6 +60,12 @@ def iograph(
     printed; -o FILE.csv/.json writes the table there.  Several files: a first column
     `capture`, each file timed from its own first packet.  Buckets equal
     `tshark -q -z io,stat,INTERVAL`; every column: `pcapstats columns iograph`.
+
+    \b
+    Examples:
+      pcapstats iograph run.pcap -o io.png
+      pcapstats iograph run.pcap --by stream --interval 0.1 -o io.png
+      pcapstats iograph loss1.pcap loss10.pcap loss30.pcap --layout side -o sweep.png
     """
     if series and transfers:
         raise UsageError("--series and --transfers each choose the rows: give one of them")
@@ -80,7 +86,7 @@ def iograph(
         else:
             emit(result, fmt=fmt.value, output=output,
                  table="series" if series else "transfers" if transfers else "summary",
-                 figure={"layout": layout.value})
+                 figure={"layout": layout.value}, all_columns=all_columns)
     finish(result, failed)
 
 

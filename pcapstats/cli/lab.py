@@ -16,12 +16,13 @@ from typing import List, Optional
 import typer
 
 from ..errors import PcapstatsError, UsageError
-from ..render import render
+from ..render import Shown, render
 from ..sidecar import FIELDS, SCHEMA, SidecarError, load_sidecar, sidecar_path
 from .app import EXIT_ERROR, Fmt, say, stderr_console, write_text, app
 
-lab_app = typer.Typer(no_args_is_help=True, help="Make real captures: network-namespace hosts, "
-                      "loss/delay/rate on a router, simpleperf/iperf3/ping, sidecar JSON.")
+lab_app = typer.Typer(no_args_is_help=True, rich_markup_mode=None, help="Make real captures between network-namespace hosts.\n\n"
+                      "Loss, delay and rate on a router; simpleperf, iperf3 or ping; a "
+                      "sidecar JSON beside each capture.")
 app.add_typer(lab_app, name="lab")
 
 
@@ -94,7 +95,9 @@ def run_cmd(
     trials: int = typer.Option(1, "--trials", help="Repeat the run; files get -trialK."),
     seed: int = typer.Option(0, "--seed", help="Seed of generated file contents."),
 ):
-    """Run one scenario: topology, impairment, RTT check, tcpdump, traffic, sidecar.
+    """Run one scenario and capture it.
+
+    Topology, impairment, RTT check, tcpdump, traffic, sidecar.
 
     Example: pcapstats lab run --loss 10% --delay 20ms --rate 30mbit --cc reno -t 10
     -o runs/reno10.pcap
@@ -199,24 +202,50 @@ class _stages:
 
 
 def _report(doc: dict, path: Path) -> None:
-    """What a run made and asked vs measured, in a few lines on stdout."""
+    """What a run made, and what it asked beside what happened, in a few lines on stdout.
+
+    Each line says what its number is: the shaper's rate is a ceiling, not a throughput to
+    reach; the loss rule's drops are not the only loss (the bottleneck's queue drops too, and
+    iperf3 counts both for UDP)."""
     m = doc["measured"]
     files = ", ".join(c["file"] + f" ({c['packets_captured']} packets)" for c in doc["captures"])
     lines = [f"wrote {files} and {path.name} in {path.parent}/"]
 
-    def pair(label, asked, got, unit, scale=1.0, digits=1):
-        if asked is None and got is None:
-            return
-        a = "-" if asked is None else f"{asked * scale:.{digits}f}"
-        g = "-" if got is None else f"{got * scale:.{digits}f}"
-        lines.append(f"  {label:<12} asked {a:>9}  measured {g:>9} {unit}")
-    pair("rtt", m["rtt_asked_ms"], m["rtt_ms"], "ms", digits=2)
-    pair("rate", m["rate_asked_bps"], m["throughput_bps"], "Mbit/s (measured: the tools' "
-         "throughput)", 1e-6)
-    pair("loss", m["loss_asked"], m["loss_measured"], "%", 100.0, 2)
+    def line(label: str, text: str) -> None:
+        lines.append(f"  {label:<11} {text}")
+
+    if m["rtt_ms"] is not None or m["rtt_asked_ms"] is not None:
+        asked = "" if m["rtt_asked_ms"] is None else f" (asked {m['rtt_asked_ms']:.2f} ms)"
+        line("rtt", f"{m['rtt_ms']:.2f} ms median ping before the run{asked}"
+             if m["rtt_ms"] is not None else f"not measured{asked}")
+    if m["throughput_bps"] is not None:
+        ceiling = ("" if m["rate_asked_bps"] is None else
+                   f"; the link was shaped to {m['rate_asked_bps'] / 1e6:.1f} Mbit/s")
+        line("throughput", f"{m['throughput_bps'] / 1e6:.2f} Mbit/s as the tools measured "
+                           f"it{ceiling}")
+    if m["loss_asked"] or m["loss_measured"]:
+        asked = "" if m["loss_asked"] is None else f"asked {m['loss_asked'] * 100:.2f} %, "
+        got = ("not counted" if m["loss_measured"] is None
+               else f"dropped {m['loss_measured'] * 100:.2f} % of the data packets")
+        line("loss rule", asked + got)
+    for report in doc.get("reports") or []:
+        lost = report["summary"].get("lost_percent") if report.get("mode") == "udp" else None
+        if lost is not None:
+            line("udp loss", f"{lost:.2f} % of datagrams (iperf3's count: loss rule and queue "
+                             "drops together)")
     if m.get("retransmitted_segments") is not None:
-        lines.append(f"  retransmitted segments (sender TCP_INFO): {m['retransmitted_segments']}")
+        line("re-sent", f"{m['retransmitted_segments']} segments (sender's TCP_INFO)")
     print("\n".join(lines))
+
+
+MATRIX_UNITS = {"seconds": "s", "rtt_asked_ms": "ms", "rtt_ms": "ms", "rate_asked_bps": "bit/s",
+                "throughput_bps": "bit/s", "loss_asked": "fraction", "loss_measured": "fraction"}
+MATRIX_INTEGERS = frozenset({"retransmitted_segments"})
+MATRIX_SHOWN = (Shown("cell", "cell"), Shown("status", "status"), Shown("took", "seconds"),
+                Shown("rtt asked", "rtt_asked_ms", minor=True), Shown("rtt", "rtt_ms"),
+                Shown("rate asked", "rate_asked_bps", minor=True), Shown("throughput", "throughput_bps"),
+                Shown("loss asked", "loss_asked", minor=True), Shown("loss", "loss_measured"),
+                Shown("resent", "retransmitted_segments"), Shown("error", "error", wrap=True))
 
 
 @lab_app.command()
@@ -227,7 +256,7 @@ def matrix(
                                 show_default=False),
     fmt: Fmt = typer.Option(Fmt.table, "--format", "-f", help="Summary as table, csv or json."),
 ):
-    """Run a grid of scenarios (see pcapstats.lab.matrix); skips cells already complete."""
+    """Run a grid of scenarios; skips cells already complete."""
     from ..lab.matrix import load_spec, run_matrix, summary_table  # lazy: the lab costs 0.04 s of every command's start-up
     cells = load_spec(spec)  # every cell validated before the first one runs
     progress, task = None, None
@@ -262,25 +291,13 @@ def matrix(
     finally:
         if progress:
             progress.stop()
-    table = summary_table(results)
-    if fmt == Fmt.table:  # render's table rounds floats to integers: keep ms and fractions
-        table = {name: _readable(name, col) for name, col in table.items()}
-    write_text(render(table, fmt.value), None)
+    write_text(render(summary_table(results), fmt.value, integers=MATRIX_INTEGERS,
+                      units=MATRIX_UNITS, shown=MATRIX_SHOWN), None)
     failed = [r for r in results if r.status == "failed"]
     for r in failed:
         say("error", f"cell {r.name}: {r.error}")
     if failed:
         raise typer.Exit(EXIT_ERROR)
-
-
-def _readable(name: str, column):
-    """A float column as text for the human table (csv/json keep full numbers)."""
-    import numpy as np
-    if column.dtype != float:
-        return column
-    digits = 0 if name.endswith("_bps") or name == "retransmitted_segments" else \
-        1 if name == "seconds" else 2 if name.endswith("_ms") else 4
-    return np.array(["" if np.isnan(v) else f"{v:.{digits}f}" for v in column], dtype=object)
 
 
 @lab_app.command()
@@ -289,7 +306,9 @@ def cleanup(
                                              "(.NAME.partial) files left in these directories.",
                                              show_default=False),
 ):
-    """Remove what killed runs left: their namespaces (and processes in them), partial files.
+    """Remove what killed runs left behind.
+
+    Their namespaces (and the processes in them) and partial files; nothing else.
 
     Only namespaces of runs whose process has ended are touched (psl-<pid>-...).
     """
@@ -308,7 +327,7 @@ def cleanup(
 
 @lab_app.command()
 def check():
-    """What this host can do: root, tools, impairment mechanisms, congestion controls."""
+    """What this host can do: tools, impairments, congestion controls."""
     from ..lab.run import check_host  # lazy: the lab costs 0.04 s of every command's start-up
     report = check_host()
     width = max(len(k) for k, _, _ in report)

@@ -15,6 +15,6 @@ from .app import app
 @app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
              add_help_option=False)
 def simpleperf(ctx: typer.Context):
-    """The course's iperf-like TCP measurer: -s server, -c client (-h for its flags)."""
+    """The course's iperf-like TCP tool (-s server, -c client; -h)."""
     from ..tools.simpleperf import main  # lazy: 0.01 s of every other command's start-up
     raise typer.Exit(main(list(ctx.args), prog="pcapstats simpleperf"))

@@ -18,10 +18,9 @@ from ..analyses.cwnd import Cwnd, cwnd as cwnd_of
 from ..analyses.retrans import Retrans, retrans as retrans_of
 from ..analyses.rtt import Rtt, rtt as rtt_of
 from ..analyses.seqgraph import SeqGraph, seqgraph as seqgraph_of
-from .app import Fmt, app
+from .app import ALL_COLUMNS, CAPTURE_FILES, TABLE_FILE, Fmt, app
 from .output import emit, finish, output_kind, run, stream_choice
 
-FILES = typer.Argument(..., help="Capture files (pcap, pcapng, .gz).", show_default=False)
 STREAM = typer.Option(None, "--stream", "-s", metavar="N|all",
                       help="TCP stream index, or 'all' (default: the one with the most "
                            "payload bytes).", show_default=False)
@@ -30,7 +29,6 @@ OUTPUT = typer.Option(None, "--output", "-o", metavar="FILE", show_default=False
 FORMAT = typer.Option(Fmt.table, "--format", "-f", help="table, csv or json (standard output).")
 SERIES = typer.Option(False, "--series", help="Print the samples (one row each) instead of the "
                                               "summary.")
-ALL = typer.Option(False, "--all", help="Every column in the table, not the ones read first.")
 
 
 class Style(str, Enum):
@@ -46,20 +44,21 @@ class Side(str, Enum):
 
 @app.command()
 def retrans(
-    files: List[Path] = FILES,
+    files: List[Path] = CAPTURE_FILES,
     stream: Optional[int] = typer.Option(None, "--stream", "-s", help="Only this TCP stream.",
                                          show_default=False),
     events: bool = typer.Option(False, "--events", help="One row per re-sent or flagged packet "
                                                         "instead of the counts."),
-    fmt: Fmt = FORMAT, all_columns: bool = ALL,
-    output: Optional[Path] = typer.Option(None, "--output", "-o", metavar="FILE",
-                                          show_default=False,
-                                          help="Write the table to this .csv or .json file."),
+    fmt: Fmt = FORMAT, all_columns: bool = ALL_COLUMNS,
+    output: Optional[Path] = TABLE_FILE,
 ):
-    """Re-sent segments (what the sender's kernel counts) beside Wireshark's tcp.analysis flags
+    """Re-sent segments and Wireshark's tcp.analysis flags.
+
+    Re-sent segments (what the sender's kernel counts) beside Wireshark's tcp.analysis flags
     (retransmission, fast, spurious, out-of-order, lost, duplicate ACK, zero window ...), per
     stream and direction; --events lists the packets with their frame numbers.
 
+    \b
     Example: pcapstats retrans run.pcap --events -o events.csv
     """
     output_kind(output, Retrans)
@@ -72,8 +71,8 @@ def retrans(
 
 @app.command()
 def cwnd(
-    files: List[Path] = FILES, stream: Optional[str] = STREAM, output: Optional[Path] = OUTPUT,
-    fmt: Fmt = FORMAT, series: bool = SERIES, all_columns: bool = ALL,
+    files: List[Path] = CAPTURE_FILES, stream: Optional[str] = STREAM, output: Optional[Path] = OUTPUT,
+    fmt: Fmt = FORMAT, series: bool = SERIES, all_columns: bool = ALL_COLUMNS,
     losses: bool = typer.Option(False, "--losses", help="Print the loss episodes instead of the "
                                                         "summary."),
     window_scaling: bool = typer.Option(False, "--window-scaling",
@@ -81,10 +80,13 @@ def cwnd(
     side: Side = typer.Option(Side.auto, "--side",
                               help="Where the capture was taken, when the handshake cannot tell."),
 ):
-    """Congestion window estimate over time (bytes in flight when cwnd-limited), with the
+    """Congestion window over time: its peak, loss episodes, limits.
+
+    The estimate is bytes in flight when cwnd-limited, with the
     receiver's window, loss episodes and the intervals where the flow was receiver-window-,
     application-limited or recovering.  Prints a summary a stream.
 
+    \b
     Example: pcapstats cwnd run.pcap --stream 3 -o cwnd.png
     """
     output_kind(output, Cwnd)
@@ -103,12 +105,15 @@ def cwnd(
 
 
 @app.command()
-def wscale(files: List[Path] = FILES, stream: Optional[str] = STREAM,
+def wscale(files: List[Path] = CAPTURE_FILES, stream: Optional[str] = STREAM,
            output: Optional[Path] = OUTPUT, fmt: Fmt = FORMAT, series: bool = SERIES,
-           all_columns: bool = ALL):
-    """Wireshark's Window Scaling graph: bytes in flight per data segment and the receiver's
+           all_columns: bool = ALL_COLUMNS):
+    """Wireshark's Window Scaling graph: bytes in flight and rwnd.
+
+    Bytes in flight per data segment and the receiver's
     calculated window (the same as `cwnd --window-scaling`).
 
+    \b
     Example: pcapstats wscale run.pcap -o wscale.png
     """
     output_kind(output, Cwnd)
@@ -125,13 +130,16 @@ def _window_scaling(result, failed, fmt: Fmt, output: Optional[Path], series: bo
 
 
 @app.command()
-def rtt(files: List[Path] = FILES, stream: Optional[str] = STREAM,
+def rtt(files: List[Path] = CAPTURE_FILES, stream: Optional[str] = STREAM,
         output: Optional[Path] = OUTPUT, fmt: Fmt = FORMAT, series: bool = SERIES,
-        all_columns: bool = ALL):
-    """Round-trip times: Wireshark's ACK RTT, the Karn-filtered one and the timestamp RTT, per
+        all_columns: bool = ALL_COLUMNS):
+    """Round-trip times per stream and direction, and the path RTT.
+
+    Wireshark's ACK RTT, the Karn-filtered one and the timestamp RTT, per
     direction (samples, min, mean, median, p95, max), and which of them is the path's round
     trip on this capture's side.
 
+    \b
     Example: pcapstats rtt run.pcap -o rtt.png
     """
     output_kind(output, Rtt)
@@ -143,13 +151,16 @@ def rtt(files: List[Path] = FILES, stream: Optional[str] = STREAM,
 
 
 @app.command()
-def seqgraph(files: List[Path] = FILES, stream: Optional[str] = STREAM,
+def seqgraph(files: List[Path] = CAPTURE_FILES, stream: Optional[str] = STREAM,
              output: Optional[Path] = OUTPUT, fmt: Fmt = FORMAT, series: bool = SERIES,
-             all_columns: bool = ALL,
+             all_columns: bool = ALL_COLUMNS,
              style: Style = typer.Option(Style.stevens, "--style", help="stevens or tcptrace.")):
-    """Sequence numbers of the data against time (Wireshark's Stevens or tcptrace graph); the
+    """Sequence numbers against time (Stevens or tcptrace graph).
+
+    Wireshark's Stevens or tcptrace graph of the data segments; the
     summary says how much was sent and re-sent, --series lists the data segments.
 
+    \b
     Example: pcapstats seqgraph run.pcap --style tcptrace -o seq.png
     """
     output_kind(output, SeqGraph)

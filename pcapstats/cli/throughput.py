@@ -10,25 +10,35 @@ import typer
 from ..analyses.throughput import Throughput, throughput as throughput_of
 from ..reader import read
 from ..results import describe
-from .app import Engine, Fmt, Kernel, Proto, say, app
+from .app import ALL_COLUMNS, CAPTURE_FILES, TABLE_FILE, Engine, Fmt, Kernel, Proto, say, app
 from .output import emit, finish, output_kind, run
 
 
 @app.command()
 def throughput(
-    files: List[Path] = typer.Argument(..., help="Capture files (pcap, pcapng, .gz).", show_default=False),
+    files: List[Path] = CAPTURE_FILES,
     interval: float = typer.Option(1.0, "--interval", "-i", help="Interval for peak rates, seconds."),
     stream: Optional[int] = typer.Option(None, "--stream", "-s", help="Only this stream index."),
     proto: Optional[Proto] = typer.Option(None, "--proto", "-p", help="Only tcp or udp streams."),
     fmt: Fmt = typer.Option(Fmt.table, "--format", "-f", help="table, csv or json."),
-    output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write the table to this .csv or .json file."),
+    output: Optional[Path] = TABLE_FILE,
+    all_columns: bool = ALL_COLUMNS,
     engine: Engine = typer.Option(Engine.fast, "--engine", help="fast, or tshark (reference)."),
     kernel: Kernel = typer.Option(Kernel.auto, "--kernel", hidden=True),
 ):
-    """Per-stream table like Statistics > Conversations, with payload and peak bits/s.
+    """Per-stream bytes, packets, average and peak rates.
 
-    Columns (same names in table, csv and json): see `pcapstats columns throughput`.
-    With several files a first column `capture` names the file of each row.
+    Like Wireshark's Statistics > Conversations, with payload bytes, average bits/s over the
+    stream's span and the peak interval's bits/s.
+
+    The table shows the columns read first, in Mbit/s, kB and ms; --all shows every column,
+    csv and json always hold every one, in bits/s, bytes and seconds (what they mean:
+    `pcapstats columns throughput`).  With several files the rows are grouped by capture.
+
+    \b
+    Examples:
+      pcapstats throughput run.pcap
+      pcapstats throughput captures/*.pcap --proto tcp -f csv -o streams.csv
     """
     output_kind(output, Throughput)
 
@@ -40,7 +50,7 @@ def throughput(
     result, failed = run(analyse, files, interval=interval, stream=stream,
                          proto=proto.value if proto else None)
     if result is not None:
-        emit(result, fmt=fmt.value, output=output)
+        emit(result, fmt=fmt.value, output=output, all_columns=all_columns)
         for part in result.parts:
             if part.empty:
                 say("warning", f"no {proto.value.upper() if proto else 'TCP or UDP'} streams "
@@ -53,5 +63,5 @@ def columns(
     which: Optional[str] = typer.Argument(None, help="packets (the packet table) or an analysis "
                                           "(throughput, iograph, cwnd, ...); all without one."),
 ):
-    """Describe every column: name, type, unit, meaning, Wireshark field."""
+    """What every column means: type, unit, Wireshark field."""
     print(describe(which), end="")

@@ -14,7 +14,7 @@ from typing import List, Optional
 import typer
 
 from ..analyses.verify import CANNOT_TELL, FAIL, Verification, verify as verify_of
-from .app import EXIT_ERROR, Fmt, say, app
+from .app import ALL_COLUMNS, CAPTURE_FILES, TABLE_FILE, EXIT_ERROR, Fmt, say, app
 from .output import emit, output_kind, run
 
 EXIT_FAIL = 1
@@ -22,24 +22,34 @@ EXIT_FAIL = 1
 
 @app.command()
 def verify(
-    files: List[Path] = typer.Argument(..., help="Capture files (pcap, pcapng, .gz).", show_default=False),
-    sidecar: Optional[Path] = typer.Option(None, "--sidecar", help="Lab sidecar JSON (default: the one beside each capture, if any)."),
+    files: List[Path] = CAPTURE_FILES,
+    sidecar: Optional[Path] = typer.Option(None, "--sidecar", metavar="FILE", help="Lab sidecar JSON (default: the one beside each capture, if any)."),
     stream: Optional[int] = typer.Option(None, "--stream", "-s", help="Only this TCP/UDP stream."),
     fmt: Fmt = typer.Option(Fmt.table, "--format", "-f", help="table (verdicts + evidence), csv or json (one row per check)."),
-    output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write to this file, not stdout."),
+    output: Optional[Path] = TABLE_FILE,
+    all_columns: bool = ALL_COLUMNS,
     strict: bool = typer.Option(False, "--strict", help="Exit 1 when a check cannot be decided."),
 ):
-    """Check simpleperf, iperf3 and ping traffic against each tool's protocol.
+    """Was the app protocol followed?  simpleperf, iperf3, ping.
+
+    Checks each stream's traffic against its tool's protocol.
 
     Verdicts: pass, fail (expected vs found, with frames) or cannot tell (the capture lacks
-    the bytes: snaplen, missed packets, start or end not captured).  Rules and tolerances:
-    `python3 -c "import pcapstats.analyses.verify as v; help(v)"`.
+    the bytes: snaplen, missed packets, start or end not captured).  The table gives a
+    verdict a stream with the evidence of what failed; csv and json give one row a check
+    with what was expected, what was found and the frames (`pcapstats columns verify`).
+    A lab sidecar beside the capture adds what was asked (-t, -n, -P) to the checks.
+
+    \b
+    Examples:
+      pcapstats verify run.pcap
+      pcapstats verify captures/*.pcap -f csv -o checks.csv
     """
     output_kind(output, Verification)
     result, failed = run(verify_of, files, sidecar=sidecar or "auto", stream=stream)
     if result is not None:
         table = "streams" if fmt == Fmt.table and output is None else "checks"
-        emit(result, fmt=fmt.value, output=output, table=table)
+        emit(result, fmt=fmt.value, output=output, table=table, all_columns=all_columns)
         for part in result.parts:
             path = part.captures[0]
             for v in part.verdicts:

@@ -27,35 +27,66 @@ from __future__ import annotations
 import functools
 import io
 import os
+import textwrap
 from pathlib import Path
 
 from ..errors import PcapstatsError
 
 EXTENSIONS = (".png", ".svg")
+PANEL_COLUMNS = 3        # panels side by side before a new row
 _PREFIXES = ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k"), (1.0, ""))
 DPI = 120
 
 
-def figure(title: str, xlabel: str, ylabel: str, *, ncols: int = 1, sharey: bool = True,
-           size: tuple[float, float] | None = None):
-    """(Figure, Axes) — or (Figure, [Axes, ...]) when ncols > 1 — with the labels set.
-
-    Labels should carry their units, e.g. "Time since the first packet (s)".
-    """
+def figure(title: str, xlabel: str, ylabel: str, *, panels: int = 1, sharey: bool = True,
+           size: tuple[float, float] | None = None, subtitle: str | None = None):
+    """(Figure, Axes) -- or (Figure, [Axes, ...]) for several panels, laid out in a grid of up
+    to PANEL_COLUMNS columns -- with the labels set and the title on top (``subtitle``, smaller,
+    under it: the capture or stream the figure shows).  Labels should carry their units, e.g.
+    "Time since the first packet (s)"."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
-    fig = _figure_class()(figsize=size or ((8.0, 4.5) if ncols == 1 else (min(5.0 * ncols, 16.0), 4.5)),
-                 dpi=DPI, layout="constrained")
+    cols = min(panels, PANEL_COLUMNS)
+    rows = -(-panels // cols)
+    if size is None:
+        size = (8.0, 4.8) if panels == 1 else (min(4.6 * cols, 14.0), 3.0 * rows + 1.2)
+    fig = _figure_class()(figsize=size, dpi=DPI, layout="constrained")
     FigureCanvasAgg(fig)
-    axes = fig.subplots(1, ncols, sharey=sharey, squeeze=False)[0]
-    for ax in axes:
-        ax.set_xlabel(xlabel)
-        ax.set_ylabel(ylabel)
+    grid = fig.subplots(rows, cols, sharey=sharey, squeeze=False)
+    axes = [ax for row in grid for ax in row]
+    for ax in axes[panels:]:
+        ax.remove()
+    axes = axes[:panels]
+    for k, ax in enumerate(axes):
         ax.grid(True, alpha=0.3)
-    if ncols == 1:
-        axes[0].set_title(title)
+        if k // cols == rows - 1 or k + cols >= panels:   # the bottom panel of each column
+            ax.set_xlabel(xlabel)
+        if k % cols == 0:
+            ax.set_ylabel(ylabel)
+    width = int(size[0] * 11)          # characters of a title line at this width, about
+    text = "\n".join(textwrap.wrap(title, width))
+    if subtitle:
+        text += "\n" + "\n".join(textwrap.wrap(subtitle, int(width * 1.2)))
+    if panels == 1:
+        axes[0].set_title(text, fontsize="medium")
         return fig, axes[0]
-    fig.suptitle(title)
-    return fig, list(axes)
+    fig.suptitle(text, fontsize="medium")
+    return fig, axes
+
+
+def short_names(captures) -> list[str]:
+    """The captures' file names, as a figure shows them (directories left out)."""
+    return [os.path.basename(str(c)) for c in captures]
+
+
+def captures_title(captures) -> str:
+    """One capture by its name; a few by theirs; many by what their names share."""
+    names = list(dict.fromkeys(short_names(captures)))
+    if len(names) <= 3:
+        return ", ".join(names)
+    prefix = os.path.commonprefix(names)
+    suffix = os.path.commonprefix([n[::-1] for n in names])[::-1]
+    shared = f"{prefix}*{suffix}" if prefix or suffix else "several files"
+    return f"{len(names)} captures ({shared})"
 
 
 @functools.cache
@@ -88,6 +119,14 @@ def human_rate(value: float, unit: str = "bit/s") -> str:
     return f"{value / scale:.3g} {prefix}{unit}"
 
 
+def colour(k: int, of: int) -> str:
+    """The k-th of ``of`` line colours: matplotlib's ten, or twenty when there are more lines."""
+    if of <= 10:
+        return f"C{k % 10}"
+    from matplotlib import colormaps
+    return colormaps["tab20"](k % 20)
+
+
 def rate_axis(ax, largest: float, unit: str = "bit/s", quantity: str = "Rate",
               axis: str = "y") -> str:
     """Label ``axis`` as "<quantity> (<prefix><unit>)" and show its ticks divided by the prefix;
@@ -102,15 +141,34 @@ def rate_axis(ax, largest: float, unit: str = "bit/s", quantity: str = "Rate",
     return label
 
 
-def legend(ax, extra=(), **kwargs) -> None:
+def legend(ax, extra=(), *, below: bool = False, **kwargs) -> None:
     """A legend for the labelled artists of ``ax`` plus ``extra`` labelled proxy artists (e.g.
     ``Line2D([], [], linestyle="--", label="average")`` explaining a line style); none when
-    nothing is labelled."""
+    nothing is labelled.  ``below``: under the plot (the figure grows to hold it), for legends
+    too long to sit on the data."""
     handles, labels = ax.get_legend_handles_labels()
     handles += list(extra)
     labels += [h.get_label() for h in extra]
-    if handles:
+    if not handles:
+        return
+    if below:
+        fig = ax.figure
+        longest = max(len(label) for label in labels)
+        cols = max(1, min(len(labels), int(fig.get_figwidth() * 13) // (longest + 6)))
+        rows = -(-len(labels) // cols)
+        fig.set_figheight(fig.get_figheight() + 0.22 * rows)   # room for it, not the plot's
+        fig.legend(handles, labels, loc="outside lower center", ncols=cols, fontsize="small",
+                   **kwargs)
+    else:
         ax.legend(handles, labels, **{"fontsize": "small", "loc": "best", **kwargs})
+
+
+def note(ax, text: str) -> None:
+    """A sentence under the figure, for what the reader must know to read it right (it never
+    covers the data)."""
+    fig = ax.figure
+    fig.supxlabel("\n".join(textwrap.wrap("Note: " + text, int(fig.get_figwidth() * 13))),
+                  fontsize="small", style="italic", color="0.25")
 
 
 def save(fig, path: str | os.PathLike) -> Path:

@@ -22,27 +22,43 @@ def flavour_figure(result, *, title: str | None = None):
     row, cw = result.row, result.cwnd
     verdict = row["label"] + (f" (confidence {row['confidence']:.2f})"
                               if row["label"] != "unknown" else "")
-    fig, ax = plots.figure(title or f"Congestion control of TCP stream {row['stream']} "
-                           f"({row['side']}-side capture): {verdict}", TIME_LABEL, "Window")
+    fig, ax = plots.figure(
+        title or f"Congestion control: {verdict}; {plots.captures_title(cw.captures)}",
+        TIME_LABEL, "Window", subtitle=f"TCP stream {row['stream']}"
+        + (f": {cw.name}" if cw.name else "") + f"; {row['side']}-side capture")
     flight, s = cw.table("flight"), cw.table("samples")
-    ax.plot(flight["time_s"], flight["bytes_in_flight"], ".", ms=2, color="tab:blue",
-            alpha=0.35, label="bytes in flight (Wireshark)")
+    receiver = row["side"] == "receiver"
+    if not receiver:      # at the receiver Wireshark's bytes in flight is ~0: nothing to see
+        ax.plot(flight["time_s"], flight["bytes_in_flight"], ".", ms=2, color="tab:blue",
+                alpha=0.35, label="bytes in flight (Wireshark)")
     ax.plot(s["sender_time_s"], s["cwnd_bytes"], "-", lw=1.0, color="tab:green",
             label="cwnd estimate (cwnd-limited samples)")
+    t_s, cwnd = s["sender_time_s"], s["cwnd_bytes"]
     for k, (t0, t1, fit) in enumerate(result.epochs):
+        # over the span the fit was made on only, and not above the epoch's own data
+        inside = (t_s >= t0) & (t_s <= t1) & ~np.isnan(cwnd)
+        ceiling = 1.1 * max(fit.w_max_bytes, float(cwnd[inside].max()) if inside.any() else 0)
         t = np.linspace(0.0, t1 - t0, 50)
-        ax.plot(t0 + t, fit.reno_w0_bytes + fit.reno_slope_bytes_per_s * t, "-", lw=1.4,
-                color="tab:orange", label="Reno fit: W0 + a t" if k == 0 else None)
-        ax.plot(t0 + t, fit.w_max_bytes + fit.cubic_c * (t - fit.cubic_k_s) ** 3, "--", lw=1.4,
-                color="tab:purple",
-                label="Cubic fit: W_max + C (t - K)^3" if k == 0 else None)
+        for w, style, colour, label in (
+                (fit.reno_w0_bytes + fit.reno_slope_bytes_per_s * t, "-", "tab:orange",
+                 "Reno fit: W0 + a t"),
+                (fit.w_max_bytes + fit.cubic_c * (t - fit.cubic_k_s) ** 3, "--", "tab:purple",
+                 "Cubic fit: W_max + C (t - K)^3")):
+            ax.plot(t0 + t, np.where((w >= 0) & (w <= ceiling), w, np.nan), style, lw=1.4,
+                    color=colour, label=label if k == 0 else None)
     starts = result.event_starts_s
     for t in starts:
         ax.axvline(t, color="tab:red", lw=0.6, ls=":")
-    largest = np.nanmax(np.r_[flight["bytes_in_flight"].astype(float), 1.0])
+    shown = np.r_[cwnd[~np.isnan(cwnd)], 1.0] if receiver else \
+        np.r_[flight["bytes_in_flight"].astype(float), cwnd[~np.isnan(cwnd)], 1.0]
+    largest = float(np.nanmax(shown))
     ax.set_ylim(0, largest * 1.25)
     plots.rate_axis(ax, largest, "B", "Window")
     extra = [Line2D([], [], color="tab:red", lw=0.6, ls=":",
                     label=f"congestion event ({len(starts)})")] if len(starts) else []
     plots.legend(ax, extra=extra, loc="upper right")
+    if receiver:
+        plots.note(ax, "Captured at the receiver: the window is estimated from the receiver's "
+                       "ACKs and the data they released (Wireshark's bytes in flight is near 0 "
+                       "here and not drawn).")
     return fig

@@ -36,35 +36,43 @@ def iograph_figure(result, *, layout: str = "overlay", title: str | None = None)
         raise UsageError("nothing to plot: no packet matched the filters")
     unit_text, quantity = _RATE_UNITS[result.unit]
     panels = _panels(result.groups(), layout)
-    fig, axes = plots.figure(title or _title(result), TIME_LABEL, quantity, ncols=len(panels),
-                             sharey=False)
+    fig, axes = plots.figure(title or f"I/O graph: {plots.captures_title(result.captures)}",
+                             TIME_LABEL, quantity, panels=len(panels), sharey=layout == "side",
+                             subtitle=_subtitle(result))
     axes = axes if isinstance(axes, list) else [axes]
-    several = len(result.captures) > 1 and layout == "overlay"
-    colours = iter(f"C{i % 10}" for i in range(sum(len(g) for _, g in panels)))
+    several = len(set(result.captures)) > 1 and layout == "overlay"
     rate = result.rate_column
-    for ax, (panel_name, groups) in zip(axes, panels):
-        drew_active = [_draw_group(ax, result, group, next(colours), unit_text, several)
-                       for group in groups]
+    largest = max(g.summary[f"peak_{rate}"] for _, groups in panels for g in groups)
+    drew_active, k, lines = False, 0, sum(len(groups) for _, groups in panels)
+    for n, (ax, (panel_name, groups)) in enumerate(zip(axes, panels)):
+        for group in groups:
+            drew_active |= _draw_group(ax, result, group, plots.colour(k, lines), unit_text,
+                                       several)
+            k += 1
         if panel_name:
-            ax.set_title(panel_name, fontsize="medium")
-        ax.set_ylim(bottom=0)
-        plots.rate_axis(ax, float(max(g.summary[f"peak_{rate}"] for g in groups)), unit_text,
-                        quantity)
-        styles = [Line2D([], [], color="grey", linestyle="--", label="average over the capture span"),
-                  Line2D([], [], color="grey", marker="v", linestyle="", label="peak interval")]
-        if any(drew_active):  # only where it differs from the capture-span average
-            styles.insert(1, Line2D([], [], color="grey", linestyle=":",
-                                    label="average while active"))
-        plots.legend(ax, extra=styles)
+            ax.set_title(panel_name, fontsize="small")
+        ax.set_ylim(0, largest * 1.12)
+        plots.rate_axis(ax, float(largest), unit_text, quantity)
+        if n % plots.PANEL_COLUMNS:
+            ax.set_ylabel("")                 # the first panel of a row names the axis
+        if layout == "side" and len(groups) > 1:
+            plots.legend(ax, fontsize="x-small")
+    styles = [Line2D([], [], color="grey", linestyle="--", label="average over the capture span"),
+              Line2D([], [], color="grey", marker="v", linestyle="", label="peak interval")]
+    if drew_active:       # only where it differs from the capture-span average
+        styles.insert(1, Line2D([], [], color="grey", linestyle=":", label="average while active"))
+    if layout == "side":
+        fig.legend(handles=styles, loc="outside lower center", ncols=len(styles),
+                   fontsize="small")
+    else:
+        entries = len(axes[0].get_legend_handles_labels()[0]) + len(styles)
+        plots.legend(axes[0], extra=styles, below=entries > 5)
     return fig
 
 
-def _title(result) -> str:
-    names = sorted({os.path.basename(c) for c in result.captures})
-    what = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
-    filters = " ".join(f"{k}={v}" for k, v in result.filters.items())
-    return (f"I/O graph: {what}{' (' + filters + ')' if filters else ''}"
-            f", {result.interval_s:g} s intervals")
+def _subtitle(result) -> str:
+    filters = ", ".join(f"{k} {v}" for k, v in result.filters.items())
+    return f"{result.interval_s:g} s intervals" + (f"; only {filters}" if filters else "")
 
 
 def _panels(groups, layout):
@@ -81,7 +89,10 @@ def _draw_group(ax, result, group, colour, unit_text, name_capture: bool) -> boo
     edges = list(part["start_s"]) + [part["start_s"][-1] + result.interval_s]
     avg, active = row[f"avg_capture_{rate}"], row[f"avg_active_{rate}"]
     peak, peak_at = row[f"peak_{rate}"], row["peak_start_s"]
-    label = (os.path.basename(group.capture) + ": " if name_capture else "") + group.label
+    label = group.label
+    if name_capture:       # several captures on one axis: the capture names the line
+        name = os.path.basename(group.capture)
+        label = name if label == "all packets" else f"{name}: {label}"
     ax.stairs(part[rate], edges, baseline=None, color=colour, linewidth=1.2,
               label=f"{label} (avg {plots.human_rate(avg, unit_text)}, "
                     f"peak {plots.human_rate(peak, unit_text)})")

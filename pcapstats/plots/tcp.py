@@ -26,15 +26,22 @@ _SHADE = {"rwnd": ("tab:orange", "receiver-window-limited"),
           "recovery": ("tab:red", "loss recovery")}
 
 
-def _name(stream: int, side: str | None = None) -> str:
-    return f"TCP stream {stream}" + (f", {side}-side capture" if side else "")
+def _subtitle(result, side: str | None = None) -> str:
+    """Which stream of which capture: "TCP stream 0: 10.0.0.1:5000 → 10.0.0.2:80 (reno), a
+    sender-side capture"."""
+    text = f"TCP stream {result.stream}" + (f": {result.name}" if result.name else "")
+    return text + (f"; {side}-side capture" if side else "")
+
+
+def _title(what: str, result) -> str:
+    return f"{what}: {plots.captures_title(result.captures)}"
 
 
 def cwnd_figure(result, *, title: str | None = None):
     from matplotlib.lines import Line2D
     from matplotlib.patches import Patch
-    fig, ax = plots.figure(title or f"Congestion window estimate: {_name(result.stream, result.side)}",
-                           TIME_LABEL, "Window")
+    fig, ax = plots.figure(title or _title("Congestion window estimate", result), TIME_LABEL,
+                           "Window", subtitle=_subtitle(result, result.side))
     flight, s, rwnd = result.table("flight"), result.table("samples"), result.table("rwnd")
     ax.plot(flight["time_s"], flight["bytes_in_flight"], ".", ms=2, color="tab:blue",
             alpha=0.5, label="bytes in flight (Wireshark)")
@@ -65,8 +72,8 @@ def cwnd_figure(result, *, title: str | None = None):
 
 
 def rtt_figure(result, *, title: str | None = None):
-    fig, ax = plots.figure(title or f"Round-trip time: {_name(result.stream)}", TIME_LABEL,
-                           "RTT (ms)")
+    fig, ax = plots.figure(title or _title("Round-trip time", result), TIME_LABEL, "RTT (ms)",
+                           subtitle=_subtitle(result))
     samples = result.table("samples")
     acks = samples["is_data_ack"]
     for name, style, label in (("ack_rtt_ms", ".", "ACK RTT (Wireshark tcp.analysis.ack_rtt)"),
@@ -86,8 +93,8 @@ def rtt_figure(result, *, title: str | None = None):
 
 def seqgraph_figure(result, *, style: str = "stevens", title: str | None = None):
     kind = "Stevens" if style == "stevens" else "tcptrace"
-    fig, ax = plots.figure(title or f"Sequence numbers ({kind}): {_name(result.stream)}",
-                           TIME_LABEL, "Relative sequence number (bytes)")
+    fig, ax = plots.figure(title or _title(f"Sequence numbers ({kind})", result), TIME_LABEL,
+                           "Relative sequence number (bytes)", subtitle=_subtitle(result))
     seg = result.table("segments")
     new, old = ~seg["resent"], seg["resent"]
     if style == "stevens":
@@ -116,7 +123,8 @@ def seqgraph_figure(result, *, style: str = "stevens", title: str | None = None)
 def wscale_figure(result, *, title: str | None = None):
     """Wireshark 4.0 Statistics > TCP Stream Graphs > Window Scaling: bytes in flight (dots) and
     the peer's calculated window size (line) of the data direction."""
-    fig, ax = plots.figure(title or f"Window scaling: {_name(result.stream)}", TIME_LABEL, "Bytes")
+    fig, ax = plots.figure(title or _title("Window scaling", result), TIME_LABEL, "Bytes",
+                           subtitle=_subtitle(result, result.side))
     flight, rwnd = result.table("flight"), result.table("rwnd")
     ax.plot(flight["time_s"], flight["bytes_in_flight"], ".", ms=2, color="tab:blue",
             label="bytes in flight")
@@ -124,7 +132,12 @@ def wscale_figure(result, *, title: str | None = None):
             lw=1, label="calculated window size (receiver)")
     largest = np.nanmax(np.r_[flight["bytes_in_flight"].astype(float),
                               rwnd["rwnd_bytes"].astype(float), 1.0])
-    ax.set_ylim(0, largest * 1.05)
+    ax.set_ylim(0, largest * 1.25)
     plots.rate_axis(ax, largest, "B", "Bytes")
-    plots.legend(ax)
+    plots.legend(ax, loc="upper left", ncols=2)
+    if result.side == "receiver":
+        plots.note(ax, "Captured at the receiver: bytes in flight counts what this point saw "
+                       "sent and not yet acknowledged, which is almost nothing here (the "
+                       "receiver ACKs at once). The sender's window is in `pcapstats cwnd`, "
+                       "estimated from the ACKs and the arrivals.")
     return fig

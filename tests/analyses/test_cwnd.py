@@ -137,3 +137,18 @@ def test_comparison_fails_for_wrong_estimates(reno_run, corrupt):
     doc, directory = reno_run
     _, errors, _ = _compare(doc, directory, "sender", corrupt)
     assert np.median(errors) > SENDER_MEDIAN_MAX
+
+
+@pytest.mark.netns
+@pytest.mark.parametrize("side", ["sender", "receiver"])
+def test_window_scaling_figure_says_when_bytes_in_flight_mean_little(reno_run, side):
+    """At the receiver, bytes in flight is what that point saw unacknowledged -- near 0, not
+    the sender's window: the figure says so in a note; the sender-side figure needs none."""
+    from tests.analyses.test_figures import assert_readable
+    doc, directory = reno_run
+    capture = next(c for c in doc["captures"] if c["side"] == side)
+    result = ps.cwnd(ps.read(directory / capture["file"]), stream=doc["flows"][0]["streams"][capture["file"]])
+    fig = result.figure(graph="wscale")
+    assert_readable(fig, [capture["file"]])
+    note = fig._supxlabel.get_text() if fig._supxlabel else ""
+    assert ("Captured at the receiver" in note) == (side == "receiver"), note

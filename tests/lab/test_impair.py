@@ -68,12 +68,13 @@ def test_parse_time_refuses(text):
 
 
 @pytest.mark.parametrize("text, fraction", [("10%", 0.1), ("0.1", 0.1), ("0%", 0.0),
-                                            ("100%", 1.0), ("1", 1.0), ("0.5 %", 0.005)])
+                                            ("100%", 1.0), ("0.99", 0.99), ("0.5 %", 0.005)])
 def test_parse_loss(text, fraction):
     assert parse_loss(text) == pytest.approx(fraction)
 
 
-@pytest.mark.parametrize("text, why", [("10", "above 1. Did you mean 10%"),
+@pytest.mark.parametrize("text, why", [("10", "more than all. Write 10% for 10 percent"),
+                                       ("1", "drop every packet. Write 1% for 1 percent"),
                                        ("101%", "more than 100"), ("10x", "unknown unit"),
                                        ("lots", "not a number")])
 def test_parse_loss_refuses(text, why):
