@@ -19,6 +19,7 @@ from ._version import __version__
 from .analyses.cwnd import Cwnd, cwnd
 from .analyses.flavour import Flavour, flavour
 from .analyses.iograph import IOGraph, iograph
+from .analyses.ping import Ping, ping
 from .analyses.reassembly import reassemble
 from .analyses.retrans import Retrans, retrans
 from .analyses.rtt import Rtt, rtt
@@ -40,7 +41,7 @@ __all__ = [
     # the analyses and their results
     "throughput", "Throughput", "iograph", "IOGraph", "tcp_analysis", "TcpAnalysis",
     "retrans", "Retrans", "rtt", "Rtt", "seqgraph", "SeqGraph", "cwnd", "Cwnd",
-    "flavour", "Flavour", "verify", "Verification", "Expected", "reassemble",
+    "flavour", "Flavour", "verify", "Verification", "Expected", "reassemble", "ping", "Ping",
     # errors and warnings
     "PcapstatsError", "CaptureOpenError", "CaptureFormatError", "CorruptCaptureError",
     "EngineError", "UsageError", "PcapstatsWarning", "TruncatedCaptureWarning",

@@ -109,6 +109,8 @@ def human(table: dict, units: dict, shown: Sequence[Shown] | None, width: int,
                              s.column in integers)
         else:
             continue
+        if n and column.numeric and not any(column.cells):
+            continue                      # nothing to show: not even a heading
         if s.name_only:
             column.cells = [c.rsplit("/", 1)[-1] for c in column.cells]
         column.wrap, column.minor = s.wrap, s.minor
@@ -143,13 +145,17 @@ def _format(heading: str, values: np.ndarray, unit: str | None, integer: bool) -
     present = ~np.isnan(v)
     largest = float(np.abs(v[present]).max()) if present.any() else 0.0
     scale, shown_unit = 1.0, "" if unit in COUNTS else unit or ""
-    if unit in _PREFIXED:
-        step = 0 if largest < 1000 else min(int(math.log10(largest) // 3), 4)
+    if unit in _PREFIXED:    # a prefix once four digits would not do: 1400 B, 12.3 kB
+        step = 0 if largest < 10_000 else min(int(math.log10(largest / 10) // 3), 4)
         scale, shown_unit = 1000.0 ** step, _PREFIXED[unit][step]
     elif unit == "ns":
         scale, shown_unit = 1e6, "ms"
     elif unit == "fraction":
         scale, shown_unit = 0.01, "%"
+    if shown_unit == "%":
+        present_cells = [f"{x:.2f}".rstrip("0").rstrip(".") for x in v[present] / scale]
+        cells = iter(present_cells)
+        return _Column(heading, "%", [next(cells) if p else "" for p in present], numeric=True)
     elif unit == "s" and 0 < largest < 1:
         scale, shown_unit = 1e-3, "ms"
     if scale == 1.0 and (values.dtype.kind in "iu" or integer):

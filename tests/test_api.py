@@ -12,6 +12,7 @@ from pcapstats.results import RESULT_TYPES
 from tests.helpers.paths import CAPTURES, ROOT
 
 CAPTURE = str(CAPTURES / "sp-reno-loss1pct.pcap")
+OWN_CAPTURE = {"ping": str(CAPTURES / "ping-sweep.pcap")}   # analyses of other traffic
 
 
 def _imported_names() -> list[str]:
@@ -42,23 +43,24 @@ def test_every_analysis_is_exported_with_its_result_class():
 @pytest.mark.parametrize("name", sorted(RESULT_TYPES))
 def test_each_analysis_takes_a_path_a_capture_or_a_list(name):
     analysis, result_type = getattr(ps, name), RESULT_TYPES[name]
-    by_path = analysis(CAPTURE)
-    by_capture = analysis(ps.read(CAPTURE))
+    capture = OWN_CAPTURE.get(name, CAPTURE)
+    by_path = analysis(capture)
+    by_capture = analysis(ps.read(capture))
     assert type(by_path) is type(by_capture) is result_type
     for table in by_path.table_names:
         a, b = by_path.table(table), by_capture.table(table)
         assert list(a) == list(b) == by_path.spec(table).names
         for column in a:
             assert np.array_equal(a[column], b[column], equal_nan=a[column].dtype.kind == "f")
-    both = analysis([CAPTURE, CAPTURE])
-    assert both.captures == [CAPTURE, CAPTURE] and len(both.parts) == 2
+    both = analysis([capture, capture])
+    assert both.captures == [capture, capture] and len(both.parts) == 2
     assert both.rows() == 2 * by_path.rows()
     assert list(both.table()) == ["capture", *by_path.spec().names]
 
 
 @pytest.mark.parametrize("name", sorted(RESULT_TYPES))
 def test_each_result_shows_its_table_and_figure_in_a_notebook(name):
-    result = getattr(ps, name)(CAPTURE)
+    result = getattr(ps, name)(OWN_CAPTURE.get(name, CAPTURE))
     bundle = result._repr_mimebundle_()
     assert "<table" in bundle["text/html"]
     assert ("image/png" in bundle) == result.draws

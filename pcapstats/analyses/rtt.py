@@ -88,9 +88,9 @@ class Rtt(Result):
     specs = (SUMMARY, SAMPLES, PATH)
     series = "samples"
     view = {"summary": (Shown("stream", "stream"), Shown("series", "series"),
-                        Shown("direction", "direction"), Shown("samples", "samples"),
+                        Shown("direction", "direction"), Shown("samples", "samples", minor=True),
                         Shown("min", "min_ms"), Shown("mean", "mean_ms"),
-                        Shown("median", "median_ms"), Shown("p95", "p95_ms"),
+                        Shown("median", "median_ms"), Shown("p95", "p95_ms", minor=True),
                         Shown("max", "max_ms"), Shown("path RTT", "path_rtt")),
             "path": (Shown("stream", "stream"), Shown("side", "side"),
                      Shown("path RTT", "path_rtt_ms"), Shown("estimate", "estimate"),

@@ -1,7 +1,8 @@
 """The data of Wireshark's Stevens and tcptrace graphs for one TCP stream's data direction.
 
 - ``segments``: one row per data segment: frame, time, relative seq and next seq (tshark's
-  tcp.seq / tcp.nxtseq), and ``resent`` (tshark's retransmission or out-of-order flag);
+  tcp.seq / tcp.nxtseq), and ``resent`` (it carries sequence space already sent: tcp_analysis'
+  rule, the count `pcapstats retrans` gives, whatever tshark's flag);
 - ``acks``: one row per packet of the other direction with the ACK flag: the relative ACK
   number and the right edge of its advertised window (ACK + calculated window);
 - ``sacks``: one row per SACK block in those packets: its edges relative to the data
@@ -31,8 +32,8 @@ SUMMARY = TableSpec("summary", "one row per stream: its data direction at a glan
     _STREAM,
     _C("data_direction", "str", "the direction carrying the data", values=DIRECTIONS),
     _C("segments", "int64", "data segments", "segments"),
-    _C("resent_segments", "int64", "of which tshark flags retransmission or out-of-order",
-       "segments"),
+    _C("resent_segments", "int64", "of which re-send sequence space already sent (tcp_analysis' "
+       "resent; pcapstats retrans counts re-sent SYNs and FINs too)", "segments"),
     _C("sequence_bytes", "int64", "sequence space the data covered: highest next seq - lowest "
        "seq", "bytes"),
     _C("first_s", "float64", "first data segment, seconds since the capture's first packet", "s"),
@@ -45,7 +46,7 @@ SEGMENTS = TableSpec("segments", "one row per data segment of the data direction
     _C("tcp_seq", "int64", "relative sequence number", wireshark="tcp.seq"),
     _C("tcp_nxtseq", "int64", "relative next sequence number", wireshark="tcp.nxtseq",
        optional=True),
-    _C("resent", "bool", "tshark flags it a retransmission or out-of-order"),
+    _C("resent", "bool", "it carries sequence space already sent (tcp_analysis' resent)"),
 ))
 ACKS = TableSpec("acks", "one row per packet of the other direction with the ACK flag", (
     _STREAM, _FRAME, _TIME,
@@ -100,7 +101,7 @@ def _seqgraph(capture: Capture, stream: int) -> SeqGraph:
     seconds = (df["frame_time_ns"].to_numpy() - t0) / 1e9
     frames = df["frame_number"].to_numpy()
     data = np.flatnonzero((d == data_dir) & (df["tcp_len"].to_numpy() > 0))
-    resent = (df["retransmission"].to_numpy(bool) | df["out_of_order"].to_numpy(bool))
+    resent = df["resent"].to_numpy(bool)
     segments = {
         "frame_number": frames[data], "time_s": seconds[data],
         "tcp_seq": df["tcp_seq"].to_numpy(np.int64)[data],

@@ -107,3 +107,10 @@ def test_flavour_figures_name_their_capture(path):
                          ids=lambda p: p.name)
 def test_window_scaling_figure_names_its_capture(path):
     assert_readable(ps.cwnd(path).figure(graph="wscale"), [path.name])
+
+
+@pytest.mark.parametrize("paths", [[CAPTURES / "ping-sweep.pcap"],
+                                   [CAPTURES / "ping-sweep.pcap", CAPTURES / "udp_ping.pcapng"]],
+                         ids=["one", "two"])
+def test_ping_figure_names_its_captures(paths):
+    assert_readable(ps.ping(paths).figure(), short_names(paths))
