@@ -26,6 +26,7 @@ from .analyses.rtt import Rtt, rtt
 from .analyses.seqgraph import SeqGraph, seqgraph
 from .analyses.tcp_analysis import TcpAnalysis, tcp_analysis
 from .analyses.throughput import Throughput, throughput
+from .analyses.udp import Udp, udp
 from .analyses.verify import Expected, Verification, verify
 from .batch import Outcome, each
 from .capture import Capture
@@ -42,6 +43,7 @@ __all__ = [
     "throughput", "Throughput", "iograph", "IOGraph", "tcp_analysis", "TcpAnalysis",
     "retrans", "Retrans", "rtt", "Rtt", "seqgraph", "SeqGraph", "cwnd", "Cwnd",
     "flavour", "Flavour", "verify", "Verification", "Expected", "reassemble", "ping", "Ping",
+    "udp", "Udp",
     # errors and warnings
     "PcapstatsError", "CaptureOpenError", "CaptureFormatError", "CorruptCaptureError",
     "EngineError", "UsageError", "PcapstatsWarning", "TruncatedCaptureWarning",

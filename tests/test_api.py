@@ -12,7 +12,8 @@ from pcapstats.results import RESULT_TYPES
 from tests.helpers.paths import CAPTURES, ROOT
 
 CAPTURE = str(CAPTURES / "sp-reno-loss1pct.pcap")
-OWN_CAPTURE = {"ping": str(CAPTURES / "ping-sweep.pcap")}   # analyses of other traffic
+OWN_CAPTURE = {"ping": str(CAPTURES / "ping-sweep.pcap"),   # analyses of other traffic
+               "udp": str(CAPTURES / "iperf3-udp-15mbit-via-10mbit.receiver.pcap")}
 
 
 def _imported_names() -> list[str]:

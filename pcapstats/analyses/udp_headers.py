@@ -1,0 +1,67 @@
+"""The headers iperf writes at the start of each UDP datagram, found and read from the bytes.
+
+iperf numbers its UDP datagrams and stamps each with its send time, so a capture alone tells
+loss, order and jitter.  Three layouts are in use (all big-endian):
+
+- ``iperf3`` (32-bit counter, the default): send seconds (u32) @0, microseconds (u32) @4,
+  packet count (u32) @8, counting 1, 2, 3 ...;
+- ``iperf3-64`` (``--udp-counters-64bit``): the same with a u64 count @8;
+- ``iperf2``: datagram id (s32) @0, counting 0, 1, 2 ... (negated in the final datagrams
+  that end the test), send seconds (u32) @4, microseconds (u32) @8.
+
+The send time is the sender's clock: the epoch (iperf2, old iperf3) or a monotonic clock since
+boot (iperf3 3.8 and later), so only its differences mean anything.  A flow's layout is the
+one under which its datagrams read as a counter that mostly steps by one, microseconds below
+10^6, and send times that advance as the capture's clock does (the same span, give or take a
+second or half); a flow that reads as none of them (another program, or payload cut by the
+snaplen) has no layout.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+LAYOUTS = ("iperf3", "iperf3-64", "iperf2")
+HEAD_BYTES = 16                  # bytes read from each datagram (the longest layout's header)
+_SPAN_SLACK_NS = 10**9          # send stamps span the capture's span, give or take this
+_STEP_SHARE = 0.5                # at least this share of consecutive counts step by exactly 1
+
+
+@dataclass
+class Headers:
+    """What one flow's datagrams say: the layout, each datagram's count and send time (ns
+    since the epoch, by the sender's clock)."""
+    layout: str
+    count: np.ndarray
+    sent_ns: np.ndarray
+
+
+def read_headers(heads: np.ndarray, capture_ns: np.ndarray) -> Headers | None:
+    """The layout and fields of one flow's datagrams (``heads``: an (n, 16) uint8 array of
+    their first bytes, in arrival order; ``capture_ns``: their capture times), or None."""
+    if len(heads) < 2:
+        return None
+    be = heads.astype(np.uint64)
+    u32 = lambda at: (be[:, at] << 24) | (be[:, at + 1] << 16) | (be[:, at + 2] << 8) \
+        | be[:, at + 3]  # noqa: E731
+    candidates = {
+        "iperf3": (u32(0), u32(4), u32(8).astype(np.int64)),
+        "iperf3-64": (u32(0), u32(4), ((u32(8) << 32) | u32(12)).astype(np.int64)),
+        "iperf2": (u32(4), u32(8), np.abs(u32(0).astype(np.int64)
+                                          - ((u32(0) >> 31) << 32).astype(np.int64))),
+    }
+    span = int(capture_ns[-1] - capture_ns[0])
+    for layout in LAYOUTS:
+        sec, usec, count = candidates[layout]
+        if (usec >= 10**6).any():
+            continue
+        if (np.diff(count) == 1).mean() < _STEP_SHARE:
+            continue
+        sent = sec.astype(np.int64) * 10**9 + usec.astype(np.int64) * 1000
+        sent_span = int(sent.max() - sent.min())
+        if abs(sent_span - span) > max(_SPAN_SLACK_NS, span // 2):
+            continue     # stamps that do not advance with the capture's clock are no clock
+        return Headers(layout, count, sent)
+    return None
