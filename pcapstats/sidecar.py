@@ -223,21 +223,29 @@ def describe_markdown() -> str:
     return "\n".join(["| field | meaning |", "|---|---|", *rows])
 
 
-def stream_labels(capture: str | os.PathLike) -> dict[tuple[str, int], str]:
-    """(proto, stream) -> what the lab ran on it ("reno, pair 1, simpleperf"), from the sidecar
+def stream_flows(capture: str | os.PathLike) -> dict[tuple[str, int], dict]:
+    """(proto, stream) -> the lab's flow record for it (cc, pair, tool, ...), from the sidecar
     beside the capture; empty when there is none (or it cannot be read)."""
     capture = Path(capture)
     try:
         doc = load_sidecar(sidecar_for(capture))
     except SidecarError:
         return {}
-    pairs = len((doc.get("topology") or {}).get("pairs") or [])
     out = {}
     for flow in doc.get("flows") or []:
         sid = (flow.get("streams") or {}).get(capture.name)
-        if sid is None:
-            continue
-        words = [flow.get("cc"), f"pair {flow['pair'] + 1}" if pairs > 1 and
+        if sid is not None:
+            out[(flow.get("proto"), int(sid))] = {**flow, "pairs": len(
+                (doc.get("topology") or {}).get("pairs") or [])}
+    return out
+
+
+def stream_labels(capture: str | os.PathLike) -> dict[tuple[str, int], str]:
+    """(proto, stream) -> what the lab ran on it ("reno, pair 1, simpleperf"), from the sidecar
+    beside the capture; empty when there is none (or it cannot be read)."""
+    out = {}
+    for key, flow in stream_flows(capture).items():
+        words = [flow.get("cc"), f"pair {flow['pair'] + 1}" if flow["pairs"] > 1 and
                  flow.get("pair") is not None else None, flow.get("tool")]
-        out[(flow.get("proto"), int(sid))] = ", ".join(w for w in words if w)
+        out[key] = ", ".join(w for w in words if w)
     return out

@@ -114,3 +114,9 @@ def test_window_scaling_figure_names_its_capture(path):
                          ids=["one", "two"])
 def test_ping_figure_names_its_captures(paths):
     assert_readable(ps.ping(paths).figure(), short_names(paths))
+
+
+@pytest.mark.parametrize("path", [CAPTURES / "sp-3pairs-reno+cubic+bbr.pcap",
+                                  CAPTURES / "sp-2pairs-reno+cubic.pcap"], ids=lambda p: p.name)
+def test_fairness_figure_names_its_capture(path):
+    assert_readable(ps.fairness(path).figure(), [path.name])

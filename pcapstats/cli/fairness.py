@@ -1,0 +1,57 @@
+"""`pcapstats fairness`: Jain's fairness index of the data flows of captures."""
+
+from __future__ import annotations
+
+from enum import Enum
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+
+from ..analyses.fairness import Fairness, fairness as fairness_of
+from ..errors import UsageError
+from .app import ALL_COLUMNS, CAPTURE_FILES, FIGURE_FILE, Fmt, app
+from .output import emit, finish, output_kind, run
+
+
+class By(str, Enum):
+    stream = "stream"
+    pair = "pair"
+    cc = "cc"
+    tool = "tool"
+
+
+@app.command()
+def fairness(
+    files: List[Path] = CAPTURE_FILES,
+    by: By = typer.Option(By.stream, "--by", help="A flow is a stream, a host pair (parallel "
+                                                  "connections added up), or the streams the "
+                                                  "lab's sidecar gives one cc or tool."),
+    interval: float = typer.Option(1.0, "--interval", "-i", help="Interval of --series, s."),
+    flows: bool = typer.Option(False, "--flows", help="One row per flow instead of the index."),
+    series: bool = typer.Option(False, "--series", help="The index per interval."),
+    fmt: Fmt = typer.Option(Fmt.table, "--format", "-f", help="table, csv or json."),
+    all_columns: bool = ALL_COLUMNS,
+    output: Optional[Path] = FIGURE_FILE,
+):
+    """Jain's fairness index of the flows sharing a path.
+
+    J = (sum x)^2 / (n sum x^2) over the flows' goodput (payload delivered for the first
+    time), measured over the common window where every flow was sending: 1 when all get the
+    same, 1/n when one takes everything.  Flows of 10 kB or more; `pcapstats columns
+    fairness` defines every column.
+
+    \b
+    Examples:
+      pcapstats fairness shared.pcap
+      pcapstats fairness shared.pcap --by pair --flows
+      pcapstats fairness shared.pcap --series -o fairness.png
+    """
+    if flows and series:
+        raise UsageError("--flows and --series each choose the rows: give one of them")
+    output_kind(output, Fairness)
+    result, failed = run(fairness_of, files, by=by.value, interval=interval)
+    if result is not None:
+        emit(result, fmt=fmt.value, output=output, all_columns=all_columns,
+             table="flows" if flows else "series" if series else "summary")
+    finish(result, failed)
