@@ -5,7 +5,9 @@
 Runs the `pcapstats lab matrix` spec captures/captures.toml into --out (cells already complete
 are kept unless --redo), then rewrites the table of files in captures/README.md from the
 sidecars: what each file is, its size, the `pcapstats lab run` command that makes it alone,
-and asked vs measured.  Fails if the set grows beyond 20 MB.
+and asked vs measured, and its table of sidecar fields from pcapstats.sidecar.FIELDS.  Fails if
+the set grows beyond 20 MB.  ``--readme-only`` rewrites both tables from the sidecars already
+there, without running the lab (after a change to the field descriptions, say).
 """
 
 from __future__ import annotations
@@ -17,11 +19,12 @@ from pathlib import Path
 from pcapstats.cli.lab import run_command
 from pcapstats.lab import load_sidecar
 from pcapstats.lab.matrix import load_spec, run_matrix
-from pcapstats.sidecar import sidecar_path
+from pcapstats.sidecar import describe_markdown, sidecar_path
 
 HERE = Path(__file__).resolve().parent
 LIMIT_BYTES = 20_000_000
 BEGIN, END = "<!-- files: made by make_captures.py -->", "<!-- end of files -->"
+FIELDS_HEAD = "| field | meaning |"
 
 
 def _mb(n: int) -> str:
@@ -68,9 +71,13 @@ def table(spec: Path, out: Path) -> tuple[str, int]:
 
 
 def rewrite_readme(readme: Path, text: str) -> None:
+    """The table of files between its markers, and the field table (the README's last part,
+    from its heading row on) as pcapstats.sidecar describes the fields."""
     old = readme.read_text()
     start, end = old.index(BEGIN) + len(BEGIN), old.index(END)
-    readme.write_text(old[:start] + "\n" + text + "\n" + old[end:])
+    new = old[:start] + "\n" + text + "\n" + old[end:]
+    fields = new.index(FIELDS_HEAD)
+    readme.write_text(new[:fields] + describe_markdown() + "\n")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -78,7 +85,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=HERE, help="directory (default captures/)")
     parser.add_argument("--spec", type=Path, default=HERE / "captures.toml")
     parser.add_argument("--redo", action="store_true", help="remake cells already complete")
+    parser.add_argument("--readme-only", action="store_true",
+                        help="rewrite the README's tables from the sidecars; run nothing")
     args = parser.parse_args(argv)
+    if args.readme_only:
+        rewrite_readme(HERE / "README.md", table(args.spec, HERE)[0])
+        return 0
     if args.redo:
         for cell in load_spec(args.spec):
             sidecar_path(args.out / f"{cell.name}.{cell.scenario.format}").unlink(missing_ok=True)

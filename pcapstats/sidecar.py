@@ -51,7 +51,7 @@ FIELDS: tuple[tuple[str, str], ...] = (
     ("started_ns / finished_ns", "Realtime ns when the run began (before the topology) and "
      "when it ended (after the captures stopped)."),
     ("scenario", "Everything asked, as given to pcapstats.lab.Scenario: tool, loss, delay, "
-     "jitter, rate, queue, cc, duration_s or bytes, parallel, pairs, udp_rate, ping_count, "
+     "jitter, rate, queue, serialize, cc, duration_s or bytes, parallel, pairs, udp_rate, ping_count, "
      "ping_interval_s, ping_sizes, ping_during, sndbuf, rcvbuf, window_scaling, capture, "
      "snaplen, format, "
      "trial, seed (see `pcapstats lab run --help`)."),
@@ -65,7 +65,8 @@ FIELDS: tuple[tuple[str, str], ...] = (
     ("topology.window_scaling", "net.ipv4.tcp_window_scaling set in every sender and receiver "
      "namespace (true/false)."),
     ("impairment.asked", "The impairment as parsed: loss (fraction 0..1), delay_ms and "
-     "jitter_ms (one way, each direction), rate_bps, queue (bytes or packets as given)."),
+     "jitter_ms (one way, each direction), rate_bps, serialize (each packet also waits "
+     "size/rate, both ways), queue (bytes or packets as given)."),
     ("impairment.mechanisms", "Which mechanism set each value (netem, tbf, htb, iptables "
      "statistic, nfqueue delay line...), as reported by the impairment module."),
     ("impairment.settings", "The exact settings applied (qdisc parameters, rules, queue "

@@ -65,6 +65,9 @@ def run_cmd(
     rate: Optional[str] = typer.Option(None, "--rate", help="Bottleneck rate, e.g. 30mbit."),
     queue: Optional[str] = typer.Option(None, "--queue", help="Bottleneck queue (bytes, or "
                                         "packets as e.g. 100p)."),
+    serialize: bool = typer.Option(False, "--serialize", help="Each packet also waits its "
+                                   "size at --rate, both ways, as on a real link (netem's "
+                                   "rate): latency grows with size, for the delay model."),
     cc: Optional[str] = typer.Option(None, "--cc", help="Congestion control (reno, cubic, "
                                      "bbr); a comma list gives one per pair."),
     duration: float = typer.Option(10.0, "--time", "-t", help="Seconds to send."),
@@ -110,6 +113,7 @@ def run_cmd(
     for trial in range(1, trials + 1):
         scenario = Scenario(
             tool=tool.value, loss=loss, delay=delay, jitter=jitter, rate=rate, queue=queue,
+            serialize=serialize,
             cc=cc_list if len(cc_list) > 1 else (cc_list[0] if cc_list else None),
             duration_s=duration, bytes=nbytes, parallel=parallel, pairs=pairs,
             udp_rate=udp_rate, ping_count=ping_count, ping_interval_s=ping_interval,
@@ -141,7 +145,8 @@ def _interrupted(e: KeyboardInterrupt, path: Path):
 
 # Scenario field -> `lab run` option (the inverse of run_cmd's mapping; tested to round-trip).
 _OPTION = {"tool": "--tool", "loss": "--loss", "delay": "--delay", "jitter": "--jitter",
-           "rate": "--rate", "queue": "--queue", "cc": "--cc", "duration_s": "-t",
+           "rate": "--rate", "queue": "--queue", "serialize": "--serialize", "cc": "--cc",
+           "duration_s": "-t",
            "bytes": "-n", "parallel": "-P", "pairs": "--pairs", "udp_rate": "-b",
            "ping_count": "--ping-count", "ping_interval_s": "--ping-interval",
            "ping_sizes": "--ping-sizes", "ping_during": "--ping-during", "sndbuf": "--sndbuf",

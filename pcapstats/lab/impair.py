@@ -19,6 +19,11 @@ loss        netem ``loss`` (data egress)    iptables ``-m statistic --mode rando
 ack_loss    netem ``loss`` (ack egress)     the same rule on the ACK direction
 delay       netem ``delay`` on both         :mod:`pcapstats.tools.delayline`: NFQUEUE, one queue and
 jitter      egresses                        one program per direction (data 0, ACKs 1), uniform
+serialize   netem ``rate`` on both          the delay lines with ``--rate-bps``: each packet waits
+            egresses                        size/rate behind the previous one, up to a queue
+                                            limit's backlog (tbf alone passes a lone packet at
+                                            once: no latency grows with size).  Under overload
+                                            this backlog and tbf's queue add up
 ==========  ==============================  =====================================================
 
 ``delay_s`` is one-way and applied in EACH direction, so ping's RTT is about 2 x delay + the
@@ -89,6 +94,7 @@ class Impairment:
     rate_bps: float | None = None  # data direction (frames as tbf/netem count them)
     queue_bytes: int | None = None  # None: see default_queue_bytes
     ack_loss: float = 0.0  # fraction of ACK-direction packets dropped at random
+    serialize: bool = False  # each packet also waits size/rate, both directions (netem's rate)
 
     def __post_init__(self):
         for name in ("loss", "ack_loss"):
@@ -111,6 +117,8 @@ class Impairment:
         if self.queue_bytes is not None and self.queue_bytes < FRAME_BYTES:
             raise UsageError(f"queue {self.queue_bytes} bytes cannot hold one full frame "
                              f"({FRAME_BYTES} bytes)")
+        if self.serialize and not self.rate_bps:
+            raise UsageError("serialisation needs a link rate", hint="give --rate too")
         if self.queue_bytes is not None and self.queue_bytes > MAX_QUEUE_BYTES:
             raise UsageError(f"queue {self.queue_bytes:g} bytes is over 2 GiB, the most the lab "
                              "sets", hint="give it in kb, mb or p (full frames)")
@@ -118,18 +126,19 @@ class Impairment:
     @classmethod
     def from_text(cls, *, loss: str | None = None, delay: str | None = None,
                   jitter: str | None = None, rate: str | None = None, queue: str | None = None,
-                  ack_loss: str | None = None) -> "Impairment":
+                  ack_loss: str | None = None, serialize: bool = False) -> "Impairment":
         """Build from CLI words: ``from_text(loss="10%", delay="20ms", rate="30mbit")``."""
         return cls(loss=parse_loss(loss) if loss else 0.0,
                    delay_s=parse_time(delay) if delay else 0.0,
                    jitter_s=parse_time(jitter) if jitter else 0.0,
                    rate_bps=parse_rate(rate) if rate else None,
                    queue_bytes=parse_tc_size(queue) if queue else None,
-                   ack_loss=parse_loss(ack_loss) if ack_loss else 0.0)
+                   ack_loss=parse_loss(ack_loss) if ack_loss else 0.0, serialize=serialize)
 
     @property
     def delayed(self) -> bool:
-        return self.delay_s > 0 or self.jitter_s > 0
+        """Packets go through a delay: a delay, jitter, or serialisation at the rate."""
+        return self.delay_s > 0 or self.jitter_s > 0 or self.serialize
 
     def default_queue_bytes(self) -> int:
         """One BDP at rate x 2 x (delay + jitter), at least QUEUE_FLOOR_PACKETS full frames."""
@@ -199,8 +208,11 @@ class _DelayLineProcess:
                      "--delay-ms", repr(imp.delay_s * 1e3), "--jitter-ms",
                      repr(imp.jitter_s * 1e3), "--stats", self.stats_path,
                      "--stats-interval", str(_STATS_INTERVAL_S),
+                     *(["--rate-bps", repr(imp.rate_bps), "--backlog-bytes",
+                        str(imp.queue_limit_bytes)] if imp.serialize else []),
                      "--realtime-priority", str(DELAY_LINE_PRIORITY)]
-        self.max_delay_s = imp.delay_s + imp.jitter_s
+        self.max_delay_s = imp.delay_s + imp.jitter_s + (
+            imp.queue_limit_bytes * 8 / imp.rate_bps if imp.serialize else 0.0)
         self.final: dict | None = None
         self.stderr_path = os.path.join(stats_dir, f"delayline-{queue}.err")
         with open(self.stderr_path, "w") as err:  # a file: a pipe nobody reads could fill
@@ -341,12 +353,15 @@ class Applied:
         self.settings["netem_limit_packets"] = limit
         if data:
             self._add_qdisc(b.egress, "netem", "limit", limit, *data)
-        ack = list(delay) + (["loss", f"{imp.ack_loss * 100:.6f}%"] if imp.ack_loss else [])
+        ack = list(delay) + (["loss", f"{imp.ack_loss * 100:.6f}%"] if imp.ack_loss else []) \
+            + (["rate", f"{round(imp.rate_bps)}bit"] if imp.serialize else [])
+        if imp.serialize:       # netem's rate serialises each packet: both directions
+            self.mechanisms["serialisation"] = "netem"
         if ack:
             self._add_qdisc(b.ingress, "netem", "limit", NETEM_LIMIT_PACKETS, *ack)
         if imp.ack_loss:
             self.mechanisms["ack_loss"] = "netem"
-        if imp.delayed:
+        if imp.delay_s or imp.jitter_s:
             self.mechanisms["delay"] = "netem"
             if imp.jitter_s:
                 self.mechanisms["jitter"] = "netem"
@@ -355,7 +370,10 @@ class Applied:
         imp, b = self.impairment, self.bottleneck
         if imp.delayed:  # listening before any rule sends packets to the queues
             self._start_delay_lines({"data": DATA_QUEUE, "ack": ACK_QUEUE})
-            self.mechanisms["delay"] = "nfqueue-delayline"
+            if imp.delay_s or imp.jitter_s:
+                self.mechanisms["delay"] = "nfqueue-delayline"
+            if imp.serialize:
+                self.mechanisms["serialisation"] = "nfqueue-delayline"
             if imp.jitter_s:
                 self.mechanisms["jitter"] = "nfqueue-delayline"
         if imp.rate_bps:

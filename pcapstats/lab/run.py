@@ -57,6 +57,7 @@ class Scenario:
     jitter: str | None = None
     rate: str | None = None
     queue: str | int | None = None
+    serialize: bool = False
     cc: str | list[str] | None = None
     duration_s: float = 10.0
     bytes: str | int | None = None
@@ -123,7 +124,7 @@ class Scenario:
             return None if value in (None, "") else str(value)
         return impair.Impairment.from_text(loss=text(self.loss), delay=text(self.delay),
                                            jitter=text(self.jitter), rate=text(self.rate),
-                                           queue=text(self.queue))
+                                           queue=text(self.queue), serialize=self.serialize)
 
     def transfer_bytes(self) -> int | None:
         if self.bytes in (None, "", 0):

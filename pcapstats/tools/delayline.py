@@ -14,6 +14,12 @@ standard library (message layouts from the kernel's uapi ``linux/netfilter/nfnet
 ``nfnetlink_queue.h``), so nothing needs a compiler or ``libnetfilter_queue``.
 
 Timing and order:
+- with ``--rate-bps R`` each packet first waits its serialisation at R: it leaves the "link"
+  size x 8 / R after the previous one left it (or after it arrived, if the link was idle),
+  size being its IP length plus an Ethernet header, as netem's ``rate`` does.  Only the first
+  six bytes of each packet are copied to read its length.  The backlog held for this is at
+  most ``--backlog-bytes`` (the lab passes the bottleneck's queue limit): past that, packets
+  go on at once to the rate's own qdisc (tbf), whose queue and drops then do the work;
 - a packet's due time is its arrival (when its message is read) + its delay; with jitter the
   delay is drawn per packet, uniform on [delay - jitter, delay + jitter] (netem's default when it
   has no distribution table) or ``--distribution normal`` (mean delay, standard deviation
@@ -65,7 +71,12 @@ NFQNL_MSG_PACKET, NFQNL_MSG_CONFIG, NFQNL_MSG_VERDICT_BATCH = 0, 2, 3
 NFQA_PACKET_HDR, NFQA_VERDICT_HDR = 1, 2
 NFQA_CFG_CMD, NFQA_CFG_PARAMS, NFQA_CFG_QUEUE_MAXLEN = 1, 2, 3
 NFQNL_CFG_CMD_BIND = 1
-NFQNL_COPY_META = 1
+NFQNL_COPY_META, NFQNL_COPY_PACKET = 1, 2
+NFQA_PAYLOAD = 10
+ETHERNET_HEADER = 14          # a frame's bytes on the link: the IP packet and this header
+COPY_BYTES = 6                # enough of each packet for its length (IPv4 @2, IPv6 @4)
+FULL_FRAME = 1514
+DEFAULT_BACKLOG_BYTES = 2 * FULL_FRAME   # serialisation backlog held at most (see --backlog-bytes)
 NF_ACCEPT = 1
 
 _NLMSGHDR = struct.Struct("=IHHII")  # len, type, flags, seq, portid (host order)
@@ -151,6 +162,24 @@ def packet_id(msg: memoryview) -> int | None:
     return None
 
 
+def frame_bytes(msg: memoryview) -> int:
+    """The frame length of a queued packet (its IP length + an Ethernet header) from the bytes
+    of its NFQA_PAYLOAD attribute; a full frame when they are missing."""
+    at = _HDR_LEN
+    while at + _NLATTR.size <= len(msg):
+        length, kind = _NLATTR.unpack_from(msg, at)
+        if length < _NLATTR.size:
+            break
+        if kind & 0x3fff == NFQA_PAYLOAD and length >= _NLATTR.size + COPY_BYTES:
+            first = msg[at + 4]
+            if first >> 4 == 4:
+                return struct.unpack_from("!H", msg, at + 6)[0] + ETHERNET_HEADER
+            if first >> 4 == 6:
+                return struct.unpack_from("!H", msg, at + 8)[0] + 40 + ETHERNET_HEADER
+        at += (length + 3) & ~3
+    return FULL_FRAME
+
+
 @dataclass
 class Stats:
     """What the delay line did; printed as JSON (keys as here, kernel counts under "kernel")."""
@@ -182,8 +211,12 @@ class DelayLine:
 
     def __init__(self, queue: int, delay_s: float, jitter_s: float = 0.0,
                  distribution: str = "uniform", *, maxlen: int = DEFAULT_MAXLEN,
-                 rcvbuf_bytes: int = DEFAULT_RCVBUF_BYTES, seed: int | None = None):
+                 rcvbuf_bytes: int = DEFAULT_RCVBUF_BYTES, seed: int | None = None,
+                 rate_bps: float | None = None, backlog_bytes: int = DEFAULT_BACKLOG_BYTES):
         self.queue, self.delay_ns = queue, round(delay_s * 1e9)
+        self.ns_per_byte = 8e9 / rate_bps if rate_bps else 0.0
+        self.backlog_ns = backlog_bytes * self.ns_per_byte
+        self._link_free_ns = 0
         self.jitter_ns = round(jitter_s * 1e9)
         self.stats = Stats(queue, delay_s * 1e3, jitter_s * 1e3, distribution)
         self._draw = self._sampler(distribution, random.Random(seed))
@@ -236,8 +269,13 @@ class DelayLine:
     def _configure(self, maxlen: int) -> None:
         self._request(_attr(NFQA_CFG_CMD, struct.pack("!BxH", NFQNL_CFG_CMD_BIND, 0)), 1,
                       "bind")
-        self._request(_attr(NFQA_CFG_PARAMS, struct.pack("!IB", 0, NFQNL_COPY_META)), 2,
-                      "copy mode META")
+        if self.ns_per_byte:      # the length of each packet is needed: its first bytes
+            self._request(_attr(NFQA_CFG_PARAMS, struct.pack("!IB", COPY_BYTES,
+                                                             NFQNL_COPY_PACKET)), 2,
+                          f"copy mode PACKET, {COPY_BYTES} bytes")
+        else:
+            self._request(_attr(NFQA_CFG_PARAMS, struct.pack("!IB", 0, NFQNL_COPY_META)), 2,
+                          "copy mode META")
         self._request(_attr(NFQA_CFG_QUEUE_MAXLEN, struct.pack("!I", maxlen)), 3,
                       f"queue length {maxlen}")
 
@@ -265,12 +303,22 @@ class DelayLine:
                 if length < _NLMSGHDR.size:
                     break
                 if kind == _PACKET_TYPE:
-                    pid = packet_id(view[at:at + length])
+                    msg = view[at:at + length]
+                    pid = packet_id(msg)
                     if pid is not None:
+                        if self.ns_per_byte:
+                            now = self._serialised(frame_bytes(msg), now)
                         self._hold(pid, now)
                 elif kind == NLMSG_ERROR and struct.unpack_from("=i", buf, at + 16)[0]:
                     self.stats.verdict_errors += 1
                 at += (length + 3) & ~3
+
+    def _serialised(self, size: int, now_ns: int) -> int:
+        """When the packet has left the link: after the previous one, size x 8 / rate later."""
+        start = max(self._link_free_ns, now_ns)
+        start = min(start, now_ns + self.backlog_ns)     # a bounded backlog: see the docstring
+        self._link_free_ns = round(start + size * self.ns_per_byte)
+        return self._link_free_ns
 
     def _hold(self, pid: int, now_ns: int) -> None:
         due = now_ns + self._draw()
@@ -424,6 +472,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--stats-interval", type=float, default=0.0, metavar="S",
                         help="rewrite --stats every S seconds while running")
     parser.add_argument("--seed", type=int, help="seed of the jitter draws")
+    parser.add_argument("--rate-bps", type=float, default=None, metavar="R",
+                        help="serialise each packet at R bit/s first (netem's rate)")
+    parser.add_argument("--backlog-bytes", type=int, default=DEFAULT_BACKLOG_BYTES, metavar="B",
+                        help="most serialisation backlog to hold, in bytes")
     parser.add_argument("--realtime-priority", type=int, default=0, metavar="P",
                         help="run SCHED_FIFO at priority P (1-99; default 0: normal)")
     args = parser.parse_args(argv)
@@ -432,7 +484,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         line = DelayLine(args.queue, args.delay_ms / 1e3, args.jitter_ms / 1e3,
                          args.distribution, maxlen=args.maxlen,
-                         rcvbuf_bytes=args.rcvbuf_bytes, seed=args.seed)
+                         rcvbuf_bytes=args.rcvbuf_bytes, seed=args.seed,
+                         rate_bps=args.rate_bps, backlog_bytes=args.backlog_bytes)
     except (DelayLineError, OSError) as e:
         print(f"delayline: error: {e}", file=sys.stderr)
         return 2
