@@ -10,7 +10,8 @@ identifier (ICMPv4 type 8 -> 0, ICMPv6 128 -> 129).  With several payload sizes 
   request (ping's "+N duplicates");
 - ``loss_pct``: (transmitted - received) / transmitted x 100;
 - RTT of a reply: its capture time minus that of the *first* request with its sequence number
-  (the latest one before it, when numbers wrap); ``rtt_min/avg/max_ms`` over the replies,
+  (the latest one before it, when numbers wrap); an echo larger than the MTU travels in IP
+  fragments: its size is the whole message's and its reply counts from its last fragment; ``rtt_min/avg/max_ms`` over the replies,
   duplicates included (ping counts them in its statistics too); ``rtt_mdev_ms`` =
   sqrt(mean(rtt^2) - mean(rtt)^2), ping's "mdev" (a population standard deviation).
 
@@ -41,7 +42,7 @@ from ..errors import UsageError
 from ..render import Shown
 from ..results import Result
 from ..ingest.source import open_source
-from ..schema import ICMP, ICMP_ECHO, TCP, UDP, Column, TableSpec
+from ..schema import ICMP, ICMP_ECHO, IP, TCP, UDP, Column, TableSpec
 from ..streams import id_ranges
 from .verify.checks import payload
 
@@ -167,7 +168,8 @@ def _sessions(cap: Capture, requests: np.ndarray, replies: np.ndarray) -> Ping:
     e_rows, e_session, e_seq = requests[echo], session[echo], req_seq[echo]
     match = _match(e_session, seq16[e_rows], t_ns[e_rows], rep_session, seq16[replies],
                    t_ns[replies])
-    rtt_ns = np.where(match >= 0, t_ns[replies] - t_ns[e_rows[np.maximum(match, 0)]], 0)
+    size, end_ns = _whole_messages(cap, np.r_[requests, replies])
+    rtt_ns = np.where(match >= 0, end_ns[replies] - t_ns[e_rows[np.maximum(match, 0)]], 0)
     replies, rtt_ns, match = replies[match >= 0], rtt_ns[match >= 0], match[match >= 0]
     n_replies = np.bincount(match, minlength=len(e_rows))
     first_reply = np.full(len(e_rows), -1, np.int64)
@@ -176,7 +178,6 @@ def _sessions(cap: Capture, requests: np.ndarray, replies: np.ndarray) -> Ping:
     first_reply[match[by_time]] = cap.column("frame_number")[replies][by_time]
     first_rtt[match[by_time]] = rtt_ns[by_time] / 1e6
 
-    size = cap.column("payload_len").astype(np.int64)
     t0 = int(t_ns[0])
     addresses = cap.addresses
     echoes = {
@@ -207,6 +208,33 @@ _SIDE_SAYS = {
     "unknown": "the capture side is unknown: if it was taken at the responder, the RTTs are "
                "its turnaround",
 }
+
+
+def _whole_messages(cap: Capture, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """ICMP data bytes of each packet's whole message, and when its last fragment was
+    captured (ping -s above the MTU sends an echo in IP fragments; only the first carries the
+    ICMP header, and ping times the reply when its last fragment arrives).  Arrays over every
+    row of the capture; unfragmented rows keep their own size and time."""
+    size = cap.column("payload_len").astype(np.int64).copy()
+    end = cap.column("frame_time_ns").astype(np.int64).copy()
+    frag = cap.column("ip_fragment")[rows].astype(bool) & cap.layer(IP)[rows]
+    if not frag.any():
+        return size, end
+    ip = cap.layer(IP)
+    rest = np.flatnonzero(ip & cap.column("ip_fragment").astype(bool)
+                          & (cap.column("ip_frag_offset") > 0))
+    carried = (cap.column("ip_len").astype(np.int64) - cap.column("ip_hdr_len").astype(np.int64))
+    key = lambda r: (int(cap.column("ip_src")[r]), int(cap.column("ip_dst")[r]),  # noqa: E731
+                     int(cap.column("ip_id")[r]))
+    later: dict[tuple, list[int]] = {}
+    for r in rest:
+        later.setdefault(key(r), []).append(int(r))
+    for r in rows[frag]:
+        others = later.get(key(r), [])
+        size[r] = carried[r] + int(carried[others].sum()) - 8      # less the ICMP header
+        if others:
+            end[r] = max(end[r], int(end[others].max()))
+    return size, end
 
 
 def _unwrap(seq16: np.ndarray, session: np.ndarray) -> np.ndarray:
