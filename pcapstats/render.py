@@ -145,13 +145,16 @@ def _format(heading: str, values: np.ndarray, unit: str | None, integer: bool) -
     present = ~np.isnan(v)
     largest = float(np.abs(v[present]).max()) if present.any() else 0.0
     scale, shown_unit = 1.0, "" if unit in COUNTS else unit or ""
-    if unit in _PREFIXED:    # a prefix once four digits would not do: 1400 B, 12.3 kB
-        step = 0 if largest < 10_000 else min(int(math.log10(largest / 10) // 3), 4)
+    if unit in _PREFIXED:    # sizes keep four digits before a prefix (1400 B), rates three
+        digits = 10_000 if unit == "bytes" else 1000
+        step = 0 if largest < digits else min(int(math.log10(largest * 1000 / digits) // 3), 4)
         scale, shown_unit = 1000.0 ** step, _PREFIXED[unit][step]
     elif unit == "ns":
         scale, shown_unit = 1e6, "ms"
     elif unit == "fraction":
         scale, shown_unit = 0.01, "%"
+    elif unit == "ms/byte":              # a delay model's slope: microseconds a byte
+        scale, shown_unit = 1e-3, "µs/B"
     if shown_unit == "%":
         present_cells = [f"{x:.2f}".rstrip("0").rstrip(".") for x in v[present] / scale]
         cells = iter(present_cells)
@@ -163,12 +166,20 @@ def _format(heading: str, values: np.ndarray, unit: str | None, integer: bool) -
     else:
         scaled = v / scale
         if not unit:      # ratios, shares, factors: significant digits
-            cells = ["" if not p else f"{x:.3g}" for x, p in zip(scaled, present)]
+            cells = ["" if not p else _ratio(x) for x, p in zip(scaled, present)]
         elif shown_unit == "s":  # times: to the millisecond
             cells = ["" if not p else f"{x:.3f}" for x, p in zip(scaled, present)]
         else:             # measures: about three significant digits, never e-notation
             cells = ["" if not p else f"{x:.{_decimals(x)}f}" for x, p in zip(scaled, present)]
     return _Column(heading, shown_unit, cells, numeric=True)
+
+
+def _ratio(x: float) -> str:
+    """Three significant digits; near 1 (an r² or a fairness index of 0.9996), enough to show
+    how far from 1."""
+    if 0.99 <= abs(x) < 1:
+        return f"{x:.{min(int(-math.log10(1 - abs(x))) + 2, 8)}f}"
+    return f"{x:.3g}"
 
 
 def _decimals(x: float) -> int:
