@@ -17,6 +17,7 @@ once; ``__all__`` is the API.
 
 from ._version import __version__
 from .analyses.cwnd import Cwnd, cwnd
+from .analyses.delay import Delay, delay
 from .analyses.fairness import Fairness, fairness
 from .analyses.flavour import Flavour, flavour
 from .analyses.iograph import IOGraph, iograph
@@ -44,7 +45,7 @@ __all__ = [
     "throughput", "Throughput", "iograph", "IOGraph", "tcp_analysis", "TcpAnalysis",
     "retrans", "Retrans", "rtt", "Rtt", "seqgraph", "SeqGraph", "cwnd", "Cwnd",
     "flavour", "Flavour", "verify", "Verification", "Expected", "reassemble", "ping", "Ping",
-    "udp", "Udp", "fairness", "Fairness",
+    "udp", "Udp", "fairness", "Fairness", "delay", "Delay",
     # errors and warnings
     "PcapstatsError", "CaptureOpenError", "CaptureFormatError", "CorruptCaptureError",
     "EngineError", "UsageError", "PcapstatsWarning", "TruncatedCaptureWarning",

@@ -14,7 +14,8 @@ from tests.helpers.paths import CAPTURES, ROOT
 CAPTURE = str(CAPTURES / "sp-reno-loss1pct.pcap")
 OWN_CAPTURE = {"ping": str(CAPTURES / "ping-sweep.pcap"),   # analyses of other traffic
                "udp": str(CAPTURES / "iperf3-udp-15mbit-via-10mbit.receiver.pcap"),
-               "fairness": str(CAPTURES / "sp-3pairs-reno+cubic+bbr.pcap")}
+               "fairness": str(CAPTURES / "sp-3pairs-reno+cubic+bbr.pcap"),
+               "delay": str(CAPTURES / "ping-sweep-sender.pcap")}
 
 
 def _imported_names() -> list[str]:

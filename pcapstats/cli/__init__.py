@@ -14,6 +14,7 @@ from . import flavour  # noqa: F401  (registers its commands)
 from . import ping  # noqa: F401  (registers its commands)
 from . import udp  # noqa: F401  (registers its commands)
 from . import fairness  # noqa: F401  (registers its commands)
+from . import delay  # noqa: F401  (registers its commands)
 from .app import app, main
 
 __all__ = ["app", "main"]

@@ -120,3 +120,8 @@ def test_ping_figure_names_its_captures(paths):
                                   CAPTURES / "sp-2pairs-reno+cubic.pcap"], ids=lambda p: p.name)
 def test_fairness_figure_names_its_capture(path):
     assert_readable(ps.fairness(path).figure(), [path.name])
+
+
+def test_delay_figure_names_its_capture():
+    path = CAPTURES / "ping-sweep-sender.pcap"
+    assert_readable(ps.delay(path).figure(), [path.name])

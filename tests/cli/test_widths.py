@@ -11,7 +11,7 @@ from pcapstats.cli import main
 SHIPPED = sorted(str(p) for p in CAPTURES.iterdir() if p.suffix in (".pcap", ".pcapng"))
 PUBLIC_FILES = sorted(str(DATA / name) for name in PUBLIC)
 COMMANDS = ["throughput", "iograph", "retrans", "cwnd", "wscale", "rtt", "seqgraph",
-            "flavour", "verify", "ping", "udp", "fairness"]
+            "flavour", "verify", "ping", "udp", "fairness", "delay"]
 E_NOTATION = re.compile(r"\d\.?\d*e[+-]\d\d")
 
 

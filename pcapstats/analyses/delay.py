@@ -1,0 +1,307 @@
+"""The delay model D = a*S + b: latency against message size, fitted from a capture.
+
+Latency samples come from two kinds of traffic, each a **source** of its own rows:
+
+- **ICMP echo sweeps** (ping -s S for several S): each answered echo of a session captured at
+  the requester is one sample, S its ICMP data bytes, D its request -> reply time (see
+  :mod:`pcapstats.analyses.ping`).  Sessions captured at the responder hold only its
+  turnaround and are left out, with a note (there is no round trip in them to model);
+- **request/response exchanges** (a ping-pong program over TCP or UDP: the client sends S
+  bytes and waits for the S-byte answer before sending again): a message is the run of
+  payload one side sends before the other side sends; the client is the side that sends
+  first.  A sample is a client message and the answer after it: S its bytes, D from its first
+  packet to the answer's last.  Exchanges whose answers are not as long as the requests (a
+  bulk transfer, a request/response protocol of other shape) are not ping-pong: left out.
+
+Per size (table ``sizes``): n, mean, median, min and the 10 % trimmed mean (the lowest and
+highest 10 % of samples dropped, at least none) -- the outlier rule: the fit uses the trimmed
+means, so a few samples delayed by a retransmission or a scheduler do not tilt it.
+
+The fit (table ``model``): ordinary least squares of the trimmed means on S, with 95 %
+confidence intervals of a and b (Student's t with sizes - 2 degrees of freedom; none with two
+sizes) and r^2.  ``bandwidth_bps`` = 2 x 8 / a: a round trip carries S bytes twice (request
+and echo), each through the bottleneck once, so a = 2 / (the bottleneck's bytes per second);
+with h store-and-forward links at one rate the slope is h times as steep, and the figure is
+the rate divided by h.  ``b`` is the size-independent part: propagation, processing, the
+headers' serialisation.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..batch import analysis
+from ..capture import Capture
+from ..errors import UsageError
+from ..render import Shown
+from ..results import Result
+from ..schema import Column, TableSpec
+from ..streams import endpoint, own_transport
+from .ping import ping as ping_of
+
+TRIM = 0.10
+_C = Column
+_SOURCE = _C("source", "str", "where the samples come from: 'icmp A → B' or 'tcp|udp stream N'")
+SAMPLES = TableSpec("samples", "one row per latency sample", (
+    _SOURCE,
+    _C("size_bytes", "int64", "message size S: ICMP data, or the request's payload", "bytes"),
+    _C("time_s", "float64", "the request, seconds since the capture's first packet", "s"),
+    _C("latency_ms", "float64", "request -> answer", "ms"),
+))
+SIZES = TableSpec("sizes", "one row per source and message size", (
+    _SOURCE,
+    _C("size_bytes", "int64", "message size S", "bytes"),
+    _C("n", "int64", "samples"),
+    _C("mean_ms", "float64", "mean latency", "ms"),
+    _C("median_ms", "float64", "median latency", "ms"),
+    _C("min_ms", "float64", "smallest latency", "ms"),
+    _C("trimmed_ms", "float64", "mean without the lowest and highest 10 % (what the fit uses)",
+       "ms"),
+))
+MODEL = TableSpec("model", "one row per source: the fit D = a*S + b", (
+    _SOURCE,
+    _C("sizes", "int64", "message sizes fitted"),
+    _C("points", "int64", "samples behind them"),
+    _C("a_ms_per_byte", "float64", "slope a", "ms/byte"),
+    _C("a_low", "float64", "95 % confidence interval of a, low end", "ms/byte", optional=True),
+    _C("a_high", "float64", "95 % confidence interval of a, high end", "ms/byte",
+       optional=True),
+    _C("b_ms", "float64", "intercept b: the size-independent delay", "ms"),
+    _C("b_low", "float64", "95 % confidence interval of b, low end", "ms", optional=True),
+    _C("b_high", "float64", "95 % confidence interval of b, high end", "ms", optional=True),
+    _C("r2", "float64", "coefficient of determination of the fit", optional=True),
+    _C("bandwidth_bps", "float64", "2 x 8 / a: the bottleneck rate the slope implies (one "
+       "bottleneck link, crossed by the request and the echo)", "bit/s", optional=True),
+))
+
+
+class Delay(Result):
+    """The fit per source (``model``), per-size latencies (``sizes``), the samples."""
+    analysis = "delay"
+    specs = (MODEL, SIZES, SAMPLES)
+    series = "samples"
+    draws = True
+    view = {"model": (Shown("source", "source", wrap=True), Shown("sizes", "sizes"),
+                      Shown("samples", "points", minor=True),
+                      Shown("a", "a_ms_per_byte"), Shown("a low", "a_low", minor=True),
+                      Shown("a high", "a_high", minor=True), Shown("b", "b_ms"),
+                      Shown("b low", "b_low", minor=True), Shown("b high", "b_high", minor=True),
+                      Shown("r²", "r2"), Shown("bandwidth", "bandwidth_bps")),
+            "sizes": (Shown("source", "source", wrap=True), Shown("size", "size_bytes"),
+                      Shown("n", "n"), Shown("mean", "mean_ms"), Shown("median", "median_ms"),
+                      Shown("min", "min_ms"), Shown("trimmed", "trimmed_ms"))}
+    legend = {"model": "D = a*S + b fitted to each size's trimmed mean; bandwidth = 2 x 8 / a "
+                       "(request and echo through one bottleneck).  --sizes: per size."}
+
+    def _figure(self, **options):
+        from ..plots.delay import delay_figure  # lazy: matplotlib only when a figure is drawn
+        return delay_figure(self, **options)
+
+
+@analysis()
+def delay(capture: Capture, *, source: str = "auto") -> Delay:
+    """The delay model of a capture's echo sweeps and ping-pong exchanges (``source``:
+    "icmp", "exchanges" or "auto": whichever the capture has)."""
+    if source not in ("auto", "icmp", "exchanges"):
+        raise UsageError(f"unknown source {source!r}", hint="use icmp, exchanges or auto")
+    samples: list[dict] = []
+    notes: list[str] = []
+    if source in ("auto", "icmp"):
+        samples += _icmp_samples(capture, notes, required=source == "icmp")
+    if source in ("auto", "exchanges"):
+        samples += _exchange_samples(capture)
+    if not samples:
+        raise UsageError(f"no latency samples in {capture.path}: no answered ICMP echoes "
+                         "captured at the pinging host and no ping-pong exchange"
+                         + (f" ({notes[0]})" if notes else ""),
+                         hint="capture at the host that sends the requests, with several "
+                              "message sizes")
+    t0 = int(capture.column("frame_time_ns")[0])
+    table = {
+        "source": np.array([s["source"] for s in samples], object),
+        "size_bytes": np.array([s["size"] for s in samples], np.int64),
+        "time_s": (np.array([s["t_ns"] for s in samples], np.int64) - t0) / 1e9,
+        "latency_ms": np.array([s["latency_ns"] for s in samples], np.float64) / 1e6}
+    sizes = _sizes(table)
+    model = _models(sizes, notes)
+    return Delay({"model": model, "sizes": sizes, "samples": table}, capture=capture.path,
+                 notes=notes)
+
+
+def _icmp_samples(cap: Capture, notes: list[str], required: bool) -> list[dict]:
+    try:
+        p = ping_of(cap)
+    except UsageError:
+        if required:
+            raise
+        return []
+    e = p.table("echoes")
+    sides = dict(zip(p.table("sessions")["session"].tolist(), p.table("sessions")["side"]))
+    out = []
+    left_out = sorted({int(k) for k in e["session"] if sides[int(k)] == "responder"})
+    if left_out:
+        notes.append(f"ICMP session(s) {', '.join(map(str, left_out))} captured at the "
+                     "responder: request -> reply there is its turnaround (microseconds), not "
+                     "the delay to model; left out")
+    t_ns = (e["time_s"] * 1e9).round().astype(np.int64) + int(cap.column("frame_time_ns")[0])
+    for k in range(len(e["session"])):
+        if sides[int(e["session"][k])] == "responder" or np.isnan(e["rtt_ms"][k]):
+            continue
+        out.append({"source": f"icmp {e['requester'][k]} → {e['responder'][k]}",
+                    "size": int(e["payload_bytes"][k]), "t_ns": int(t_ns[k]),
+                    "latency_ns": e["rtt_ms"][k] * 1e6})
+    return out
+
+
+def _exchange_samples(cap: Capture) -> list[dict]:
+    """Ping-pong samples of every TCP/UDP stream whose messages alternate with answers of
+    their own size."""
+    out = []
+    for proto in ("tcp", "udp"):
+        rows = np.flatnonzero(own_transport(cap, proto) & (cap.column("payload_len") > 0))
+        if not len(rows):
+            continue
+        streams = cap.column(f"{proto}_stream")[rows]
+        for stream in np.unique(streams):
+            mine = rows[streams == stream]
+            out += _pingpong(cap, proto, int(stream), mine)
+    return out
+
+
+def _pingpong(cap: Capture, proto: str, stream: int, rows: np.ndarray) -> list[dict]:
+    if proto == "tcp":   # a re-sent segment is not new payload: it must not start a message
+        rows = _first_sends(cap, rows)
+    d = cap.column("direction")[rows].astype(np.int64)
+    size = cap.column("payload_len")[rows].astype(np.int64)
+    t = cap.column("frame_time_ns")[rows].astype(np.int64)
+    starts = np.flatnonzero(np.r_[True, d[1:] != d[:-1]])
+    if len(starts) < 4:                       # two exchanges at least
+        return []
+    ends = np.r_[starts[1:], len(rows)]
+    msg_dir = d[starts]
+    msg_size = np.add.reduceat(size, starts)
+    client = msg_dir[0]
+    req = np.flatnonzero(msg_dir[:-1] == client)           # each request and the answer after
+    answered = req[msg_size[req + 1] == msg_size[req]]
+    if len(answered) < max(2, len(req) // 2):              # not ping-pong: answers differ
+        return []
+    first = rows[starts[0]]
+    src = cap.addresses[cap.column("ip_src")[first]]
+    dst = cap.addresses[cap.column("ip_dst")[first]]
+    name = (f"{proto} stream {stream} {endpoint(src, cap.column(f'{proto}_srcport')[first])} → "
+            f"{endpoint(dst, cap.column(f'{proto}_dstport')[first])}")
+    return [{"source": name, "size": int(msg_size[k]), "t_ns": int(t[starts[k]]),
+             "latency_ns": float(t[ends[k + 1] - 1] - t[starts[k]])} for k in answered]
+
+
+def _first_sends(cap: Capture, rows: np.ndarray) -> np.ndarray:
+    """TCP rows whose payload reaches past everything their direction sent before."""
+    raw = cap.column("tcp_seq_raw").astype(np.int64)[rows]
+    size = cap.column("payload_len").astype(np.int64)[rows]
+    d = cap.column("direction")[rows]
+    keep = np.ones(len(rows), bool)
+    for side in (0, 1):
+        mine = np.flatnonzero(d == side)
+        if len(mine) > 1:
+            step = np.diff(raw[mine])          # unwrap the 32-bit numbers, in capture order
+            wraps = np.r_[0, np.cumsum((step < -2**31).astype(np.int64)
+                                       - (step > 2**31).astype(np.int64))]
+            end = raw[mine] + wraps * 2**32 + size[mine]
+            reach = np.maximum.accumulate(end)
+            keep[mine[1:]] = end[1:] > reach[:-1]
+    return rows[keep]
+
+
+def _sizes(samples: dict) -> dict:
+    rows: dict[str, list] = {c.name: [] for c in SIZES.columns}
+    keys = list(dict.fromkeys(zip(samples["source"].tolist(), samples["size_bytes"].tolist())))
+    for source, size in sorted(keys, key=lambda k: (k[0], k[1])):
+        mine = (samples["source"] == source) & (samples["size_bytes"] == size)
+        x = np.sort(samples["latency_ms"][mine])
+        cut = int(TRIM * len(x))
+        rows["source"].append(source)
+        rows["size_bytes"].append(size)
+        rows["n"].append(len(x))
+        rows["mean_ms"].append(float(x.mean()))
+        rows["median_ms"].append(float(np.median(x)))
+        rows["min_ms"].append(float(x[0]))
+        rows["trimmed_ms"].append(float(x[cut:len(x) - cut].mean()))
+    return {c.name: np.asarray(rows[c.name], dtype=object if c.dtype == "str" else None)
+            for c in SIZES.columns}
+
+
+def _models(sizes: dict, notes: list[str]) -> dict:
+    rows: dict[str, list] = {c.name: [] for c in MODEL.columns}
+    for source in dict.fromkeys(sizes["source"].tolist()):
+        mine = sizes["source"] == source
+        s = sizes["size_bytes"][mine].astype(np.float64)
+        y = sizes["trimmed_ms"][mine].astype(np.float64)
+        if len(s) < 2:
+            notes.append(f"{source}: one message size only; a slope needs two or more")
+            continue
+        fit = ols(s, y)
+        rows["source"].append(source)
+        rows["sizes"].append(len(s))
+        rows["points"].append(int(sizes["n"][mine].sum()))
+        for name in ("a_ms_per_byte", "a_low", "a_high", "b_ms", "b_low", "b_high", "r2"):
+            rows[name].append(fit[name])
+        a = fit["a_ms_per_byte"]
+        rows["bandwidth_bps"].append(2 * 8 / (a / 1e3) if a > 0 else np.nan)
+        if not a > 0:
+            notes.append(f"{source}: latency does not grow with size (slope {a:.3g} ms/byte): "
+                         "no bandwidth to infer (a path without serialisation delay, or "
+                         "sizes too close together)")
+    return {c.name: np.asarray(rows[c.name], dtype=object if c.dtype == "str" else
+                               float if c.dtype == "float64" else np.int64)
+            for c in MODEL.columns}
+
+
+def ols(x: np.ndarray, y: np.ndarray) -> dict:
+    """Least squares y = a*x + b, with 95 % confidence intervals (Student's t) and r^2."""
+    n = len(x)
+    xm, ym = x.mean(), y.mean()
+    sxx = ((x - xm) ** 2).sum()
+    a = float(((x - xm) * (y - ym)).sum() / sxx) if sxx > 0 else float("nan")
+    b = float(ym - a * xm)
+    residual = y - (a * x + b)
+    sst = ((y - ym) ** 2).sum()
+    out = {"a_ms_per_byte": a, "b_ms": b,
+           "r2": float(1 - (residual ** 2).sum() / sst) if sst > 0 else float("nan")}
+    if n > 2 and sxx > 0:
+        s2 = (residual ** 2).sum() / (n - 2)
+        t = t_quantile(0.975, n - 2)
+        da = t * math.sqrt(s2 / sxx)
+        db = t * math.sqrt(s2 * (1 / n + xm ** 2 / sxx))
+        out.update(a_low=a - da, a_high=a + da, b_low=b - db, b_high=b + db)
+    else:
+        out.update(a_low=np.nan, a_high=np.nan, b_low=np.nan, b_high=np.nan)
+    return out
+
+
+def t_quantile(p: float, df: int) -> float:
+    """Student's t quantile: exact for 1 and 2 degrees of freedom, a Cornish-Fisher expansion
+    of the normal quantile above (within 0.2 % from 3 on)."""
+    if df == 1:
+        return math.tan(math.pi * (p - 0.5))
+    if df == 2:
+        return (2 * p - 1) * math.sqrt(2 / (4 * p * (1 - p)))
+    z = _normal_quantile(p)
+    v = float(df)
+    return (z + (z ** 3 + z) / (4 * v) + (5 * z ** 5 + 16 * z ** 3 + 3 * z) / (96 * v ** 2)
+            + (3 * z ** 7 + 19 * z ** 5 + 17 * z ** 3 - 15 * z) / (384 * v ** 3)
+            + (79 * z ** 9 + 776 * z ** 7 + 1482 * z ** 5 - 1920 * z ** 3 - 945 * z)
+            / (92160 * v ** 4))
+
+
+def _normal_quantile(p: float) -> float:
+    """The standard normal quantile by bisection on erf (exact to 1e-12)."""
+    lo, hi = -10.0, 10.0
+    for _ in range(100):
+        mid = (lo + hi) / 2
+        if 0.5 * (1 + math.erf(mid / math.sqrt(2))) < p:
+            lo = mid
+        else:
+            hi = mid
+    return (lo + hi) / 2

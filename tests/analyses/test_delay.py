@@ -1,0 +1,159 @@
+"""pcapstats delay: the model D = a*S + b from hand-built sweeps whose a and b are known, from
+a ping-pong exchange over TCP and UDP, and the statistics against numpy's own."""
+import numpy as np
+import pytest
+from tests.helpers import craft as c
+from tests.helpers.paths import CAPTURES
+
+import pcapstats as ps
+from pcapstats.analyses.delay import ols, t_quantile
+from pcapstats.errors import UsageError
+
+T0 = 1_700_000_000 * 10**9
+ME, PEER = "192.0.2.1", "198.51.100.2"
+RATE_BPS = 10e6                 # the bottleneck the built sweep "crosses" twice
+B_MS = 20.0
+SIZES = (56, 200, 500, 1000, 1400)
+
+
+def _latency_ms(size: int) -> float:
+    return 2 * size * 8 / RATE_BPS * 1e3 + B_MS
+
+
+def _write(tmp_path, records, name):
+    path = tmp_path / name
+    records = sorted(records, key=lambda r: r[0])
+    path.write_bytes(c.pcap([c.Record(c.raw(f), t) for t, f in records], c.LT_RAW,
+                            nano=True).data)
+    return path
+
+
+def test_icmp_sweep_gives_the_slope_and_intercept_it_was_built_with(tmp_path):
+    rng = np.random.default_rng(1)
+    records, t = [], T0
+    for ident, size in enumerate(SIZES):
+        for seq in range(20):
+            noise = rng.uniform(0, 0.05)                 # a little queueing, never negative
+            if seq == 7:
+                noise += 30                                # one outlier: trimmed away
+            rtt_ns = int((_latency_ms(size) + noise) * 1e6)
+            body = b"s" * size
+            records.append((t, c.ipv4(c.icmp(4, 8, ident=ident, seq=seq, body=body), ME, PEER)))
+            records.append((t + rtt_ns, c.ipv4(c.icmp(4, 0, ident=ident, seq=seq, body=body),
+                                               PEER, ME, ttl=62)))
+            t += 100_000_000
+    result = ps.delay(_write(tmp_path, records, "sweep.pcap"))
+    model = result.to_pandas("model").iloc[0]
+    assert model.sizes == len(SIZES) and model.points == 100
+    assert model.bandwidth_bps == pytest.approx(RATE_BPS, rel=0.01)
+    assert model.b_ms == pytest.approx(B_MS + 0.025, abs=0.03)
+    assert model.a_low <= model.a_ms_per_byte <= model.a_high
+    assert model.r2 > 0.999
+    sizes = result.to_pandas("sizes")
+    assert sizes["n"].tolist() == [20] * len(SIZES)
+    assert (sizes["mean_ms"] - sizes["trimmed_ms"]).min() > 1.0      # the outlier lifts the mean
+
+
+def _pingpong_tcp(sizes, rtt_ms, mss=1448):
+    """A TCP client sending each size (in MSS segments) and the server echoing it."""
+    cli, srv = (ME, 40000), (PEER, 7)
+    seq = {0: 1000, 1: 5000}
+    out, t = [], T0
+    for size in sizes:
+        for who, (a, b) in ((0, (cli, srv)), (1, (srv, cli))):
+            left = size
+            while left:
+                n = min(mss, left)
+                seg = c.tcp(a[1], b[1], seq=seq[who], ack=seq[1 - who], flags=c.ACK | c.PSH,
+                            payload=b"e" * n)
+                out.append((t, c.ipv4(seg, a[0], b[0])))
+                seq[who] += n
+                left -= n
+                t += 100_000
+            if who == 0:
+                t += int(rtt_ms(size) * 1e6)
+        t += 5_000_000
+    return out
+
+
+def test_tcp_ping_pong_exchange(tmp_path):
+    sizes = [s for s in (100, 1000, 4000, 16000) for _ in range(5)]
+    records = _pingpong_tcp(sizes, lambda s: 2 * s * 8 / RATE_BPS * 1e3 + B_MS)
+    model = ps.delay(_write(tmp_path, records, "pingpong.pcap")).to_pandas("model").iloc[0]
+    assert model.source.startswith("tcp stream 0 192.0.2.1:40000")
+    assert model.sizes == 4 and model.points == 20
+    # latency runs from the request's first segment to the answer's last: each message's
+    # segments add 0.1 ms apiece, a known part of the slope
+    assert model.r2 > 0.99 and model.b_ms == pytest.approx(B_MS, abs=0.5)
+
+
+def test_bulk_transfer_is_not_a_ping_pong(tmp_path):
+    with pytest.raises(UsageError, match="no latency samples"):
+        ps.delay(CAPTURES / "sp-reno-loss1pct.pcap")
+
+
+def test_responder_side_sweep_is_refused_with_the_reason():
+    with pytest.raises(UsageError, match="captured at the responder"):
+        ps.delay(CAPTURES / "ping-sweep.pcap")
+
+
+def test_least_squares_and_t_quantiles_against_independent_values():
+    rng = np.random.default_rng(5)
+    x = np.array([56, 200, 500, 1000, 1400], float)
+    y = 0.0016 * x + 20 + rng.normal(0, 0.02, len(x))
+    fit = ols(x, y)
+    a, b = np.polyfit(x, y, 1)
+    assert fit["a_ms_per_byte"] == pytest.approx(a) and fit["b_ms"] == pytest.approx(b)
+    r = np.corrcoef(x, y)[0, 1]
+    assert fit["r2"] == pytest.approx(r * r)
+    # Student's t 97.5 % quantiles from printed tables
+    for df, t in ((1, 12.706), (2, 4.303), (3, 3.182), (5, 2.571), (10, 2.228), (30, 2.042)):
+        assert t_quantile(0.975, df) == pytest.approx(t, rel=2e-3)
+
+
+def test_udp_ping_pong_exchange(tmp_path):
+    records, t = [], T0
+    for size in [s for s in (64, 512, 1024, 1400) for _ in range(6)]:
+        records.append((t, c.ipv4(c.udp(50000, 9000, b"q" * size), ME, PEER)))
+        t += int(_latency_ms(size) * 1e6)
+        records.append((t, c.ipv4(c.udp(9000, 50000, b"q" * size), PEER, ME, ttl=62)))
+        t += 3_000_000
+    model = ps.delay(_write(tmp_path, records, "udp.pcap")).to_pandas("model").iloc[0]
+    assert model.source.startswith("udp stream 0")
+    assert model.bandwidth_bps == pytest.approx(RATE_BPS, rel=1e-6)
+    assert model.b_ms == pytest.approx(B_MS, abs=1e-6)
+
+
+@pytest.fixture(scope="module")
+def sweeps():
+    """Ping sweeps captured at the pinging host through a serialising link: 10 Mbit/s with
+    2 x 5 ms, and 50 Mbit/s with 2 x 20 ms (sizes past the MTU go in IP fragments)."""
+    import tempfile
+    from pathlib import Path
+    from tests.conftest import require_netns
+    require_netns()
+    from pcapstats.lab import Scenario, load_sidecar, run
+    with tempfile.TemporaryDirectory(prefix="pcapstats-delay-") as tmp:
+        out = []
+        for rate, delay, sizes in (("10mbit", "5ms", [56, 500, 1000, 1400, 4000, 8000]),
+                                   ("50mbit", "20ms", [56, 1000, 2000, 4000, 8000, 16000])):
+            path = Path(tmp) / f"sweep-{rate}.pcap"
+            run(Scenario(tool="ping", rate=rate, delay=delay, serialize=True, ping_count=15,
+                         ping_interval_s=0.05, ping_sizes=sizes, capture="sender"), path)
+            out.append((load_sidecar(path.with_suffix(".json")), path))
+        yield out
+
+
+@pytest.mark.netns
+def test_lab_sweeps_give_the_link_rate_and_the_base_delay(sweeps):
+    for doc, path in sweeps:
+        model = ps.delay(path).to_pandas("model").iloc[0]
+        rate = doc["impairment"]["asked"]["rate_bps"]
+        assert model.bandwidth_bps == pytest.approx(rate, rel=0.10), (model, rate)
+        # b against ping's own median RTT of the smallest size before the run, less that
+        # size's serialisation by the fitted slope (the lab's own passes included in both)
+        smallest = min(doc["scenario"]["ping_sizes"])
+        base = doc["rtt"]["median_ms"] - model.a_ms_per_byte * smallest
+        assert abs(model.b_ms - base) <= 0.5, (model.b_ms, base)
+        assert doc["impairment"]["mechanisms"]["serialisation"] in ("netem",
+                                                                    "nfqueue-delayline")
