@@ -51,19 +51,23 @@ FIELDS: tuple[tuple[str, str], ...] = (
     ("started_ns / finished_ns", "Realtime ns when the run began (before the topology) and "
      "when it ended (after the captures stopped)."),
     ("scenario", "Everything asked, as given to pcapstats.lab.Scenario: tool, loss, delay, "
-     "jitter, rate, queue, serialize, cc, duration_s or bytes, parallel, pairs, udp_rate, ping_count, "
-     "ping_interval_s, ping_sizes, ping_during, sndbuf, rcvbuf, window_scaling, capture, "
-     "snaplen, format, "
+     "jitter, rate, queue (each one value, or one per router with hops > 1), serialize, hops, "
+     "cc, duration_s or bytes, parallel, pairs, udp_rate, ping_count, ping_interval_s, "
+     "ping_sizes, ping_during, sndbuf, rcvbuf, window_scaling, capture, snaplen, format, "
      "trial, seed (see `pcapstats lab run --help`)."),
     ("tools", "Versions: kernel (uname -r), python, pcapstats, iperf3 (-v), tcpdump and libpcap "
      "(--version), ping (-V), tc (-V), iptables (--version); null for a tool not installed."),
-    ("topology.name", "sender_router_receiver (one pair) or dumbbell (pairs > 1)."),
+    ("topology.name", "sender_router_receiver (one pair), dumbbell (pairs > 1) or chain "
+     "(hops > 1: sender - router1 - ... - routerK - receiver)."),
     ("topology.pairs[]", "Per host pair: sender and receiver host names and their IPv4 "
      "addresses (sender_ip, receiver_ip), and the cc its flows asked for."),
     ("topology.bottleneck", "Where the impairment sits: host and interface (the router's "
-     "egress toward the receivers)."),
+     "egress toward the receivers; a chain's first router)."),
+    ("topology.bottlenecks", "A chain only: every router's impaired link, the sender's side "
+     "first."),
     ("topology.window_scaling", "net.ipv4.tcp_window_scaling set in every sender and receiver "
      "namespace (true/false)."),
+    ("impairment", "The impairment of the (first) router, in the four fields below."),
     ("impairment.asked", "The impairment as parsed: loss (fraction 0..1), delay_ms and "
      "jitter_ms (one way, each direction), rate_bps, serialize (each packet also waits "
      "size/rate, both ways), queue (bytes or packets as given)."),
@@ -74,8 +78,12 @@ FIELDS: tuple[tuple[str, str], ...] = (
     ("impairment.counters", "The mechanisms' own counters read after the traffic and before "
      "removal: packets seen/dropped by the loss rule, qdisc drops/overlimits/backlog, delay "
      "line packets and drops."),
+    ("hops", "A chain only (null otherwise): one entry per router, the sender's side first: "
+     "router, and asked, mechanisms, settings, counters as in impairment.  Link k leaves "
+     "router k toward the receiver; the sender's own link is not impaired."),
     ("rtt", "The RTT measured with ping before the transfer: from, to, count, interval_s, "
-     "samples_ms (one a reply), median_ms, and asked_ms (2 x delay, null without delay)."),
+     "samples_ms (one a reply), median_ms, and asked_ms (2 x delay, over a chain 2 x the sum "
+     "of the routers' delays; null without delay)."),
     ("captures[].file", "Capture file name, relative to the sidecar's directory."),
     ("captures[].side", "sender | receiver | router: the sender's own interface (sees every "
      "transmission, before the loss), the receiver's (after the bottleneck), or the router's "
@@ -110,10 +118,11 @@ FIELDS: tuple[tuple[str, str], ...] = (
      "and raw (the tool's own output: iperf3 -J of client and server, simpleperf --report "
      "files without the TCP_INFO series, ping replies, file transfer reports)."),
     ("measured", "Asked vs measured at a glance: rtt_asked_ms, rtt_ms (the pre-transfer "
-     "median), rate_asked_bps, throughput_bps (every flow's received bytes over the span from "
-     "the first start to the last end; iperf3: its reports' rates added), loss_asked, "
-     "loss_measured (the loss rule's drops / packets it was offered, data direction; null "
-     "under netem), retransmitted_segments (sum of the senders' final TCP_INFO "
+     "median), rate_asked_bps (a chain: the slowest router's), throughput_bps (every flow's "
+     "received bytes over the span from the first start to the last end; iperf3: its "
+     "reports' rates added), loss_asked, loss_measured (the loss rule's drops / packets it "
+     "was offered, data direction; over a chain, 1 - the product of what each router kept; "
+     "null under netem), retransmitted_segments (sum of the senders' final TCP_INFO "
      "total_retrans, simpleperf only)."),
 )
 

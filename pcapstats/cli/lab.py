@@ -65,6 +65,10 @@ def run_cmd(
     rate: Optional[str] = typer.Option(None, "--rate", help="Bottleneck rate, e.g. 30mbit."),
     queue: Optional[str] = typer.Option(None, "--queue", help="Bottleneck queue (bytes, or "
                                         "packets as e.g. 100p)."),
+    hops: int = typer.Option(1, "--hops", help="Routers on the path (a chain, one pair). "
+                             "--loss, --delay, --jitter, --rate and --queue then take one "
+                             "value for all or a comma list, one per router (0 for none), "
+                             "each on its link toward the receiver."),
     serialize: bool = typer.Option(False, "--serialize", help="Each packet also waits its "
                                    "size at --rate, both ways, as on a real link (netem's "
                                    "rate): latency grows with size, for the delay model."),
@@ -102,8 +106,13 @@ def run_cmd(
 
     Topology, impairment, RTT check, tcpdump, traffic, sidecar.
 
-    Example: pcapstats lab run --loss 10% --delay 20ms --rate 30mbit --cc reno -t 10
-    -o runs/reno10.pcap
+    \b
+    Examples:
+      pcapstats lab run --loss 10% --delay 20ms --rate 30mbit --cc reno -t 10 \\
+          -o runs/reno10.pcap
+      pcapstats lab run --tool ping --delay 10ms --rate 10mbit --serialize \\
+          --ping-sizes 56,500,1000,1400 -o runs/sweep.pcap
+      pcapstats lab run --tool ping --hops 3 --delay 2ms,5ms,10ms -o runs/chain.pcap
     """
     from ..lab.run import Scenario, run  # lazy: the lab costs 0.04 s of every command's start-up
     cc_list = _list(cc)
@@ -113,7 +122,7 @@ def run_cmd(
     for trial in range(1, trials + 1):
         scenario = Scenario(
             tool=tool.value, loss=loss, delay=delay, jitter=jitter, rate=rate, queue=queue,
-            serialize=serialize,
+            serialize=serialize, hops=hops,
             cc=cc_list if len(cc_list) > 1 else (cc_list[0] if cc_list else None),
             duration_s=duration, bytes=nbytes, parallel=parallel, pairs=pairs,
             udp_rate=udp_rate, ping_count=ping_count, ping_interval_s=ping_interval,
@@ -145,7 +154,7 @@ def _interrupted(e: KeyboardInterrupt, path: Path):
 
 # Scenario field -> `lab run` option (the inverse of run_cmd's mapping; tested to round-trip).
 _OPTION = {"tool": "--tool", "loss": "--loss", "delay": "--delay", "jitter": "--jitter",
-           "rate": "--rate", "queue": "--queue", "serialize": "--serialize", "cc": "--cc",
+           "rate": "--rate", "queue": "--queue", "serialize": "--serialize", "hops": "--hops", "cc": "--cc",
            "duration_s": "-t",
            "bytes": "-n", "parallel": "-P", "pairs": "--pairs", "udp_rate": "-b",
            "ping_count": "--ping-count", "ping_interval_s": "--ping-interval",

@@ -1,7 +1,8 @@
 """One lab run: a :class:`Scenario` in, capture(s) and a sidecar out, the host left as it was.
 
-:func:`run` builds the topology (sender - router - receiver, or a dumbbell of N pairs sharing
-the router's bottleneck), applies the impairment on the bottleneck, measures the RTT with ping,
+:func:`run` builds the topology (sender - router - receiver, a dumbbell of N pairs sharing
+the router's bottleneck, or a chain of K routers), applies the impairment on the bottleneck
+(on each router's link toward the receiver, in a chain), measures the RTT with ping,
 starts tcpdump, runs the traffic, stops the capture (flushed: tcpdump's own report is awaited),
 reads the impairment's counters, tears the lab down and writes capture(s) + sidecar (see
 :mod:`pcapstats.lab.sidecar` for the names and every field).
@@ -37,6 +38,7 @@ from pcapstats.tools.tcpinfo import available_congestion_controls
 
 CLIENT_START_S = 1.0  # pairs' clients start together this long after the last server is up
 TOOLS = ("simpleperf", "iperf3", "iperf3-udp", "ping", "tcp-file", "udp-file")
+PER_HOP = ("loss", "delay", "jitter", "rate", "queue")  # a comma list gives one per router
 CAPTURE_SIDES = ("sender", "receiver", "both", "router")
 FORMATS = ("pcap", "pcapng")
 
@@ -49,7 +51,10 @@ class Scenario:
     2 x delay).  ``cc`` is one name for every flow, or a list with one name per host pair.
     ``duration_s`` (-t) or ``bytes`` (-n, e.g. "10MB") bounds a transfer; ``bytes`` wins.
     ``ping_during`` pings (ping_count, ping_interval_s, first of ping_sizes) from the first
-    sender to its receiver while the transfer runs: the RTT under load.
+    sender to its receiver while the transfer runs: the RTT under load.  ``hops`` > 1 makes
+    the path a chain of that many routers (one pair); ``loss``, ``delay``, ``jitter``,
+    ``rate`` and ``queue`` then take one value for every router or a comma list (or list)
+    with one per router, each on its link toward the receiver.
     """
     tool: str = "simpleperf"
     loss: str | float | None = None
@@ -58,6 +63,7 @@ class Scenario:
     rate: str | None = None
     queue: str | int | None = None
     serialize: bool = False
+    hops: int = 1
     cc: str | list[str] | None = None
     duration_s: float = 10.0
     bytes: str | int | None = None
@@ -93,6 +99,10 @@ class Scenario:
             bad(f"unknown capture format {self.format!r}", "use pcap or pcapng")
         if not 1 <= int(self.pairs) <= 8:
             bad(f"pairs must be 1..8, not {self.pairs}")
+        if not 1 <= int(self.hops) <= topologies.MAX_ROUTERS:
+            bad(f"hops must be 1..{topologies.MAX_ROUTERS} routers, not {self.hops}")
+        if self.hops > 1 and self.pairs > 1:
+            bad("a chain of routers (--hops) carries one pair", "give --pairs 1 or --hops 1")
         if not 1 <= int(self.parallel) <= (5 if self.tool == "simpleperf" else 128):
             bad(f"parallel (-P) must be 1..5 for simpleperf, 1..128 for iperf3, "
                 f"not {self.parallel}")
@@ -115,16 +125,31 @@ class Scenario:
         if available and wanted - set(available):
             bad(f"congestion control {', '.join(sorted(wanted - set(available)))} is not "
                 f"available here", f"available: {' '.join(available)}")
-        self.impairment()  # parses loss, delay, jitter, rate, queue or says which is wrong
+        self.impairments()  # parses loss, delay, jitter, rate, queue or says which is wrong
         self.transfer_bytes()
         self.udp_rate_bps()
 
-    def impairment(self):
-        def text(value):
-            return None if value in (None, "") else str(value)
-        return impair.Impairment.from_text(loss=text(self.loss), delay=text(self.delay),
-                                           jitter=text(self.jitter), rate=text(self.rate),
-                                           queue=text(self.queue), serialize=self.serialize)
+    def impairments(self) -> list:
+        """One Impairment per router on the path (router 1, the sender's side, first)."""
+        values = {name: self._per_hop(name) for name in PER_HOP}
+        return [impair.Impairment.from_text(**{n: v[k] for n, v in values.items()},
+                                            serialize=self.serialize)
+                for k in range(self.hops)]
+
+    def _per_hop(self, name: str) -> list[str | None]:
+        """A per-hop option as one text per router: one value for all, or one each."""
+        value = getattr(self, name)
+        if value in (None, ""):
+            return [None] * self.hops
+        parts = value if isinstance(value, list) else str(value).split(",")
+        parts = [None if str(p).strip() in ("", "0") and name != "loss" else str(p).strip()
+                 for p in parts]
+        if len(parts) == 1:
+            return parts * self.hops
+        if len(parts) != self.hops:
+            raise UsageError(f"{len(parts)} values of {name} for {self.hops} router(s)",
+                             hint="give one for every router, or one each (a comma list)")
+        return parts
 
     def transfer_bytes(self) -> int | None:
         if self.bytes in (None, "", 0):
@@ -240,10 +265,11 @@ class _Run:
         self.doc = {"schema": sidecar.SCHEMA, "status": None, "error": None, "command": command,
                     "started_ns": time.time_ns(), "finished_ns": None,
                     "scenario": scenario.to_dict(), "tools": traffic.tool_versions(),
-                    "topology": None, "impairment": None, "rtt": None, "captures": [],
+                    "topology": None, "impairment": None, "hops": None, "rtt": None,
+                    "captures": [],
                     "flows": [], "reports": [], "measured": None}
         self.captures: list[tuple[dict, object, Path]] = []  # (sidecar entry, tcpdump, partial)
-        self.applied = None
+        self.applied: list[impair.Applied] = []   # one per router, the sender's side first
 
     def go(self) -> dict:
         failure: BaseException | None = None
@@ -281,19 +307,27 @@ class _Run:
     # -- the steps ----------------------------------------------------------------------------
     def _build(self) -> Lab:
         s = self.scenario
-        lab = topologies.sender_router_receiver() if s.pairs == 1 else topologies.dumbbell(pairs=s.pairs)
+        if s.hops > 1:
+            name, lab = "chain", topologies.chain(routers=s.hops)
+        elif s.pairs > 1:
+            name, lab = "dumbbell", topologies.dumbbell(pairs=s.pairs)
+        else:
+            name, lab = "sender_router_receiver", topologies.sender_router_receiver()
         try:
             pairs = lab.pairs
             for k, (snd, rcv) in enumerate(pairs):
                 for host in (snd, rcv):
                     lab.sysctl(host, "net.ipv4.tcp_window_scaling", int(bool(s.window_scaling)))
             self.doc["topology"] = {
-                "name": "sender_router_receiver" if s.pairs == 1 else "dumbbell",
+                "name": name,
                 "pairs": [{"sender": snd, "receiver": rcv, "sender_ip": lab.address(snd),
                            "receiver_ip": lab.address(rcv), "cc": s.cc_of_pair(k)}
                           for k, (snd, rcv) in enumerate(pairs)],
                 "bottleneck": dataclasses.asdict(lab.bottleneck),
                 "window_scaling": bool(s.window_scaling)}
+            if s.hops > 1:
+                self.doc["topology"]["bottlenecks"] = [dataclasses.asdict(b)
+                                                       for b in lab.bottlenecks]
         except BaseException:
             lab.close()
             raise
@@ -301,19 +335,27 @@ class _Run:
         return lab
 
     def _impair(self, lab: Lab) -> None:
-        wanted = self.scenario.impairment()
+        """Each router's impairment on its link toward the receiver; the sidecar's
+        ``impairment`` is the first router's, ``hops`` lists every router's on a chain."""
         self.say("applying the impairment")
-        self.applied = impair.apply(lab, lab.bottleneck, wanted)
-        applied = self.applied.as_dict()
-        self.doc["impairment"] = {"asked": {**applied["impairment"],
-                                            "queue_limit_bytes": wanted.queue_limit_bytes},
-                                  "mechanisms": applied["mechanisms"],
-                                  "settings": applied["settings"], "counters": None}
+        entries = []
+        for bottleneck, wanted in zip(lab.bottlenecks, self.scenario.impairments()):
+            applied = impair.apply(lab, bottleneck, wanted)
+            self.applied.append(applied)
+            described = applied.as_dict()
+            entries.append({"router": bottleneck.router,
+                            "asked": {**described["impairment"],
+                                      "queue_limit_bytes": wanted.queue_limit_bytes},
+                            "mechanisms": described["mechanisms"],
+                            "settings": described["settings"], "counters": None})
+        self.doc["impairment"] = {k: v for k, v in entries[0].items() if k != "router"}
+        if len(entries) > 1:
+            self.doc["hops"] = entries
 
     def _measure_rtt(self, lab: Lab) -> None:
         snd, rcv = self.pairs[0]
         rtt = traffic.measure_rtt_ms(lab, snd, rcv)
-        delay_s = self.doc["impairment"]["asked"]["delay_s"]
+        delay_s = sum(i.delay_s for i in self.scenario.impairments())
         rtt["asked_ms"] = 2e3 * delay_s if delay_s else None
         self.doc["rtt"] = rtt
 
@@ -400,13 +442,17 @@ class _Run:
                              "packets dropped by kernel")
         if drops:
             self._fail("; ".join(drops))
-        if self.applied is not None:
+        for k, applied in enumerate(self.applied):
             try:  # a delay line that died or overflowed makes the capture wrong: say so
-                self.applied.check()
+                applied.check()
             except LabError as e:
                 self._fail(str(e))
             # remove() reads the rules' counts, then stops the delay lines for their final ones
-            self.doc["impairment"]["counters"] = self.applied.remove().as_dict()
+            counters = applied.remove().as_dict()
+            if k == 0:
+                self.doc["impairment"]["counters"] = counters
+            if self.doc["hops"]:
+                self.doc["hops"][k]["counters"] = counters
         self.doc["finished_ns"] = time.time_ns()
         self._stream_ids()
         self.doc["measured"] = _measured(self.doc)
@@ -477,23 +523,38 @@ def _total_throughput_bps(doc: dict) -> float | None:
 
 
 def _measured(doc: dict) -> dict:
-    """Asked vs measured at a glance (see sidecar.FIELDS "measured")."""
-    asked = (doc.get("impairment") or {}).get("asked") or {}
-    counters = (doc.get("impairment") or {}).get("counters") or {}
+    """Asked vs measured at a glance (see sidecar.FIELDS "measured"); over a chain, the path's:
+    the slowest rate, the loss of all routers' rules together."""
+    links = doc.get("hops") or ([doc["impairment"]] if doc.get("impairment") else [])
     throughput = _total_throughput_bps(doc)
     retrans = [f["tcp_info"]["total_retrans"][-1] for f in doc["flows"]
                if f.get("tcp_info") and f["tcp_info"].get("total_retrans")]
-    data_path = (counters.get("loss") or {}).get("data") or {}
-    seen, dropped = data_path.get("offered_packets"), data_path.get("dropped_packets")
+    rates = [link["asked"]["rate_bps"] for link in links if link["asked"].get("rate_bps")]
+    asked = [link["asked"].get("loss") or 0.0 for link in links]
+    measured = []
+    for link in links:
+        data_path = (((link.get("counters") or {}).get("loss") or {}).get("data") or {})
+        seen, dropped = data_path.get("offered_packets"), data_path.get("dropped_packets")
+        measured.append(dropped / seen if seen else None)
     return {
         "rtt_asked_ms": (doc.get("rtt") or {}).get("asked_ms"),
         "rtt_ms": (doc.get("rtt") or {}).get("median_ms"),
-        "rate_asked_bps": asked.get("rate_bps"),
+        "rate_asked_bps": min(rates) if rates else None,
         "throughput_bps": throughput,
-        "loss_asked": asked.get("loss"),
-        "loss_measured": dropped / seen if seen else None,
+        "loss_asked": _path_loss(asked),
+        "loss_measured": _path_loss(measured),
         "retransmitted_segments": sum(retrans) if retrans else None,
     }
+
+
+def _path_loss(per_link: list[float | None]) -> float | None:
+    """The share lost over links in series: 1 - the product of what each keeps (None if a
+    link's is unknown)."""
+    if not per_link or None in per_link:
+        return None
+    if len(per_link) == 1:
+        return per_link[0]
+    return 1 - math.prod(1 - f for f in per_link)
 
 
 # -- what the host can do ---------------------------------------------------------------------

@@ -12,6 +12,8 @@ import math
 
 import pytest
 
+import pcapstats as ps
+from pcapstats.errors import UsageError
 from pcapstats.lab import Scenario, load_sidecar, run, run_matrix
 from pcapstats.sidecar import sidecar_path
 from tests.helpers.tshark_ref import tshark, tshark_fields
@@ -149,6 +151,38 @@ def test_ping_sweep_rtt_is_twice_the_asked_delay(tmp_path):
     # each echo request of the sweep reached the receiver's wire (the RTT check's pings came
     # before the capture started)
     assert _frames(out, "icmp.type==8") == sum(r["summary"]["transmitted"] for r in runs)
+
+
+def test_chain_path_latency_is_the_sum_of_its_links(tmp_path):
+    """--hops 3 with a delay per router: ping's RTT over the chain is twice the asked sum, and
+    the sum of the RTTs ping measures over each link alone (one-router runs), less what the
+    extra passes through the lab's own hops add; the capture holds the same echoes."""
+    delays_ms = (2, 5, 10)
+    chain = run(Scenario(tool="ping", hops=3, delay=",".join(f"{d}ms" for d in delays_ms),
+                         rate="0,10mbit,0", ping_count=5, ping_interval_s=0.05),
+                tmp_path / "chain.pcap")
+    assert chain["topology"]["name"] == "chain"
+    assert [h["router"] for h in chain["hops"]] == ["router1", "router2", "router3"]
+    assert [h["asked"]["delay_s"] * 1e3 for h in chain["hops"]] == pytest.approx(delays_ms)
+    assert "rate" in chain["hops"][1]["mechanisms"] and "rate" not in chain["hops"][0]["mechanisms"]
+    assert chain["measured"]["rate_asked_bps"] == 10e6
+    path_ms = chain["reports"][0]["summary"]["median_ms"][0]
+    assert rtt_as_asked(path_ms, 2 * sum(delays_ms)), path_ms
+    links_ms = [run(Scenario(tool="ping", delay=f"{d}ms", ping_count=5, ping_interval_s=0.05),
+                    tmp_path / f"link{d}.pcap")["reports"][0]["summary"]["median_ms"][0]
+                for d in delays_ms]
+    # each one-router run also crosses an unimpaired hop or two (about 0.05 ms each way)
+    assert abs(path_ms - sum(links_ms)) <= max(0.1 * path_ms, 2.0), (path_ms, links_ms)
+    pings = ps.ping(tmp_path / "chain.pcap").to_pandas()
+    assert pings["received"].sum() == 5
+    assert abs(pings["rtt_avg_ms"].iloc[0] - path_ms) <= 1.0
+
+
+def test_a_chain_refuses_more_values_than_routers_and_several_pairs(tmp_path):
+    with pytest.raises(UsageError, match="3 values of delay for 2 router"):
+        run(Scenario(tool="ping", hops=2, delay="1ms,2ms,3ms"), tmp_path / "x.pcap")
+    with pytest.raises(UsageError, match="carries one pair"):
+        run(Scenario(tool="simpleperf", hops=2, pairs=2), tmp_path / "x.pcap")
 
 
 def test_two_pairs_share_the_bottleneck_each_with_its_own_cc(tmp_path):
