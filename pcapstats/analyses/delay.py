@@ -7,11 +7,15 @@ Latency samples come from two kinds of traffic, each a **source** of its own row
   :mod:`pcapstats.analyses.ping`).  Sessions captured at the responder hold only its
   turnaround and are left out, with a note (there is no round trip in them to model);
 - **request/response exchanges** (a ping-pong program over TCP or UDP: the client sends S
-  bytes and waits for the S-byte answer before sending again): a message is the run of
-  payload one side sends before the other side sends; the client is the side that sends
-  first.  A sample is a client message and the answer after it: S its bytes, D from its first
-  packet to the answer's last.  Exchanges whose answers are not as long as the requests (a
-  bulk transfer, a request/response protocol of other shape) are not ping-pong: left out.
+  bytes and waits for the S-byte answer before sending again).  The client is the side that
+  sends payload first.  A request starts at a client packet sent when the server has sent
+  back as many bytes as the client had sent (the client waited for the whole answer) and,
+  over TCP, the client's previous segment carried PSH (the end of an application write: a
+  sender stalled by its congestion window mid-message has not pushed); TCP segments that
+  re-send sequence space are left out.  A sample is a request whose answer is exactly as
+  long: S its bytes, D from its first packet to the answer's last.  Exchanges whose answers
+  are not as long as the requests (a bulk transfer, a request/response protocol of other
+  shape) are not ping-pong: left out.
 
 Per size (table ``sizes``): n, mean, median, min and the 10 % trimmed mean (the lowest and
 highest 10 % of samples dropped, at least none) -- the outlier rule: the fit uses the trimmed
@@ -19,11 +23,15 @@ means, so a few samples delayed by a retransmission or a scheduler do not tilt i
 
 The fit (table ``model``): ordinary least squares of the trimmed means on S, with 95 %
 confidence intervals of a and b (Student's t with sizes - 2 degrees of freedom; none with two
-sizes) and r^2.  ``bandwidth_bps`` = 2 x 8 / a: a round trip carries S bytes twice (request
-and echo), each through the bottleneck once, so a = 2 / (the bottleneck's bytes per second);
-with h store-and-forward links at one rate the slope is h times as steep, and the figure is
-the rate divided by h.  ``b`` is the size-independent part: propagation, processing, the
-headers' serialisation.
+sizes) and r^2.  ``bandwidth_bps`` = crossings x 8 / a.  ``crossings`` is how many times each
+byte of S crosses the bottleneck one after the other within D: 2 where the answer starts after
+the whole request has arrived (ping, a server that reads the whole message first: a =
+2 / the bottleneck's bytes per second), 1 where the server answers as data arrives (an echo
+server: the answer's bytes follow the request's through the path, and D grows by S once).
+Such a pipelined echo still crosses twice for messages of one segment, so its line mixes
+both: a note says so.  With h store-and-forward links at one rate the slope is h times as
+steep, and the figure is the rate divided by h.  ``b`` is the size-independent part:
+propagation, processing, the headers' serialisation.
 """
 
 from __future__ import annotations
@@ -49,6 +57,7 @@ SAMPLES = TableSpec("samples", "one row per latency sample", (
     _C("size_bytes", "int64", "message size S: ICMP data, or the request's payload", "bytes"),
     _C("time_s", "float64", "the request, seconds since the capture's first packet", "s"),
     _C("latency_ms", "float64", "request -> answer", "ms"),
+    _C("first_answer_ms", "float64", "request -> the answer's first packet", "ms"),
 ))
 SIZES = TableSpec("sizes", "one row per source and message size", (
     _SOURCE,
@@ -72,8 +81,11 @@ MODEL = TableSpec("model", "one row per source: the fit D = a*S + b", (
     _C("b_low", "float64", "95 % confidence interval of b, low end", "ms", optional=True),
     _C("b_high", "float64", "95 % confidence interval of b, high end", "ms", optional=True),
     _C("r2", "float64", "coefficient of determination of the fit", optional=True),
-    _C("bandwidth_bps", "float64", "2 x 8 / a: the bottleneck rate the slope implies (one "
-       "bottleneck link, crossed by the request and the echo)", "bit/s", optional=True),
+    _C("crossings", "int64", "times each message byte crosses the bottleneck in turn: 2 "
+       "(request, then answer) or 1 (the answer overlaps the request: an echo as data "
+       "arrives)"),
+    _C("bandwidth_bps", "float64", "crossings x 8 / a: the bottleneck rate the slope implies "
+       "(one bottleneck link)", "bit/s", optional=True),
 ))
 
 
@@ -88,12 +100,14 @@ class Delay(Result):
                       Shown("a", "a_ms_per_byte"), Shown("a low", "a_low", minor=True),
                       Shown("a high", "a_high", minor=True), Shown("b", "b_ms"),
                       Shown("b low", "b_low", minor=True), Shown("b high", "b_high", minor=True),
-                      Shown("r²", "r2"), Shown("bandwidth", "bandwidth_bps")),
+                      Shown("r²", "r2"), Shown("×", "crossings", minor=True),
+                      Shown("bandwidth", "bandwidth_bps")),
             "sizes": (Shown("source", "source", wrap=True), Shown("size", "size_bytes"),
                       Shown("n", "n"), Shown("mean", "mean_ms"), Shown("median", "median_ms"),
                       Shown("min", "min_ms"), Shown("trimmed", "trimmed_ms"))}
-    legend = {"model": "D = a*S + b fitted to each size's trimmed mean; bandwidth = 2 x 8 / a "
-                       "(request and echo through one bottleneck).  --sizes: per size."}
+    legend = {"model": "D = a*S + b fitted to each size's trimmed mean; bandwidth = crossings "
+                       "x 8 / a (2: request then answer cross one bottleneck).  --sizes: per "
+                       "size."}
 
     def _figure(self, **options):
         from ..plots.delay import delay_figure  # lazy: matplotlib only when a figure is drawn
@@ -123,9 +137,11 @@ def delay(capture: Capture, *, source: str = "auto") -> Delay:
         "source": np.array([s["source"] for s in samples], object),
         "size_bytes": np.array([s["size"] for s in samples], np.int64),
         "time_s": (np.array([s["t_ns"] for s in samples], np.int64) - t0) / 1e9,
-        "latency_ms": np.array([s["latency_ns"] for s in samples], np.float64) / 1e6}
+        "latency_ms": np.array([s["latency_ns"] for s in samples], np.float64) / 1e6,
+        "first_answer_ms": np.array([s.get("first_ns", s["latency_ns"]) for s in samples],
+                                    np.float64) / 1e6}
     sizes = _sizes(table)
-    model = _models(sizes, notes)
+    model = _models(sizes, _overlapping_sources(table), notes)
     return Delay({"model": model, "sizes": sizes, "samples": table}, capture=capture.path,
                  notes=notes)
 
@@ -171,29 +187,44 @@ def _exchange_samples(cap: Capture) -> list[dict]:
 
 
 def _pingpong(cap: Capture, proto: str, stream: int, rows: np.ndarray) -> list[dict]:
+    """The samples of one stream's requests answered by as many bytes (module docstring)."""
     if proto == "tcp":   # a re-sent segment is not new payload: it must not start a message
         rows = _first_sends(cap, rows)
-    d = cap.column("direction")[rows].astype(np.int64)
+    if len(rows) < 4:                         # two exchanges at least
+        return []
     size = cap.column("payload_len")[rows].astype(np.int64)
     t = cap.column("frame_time_ns")[rows].astype(np.int64)
-    starts = np.flatnonzero(np.r_[True, d[1:] != d[:-1]])
-    if len(starts) < 4:                       # two exchanges at least
+    client = cap.column("direction")[rows] == cap.column("direction")[rows[0]]
+    sent = np.cumsum(np.where(client, size, 0))          # each side's bytes so far, inclusive
+    answered_bytes = np.cumsum(np.where(client, 0, size))
+    sent_before, answered_before = sent - np.where(client, size, 0), \
+        answered_bytes - np.where(client, 0, size)
+    pushed = np.ones(len(rows), bool)                     # the client's last write had ended
+    if proto == "tcp":
+        psh = (cap.column("tcp_flags")[rows] & 0x008) != 0
+        last_client = np.maximum.accumulate(np.where(client, np.arange(len(rows)), -1))
+        previous = np.r_[-1, last_client[:-1]]
+        pushed = np.where(previous >= 0, psh[np.maximum(previous, 0)], True)
+    starts = np.flatnonzero(client & (answered_before >= sent_before) & pushed)
+    if len(starts) < 2:
         return []
-    ends = np.r_[starts[1:], len(rows)]
-    msg_dir = d[starts]
-    msg_size = np.add.reduceat(size, starts)
-    client = msg_dir[0]
-    req = np.flatnonzero(msg_dir[:-1] == client)           # each request and the answer after
-    answered = req[msg_size[req + 1] == msg_size[req]]
-    if len(answered) < max(2, len(req) // 2):              # not ping-pong: answers differ
+    ends = np.r_[starts[1:], len(rows)]                   # each request's packets and answer's
+    request = sent[ends - 1] - sent_before[starts]
+    answer = answered_bytes[ends - 1] - answered_before[starts]
+    index = np.arange(len(rows))
+    last_answer = np.maximum.reduceat(np.where(client, -1, index), starts)
+    first_answer = np.minimum.reduceat(np.where(client, len(rows), index), starts)
+    ok = np.flatnonzero((request == answer) & (request > 0))
+    if len(ok) < max(2, len(starts) // 2):                # not ping-pong: answers differ
         return []
-    first = rows[starts[0]]
+    first = rows[0]
     src = cap.addresses[cap.column("ip_src")[first]]
     dst = cap.addresses[cap.column("ip_dst")[first]]
     name = (f"{proto} stream {stream} {endpoint(src, cap.column(f'{proto}_srcport')[first])} → "
             f"{endpoint(dst, cap.column(f'{proto}_dstport')[first])}")
-    return [{"source": name, "size": int(msg_size[k]), "t_ns": int(t[starts[k]]),
-             "latency_ns": float(t[ends[k + 1] - 1] - t[starts[k]])} for k in answered]
+    return [{"source": name, "size": int(request[k]), "t_ns": int(t[starts[k]]),
+             "latency_ns": float(t[last_answer[k]] - t[starts[k]]),
+             "first_ns": float(t[first_answer[k]] - t[starts[k]])} for k in ok]
 
 
 def _first_sends(cap: Capture, rows: np.ndarray) -> np.ndarray:
@@ -232,7 +263,27 @@ def _sizes(samples: dict) -> dict:
             for c in SIZES.columns}
 
 
-def _models(sizes: dict, notes: list[str]) -> dict:
+def _overlapping_sources(samples: dict) -> set[str]:
+    """Sources whose server answers as data arrives.  Where it reads the whole message first,
+    the answer's first packet comes S / rate later for a larger S, as the last one does (half
+    the slope of D); where it echoes as data arrives, the first packet comes back after one
+    segment's trip whatever S.  So: over the samples answered in several packets, the slope
+    of the first packet's time against S is under a quarter of D's."""
+    out = set()
+    for source in set(samples["source"].tolist()):
+        mine = samples["source"] == source
+        several = mine & (samples["first_answer_ms"] < samples["latency_ms"])
+        x = samples["size_bytes"][several].astype(np.float64)
+        if len(np.unique(x)) < 2:
+            continue
+        full = ols(x, samples["latency_ms"][several])["a_ms_per_byte"]
+        first = ols(x, samples["first_answer_ms"][several])["a_ms_per_byte"]
+        if full > 0 and first < 0.25 * full:
+            out.add(source)
+    return out
+
+
+def _models(sizes: dict, overlapping: set[str], notes: list[str]) -> dict:
     rows: dict[str, list] = {c.name: [] for c in MODEL.columns}
     for source in dict.fromkeys(sizes["source"].tolist()):
         mine = sizes["source"] == source
@@ -248,7 +299,14 @@ def _models(sizes: dict, notes: list[str]) -> dict:
         for name in ("a_ms_per_byte", "a_low", "a_high", "b_ms", "b_low", "b_high", "r2"):
             rows[name].append(fit[name])
         a = fit["a_ms_per_byte"]
-        rows["bandwidth_bps"].append(2 * 8 / (a / 1e3) if a > 0 else np.nan)
+        crossings = 1 if source in overlapping else 2
+        rows["crossings"].append(crossings)
+        rows["bandwidth_bps"].append(crossings * 8 / (a / 1e3) if a > 0 else np.nan)
+        if crossings == 1:
+            notes.append(f"{source}: the answers begin before their requests end (a server "
+                         "that echoes as data arrives): a byte crosses the bottleneck once in "
+                         "D, so bandwidth = 8 / a; messages of one segment still cross twice, "
+                         "so the line mixes both (fit the larger sizes alone to avoid it)")
         if not a > 0:
             notes.append(f"{source}: latency does not grow with size (slope {a:.3g} ms/byte): "
                          "no bandwidth to infer (a path without serialisation delay, or "

@@ -44,7 +44,7 @@ def test_icmp_sweep_gives_the_slope_and_intercept_it_was_built_with(tmp_path):
             t += 100_000_000
     result = ps.delay(_write(tmp_path, records, "sweep.pcap"))
     model = result.to_pandas("model").iloc[0]
-    assert model.sizes == len(SIZES) and model.points == 100
+    assert model.sizes == len(SIZES) and model.points == 100 and model.crossings == 2
     assert model.bandwidth_bps == pytest.approx(RATE_BPS, rel=0.01)
     assert model.b_ms == pytest.approx(B_MS + 0.025, abs=0.03)
     assert model.a_low <= model.a_ms_per_byte <= model.a_high
@@ -85,6 +85,61 @@ def test_tcp_ping_pong_exchange(tmp_path):
     # latency runs from the request's first segment to the answer's last: each message's
     # segments add 0.1 ms apiece, a known part of the slope
     assert model.r2 > 0.99 and model.b_ms == pytest.approx(B_MS, abs=0.5)
+    assert model.crossings == 2           # the server read each message whole, then answered
+
+
+def _echo_as_data_arrives(sizes, mss=1448, one_way_ns=10_000_000, window=10):
+    """A TCP client writing each message in MSS segments at RATE_BPS, PSH on its last one, and
+    a server that echoes each segment as it arrives (captured at the client).  The client
+    has at most ``window`` segments unanswered: a longer message stalls mid-way until echoes
+    come back -- a pause that is not the end of a message.  Returns the records and each
+    message's (size, latency) as built."""
+    cli, srv = (ME, 40001), (PEER, 7)
+    seq = {0: 1000, 1: 5000}
+    seg_ns = round(mss * 8 / RATE_BPS * 1e9)
+    out, built, t = [], [], T0
+    for size in sizes:
+        lengths = [min(mss, size - k) for k in range(0, size, mss)]
+        start, echoes = t, []
+        for i, n in enumerate(lengths):
+            if i >= window:                             # the window is full: wait for an echo
+                t = max(t, echoes[i - window])
+            flags = c.ACK | (c.PSH if i == len(lengths) - 1 else 0)
+            out.append((t, c.ipv4(c.tcp(cli[1], srv[1], seq=seq[0], ack=seq[1], flags=flags,
+                                        payload=b"e" * n), *(cli[0], srv[0]))))
+            seq[0] += n
+            echoes.append(t + 2 * one_way_ns + round(n * 8 / RATE_BPS * 1e9))
+            t += seg_ns
+        for n, at in zip(lengths, echoes):
+            out.append((at, c.ipv4(c.tcp(srv[1], cli[1], seq=seq[1], ack=seq[0],
+                                         flags=c.ACK | c.PSH, payload=b"e" * n),
+                                   srv[0], cli[0], ttl=62)))
+            seq[1] += n
+        built.append((size, echoes[-1] - start))
+        t = echoes[-1] + 5_000_000
+    return out, built
+
+
+def test_an_echo_server_answering_as_data_arrives(tmp_path):
+    """Messages found whole although the echo overlaps them and the client stalls mid-way;
+    each byte crosses the bottleneck once in D, so the bandwidth is 8 / a."""
+    sizes = [s for s in (2896, 5792, 8688, 11584, 14480) for _ in range(3)] + [20272] * 3
+    records, built = _echo_as_data_arrives(sizes)
+    result = ps.delay(_write(tmp_path, records, "echo.pcap"))
+    samples = result.to_pandas("samples")
+    assert samples["size_bytes"].tolist() == sizes                 # no message split or merged
+    assert samples["latency_ms"].tolist() == pytest.approx([d / 1e6 for _, d in built],
+                                                           abs=1e-6)
+    # the echo's first packet comes back after one segment's trip, whatever the size
+    assert samples["first_answer_ms"].max() - samples["first_answer_ms"].min() < 0.01
+    model = result.to_pandas("model").iloc[0]
+    assert model.crossings == 1
+    assert any("echoes as data arrives" in n for n in result.notes)
+    # without the stalled size, D = S / R + 2 x one way exactly: bandwidth R
+    unstalled = ps.delay(_write(tmp_path, _echo_as_data_arrives(sizes[:-3])[0], "e2.pcap"))
+    fit = unstalled.to_pandas("model").iloc[0]
+    assert fit.bandwidth_bps == pytest.approx(RATE_BPS, rel=1e-3)
+    assert fit.b_ms == pytest.approx(20.0, abs=0.01)
 
 
 def test_bulk_transfer_is_not_a_ping_pong(tmp_path):
