@@ -5,10 +5,16 @@
 - a flow without iperf headers: jitter from its arrival spacing, against the same loop;
 - the shipped iperf3 UDP captures (exactly) and fresh lab runs through a shaped link (up to
   the few datagrams iperf3's server leaves unread when the test ends) against the iperf3
-  server's own report, at the receiver.
+  server's own report, at the receiver;
+- matched captures (``receiver=``, ``--pair``): hand-built sender and receiver captures whose
+  drops, reordering, duplicates, delays and clock offset are known by construction (the
+  jitter against the same plain loop); the shipped iperf3 pairs, where matching and iperf's
+  counters are two independent counts of the same loss, and iperf3's server a third; a lab
+  run of a flow without counters under random loss, against the router's drop counter.
 """
 import json
 import struct
+from collections import deque
 import tempfile
 from pathlib import Path
 
@@ -18,10 +24,12 @@ from tests.helpers import craft as c
 from tests.helpers.paths import CAPTURES
 
 import pcapstats as ps
+from pcapstats.cli import main
 from pcapstats.errors import UsageError
 
 T0 = 1_700_000_000 * 10**9
 SND, RCV = "192.0.2.1", "198.51.100.2"
+SND6, RCV6 = "2001:db8::1", "2001:db8:0:1::2"
 # capture time vs iperf3's own arrival clock: the server stamps a datagram when it reads it
 # from the socket, after the queue and its own scheduling; measured on this machine's lab runs
 JITTER_BOUND_MS = 0.6
@@ -169,3 +177,301 @@ def test_lab_runs_equal_the_iperf3_server(udp_runs):
         at_sender = ps.udp(files["sender"]).to_pandas().query("method == 'iperf3'").iloc[0]
         assert at_sender.side == "sender" and at_sender.lost == 0
         assert at_sender.sent >= flow.sent
+
+
+# -- matched captures ------------------------------------------------------------------------
+
+def _capture(path, packets):
+    """A raw-IP nanosecond pcap of ``packets`` -- (Built, time ns) or (Built, time ns, bytes
+    kept) -- in time order (ties in the order given)."""
+    records = sorted((c.Record(c.raw(p[0]), p[1], p[2] if len(p) > 2 else None)
+                      for p in packets), key=lambda r: r.ts_ns)
+    path.write_bytes(c.pcap(records, c.LT_RAW, nano=True).data)
+    return path
+
+
+def _v4(payload, ttl, ident, sport=4000, dport=5000, src=SND, dst=RCV):
+    return c.ipv4(c.udp(sport, dport, payload), src, dst, ttl=ttl, ident=ident)
+
+
+def _row(result, direction="a_to_b"):
+    rows = result.to_pandas().query("direction == @direction")
+    assert len(rows) == 1, rows
+    return rows.iloc[0]
+
+
+@pytest.mark.parametrize("offset_ns", [0, 3_700_123_457, -250_000_001])
+def test_matched_captures_count_drops_a_swap_a_duplicate_and_the_jitter(tmp_path, offset_ns):
+    """Known drops, 30 overtaken by 31, 60 and 150 twice, per-datagram delays, and the
+    receiver's clock off by ``offset_ns``: the expected out-of-order count and RFC 3550 jitter
+    come from the plain loop (iperf3_receiver), over the arrivals as built."""
+    rng = np.random.default_rng(11)
+    n, dropped = 200, {10, 11, 50, 120}
+    payloads = [bytes(rng.integers(0, 256, 120, dtype=np.uint8)) for _ in range(n)]
+    sent = [T0 + k * 1_000_000 + int(rng.integers(0, 100_000)) for k in range(n)]
+    arrive = {k: sent[k] + 5_000_000 + int(rng.integers(0, 700_000)) + offset_ns
+              for k in range(n) if k not in dropped}
+    arrive[30] = (arrive[31] + arrive[32]) // 2                 # overtaken by 31
+    events = sorted(arrive.items(), key=lambda e: e[1])
+    events.append((60, (arrive[100] + arrive[101]) // 2))       # a second copy of 60, late
+    events.append((150, arrive[150] + 1))                       # and of 150, at once
+    events.sort(key=lambda e: e[1])
+    sender = _capture(tmp_path / "s.pcap", [(_v4(payloads[k], 64, k), sent[k]) for k in range(n)])
+    receiver = _capture(tmp_path / "r.pcap", [(_v4(payloads[k], 63, k), t) for k, t in events])
+    _, _, ooo, jitter_ns = iperf3_receiver([k + 1 for k, _ in events],
+                                           [t - sent[k] for k, t in events])
+    result = ps.udp(sender, receiver=receiver)
+    flow = _row(result)
+    assert flow.method == "matched captures"
+    assert (flow.sent, flow.lost, flow.duplicates, flow.out_of_order) == (n, 4, 2, ooo)
+    assert ooo == 3                             # 30 after 31, and the copies of 60 and 150
+    assert flow.loss_pct == pytest.approx(100 * 4 / n)
+    assert flow.jitter_ms == pytest.approx(jitter_ns / 1e6, rel=1e-9)
+    assert (flow.datagrams, flow.side) == (len(events), "further on")   # what arrived
+    assert result.notes == []
+    alone = _row(ps.udp(receiver))
+    assert alone.method == "arrival spacing" and alone.isna()["lost"]
+
+
+@pytest.mark.parametrize("version", [4, 6])
+def test_identical_payloads_are_told_apart_by_ip_id_else_first_in_first_out(tmp_path, version):
+    """Every second datagram is zero-filled, and some of each kind are lost.  IPv4's
+    identification tells the zero-filled ones apart (each pairs with itself: in order, one
+    transit time, no jitter).  IPv6 has none: they have one key and pair first-in-first-out,
+    so after a lost one each later zero-filled arrival stands for the one sent before it, which
+    a distinct one overtook (the expected count from a plain queue a payload)."""
+    rng = np.random.default_rng(5)
+    n, dropped = 40, {3, 17, 18, 30}
+    payloads = [bytes(100) if k % 2 else bytes(rng.integers(0, 256, 100, dtype=np.uint8))
+                for k in range(n)]
+
+    def datagram(k, ttl):
+        if version == 4:
+            return _v4(payloads[k], ttl, 1000 + k)
+        return c.ipv6(c.udp(4000, 5000, payloads[k]), SND6, RCV6, hlim=ttl)
+    sender = _capture(tmp_path / "s.pcap",
+                      [(datagram(k, 64), T0 + k * 1_000_000) for k in range(n)])
+    receiver = _capture(tmp_path / "r.pcap", [(datagram(k, 63), T0 + k * 1_000_000 + 2_000_000)
+                                              for k in range(n) if k not in dropped])
+    queues: dict[bytes, deque] = {}
+    for k in range(n):
+        queues.setdefault(payloads[k] if version == 6 else k, deque()).append(k)
+    arrived = [queues[payloads[k] if version == 6 else k].popleft()
+               for k in range(n) if k not in dropped]
+    _, _, ooo, jitter_ns = iperf3_receiver(
+        [k + 1 for k in arrived], [(T0 + k * 1_000_000 + 2_000_000) - (T0 + j * 1_000_000)
+                                   for k, j in zip([k for k in range(n) if k not in dropped],
+                                                   arrived)])
+    flow = _row(ps.udp(sender, receiver=receiver))
+    assert flow.method == "matched captures"
+    assert (flow.sent, flow.lost, flow.duplicates) == (n, len(dropped), 0)
+    assert flow.out_of_order == ooo and flow.jitter_ms == pytest.approx(jitter_ns / 1e6)
+    assert (ooo == 0 and jitter_ns == 0) == (version == 4)
+
+
+def test_a_receiver_capture_cut_short_is_matched_on_the_bytes_both_kept(tmp_path):
+    """IP id 0 on every datagram (as Linux sends unconnected datagrams with DF): only the
+    payload tells them apart, and the receiver kept 24 bytes of it, the sender 40."""
+    rng = np.random.default_rng(9)
+    n, dropped = 100, {5, 6, 77}
+    payloads = [bytes(rng.integers(0, 256, 300, dtype=np.uint8)) for _ in range(n)]
+    sender = _capture(tmp_path / "s.pcap", [(_v4(payloads[k], 64, 0), T0 + k * 1_000_000,
+                                             28 + 40) for k in range(n)])
+    receiver = _capture(tmp_path / "r.pcap", [(_v4(payloads[k], 63, 0), T0 + k * 1_000_000
+                                               + 3_000_000, 28 + 24)
+                                              for k in range(n) if k not in dropped])
+    assert ps.read(receiver).column("payload_cap_len").max() == 24
+    flow = _row(ps.udp(sender, receiver=receiver))
+    assert flow.method == "matched captures"
+    assert (flow.sent, flow.lost, flow.duplicates, flow.out_of_order) == (n, 3, 0, 0)
+    assert flow.jitter_ms == 0
+
+
+def test_ip_fragmented_datagrams_are_matched_by_their_first_fragment(tmp_path):
+    """Every third datagram is 3000 bytes, sent in two IPv4 fragments (only the first carries
+    the UDP header); datagrams 4 (fragmented) and 10 (whole) are lost."""
+    rng = np.random.default_rng(8)
+    n, dropped = 30, {4, 10}
+    payloads = [bytes(rng.integers(0, 256, 3000 if k % 3 == 1 else 200, dtype=np.uint8))
+                for k in range(n)]
+
+    def frames(k, ttl):
+        udp = c.udp(4000, 5000, payloads[k])
+        if len(payloads[k]) < 1000:
+            return [_v4(payloads[k], ttl, k)]
+        return [c.ipv4(udp, SND, RCV, ttl=ttl, ident=k, frag=(0, True, 1480)),
+                c.ipv4(udp, SND, RCV, ttl=ttl, ident=k, frag=(185, False, 3008 - 1480))]
+    sender = _capture(tmp_path / "s.pcap", [(f, T0 + k * 1_000_000 + j) for k in range(n)
+                                            for j, f in enumerate(frames(k, 64))])
+    receiver = _capture(tmp_path / "r.pcap", [(f, T0 + k * 1_000_000 + 2_000_000 + j)
+                                              for k in range(n) if k not in dropped
+                                              for j, f in enumerate(frames(k, 63))])
+    flow = _row(ps.udp(sender, receiver=receiver))
+    assert flow.method == "matched captures"
+    assert (flow.sent, flow.lost, flow.duplicates, flow.out_of_order) == (n, 2, 0, 0)
+    assert flow.jitter_ms == 0
+
+
+def test_what_the_receiver_capture_could_not_see_is_left_out_not_lost(tmp_path):
+    """The receiver capture starts after datagram 19 arrived and stops before 190 arrives, and
+    holds 3 datagrams of the flow the sender capture has not: 200 sent, 30 of them left out,
+    3 lost; the 3 others are neither lost nor duplicates."""
+    rng = np.random.default_rng(4)
+    n, dropped = 200, {50, 51, 150}
+    payloads = [bytes(rng.integers(0, 256, 80, dtype=np.uint8)) for _ in range(n + 3)]
+    sent = [T0 + k * 1_000_000 for k in range(n)]
+    delay = [5_000_000 + int(rng.integers(0, 800_000)) for _ in range(n)]
+    sender = _capture(tmp_path / "s.pcap", [(_v4(payloads[k], 64, k), sent[k]) for k in range(n)])
+    arrivals = [(_v4(payloads[k], 63, k), sent[k] + delay[k]) for k in range(20, 190)
+                if k not in dropped]
+    arrivals += [(_v4(payloads[n + j], 63, 9000 + j), sent[100 + j] + 5_500_000)
+                 for j in range(3)]
+    receiver = _capture(tmp_path / "r.pcap", arrivals)
+    result = ps.udp(sender, receiver=receiver)
+    flow = _row(result)
+    assert (flow.sent, flow.lost, flow.duplicates, flow.out_of_order) == (170, 3, 0, 0)
+    assert flow.datagrams == 170 - 3 + 3
+    notes = " ".join(result.notes)
+    assert "30 datagram(s) of the sender capture" in notes
+    assert "3 datagram(s) in the receiver capture match none" in notes
+
+
+def test_each_direction_is_matched_from_where_it_was_sent(tmp_path):
+    """An echo: requests S -> R, replies R -> S, captured at S and at R (TTL 64 where sent, 63
+    after one router).  Request 20 and replies 7, 8, 40 are lost.  Given (S, R) the requests
+    are matched and the replies left with a note; given (R, S), the other way round."""
+    rng = np.random.default_rng(2)
+    n = 60
+    payloads = [bytes(rng.integers(0, 256, 64, dtype=np.uint8)) for _ in range(n)]
+    at_s, at_r = [], []
+    for k in range(n):
+        t = T0 + k * 2_000_000
+        at_s.append((_v4(payloads[k], 64, k, 4000, 7), t))
+        if k == 20:
+            continue
+        at_r.append((_v4(payloads[k], 63, k, 4000, 7), t + 1_000_000))
+        at_r.append((_v4(payloads[k], 64, 500 + k, 7, 4000, RCV, SND), t + 1_200_000))
+        if k not in (7, 8, 40):
+            at_s.append((_v4(payloads[k], 63, 500 + k, 7, 4000, RCV, SND), t + 1_300_000))
+    s, r = _capture(tmp_path / "s.pcap", at_s), _capture(tmp_path / "r.pcap", at_r)
+    forward = ps.udp(s, receiver=r)
+    requests, replies = _row(forward, "a_to_b"), _row(forward, "b_to_a")
+    assert (requests.method, requests.sent, requests.lost) == ("matched captures", n, 1)
+    assert replies.method != "matched captures" and replies.isna()["lost"]
+    assert any("b_to_a" in note and "other way round" in note for note in forward.notes)
+    backward = ps.udp(r, receiver=s)
+    replies = _row(backward, "b_to_a")
+    assert (replies.method, replies.sent, replies.lost) == ("matched captures", n - 1, 3)
+    assert _row(backward, "a_to_b").isna()["lost"]
+
+
+def test_a_flow_not_in_the_receiver_capture_is_not_found_not_lost(tmp_path):
+    """Behind a NAT the receiver sees another source address and port: not followed."""
+    payloads = [bytes([k]) * 50 for k in range(20)]
+    sender = _capture(tmp_path / "s.pcap", [(_v4(payloads[k], 64, k), T0 + k * 1_000_000)
+                                            for k in range(20)])
+    receiver = _capture(tmp_path / "r.pcap", [(_v4(payloads[k], 63, k, 61000, 5000,
+                                                    "203.0.113.7", RCV), T0 + k * 1_000_000)
+                                              for k in range(20)])
+    result = ps.udp(sender, receiver=receiver)
+    flow = _row(result)
+    assert (flow.method, flow.datagrams) == ("none", 0) and flow.isna()["lost"]
+    notes = " ".join(result.notes)
+    assert "is not in the receiver capture" in notes and "NAT" in notes
+    assert "1 UDP flow direction(s) the sender capture has not" in notes
+
+
+@pytest.mark.parametrize("name", ["iperf3-udp-15mbit-via-10mbit", "iperf3-udp-5mbit-via-10mbit"])
+def test_shipped_pairs_matched_agree_with_iperf_counters_and_the_server(name):
+    """Matching the sender capture's datagrams against the receiver's, and iperf's counters at
+    the receiver, are two independent counts of the same loss; iperf3's server is a third.
+    They differ by what iperf3's rule cannot see, exactly: datagrams lost after the last one
+    that arrived (the sender capture's highest count minus the server's 'packets').  Matching
+    counts every datagram, with no TEST_END cut; none arrived after TEST_END here."""
+    doc = json.loads((CAPTURES / f"{name}.json").read_text())
+    server = _server_report(doc)
+    sender, receiver = CAPTURES / f"{name}.sender.pcap", CAPTURES / f"{name}.receiver.pcap"
+    counted = ps.udp(receiver).to_pandas().query("method == 'iperf3'").iloc[0]
+    at_sender = ps.udp(sender).to_pandas().query("method == 'iperf3'").iloc[0]
+    matched = _row(ps.udp(sender, receiver=receiver, counters=False))
+    assert matched.method == "matched captures"
+    assert counted.after_end == 0
+    unseen_tail = at_sender.sent - server["packets"]
+    assert 0 <= unseen_tail <= TAIL_SLACK
+    assert matched.lost == counted.lost + unseen_tail == server["lost_packets"] + unseen_tail
+    assert matched.sent == at_sender.datagrams          # the connect datagram too
+    assert (matched.out_of_order, matched.duplicates) == (server["out_of_order"], 0)
+    assert abs(matched.jitter_ms - server["jitter_ms"]) <= JITTER_BOUND_MS
+    # with the counters read, the pair keeps iperf3's own numbers, as at the receiver alone
+    paired = _row(ps.udp(sender, receiver=receiver))
+    for column in ("method", "sent", "lost", "out_of_order", "jitter_ms", "datagrams"):
+        assert paired[column] == counted[column], column
+
+
+@pytest.fixture(scope="module")
+def udp_file_run():
+    """A plain UDP file transfer (no iperf counters) through 5 % random loss, captured at
+    both ends: about 5 s."""
+    from tests.conftest import require_netns
+    require_netns()
+    from pcapstats.lab import Scenario, load_sidecar, run
+    with tempfile.TemporaryDirectory(prefix="pcapstats-udp-pair-") as tmp:
+        out = Path(tmp) / "udp-file.pcap"
+        run(Scenario(tool="udp-file", loss="5%", rate="10mbit", bytes="2MB", capture="both"),
+            out)
+        doc = load_sidecar(out.with_suffix(".json"))
+        files = {cap["side"]: Path(tmp) / cap["file"] for cap in doc["captures"]}
+        yield doc, ps.udp(files["sender"], receiver=files["receiver"])
+
+
+@pytest.mark.netns
+def test_lab_matched_loss_equals_the_router_drop_counter(udp_file_run):
+    """The router's loss rule counts what it dropped on the way to the receiver: the flow's
+    datagrams, and also the RTT pings the run sends before its captures start.  No reply is
+    dropped (the other direction has no loss rule), so a ping without a reply lost its
+    request; the rate limit's own drops (tbf, after the rule) are lost datagrams too."""
+    doc, result = udp_file_run
+    counters = doc["impairment"]["counters"]
+    data = counters["loss"]["data"]
+    assert counters["loss"]["ack"]["dropped_packets"] == 0
+    pings, replies = doc["rtt"]["count"], len(doc["rtt"]["samples_ms"])
+    queue_drops = sum(q["dropped_packets"] for q in counters["qdiscs"].values())
+    flow = _row(result)
+    assert flow.method == "matched captures"
+    assert flow.sent == data["offered_packets"] - pings      # all the rule saw besides pings
+    assert flow.lost == data["dropped_packets"] - (pings - replies) + queue_drops
+    assert flow.lost > 0 and flow.duplicates == 0
+    assert flow.datagrams == flow.sent - flow.lost
+    summary = doc["reports"][0]["summary"]                   # the programs' own counts
+    assert flow.sent >= summary["datagrams_sent"] and \
+        flow.datagrams >= summary["datagrams_received"]
+
+
+# -- the command ----------------------------------------------------------------------------
+
+PAIR = [str(CAPTURES / "iperf3-udp-15mbit-via-10mbit.sender.pcap"),
+        str(CAPTURES / "iperf3-udp-15mbit-via-10mbit.receiver.pcap")]
+
+
+@pytest.mark.parametrize("extra", [[], ["--no-counters"], ["--all"]])
+def test_pair_command_fits_80_columns(extra, monkeypatch, capsys):
+    monkeypatch.setenv("COLUMNS", "80")
+    assert main(["udp", "--pair", *PAIR, *extra]) == 0
+    out = capsys.readouterr().out
+    assert ("matched captures" in out) == (extra == ["--no-counters"])
+    wide = [line for line in out.splitlines() if len(line) > 80]
+    assert not wide or extra == ["--all"], wide
+
+
+@pytest.mark.parametrize("argv, needle", [
+    (["--pair", PAIR[0]], "requires 2 arguments"),
+    (["--pair", *PAIR, PAIR[0]], "--pair takes its two captures itself"),
+    ([], "no capture given"),
+    (["--pair", str(CAPTURES / "tcp_2streams.pcap"), PAIR[1]], "no UDP datagrams"),
+    (["--pair", PAIR[0], str(CAPTURES / "tcp_2streams.pcap")], "nothing to match"),
+])
+def test_bad_pair_usage_is_one_line(argv, needle, capsys):
+    code = main(["udp", *argv])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2, (code, err)
+    assert len(err) == 1 and err[0].startswith("pcapstats: error:") and needle in err[0], err
