@@ -148,6 +148,11 @@ def _format(heading: str, values: np.ndarray, unit: str | None, integer: bool) -
     if unit in _PREFIXED:    # sizes keep four digits before a prefix (1400 B), rates three
         digits = 10_000 if unit == "bytes" else 1000
         step = 0 if largest < digits else min(int(math.log10(largest * 1000 / digits) // 3), 4)
+        if unit == "bytes":  # no size below one unit (0.018 kB) while six digits would do
+            nonzero = np.abs(v[present & (v != 0)])
+            while step and len(nonzero) and nonzero.min() < 1000.0 ** step \
+                    and largest < 1e6 * 1000.0 ** (step - 1):
+                step -= 1
         scale, shown_unit = 1000.0 ** step, _PREFIXED[unit][step]
     elif unit == "ns":
         scale, shown_unit = 1e6, "ms"
