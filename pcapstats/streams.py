@@ -216,6 +216,50 @@ def own_transport(cap: "Capture", proto: str | None = None) -> np.ndarray:
     return layer & ~cap.column("l4_quoted")
 
 
+REASSEMBLY_NS = 30 * 10**9   # Linux's ipfrag_time: fragments further apart are not one datagram
+
+
+def whole_datagrams(cap: "Capture", rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """For each of ``rows``: the IP payload bytes of its whole datagram, and when the last of
+    its fragments was captured.  A datagram over the MTU travels in IPv4 fragments and only
+    the first carries the transport header (the row an analysis holds); its receiver has it
+    when the last fragment arrives.  The fragments of a datagram share source, destination
+    and IP identification and come within REASSEMBLY_NS of it.  Rows that are no first
+    fragment keep their own IP payload and time.  (IPv6 fragments are not followed.)"""
+    carried = (cap.column("ip_len")[rows].astype(np.int64)
+               - cap.column("ip_hdr_len")[rows].astype(np.int64))
+    end = cap.column("frame_time_ns")[rows].astype(np.int64).copy()
+    first = (cap.layer(schema.IP)[rows] & cap.column("ip_fragment")[rows].astype(bool)
+             & (cap.column("ip_frag_offset")[rows] == 0))
+    if not first.any():
+        return carried, end
+    rest = np.flatnonzero(cap.layer(schema.IP) & cap.column("ip_fragment").astype(bool)
+                          & (cap.column("ip_frag_offset") > 0))
+
+    def key(r: np.ndarray) -> np.ndarray:
+        return ((cap.column("ip_src")[r].astype(np.int64) << 40)
+                ^ (cap.column("ip_dst")[r].astype(np.int64) << 16)
+                ^ cap.column("ip_id")[r].astype(np.int64))
+    heads = rows[first]
+    head_key, rest_key = key(heads), key(rest)
+    t_head = cap.column("frame_time_ns")[heads].astype(np.int64)
+    t_rest = cap.column("frame_time_ns")[rest].astype(np.int64)
+    size_rest = (cap.column("ip_len")[rest].astype(np.int64)
+                 - cap.column("ip_hdr_len")[rest].astype(np.int64))
+    order = np.argsort(rest_key, kind="stable")
+    sorted_keys = rest_key[order]
+    lo = np.searchsorted(sorted_keys, head_key, "left")
+    hi = np.searchsorted(sorted_keys, head_key, "right")
+    index = np.flatnonzero(first)
+    for k, (a, b) in enumerate(zip(lo.tolist(), hi.tolist())):
+        mine = order[a:b]
+        mine = mine[np.abs(t_rest[mine] - t_head[k]) <= REASSEMBLY_NS]
+        if len(mine):
+            carried[index[k]] += int(size_rest[mine].sum())
+            end[index[k]] = max(int(end[index[k]]), int(t_rest[mine].max()))
+    return carried, end
+
+
 def packet_directions(tcp, udp, stream, src, sport, quoted) -> np.ndarray:
     """Per packet: 0 (a_to_b) or 1 (b_to_a) within its stream, 0 where it has none.
 

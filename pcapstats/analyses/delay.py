@@ -13,7 +13,8 @@ Latency samples come from two kinds of traffic, each a **source** of its own row
   over TCP, the client's previous segment carried PSH (the end of an application write: a
   sender stalled by its congestion window mid-message has not pushed); TCP segments that
   re-send sequence space are left out.  A sample is a request whose answer is exactly as
-  long: S its bytes, D from its first packet to the answer's last.  Exchanges whose answers
+  long: S its bytes, D from its first packet to the answer's last (a UDP datagram in IP
+  fragments: its last fragment).  Exchanges whose answers
   are not as long as the requests (a bulk transfer, a request/response protocol of other
   shape) are not ping-pong: left out.
 
@@ -46,7 +47,7 @@ from ..errors import UsageError
 from ..render import Shown
 from ..results import Result
 from ..schema import Column, TableSpec
-from ..streams import endpoint, own_transport
+from ..streams import endpoint, own_transport, whole_datagrams
 from .ping import ping as ping_of
 
 TRIM = 0.10
@@ -194,6 +195,7 @@ def _pingpong(cap: Capture, proto: str, stream: int, rows: np.ndarray) -> list[d
         return []
     size = cap.column("payload_len")[rows].astype(np.int64)
     t = cap.column("frame_time_ns")[rows].astype(np.int64)
+    t_whole = whole_datagrams(cap, rows)[1]      # a datagram in fragments is there at its last
     client = cap.column("direction")[rows] == cap.column("direction")[rows[0]]
     sent = np.cumsum(np.where(client, size, 0))          # each side's bytes so far, inclusive
     answered_bytes = np.cumsum(np.where(client, 0, size))
@@ -223,7 +225,7 @@ def _pingpong(cap: Capture, proto: str, stream: int, rows: np.ndarray) -> list[d
     name = (f"{proto} stream {stream} {endpoint(src, cap.column(f'{proto}_srcport')[first])} → "
             f"{endpoint(dst, cap.column(f'{proto}_dstport')[first])}")
     return [{"source": name, "size": int(request[k]), "t_ns": int(t[starts[k]]),
-             "latency_ns": float(t[last_answer[k]] - t[starts[k]]),
+             "latency_ns": float(t_whole[last_answer[k]] - t[starts[k]]),
              "first_ns": float(t[first_answer[k]] - t[starts[k]])} for k in ok]
 
 

@@ -43,7 +43,7 @@ from ..render import Shown
 from ..results import Result
 from ..ingest.source import open_source
 from ..schema import ICMP, ICMP_ECHO, IP, TCP, UDP, Column, TableSpec
-from ..streams import id_ranges
+from ..streams import id_ranges, whole_datagrams
 from .verify.checks import payload
 
 REQUEST, REPLY = {4: 8, 6: 128}, {4: 0, 6: 129}
@@ -212,28 +212,15 @@ _SIDE_SAYS = {
 
 def _whole_messages(cap: Capture, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """ICMP data bytes of each packet's whole message, and when its last fragment was
-    captured (ping -s above the MTU sends an echo in IP fragments; only the first carries the
-    ICMP header, and ping times the reply when its last fragment arrives).  Arrays over every
-    row of the capture; unfragmented rows keep their own size and time."""
+    captured (ping -s above the MTU sends an echo in IP fragments; ping times the reply when
+    its last fragment arrives).  Arrays over every row of the capture; rows other than
+    ``rows`` keep their own size and time."""
     size = cap.column("payload_len").astype(np.int64).copy()
     end = cap.column("frame_time_ns").astype(np.int64).copy()
-    frag = cap.column("ip_fragment")[rows].astype(bool) & cap.layer(IP)[rows]
-    if not frag.any():
-        return size, end
-    ip = cap.layer(IP)
-    rest = np.flatnonzero(ip & cap.column("ip_fragment").astype(bool)
-                          & (cap.column("ip_frag_offset") > 0))
-    carried = (cap.column("ip_len").astype(np.int64) - cap.column("ip_hdr_len").astype(np.int64))
-    key = lambda r: (int(cap.column("ip_src")[r]), int(cap.column("ip_dst")[r]),  # noqa: E731
-                     int(cap.column("ip_id")[r]))
-    later: dict[tuple, list[int]] = {}
-    for r in rest:
-        later.setdefault(key(r), []).append(int(r))
-    for r in rows[frag]:
-        others = later.get(key(r), [])
-        size[r] = carried[r] + int(carried[others].sum()) - 8      # less the ICMP header
-        if others:
-            end[r] = max(end[r], int(end[others].max()))
+    frag = rows[cap.column("ip_fragment")[rows].astype(bool) & cap.layer(IP)[rows]]
+    if len(frag):
+        carried, end[frag] = whole_datagrams(cap, frag)
+        size[frag] = carried - 8                                   # less the ICMP header
     return size, end
 
 
