@@ -31,6 +31,8 @@ class Tool(str, Enum):
     iperf3 = "iperf3"
     iperf3_udp = "iperf3-udp"
     ping = "ping"
+    pingpong = "pingpong"
+    pingpong_udp = "pingpong-udp"
     tcp_file = "tcp-file"
     udp_file = "udp-file"
 
@@ -82,10 +84,13 @@ def run_cmd(
                               "bottleneck."),
     udp_rate: Optional[str] = typer.Option(None, "--udp-rate", "-b", help="UDP send rate "
                                            "(iperf3-udp, udp-file), e.g. 20mbit."),
-    ping_count: int = typer.Option(10, "--ping-count", help="Pings per size (tool ping)."),
-    ping_interval: float = typer.Option(0.2, "--ping-interval", help="Seconds between pings."),
+    ping_count: int = typer.Option(10, "--ping-count", help="Pings (tool ping) or messages "
+                                   "(pingpong) per size."),
+    ping_interval: float = typer.Option(0.2, "--ping-interval", help="Seconds between pings "
+                                        "or pingpong messages."),
     ping_sizes: Optional[str] = typer.Option(None, "--ping-sizes", help="Payload sizes, comma "
-                                             "list, e.g. 56,500,1000,1400 (default 56)."),
+                                             "list, e.g. 56,500,1000,1400 (default 56; "
+                                             "pingpong: 18 at least)."),
     ping_during: bool = typer.Option(False, "--ping-during", help="Also ping while the "
                                      "transfer runs (RTT under load)."),
     sndbuf: Optional[int] = typer.Option(None, "--sndbuf", help="Sender socket buffer, bytes "

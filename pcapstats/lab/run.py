@@ -37,7 +37,8 @@ from pcapstats.lab.sidecar import stream_ids, write_sidecar
 from pcapstats.tools.tcpinfo import available_congestion_controls
 
 CLIENT_START_S = 1.0  # pairs' clients start together this long after the last server is up
-TOOLS = ("simpleperf", "iperf3", "iperf3-udp", "ping", "tcp-file", "udp-file")
+TOOLS = ("simpleperf", "iperf3", "iperf3-udp", "ping", "pingpong", "pingpong-udp", "tcp-file",
+         "udp-file")
 PER_HOP = ("loss", "delay", "jitter", "rate", "queue")  # a comma list gives one per router
 CAPTURE_SIDES = ("sender", "receiver", "both", "router")
 FORMATS = ("pcap", "pcapng")
@@ -51,7 +52,8 @@ class Scenario:
     2 x delay).  ``cc`` is one name for every flow, or a list with one name per host pair.
     ``duration_s`` (-t) or ``bytes`` (-n, e.g. "10MB") bounds a transfer; ``bytes`` wins.
     ``ping_during`` pings (ping_count, ping_interval_s, first of ping_sizes) from the first
-    sender to its receiver while the transfer runs: the RTT under load.  ``hops`` > 1 makes
+    sender to its receiver while the transfer runs: the RTT under load.  The pingpong tools
+    send ping_count messages of each of ping_sizes, ping_interval_s apart.  ``hops`` > 1 makes
     the path a chain of that many routers (one pair); ``loss``, ``delay``, ``jitter``,
     ``rate`` and ``queue`` then take one value for every router or a comma list (or list)
     with one per router, each on its link toward the receiver.
@@ -118,8 +120,8 @@ class Scenario:
                 "use 128 (headers only) or more")
         if self.tool in ("iperf3-udp",) and not self.udp_rate:
             bad("iperf3-udp needs a rate (--udp-rate, e.g. 20mbit)")
-        if self.tool == "ping" and not self.ping_sizes:
-            bad("ping needs at least one size")
+        if self.tool.startswith("ping") and not self.ping_sizes:
+            bad(f"{self.tool} needs at least one size")
         wanted = {c for c in (self.cc if isinstance(self.cc, list) else [self.cc]) if c}
         available = _available_ccs()
         if available and wanted - set(available):
@@ -410,6 +412,11 @@ class _Run:
                 lab, snd, rcv, work, duration_s=s.duration_s, nbytes=nbytes,
                 parallel=s.parallel, cc=None if udp else cc, window=s.sndbuf,
                 udp_rate_bps=s.udp_rate_bps() if udp else None)
+        if s.tool.startswith("pingpong"):
+            return traffic.start_pingpong(lab, snd, rcv, work, sizes=s.ping_sizes,
+                                          repetitions=s.ping_count,
+                                          interval_s=s.ping_interval_s,
+                                          udp=s.tool == "pingpong-udp")
         proto = "tcp" if s.tool == "tcp-file" else "udp"
         return traffic.start_file_transfer(
             lab, snd, rcv, work, proto=proto, size_bytes=nbytes or 1_000_000,

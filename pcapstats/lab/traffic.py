@@ -1,4 +1,5 @@
-"""The traffic tools, run between lab hosts: simpleperf, iperf3 TCP/UDP, ping, file transfers.
+"""The traffic tools, run between lab hosts: simpleperf, iperf3 TCP/UDP, ping, pingpong, file
+transfers.
 
 Each tool has a ``start_<tool>(lab, sender, receiver, work, ...)`` that starts the server side,
 waits until it listens and returns a :class:`Running`; ``launch(at_s)`` starts the client (at a
@@ -37,7 +38,7 @@ from pcapstats._version import __version__
 from pcapstats.lab.commands import LabError
 from pcapstats.lab.netns import Lab
 
-SIMPLEPERF_PORT, IPERF3_PORT, FILE_PORT = 8088, 5201, 5301
+SIMPLEPERF_PORT, IPERF3_PORT, FILE_PORT, PINGPONG_PORT = 8088, 5201, 5301, 8089
 _margin_s = 30.0  # how long past its planned end a tool may take before it counts as hung
 
 
@@ -414,6 +415,55 @@ def measure_rtt_ms(lab: Lab, src: str, dst: str, count: int = 10,
     samples = [r["rtt_ms"] for r in result["replies"]]
     return {"from": src, "to": dst, "count": count, "interval_s": interval_s,
             "samples_ms": samples, "median_ms": statistics.median(samples) if samples else None}
+
+
+# -- pingpong ---------------------------------------------------------------------------------
+
+def start_pingpong(lab: Lab, sender: str, receiver: str, work: Path, *, port=PINGPONG_PORT,
+                   sizes: Sequence[int], repetitions: int = 10, interval_s: float = 0.01,
+                   udp: bool = False, family: int = 4) -> Running:
+    """pingpong server (``--once --report``) in receiver, client in sender: ``repetitions``
+    messages of each size, one in flight (the delay model's ping-pong exchange)."""
+    run = _Spawner(lab, work)
+    tag = f"pingpong-{sender}-{receiver}"
+    server_report, client_report = run.work / f"{tag}.server.json", run.work / f"{tag}.client.json"
+    addr, proto = lab.address(receiver, family), ["--udp"] if udp else []
+    server = run.start(receiver, f"{tag}.server",
+                       [sys.executable, "-m", "pcapstats.tools.pingpong", "-s", "-b", addr,
+                        "-p", port, "--once", "--report", server_report, *proto])
+    wait_listening(lab, receiver, port, "udp" if udp else "tcp", proc=server)
+    client_argv = [sys.executable, "-m", "pcapstats.tools.pingpong", "-c", addr, "-p", port,
+                   "--sizes", ",".join(map(str, sizes)), "-r", repetitions,
+                   "--interval", interval_s, "--report", client_report, *proto]
+    client: list[subprocess.Popen] = []
+    timeout = len(sizes) * repetitions * (interval_s + 1.0) + _margin_s
+
+    def finish() -> dict:
+        run.wait(client[0], f"pingpong client in {sender}", timeout)
+        run.wait(server, f"pingpong server in {receiver}", _margin_s)
+        return pingpong_report(json.loads(client_report.read_text()),
+                               json.loads(server_report.read_text()), sender, receiver)
+    return Running("pingpong", _launcher(run, client, sender, f"{tag}.client", client_argv),
+                   finish)
+
+
+def pingpong_report(client: dict, server: dict, sender: str, receiver: str) -> dict:
+    """The sidecar's view of pingpong's two reports: one flow, the per-size latencies."""
+    (src, sport), (dst, dport) = _endpoint(client["local"]), _endpoint(client["remote"])
+    proto = client["settings"]["proto"]
+    rows = client["sizes"]
+    sent = sum(size * (n + lost) for size, n, lost in
+               ((r["size"], r["n"], r["lost"]) for r in rows))
+    return {"tool": "pingpong", "mode": proto, "sender": sender, "receiver": receiver,
+            "flows": [{"proto": proto, "src": src, "sport": sport, "dst": dst, "dport": dport,
+                       "cc": None, "sent_bytes": sent, "received_bytes":
+                       server.get("bytes_received"), "start_ns": client.get("start_ns"),
+                       "end_ns": None}],
+            "summary": {"sizes_bytes": [r["size"] for r in rows],
+                        "avg_ms": [r["avg_ms"] for r in rows],
+                        "received": [r["n"] for r in rows],
+                        "lost": [r["lost"] for r in rows]},
+            "raw": {"client": client, "server": server}}
 
 
 # -- plain file transfers ---------------------------------------------------------------------
