@@ -294,3 +294,13 @@ def test_lab_iperf3_passes(tmp_path, udp):
     assert apps == ["iperf3-control"] + ["iperf3-data"] * len(doc["flows"])
     for v in result.verdicts:
         assert v.verdict == PASS, (v.proto, v.stream, v.why())
+
+
+def test_a_lab_tool_verify_has_no_checks_for_is_not_recognised(capsys):
+    """The shipped pingpong run: its sidecar names the tool, which verify does not check, so
+    the stream is 'not recognised' (exit 1, a note), not an internal error."""
+    from tests.helpers.paths import CAPTURES
+    assert main(["verify", str(CAPTURES / "pingpong-sweep.pcap")]) == 1
+    captured = capsys.readouterr()
+    assert "nothing recognised" in captured.out
+    assert "not recognised as simpleperf or iperf3" in captured.err

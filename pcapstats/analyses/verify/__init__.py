@@ -182,8 +182,7 @@ def _verify(ctx: Context, only: int | None) -> None:
     tcp_streams = np.unique(ctx.r.flows["stream"])
     if only is not None:
         tcp_streams = tcp_streams[tcp_streams == only]
-    kinds: dict[str, list[int]] = {"simpleperf": [], "iperf3-control": [], "iperf3-data": [],
-                                   None: []}
+    kinds: dict[str | None, list[int]] = {app: [] for app in (*APPS, None)}
     for s in tcp_streams.tolist():
         kinds[_recognise(ctx, s)].append(s)
     for s in kinds["simpleperf"]:
@@ -198,10 +197,14 @@ def _verify(ctx: Context, only: int | None) -> None:
     ctx.out.sort(key=lambda v: (v.proto != "tcp", v.proto, v.stream))
 
 
+APPS = ("simpleperf", "iperf3-control", "iperf3-data")   # the TCP app protocols checked here
+
+
 def _recognise(ctx: Context, s: int) -> str | None:
     """What app protocol TCP stream s carries: the sidecar's word for simpleperf, else its
-    client's first bytes, else the sidecar's word, else (bytes not captured) simpleperf's
-    default port; None when nothing fits."""
+    client's first bytes, else the sidecar's word if it names one of APPS (a lab tool with no
+    checks here, pingpong or a file transfer, is not recognised), else (bytes not captured)
+    simpleperf's default port; None when nothing fits."""
     told = ctx.exp.streams.get(s)
     if told == "simpleperf":
         return "simpleperf"
@@ -212,7 +215,7 @@ def _recognise(ctx: Context, s: int) -> str | None:
             "iperf3-data"
     if simpleperf.looks_like(head):
         return "simpleperf"
-    if told:
+    if told in APPS:
         return told
     if head is None and SIMPLEPERF_PORT in ctx.ports(s):
         return "simpleperf"    # payload not captured: simpleperf's default port decides
