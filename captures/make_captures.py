@@ -50,6 +50,10 @@ def _measured(doc: dict) -> str:
             medians = ", ".join(f"{s} B: {ms} ms" for s, ms in
                                 zip(summary["sizes_bytes"], summary["median_ms"]))
             parts.append(f"ping median {medians}")
+        if r["tool"] == "pingpong":
+            means = ", ".join(f"{s} B: {ms:.1f} ms" for s, ms in
+                              zip(summary["sizes_bytes"], summary["avg_ms"]))
+            parts.append(f"pingpong average {means}")
     return ", ".join(parts)
 
 

@@ -11,10 +11,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 from tests.helpers import craft as c
+from tests.helpers.paths import CAPTURES
 
 import pcapstats as ps
 from pcapstats.analyses.fairness import jain
 from pcapstats.errors import UsageError
+from pcapstats.sidecar import load_sidecar
 
 T0 = 1_700_000_000 * 10**9
 MS = 1_000_000
@@ -113,3 +115,19 @@ def test_three_pairs_equal_iperf3s_own_reports(three_pairs):
         (result.to_pandas("flows"), reported)
     by_cc = ps.fairness(path, by="cc").to_pandas("flows")
     assert sorted(by_cc["flow"]) == ["cc cubic", "cc reno"]
+
+
+def test_parallel_connections_equal_iperf3s_per_stream_reports():
+    """The shipped iperf3 -P 4 run: the index over its four connections against the one
+    computed from the iperf3 server's own per-stream receiver rates; by pair, one flow."""
+    path = CAPTURES / "iperf3-4flows.pcap"
+    doc = load_sidecar(path.with_suffix(".json"))
+    streams = doc["reports"][0]["raw"]["server"]["end"]["streams"]
+    reported = [s["receiver"]["bits_per_second"] for s in streams]
+    summary = ps.fairness(path).to_pandas("summary").iloc[0]
+    assert summary.flows == len(reported) == 4
+    x = np.array(reported)
+    assert abs(summary.jain_index - x.sum() ** 2 / (len(x) * (x ** 2).sum())) <= 0.01, \
+        (summary, reported)
+    with pytest.raises(UsageError, match="has 1"):
+        ps.fairness(path, by="pair")
