@@ -32,8 +32,8 @@ from .analyses.udp import Udp, udp
 from .analyses.verify import Expected, Verification, verify
 from .batch import Outcome, each
 from .capture import Capture
-from .errors import (CaptureFormatError, CaptureOpenError, CorruptCaptureError, EngineError,
-                     PcapstatsError, PcapstatsWarning, SkippedPacketsWarning,
+from .errors import (CaptureFormatError, CaptureOpenError, ClockWarning, CorruptCaptureError,
+                     EngineError, PcapstatsError, PcapstatsWarning, SkippedPacketsWarning,
                      TruncatedCaptureWarning, UsageError)
 from .reader import read
 from .results import Result, concat
@@ -49,6 +49,6 @@ __all__ = [
     # errors and warnings
     "PcapstatsError", "CaptureOpenError", "CaptureFormatError", "CorruptCaptureError",
     "EngineError", "UsageError", "PcapstatsWarning", "TruncatedCaptureWarning",
-    "SkippedPacketsWarning",
+    "SkippedPacketsWarning", "ClockWarning",
     "__version__",
 ]

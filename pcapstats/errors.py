@@ -10,7 +10,8 @@
 
     PcapstatsWarning               the answer is given, but with a caveat worth a line
     ├── TruncatedCaptureWarning    the file ends mid-record: read up to the last whole record
-    └── SkippedPacketsWarning      packets of a link type we cannot decode were counted, skipped
+    ├── SkippedPacketsWarning      packets of a link type we cannot decode were counted, skipped
+    └── ClockWarning               the capture's clock steps back, jumps ahead or is absurd
 
 The CLI prints ``str(error)`` as its one line and exits non-zero; ``str`` joins the parts as
 ``what (where). hint``.
@@ -76,4 +77,8 @@ class TruncatedCaptureWarning(PcapstatsWarning):
 
 
 class SkippedPacketsWarning(PcapstatsWarning):
+    pass
+
+
+class ClockWarning(PcapstatsWarning):
     pass

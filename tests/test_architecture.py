@@ -19,7 +19,7 @@ PACKAGE = ROOT / "pcapstats"
 LAYERS: list[tuple[str, ...]] = [
     ("pcapstats._version", "pcapstats.errors"),
     ("pcapstats.units",),
-    ("pcapstats.tools", "pcapstats.schema", "pcapstats.sidecar"),
+    ("pcapstats.tools", "pcapstats.schema", "pcapstats.sidecar", "pcapstats.clock"),
     ("pcapstats.streams",),
     ("pcapstats.capture",),
     ("pcapstats.ingest", "pcapstats.engines"),

@@ -17,7 +17,8 @@ import numpy as np
 
 from .. import schema
 from ..capture import Capture
-from ..errors import SkippedPacketsWarning
+from ..clock import ClockCheck
+from ..errors import ClockWarning, SkippedPacketsWarning
 from ..streams import TcpStreams
 from . import formats
 from . import contract as K
@@ -57,8 +58,17 @@ def read_fast(path, kernel: str = "auto", window_bytes: int = WINDOW_BYTES, prog
         walker = formats.walker_for(src.buf, src.path)
         table = _read_windows(src, walker, kern, max(window_bytes, 1 << 16), progress)
         cap = _capture(src, walker, table, kern)
+        clock = ClockCheck()
+        clock.feed(cap.column("frame_time_ns"))
+        _warn_clock(clock, src.path)
     cap.warnings.extend(str(w.message) for w in caught)
     return cap
+
+
+def _warn_clock(clock: ClockCheck, path) -> None:
+    said = clock.message()
+    if said:
+        warnings.warn(ClockWarning(said, path=str(path)), stacklevel=3)
 
 
 @contextlib.contextmanager
@@ -172,8 +182,11 @@ def stream_windows(path, on_window, kernel: str = "auto", window_bytes: int = WI
     kern = get_kernel(kernel)
     progress = _progress_or_ambient(progress)
 
+    clock = ClockCheck()
+
     def deliver(table, k):
         out, rec = table.out, table.rec
+        clock.feed(rec.ts[:k])
         on_window({"frame_time_ns": rec.ts[:k], "frame_len": rec.origlen[:k],
                    "payload_len": out["payload_len"][:k], "ip_src": table.ip_src[:k],
                    "ip_dst": table.ip_dst[:k], "srcport": out["srcport"][:k],
@@ -183,6 +196,7 @@ def stream_windows(path, on_window, kernel: str = "auto", window_bytes: int = WI
     with _collected_warnings(), open_source(path) as src:
         walker = formats.walker_for(src.buf, src.path)
         table = _read_windows(src, walker, kern, max(window_bytes, 1 << 16), progress, deliver)
+        _warn_clock(clock, src.path)
     return table.total, _addresses(table.interner)
 
 
