@@ -54,7 +54,11 @@ stream is the source of its first packet, as in ``ps.throughput``; see pcapstats
 no TCP/UDP stream (ARP, ICMP echo).  Several captures add a ``capture`` key (the path).
 
 Intervals before a group's first packet and after its last are not listed (they would all be
-zero); the intervals in between are, zeros included.  Column definitions: ``pcapstats
+zero); the intervals in between are, zeros included -- unless there would be more than
+``max(DENSE_ROWS, DENSE_PER_PACKET x packets)`` of them (a clock that jumped days ahead, or a
+tiny interval over a long idle capture): then only the intervals with packets are listed, each
+run of empty ones by its first (a zero row, so a step plot still drops to zero), and a note
+says how many were left out.  Nothing is allocated in proportion to the time span.  Column definitions: ``pcapstats
 columns iograph``.  The rate columns are named by the unit: ``bps`` (bits/s), ``bytes_per_s``
 or ``packets_per_s``.
 """
@@ -82,7 +86,7 @@ RATE_NAMES = {"bits": "bps", "bytes": "bytes_per_s", "packets": "packets_per_s"}
 RATE_UNITS = {"bits": "bit/s", "bytes": "bytes/s", "packets": "packets/s"}
 GROUPINGS = (None, "stream", "direction", "stream+direction")
 DEFAULT_GAP_S = 1.0
-MAX_SERIES_ROWS = 50_000_000   # intervals x groups: beyond this, ask for a longer interval
+DENSE_ROWS, DENSE_PER_PACKET = 1_000_000, 4   # past both, empty intervals are not listed
 
 _C = Column
 KEY_COLUMNS = {
@@ -166,8 +170,9 @@ class IOGraph(Result):
     draws = overlays = True
 
     def __init__(self, tables, *, capture: str, options: "_Options", keys: list[str],
-                 series_rows, stream_names: dict | None = None):
-        super().__init__(tables, capture=capture, specs=_specs(keys, options.unit))
+                 series_rows, stream_names: dict | None = None, notes: list[str] = ()):
+        super().__init__(tables, capture=capture, specs=_specs(keys, options.unit),
+                         notes=list(notes))
         self.keys = keys
         self.unit, self.interval_ns, self.gap_ns, self.by = (options.unit, options.interval_ns,
                                                              options.gap_ns, options.by)
@@ -452,19 +457,18 @@ def _one(cap: Capture, o: _Options) -> IOGraph:
     group_keys = keys                 # np.unique numbered the groups: segment i is group i
 
     bucket = (t - t0 + 500) // o.interval_ns            # tshark: rel time rounded to the us
-    b_first, b_last = bucket[starts], bucket[ends - 1]
-    lengths = b_last - b_first + 1
-    total = int(lengths.sum())
-    if total > MAX_SERIES_ROWS:
-        raise UsageError(f"{total} intervals of {o.interval_ns / 1e9:g} s are too many to list",
-                         path=cap.path, hint="use a longer --interval")
-    offsets = np.r_[0, np.cumsum(lengths)[:-1]]
     seg = np.repeat(np.arange(n_groups), ends - starts)
-    cell = offsets[seg] + (bucket - b_first[seg])
+    k, series_seg, cell, left_out = _listed_intervals(bucket, seg, starts, ends, len(g))
+    lengths = np.bincount(series_seg, minlength=n_groups)
+    offsets = np.r_[0, np.cumsum(lengths)[:-1]]
+    total = len(k)
     packets = np.bincount(cell, minlength=total).astype(np.int64)
     bytes_ = np.rint(np.bincount(cell, weights=size, minlength=total)).astype(np.int64)
-    series_seg = np.repeat(np.arange(n_groups), lengths)
-    k = b_first[series_seg] + (np.arange(total) - offsets[series_seg])
+    notes = []
+    if left_out:
+        notes.append(f"{left_out} empty intervals of {o.interval_ns / 1e9:g} s are not listed "
+                     "(the capture spans far more intervals than it has packets: a clock step, "
+                     "or a long idle time); each run of them is shown by its first")
     per_s = 1e9 / o.interval_ns
     value = _in_unit(o.unit, packets, bytes_) * per_s
 
@@ -515,7 +519,34 @@ def _one(cap: Capture, o: _Options) -> IOGraph:
     })
     return IOGraph({"summary": summary, "series": series, "transfers": transfers},
                    capture=cap.path, options=o, keys=key_names, series_rows=lengths,
-                   stream_names=stream_names(cap) if "stream" in key_names else None)
+                   stream_names=stream_names(cap) if "stream" in key_names else None,
+                   notes=notes)
+
+
+def _listed_intervals(bucket, seg, starts, ends, n_packets):
+    """The intervals the series lists, as (interval index, group, each packet's row, how many
+    empty intervals were left out).  ``bucket`` and ``seg`` are the packets' interval and group,
+    sorted by group then time.  Every interval from a group's first packet to its last, or
+    (past the dense limit) those with packets and the first of each empty run after them."""
+    b_first, b_last = bucket[starts], bucket[ends - 1]
+    lengths = b_last - b_first + 1
+    dense = int(lengths.sum())
+    if dense <= max(DENSE_ROWS, DENSE_PER_PACKET * n_packets):
+        offsets = np.r_[0, np.cumsum(lengths)[:-1]]
+        series_seg = np.repeat(np.arange(len(starts)), lengths)
+        k = b_first[series_seg] + (np.arange(dense) - offsets[series_seg])
+        return k, series_seg, offsets[seg] + (bucket - b_first[seg]), 0
+    new = np.r_[True, (seg[1:] != seg[:-1]) | (bucket[1:] != bucket[:-1])]
+    full_k, full_seg = bucket[new], seg[new]                  # intervals with packets
+    last_of_group = np.r_[full_seg[1:] != full_seg[:-1], True]
+    gap_after = ~last_of_group & (np.r_[full_k[1:], 0] != full_k + 1)
+    k = np.r_[full_k, full_k[gap_after] + 1]
+    series_seg = np.r_[full_seg, full_seg[gap_after]]
+    order = np.lexsort((k, series_seg))
+    k, series_seg = k[order], series_seg[order]
+    row_of_full = np.argsort(order)[:len(full_k)]             # where each full one went
+    cell = row_of_full[np.cumsum(new) - 1]
+    return k, series_seg, cell, dense - len(k)
 
 
 def _in_unit(unit: str, packets, bytes_) -> np.ndarray:
