@@ -64,6 +64,7 @@ import numpy as np
 
 from ..batch import analysis
 from ..capture import Capture
+from ..clock import GAP_NS, without_long_gaps
 from ..errors import UsageError
 from ..plots.flavour import flavour_figure
 from ..render import Shown
@@ -90,6 +91,7 @@ VOTE_MARGIN_MSS = 0.5       # the nearest expected window must be nearer by this
 MIN_VOTES = 3               # votes (decrease and growth) needed to tell reno from cubic
 MIN_MAJORITY = 0.6          # Laplace share a verdict needs at each stage
 ACK_CLOCK_NS = 100_000      # a new segment leaving this soon after an ACK was sent by it
+CYCLE_GAP_RTTS = 64         # gain cycling: an idle time longer than this many RTTs is cut to it
 PACED_SHARE = 0.5           # sender side: ACK-clocked share of new segments at most this: paced
                             # (tuning split: bbr 0.04-0.36)
 UNPACED_SHARE = 0.8         # ... at least this: not paced (tuning split: reno, cubic 0.87-1.00)
@@ -379,6 +381,9 @@ def gain_cycling(t_ns, length_bytes, rtt_ns: int) -> tuple[float, float]:
     t = np.asarray(t_ns, np.int64)
     if len(t) < 2 or rtt_ns <= 0:
         return np.nan, np.nan
+    t = without_long_gaps(t, CYCLE_GAP_RTTS * rtt_ns)   # idle time is no cycle: bounded bins
+    if (t[-1] - t[0]) // rtt_ns > CYCLE_GAP_RTTS * len(t):
+        return np.nan, np.nan                  # an RTT too fine for these packets to show one
     bins = ((t - t[0]) // rtt_ns).astype(np.int64)
     rate = np.bincount(bins, weights=np.asarray(length_bytes, np.float64))
     rate = rate[len(rate) // 10:]          # skip startup
@@ -414,16 +419,21 @@ def idle_share(data_t_s, resent, ack_t_s, rtt_s: float) -> float:
     came more than IDLE_AFTER_ACK_RTTS RTTs after the last ACK: the sender had been told and
     sent nothing (application-limited).  A gap ended by a re-sent segment (a timeout) or by
     a segment sent at an ACK (a window waiting for it; on the receiver side the data follows
-    the ACK by one RTT) is not idle."""
+    the ACK by one RTT) is not idle.  The flow's time is the sum of its steps forward; a step
+    back or a gap the clock module calls a clock's (clock.GAP_NS) counts neither way."""
     t = np.asarray(data_t_s, np.float64)
     acks = np.asarray(ack_t_s, np.float64)
-    if len(t) < 2 or t[-1] <= t[0]:
+    if len(t) < 2:
         return np.nan
     gap = np.diff(t)
+    lived = (gap > 0) & (gap < GAP_NS / 1e9)
+    if not gap[lived].sum() > 0:
+        return np.nan
     j = np.searchsorted(acks, t[1:], side="right") - 1
     since_ack = np.where(j >= 0, t[1:] - acks[np.maximum(j, 0)], np.inf)
-    idle = (gap > rtt_s) & (since_ack > IDLE_AFTER_ACK_RTTS * rtt_s) & ~np.asarray(resent, bool)[1:]
-    return float(gap[idle].sum() / (t[-1] - t[0]))
+    idle = lived & (gap > rtt_s) & (since_ack > IDLE_AFTER_ACK_RTTS * rtt_s) \
+        & ~np.asarray(resent, bool)[1:]
+    return float(gap[idle].sum() / gap[lived].sum())
 
 
 # -- one stream ----------------------------------------------------------------------------------
