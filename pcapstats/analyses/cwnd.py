@@ -398,8 +398,10 @@ def _sender_samples(v: _Views) -> dict:
     flight = v.bif[last]
     # answered at once: the next new data segment follows within PROMPT_NS
     j = np.searchsorted(v.new_data, acks)
-    nxt = v.new_data[np.minimum(j, len(v.new_data) - 1)]
-    prompt = (j < len(v.new_data)) & (v.t[nxt] - v.t[acks] <= PROMPT_NS)
+    prompt = np.zeros(len(acks), bool)          # no new data at all: nothing answered an ACK
+    if len(v.new_data):
+        nxt = v.new_data[np.minimum(j, len(v.new_data) - 1)]
+        prompt = (j < len(v.new_data)) & (v.t[nxt] - v.t[acks] <= PROMPT_NS)
     clocked = _share_in_window(v.t[acks], prompt, v.rtt_ns) >= ACK_CLOCKED_FRACTION
     edge = v.ack_so_far[last] + v.rwnd_so_far[last]
     rwnd_limited = v.max_nxt[last] >= edge - v.mss
