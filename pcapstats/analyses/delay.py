@@ -47,7 +47,7 @@ from ..errors import UsageError
 from ..render import Shown
 from ..results import Result
 from ..schema import Column, TableSpec
-from ..streams import endpoint, own_transport, whole_datagrams
+from ..streams import endpoint, id_ranges, own_transport, whole_datagrams
 from .ping import ping as ping_of
 
 TRIM = 0.10
@@ -121,54 +121,63 @@ def delay(capture: Capture, *, source: str = "auto") -> Delay:
     "icmp", "exchanges" or "auto": whichever the capture has)."""
     if source not in ("auto", "icmp", "exchanges"):
         raise UsageError(f"unknown source {source!r}", hint="use icmp, exchanges or auto")
-    samples: list[dict] = []
+    parts: list[dict] = []
     notes: list[str] = []
     if source in ("auto", "icmp"):
-        samples += _icmp_samples(capture, notes, required=source == "icmp")
+        parts.append(_icmp_samples(capture, notes, required=source == "icmp"))
     if source in ("auto", "exchanges"):
-        samples += _exchange_samples(capture)
-    if not samples:
+        parts += _exchange_samples(capture)
+    parts = [p for p in parts if p is not None and len(p["size"])]
+    if not parts:
         raise UsageError(f"no latency samples in {capture.path}: no answered ICMP echoes "
                          "captured at the pinging host and no ping-pong exchange"
                          + (f" ({notes[0]})" if notes else ""),
                          hint="capture at the host that sends the requests, with several "
                               "message sizes")
     t0 = int(capture.column("frame_time_ns")[0])
+    joined = {name: np.concatenate([p[name] for p in parts]) for name in parts[0]}
     table = {
-        "source": np.array([s["source"] for s in samples], object),
-        "size_bytes": np.array([s["size"] for s in samples], np.int64),
-        "time_s": (np.array([s["t_ns"] for s in samples], np.int64) - t0) / 1e9,
-        "latency_ms": np.array([s["latency_ns"] for s in samples], np.float64) / 1e6,
-        "first_answer_ms": np.array([s.get("first_ns", s["latency_ns"]) for s in samples],
-                                    np.float64) / 1e6}
+        "source": joined["source"].astype(object),
+        "size_bytes": joined["size"].astype(np.int64),
+        "time_s": (joined["t_ns"].astype(np.int64) - t0) / 1e9,
+        "latency_ms": joined["latency_ns"].astype(np.float64) / 1e6,
+        "first_answer_ms": joined["first_ns"].astype(np.float64) / 1e6}
     sizes = _sizes(table)
     model = _models(sizes, _overlapping_sources(table), notes)
     return Delay({"model": model, "sizes": sizes, "samples": table}, capture=capture.path,
                  notes=notes)
 
 
-def _icmp_samples(cap: Capture, notes: list[str], required: bool) -> list[dict]:
+def _samples(source, size, t_ns, latency_ns, first_ns=None) -> dict:
+    """A source's samples as columns (the answer's first packet = its last, unless given)."""
+    latency_ns = np.asarray(latency_ns, np.float64)
+    return {"source": np.full(len(size), source, object), "size": np.asarray(size, np.int64),
+            "t_ns": np.asarray(t_ns, np.int64), "latency_ns": latency_ns,
+            "first_ns": latency_ns if first_ns is None else np.asarray(first_ns, np.float64)}
+
+
+def _icmp_samples(cap: Capture, notes: list[str], required: bool) -> dict | None:
     try:
         p = ping_of(cap)
     except UsageError:
         if required:
             raise
-        return []
+        return None
     e = p.table("echoes")
-    sides = dict(zip(p.table("sessions")["session"].tolist(), p.table("sessions")["side"]))
-    out = []
-    left_out = sorted({int(k) for k in e["session"] if sides[int(k)] == "responder"})
-    if left_out:
-        notes.append(f"ICMP session(s) {', '.join(map(str, left_out))} captured at the "
+    sessions = p.table("sessions")
+    at_responder = np.unique(sessions["session"][sessions["side"] == "responder"])
+    if len(at_responder):
+        notes.append(f"ICMP session(s) {id_ranges(at_responder.tolist())} captured at the "
                      "responder: request -> reply there is its turnaround (microseconds), not "
                      "the delay to model; left out")
-    t_ns = (e["time_s"] * 1e9).round().astype(np.int64) + int(cap.column("frame_time_ns")[0])
-    for k in range(len(e["session"])):
-        if sides[int(e["session"][k])] == "responder" or np.isnan(e["rtt_ms"][k]):
-            continue
-        out.append({"source": f"icmp {e['requester'][k]} → {e['responder'][k]}",
-                    "size": int(e["payload_bytes"][k]), "t_ns": int(t_ns[k]),
-                    "latency_ns": e["rtt_ms"][k] * 1e6})
+    keep = ~np.isin(e["session"], at_responder) & ~np.isnan(e["rtt_ms"])
+    t_ns = (e["time_s"][keep] * 1e9).round().astype(np.int64) \
+        + int(cap.column("frame_time_ns")[0])
+    name_of = np.empty(int(sessions["session"].max()) + 1, object)   # one name a session
+    name_of[sessions["session"]] = [f"icmp {a} → {b}" for a, b in
+                                    zip(sessions["requester"], sessions["responder"])]
+    out = _samples("", e["payload_bytes"][keep], t_ns, e["rtt_ms"][keep] * 1e6)
+    out["source"] = name_of[e["session"][keep]]
     return out
 
 
@@ -181,18 +190,22 @@ def _exchange_samples(cap: Capture) -> list[dict]:
         if not len(rows):
             continue
         streams = cap.column(f"{proto}_stream")[rows]
-        for stream in np.unique(streams):
-            mine = rows[streams == stream]
-            out += _pingpong(cap, proto, int(stream), mine)
+        order = np.argsort(streams, kind="stable")
+        ids, starts = np.unique(streams[order], return_index=True)
+        for k, stream in enumerate(ids.tolist()):
+            mine = rows[order[starts[k]:(starts[k + 1] if k + 1 < len(ids) else len(rows))]]
+            found = _pingpong(cap, proto, int(stream), mine)
+            if found is not None:
+                out.append(found)
     return out
 
 
-def _pingpong(cap: Capture, proto: str, stream: int, rows: np.ndarray) -> list[dict]:
+def _pingpong(cap: Capture, proto: str, stream: int, rows: np.ndarray) -> dict | None:
     """The samples of one stream's requests answered by as many bytes (module docstring)."""
     if proto == "tcp":   # a re-sent segment is not new payload: it must not start a message
         rows = _first_sends(cap, rows)
     if len(rows) < 4:                         # two exchanges at least
-        return []
+        return None
     size = cap.column("payload_len")[rows].astype(np.int64)
     t = cap.column("frame_time_ns")[rows].astype(np.int64)
     t_whole = whole_datagrams(cap, rows)[1]      # a datagram in fragments is there at its last
@@ -209,7 +222,7 @@ def _pingpong(cap: Capture, proto: str, stream: int, rows: np.ndarray) -> list[d
         pushed = np.where(previous >= 0, psh[np.maximum(previous, 0)], True)
     starts = np.flatnonzero(client & (answered_before >= sent_before) & pushed)
     if len(starts) < 2:
-        return []
+        return None
     ends = np.r_[starts[1:], len(rows)]                   # each request's packets and answer's
     request = sent[ends - 1] - sent_before[starts]
     answer = answered_bytes[ends - 1] - answered_before[starts]
@@ -218,15 +231,14 @@ def _pingpong(cap: Capture, proto: str, stream: int, rows: np.ndarray) -> list[d
     first_answer = np.minimum.reduceat(np.where(client, len(rows), index), starts)
     ok = np.flatnonzero((request == answer) & (request > 0))
     if len(ok) < max(2, len(starts) // 2):                # not ping-pong: answers differ
-        return []
+        return None
     first = rows[0]
     src = cap.addresses[cap.column("ip_src")[first]]
     dst = cap.addresses[cap.column("ip_dst")[first]]
     name = (f"{proto} stream {stream} {endpoint(src, cap.column(f'{proto}_srcport')[first])} → "
             f"{endpoint(dst, cap.column(f'{proto}_dstport')[first])}")
-    return [{"source": name, "size": int(request[k]), "t_ns": int(t[starts[k]]),
-             "latency_ns": float(t_whole[last_answer[k]] - t[starts[k]]),
-             "first_ns": float(t[first_answer[k]] - t[starts[k]])} for k in ok]
+    return _samples(name, request[ok], t[starts[ok]], t_whole[last_answer[ok]] - t[starts[ok]],
+                    t[first_answer[ok]] - t[starts[ok]])
 
 
 def _first_sends(cap: Capture, rows: np.ndarray) -> np.ndarray:
@@ -248,21 +260,26 @@ def _first_sends(cap: Capture, rows: np.ndarray) -> np.ndarray:
 
 
 def _sizes(samples: dict) -> dict:
-    rows: dict[str, list] = {c.name: [] for c in SIZES.columns}
-    keys = list(dict.fromkeys(zip(samples["source"].tolist(), samples["size_bytes"].tolist())))
-    for source, size in sorted(keys, key=lambda k: (k[0], k[1])):
-        mine = (samples["source"] == source) & (samples["size_bytes"] == size)
-        x = np.sort(samples["latency_ms"][mine])
-        cut = int(TRIM * len(x))
-        rows["source"].append(source)
-        rows["size_bytes"].append(size)
-        rows["n"].append(len(x))
-        rows["mean_ms"].append(float(x.mean()))
-        rows["median_ms"].append(float(np.median(x)))
-        rows["min_ms"].append(float(x[0]))
-        rows["trimmed_ms"].append(float(x[cut:len(x) - cut].mean()))
-    return {c.name: np.asarray(rows[c.name], dtype=object if c.dtype == "str" else None)
-            for c in SIZES.columns}
+    """One row per (source, size), sorted: n, mean, median, min, trimmed mean (one sort)."""
+    source, size = samples["source"], samples["size_bytes"]
+    names, code = np.unique(source.astype(str), return_inverse=True)
+    order = np.lexsort((samples["latency_ms"], size, code.ravel()))
+    c, z, x = code.ravel()[order], size[order], samples["latency_ms"][order]
+    starts = np.flatnonzero(np.r_[True, (c[1:] != c[:-1]) | (z[1:] != z[:-1])])
+    ends = np.r_[starts[1:], len(x)]
+    rows: dict[str, list] = {col.name: [] for col in SIZES.columns}
+    for a, b in zip(starts.tolist(), ends.tolist()):
+        mine = x[a:b]                                   # sorted: the trim is a slice
+        cut = int(TRIM * len(mine))
+        rows["source"].append(names[c[a]])
+        rows["size_bytes"].append(int(z[a]))
+        rows["n"].append(len(mine))
+        rows["mean_ms"].append(float(mine.mean()))
+        rows["median_ms"].append(float(np.median(mine)))
+        rows["min_ms"].append(float(mine[0]))
+        rows["trimmed_ms"].append(float(mine[cut:len(mine) - cut].mean()))
+    return {col.name: np.asarray(rows[col.name], dtype=object if col.dtype == "str" else None)
+            for col in SIZES.columns}
 
 
 def _overlapping_sources(samples: dict) -> set[str]:

@@ -143,20 +143,7 @@ def _what_it_has(cap: Capture) -> str:
 
 
 def _sessions(cap: Capture, requests: np.ndarray, replies: np.ndarray) -> Ping:
-    src, dst = cap.column("ip_src"), cap.column("ip_dst")
-    ident = cap.column("icmp_ident").astype(np.int64)
-    # a session: (requester, responder, ident); a reply belongs to the one it answers
-    req_key = np.stack([src[requests], dst[requests], ident[requests]], axis=1)
-    rep_key = np.stack([dst[replies], src[replies], ident[replies]], axis=1)
-    keys, session = np.unique(req_key, axis=0, return_inverse=True)
-    session = session.ravel()
-    order = np.argsort(np.array([requests[session == k][0] for k in range(len(keys))]))
-    rank = np.empty(len(keys), np.int64)
-    rank[order] = np.arange(len(keys))          # sessions numbered by their first request
-    session = rank[session]
-    keys = keys[order]
-    key_index = {tuple(k): i for i, k in enumerate(keys.tolist())}
-    rep_session = np.array([key_index.get(tuple(k), -1) for k in rep_key.tolist()], np.int64)
+    keys, session, rep_session = _session_keys(cap, requests, replies)
     answered = rep_session >= 0
     replies, rep_session = replies[answered], rep_session[answered]
 
@@ -187,17 +174,39 @@ def _sessions(cap: Capture, requests: np.ndarray, replies: np.ndarray) -> Ping:
         "time_s": (t_ns[e_rows] - t0) / 1e9, "payload_bytes": size[e_rows],
         "replies": n_replies, "reply_frame": np.where(first_reply >= 0, first_reply, np.nan),
         "rtt_ms": first_rtt}
-    sides, evidence = _sides(cap, keys, e_session, e_rows, replies, match, rtt_ns)
+    sides, evidence = _sides(cap, len(keys), e_session, e_rows, replies, match, rtt_ns)
     summary = _summary(echoes, keys, rtt_ns / 1e6, e_session[match], size[e_rows][match], sides,
                        addresses)
     said: dict[tuple, list[int]] = {}   # one note for the sessions that share one
-    for k in range(len(keys)):
-        if sides[k] != "requester":
-            pair = f"{addresses[keys[k, 0]]} → {addresses[keys[k, 1]]}"
-            said.setdefault((pair, sides[k], evidence[k]), []).append(k)
+    for k in np.flatnonzero(np.asarray(sides, object) != "requester").tolist():
+        pair = f"{addresses[keys[k, 0]]} → {addresses[keys[k, 1]]}"
+        said.setdefault((pair, sides[k], evidence[k]), []).append(k)
     notes = [f"session{'s' if len(ks) > 1 else ''} {id_ranges(ks)} ({pair}): {_SIDE_SAYS[side]}"
              f" ({why})" for (pair, side, why), ks in said.items()]
     return Ping({"sessions": summary, "echoes": echoes}, capture=cap.path, notes=notes)
+
+
+def _session_keys(cap: Capture, requests: np.ndarray, replies: np.ndarray):
+    """(keys, session of each request, session of each reply or -1): a session is a
+    (requester, responder, identifier) with a request, numbered by its first request; a reply
+    belongs to the session whose key it answers."""
+    src, dst = cap.column("ip_src").astype(np.int64), cap.column("ip_dst").astype(np.int64)
+    ident = cap.column("icmp_ident").astype(np.int64)
+    a = max(len(cap.addresses), 1)           # one int64 a key: (requester, responder, ident)
+    code = (np.r_[src[requests], dst[replies]] * a + np.r_[dst[requests], src[replies]]) \
+        * 65536 + np.r_[ident[requests], ident[replies]]
+    unique_code, which = np.unique(code, return_inverse=True)
+    which = which.ravel()
+    unique = np.stack([unique_code // 65536 // a, unique_code // 65536 % a,
+                       unique_code % 65536], axis=1)
+    n = len(requests)
+    first = np.full(len(unique), n, np.int64)
+    np.minimum.at(first, which[:n], np.arange(n))          # requests are in capture order
+    sessions = np.flatnonzero(first < n)
+    sessions = sessions[np.argsort(first[sessions], kind="stable")]
+    rank = np.full(len(unique), -1, np.int64)
+    rank[sessions] = np.arange(len(sessions))
+    return unique[sessions], rank[which[:n]], rank[which[n:]]
 
 
 _SIDE_SAYS = {
@@ -227,12 +236,15 @@ def _whole_messages(cap: Capture, rows: np.ndarray) -> tuple[np.ndarray, np.ndar
 def _unwrap(seq16: np.ndarray, session: np.ndarray) -> np.ndarray:
     """16-bit sequence numbers -> counting numbers, per session in capture order (a step down
     of more than half the range is a wrap)."""
-    out = seq16.copy()
-    for k in np.unique(session):
-        rows = np.flatnonzero(session == k)
-        steps = np.diff(seq16[rows])
-        wraps = np.concatenate([[0], np.cumsum(steps < -32768) - np.cumsum(steps > 32768)])
-        out[rows] = seq16[rows] + 65536 * wraps
+    order = np.argsort(session, kind="stable")            # each session's requests, in order
+    s, q = session[order], seq16[order]
+    same = np.r_[False, s[1:] == s[:-1]]
+    step = np.r_[0, np.diff(q)]
+    wraps = np.cumsum(np.where(same, (step < -32768).astype(np.int64)
+                               - (step > 32768).astype(np.int64), 0))
+    start = np.maximum.accumulate(np.where(same, 0, np.arange(len(s))))
+    out = np.empty_like(seq16)
+    out[order] = q + 65536 * (wraps - wraps[start])
     return out
 
 
@@ -245,55 +257,78 @@ def _first_requests(session: np.ndarray, seq: np.ndarray, rows: np.ndarray) -> n
 
 def _match(e_session, e_seq16, e_t, r_session, r_seq16, r_t) -> np.ndarray:
     """For each reply, the index of the latest request of its session and 16-bit number sent
-    at or before it; -1 when none (a reply to a request the capture missed)."""
-    key_e = e_session * 65536 + e_seq16
-    key_r = r_session * 65536 + r_seq16
-    order = np.lexsort((e_t, key_e))
-    ke, te = key_e[order], e_t[order]
-    # position of the last request with key == key_r and time <= r_t
-    pos = np.searchsorted(ke, key_r, side="right") - 1
-    lo = np.searchsorted(ke, key_r, side="left")
-    out = np.full(len(key_r), -1, np.int64)
-    for i in np.flatnonzero(pos >= lo):          # few keys repeat: walk back to time <= r_t
-        p = pos[i]
-        while p >= lo[i] and te[p] > r_t[i]:
-            p -= 1
-        if p >= lo[i]:
-            out[i] = order[p]
-    return out
+    at or before it; -1 when none (a reply to a request the capture missed).  One sort: the
+    requests and replies are ranked by time (a request before a reply at the same instant),
+    and each reply finds the last request at or below (its key, its rank)."""
+    n = len(e_t)
+    _, key = np.unique(np.r_[e_session * 65536 + e_seq16, r_session * 65536 + r_seq16],
+                       return_inverse=True)
+    key = key.ravel().astype(np.int64)
+    t = np.r_[e_t, r_t]
+    rank = np.empty(len(t), np.int64)
+    rank[np.lexsort((np.r_[np.zeros(n), np.ones(len(r_t))], t))] = np.arange(len(t))
+    span = len(t) + 1
+    code = key * span + rank
+    order = np.argsort(code[:n], kind="stable")
+    sorted_code = code[:n][order]
+    pos = np.searchsorted(sorted_code, code[n:], side="right") - 1
+    found = (pos >= 0) & (sorted_code[np.maximum(pos, 0)] // span == key[n:])
+    return np.where(found, order[np.maximum(pos, 0)], -1)
 
 
-def _sides(cap, keys, e_session, e_rows, replies, match, rtt_ns) -> tuple[list[str], list[str]]:
+def _sides(cap, n_sessions, e_session, e_rows, replies, match, rtt_ns
+           ) -> tuple[list[str], list[str]]:
     """Each session's capture side and the evidence, from TTLs (and ping's send timestamps
     where no router changed them)."""
     ttl = cap.column("ip_ttl").astype(np.int64)
+    req_ttl = _mode_per_group(e_session, ttl[e_rows], n_sessions)
+    rep_ttl = _mode_per_group(e_session[match], ttl[replies], n_sessions)
+    initial = np.asarray(INITIAL_TTLS)
+    req_initial, rep_initial = np.isin(req_ttl, initial), np.isin(rep_ttl, initial)
     sides, evidence = [], []
-    for k in range(len(keys)):
-        req = e_rows[e_session == k]
-        mine = e_session[match] == k
-        rep = replies[mine]
-        req_ttl = int(np.bincount(ttl[req]).argmax())
-        rep_ttl = int(np.bincount(ttl[rep]).argmax()) if len(rep) else None
-        said = f"request TTL {req_ttl}" + ("" if rep_ttl is None else f", reply TTL {rep_ttl}")
-        req_initial = req_ttl in INITIAL_TTLS
-        rep_initial = rep_ttl in INITIAL_TTLS if rep_ttl is not None else None
-        if rep_initial is None:
-            side = "requester" if req_initial else "path"
-        elif req_initial and not rep_initial:
-            side = "requester"
-        elif rep_initial and not req_initial:
-            side = "responder"
-        elif not req_initial and not rep_initial:
+    by_session = _rows_by_group(e_session, n_sessions)
+    reply_rtts = _rows_by_group(e_session[match], n_sessions)
+    file_bytes: list = []                 # the capture's bytes, opened once if any session asks
+    for k in range(n_sessions):
+        said = f"request TTL {req_ttl[k]}" + ("" if rep_ttl[k] < 0 else
+                                             f", reply TTL {rep_ttl[k]}")
+        if rep_ttl[k] < 0:
+            side = "requester" if req_initial[k] else "path"
+        elif req_initial[k] != rep_initial[k]:
+            side = "requester" if req_initial[k] else "responder"
+        elif not req_initial[k]:
             side = "path"
         else:
-            side, more = _side_from_send_times(cap, req, rtt_ns[mine])
+            side, more = _side_from_send_times(cap, file_bytes, e_rows[by_session[k]],
+                                               rtt_ns[reply_rtts[k]])
             said += f" (no router between the hosts); {more}"
         sides.append(side)
         evidence.append(said)
     return sides, evidence
 
 
-def _side_from_send_times(cap, requests, rtt_ns) -> tuple[str, str]:
+def _mode_per_group(group: np.ndarray, values: np.ndarray, n_groups: int) -> np.ndarray:
+    """The most common value of each group (the smallest on a tie), -1 for an empty group."""
+    out = np.full(n_groups, -1, np.int64)
+    if not len(group):
+        return out
+    span = int(values.max()) + 1
+    pairs, counts = np.unique(group * span + values, return_counts=True)
+    g, v = pairs // span, pairs % span
+    best = np.lexsort((v, -counts, g))
+    first = best[np.r_[True, g[best][1:] != g[best][:-1]]]
+    out[g[first]] = v[first]
+    return out
+
+
+def _rows_by_group(group: np.ndarray, n_groups: int) -> list[np.ndarray]:
+    """For each group 0..n_groups-1, the indices of its members (one sort, no mask per group)."""
+    order = np.argsort(group, kind="stable")
+    bounds = np.searchsorted(group[order], np.arange(n_groups + 1))
+    return [order[bounds[k]:bounds[k + 1]] for k in range(n_groups)]
+
+
+def _side_from_send_times(cap, file_bytes: list, requests, rtt_ns) -> tuple[str, str]:
     """iputils ping writes its send time (struct timeval, 16 bytes, little-endian on the
     hosts people use) at the start of each request's data.  Where the capture was taken at the
     requester, a request is captured microseconds after that time and its reply a round trip
@@ -302,17 +337,19 @@ def _side_from_send_times(cap, requests, rtt_ns) -> tuple[str, str]:
     if not len(rtt_ns):
         return "unknown", "no reply to compare"
     try:
-        heads = payload(cap, open_source(cap.path).buf, requests, 16)
+        if not file_bytes:
+            file_bytes.append(open_source(cap.path).buf)
+        heads = payload(cap, file_bytes[0], requests, 16)
     except Exception:     # a file gone or unreadable since it was read: just say unknown
         heads = None
     if heads is None:
         return "unknown", "requests carry no send time"
-    sent = np.array([int.from_bytes(h[:8], "little") * 10**9 + int.from_bytes(h[8:16], "little")
-                     * 1000 for h in heads], np.int64)
+    seconds, usec = np.frombuffer(b"".join(heads), "<u8").reshape(-1, 2).T
+    usec_ok = bool((usec < 10**6).all() and (seconds < 2**33).all())   # ns fit in int64
+    sent = seconds.astype(np.int64) * 10**9 + usec.astype(np.int64) * 1000 if usec_ok else 0
     t = cap.column("frame_time_ns").astype(np.int64)
     lag = float(np.median(t[requests] - sent))       # send -> capture of the request
     gap = float(np.median(rtt_ns))                    # capture of the request -> its reply
-    usec_ok = all(int.from_bytes(h[8:16], "little") < 10**6 for h in heads)
     if not usec_ok or not 0 <= lag < 60e9:
         return "unknown", "requests carry no send time ping's way"
     said = (f"requests captured {lag / 1e6:.3f} ms after ping sent them, replies "
@@ -323,18 +360,21 @@ def _side_from_send_times(cap, requests, rtt_ns) -> tuple[str, str]:
 def _summary(echoes: dict, keys, rtt_ms, rtt_session, rtt_size, sides, addresses) -> dict:
     """One row per (session, payload size)."""
     group = echoes["session"] * (1 << 32) + echoes["payload_bytes"]
-    groups = np.unique(group)
-    rtt_group = rtt_session * (1 << 32) + rtt_size
+    groups, which = np.unique(group, return_inverse=True)
+    which = which.ravel()
+    rtt_which = np.searchsorted(groups, rtt_session * (1 << 32) + rtt_size)
+    echoes_of = _rows_by_group(which, len(groups))
+    rtts_of = _rows_by_group(rtt_which, len(groups))
     rows: dict[str, list] = {c.name: [] for c in SESSIONS.columns}
-    for g in groups:
-        k, size = int(g >> 32), int(g & 0xFFFFFFFF)
-        mine = group == g
-        tx = int(mine.sum())
-        rx = int((echoes["replies"][mine] > 0).sum())
-        dup = int(np.maximum(echoes["replies"][mine] - 1, 0).sum())
-        r = rtt_ms[rtt_group == g]
+    for i, g in enumerate(groups.tolist()):
+        k, size = g >> 32, g & 0xFFFFFFFF
+        mine = echoes_of[i]
+        tx = len(mine)
+        replies = echoes["replies"][mine]
+        rx = int((replies > 0).sum())
+        dup = int(np.maximum(replies - 1, 0).sum())
         at_responder = sides[k] == "responder"
-        stats = _ping_stats(r)
+        stats = _ping_stats(rtt_ms[rtts_of[i]])
         times = echoes["time_s"][mine]
         rows["session"].append(k)
         rows["requester"].append(addresses[keys[k, 0]])
