@@ -416,7 +416,8 @@ class _Run:
             return traffic.start_pingpong(lab, snd, rcv, work, sizes=s.ping_sizes,
                                           repetitions=s.ping_count,
                                           interval_s=s.ping_interval_s,
-                                          udp=s.tool == "pingpong-udp")
+                                          udp=s.tool == "pingpong-udp",
+                                          cc=None if s.tool == "pingpong-udp" else cc)
         proto = "tcp" if s.tool == "tcp-file" else "udp"
         return traffic.start_file_transfer(
             lab, snd, rcv, work, proto=proto, size_bytes=nbytes or 1_000_000,

@@ -421,13 +421,14 @@ def measure_rtt_ms(lab: Lab, src: str, dst: str, count: int = 10,
 
 def start_pingpong(lab: Lab, sender: str, receiver: str, work: Path, *, port=PINGPONG_PORT,
                    sizes: Sequence[int], repetitions: int = 10, interval_s: float = 0.01,
-                   udp: bool = False, family: int = 4) -> Running:
+                   udp: bool = False, cc: str | None = None, family: int = 4) -> Running:
     """pingpong server (``--once --report``) in receiver, client in sender: ``repetitions``
     messages of each size, one in flight (the delay model's ping-pong exchange)."""
     run = _Spawner(lab, work)
     tag = f"pingpong-{sender}-{receiver}"
     server_report, client_report = run.work / f"{tag}.server.json", run.work / f"{tag}.client.json"
-    addr, proto = lab.address(receiver, family), ["--udp"] if udp else []
+    addr = lab.address(receiver, family)
+    proto = ["--udp"] if udp else (["--cc", cc] if cc else [])
     server = run.start(receiver, f"{tag}.server",
                        [sys.executable, "-m", "pcapstats.tools.pingpong", "-s", "-b", addr,
                         "-p", port, "--once", "--report", server_report, *proto])
@@ -450,13 +451,13 @@ def start_pingpong(lab: Lab, sender: str, receiver: str, work: Path, *, port=PIN
 def pingpong_report(client: dict, server: dict, sender: str, receiver: str) -> dict:
     """The sidecar's view of pingpong's two reports: one flow, the per-size latencies."""
     (src, sport), (dst, dport) = _endpoint(client["local"]), _endpoint(client["remote"])
-    proto = client["settings"]["proto"]
+    proto, cc = client["settings"]["proto"], client["settings"].get("cc")
     rows = client["sizes"]
     sent = sum(size * (n + lost) for size, n, lost in
                ((r["size"], r["n"], r["lost"]) for r in rows))
     return {"tool": "pingpong", "mode": proto, "sender": sender, "receiver": receiver,
             "flows": [{"proto": proto, "src": src, "sport": sport, "dst": dst, "dport": dport,
-                       "cc": None, "sent_bytes": sent, "received_bytes":
+                       "cc": cc, "sent_bytes": sent, "received_bytes":
                        server.get("bytes_received"), "start_ns": client.get("start_ns"),
                        "end_ns": None}],
             "summary": {"sizes_bytes": [r["size"] for r in rows],

@@ -111,6 +111,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
 
+from pcapstats.tools.tcpinfo import set_congestion
+
 HEADER = struct.Struct(">2sIIQ")       # magic, seq, size, time_ns
 HEADER_BYTES = HEADER.size             # 18: the smallest message
 MAGIC = b"PP"
@@ -239,6 +241,9 @@ def build_parser(prog: str = "pingpong") -> argparse.ArgumentParser:
     both.add_argument("-p", "--port", type=_port, default=DEFAULT_PORT,
                       help=f"port, 1024-65535 (default {DEFAULT_PORT})")
     both.add_argument("--udp", action="store_true", help="UDP instead of TCP")
+    both.add_argument("--cc", type=_cc_name, default=None, metavar="NAME",
+                      help="TCP congestion control for the socket(s) (reno, cubic, bbr, ...; "
+                           "default: the host's)")
     both.add_argument("--report", type=Path, default=None, metavar="FILE",
                       help="write a JSON report (schema pcapstats.pingpong/1)")
     srv = p.add_argument_group("server")
@@ -295,6 +300,8 @@ def parse_args(argv: list[str], prog: str = "pingpong") -> argparse.Namespace:
         if len(opts.sizes) * opts.repetitions >= END_SEQ:
             raise PingpongError("too many messages: sizes x repetitions must stay below "
                                 f"{END_SEQ}")
+    if opts.cc is not None and opts.udp:
+        raise PingpongError("--cc is for TCP: UDP has no congestion control")
     if opts.report is not None and not opts.report.parent.is_dir():
         raise PingpongError(f"cannot write the report {opts.report}: no directory "
                             f"{opts.report.parent}")
@@ -302,6 +309,22 @@ def parse_args(argv: list[str], prog: str = "pingpong") -> argparse.Namespace:
 
 
 # -- small things -----------------------------------------------------------------------------
+
+def _cc_name(text: str) -> str:
+    if not re.fullmatch(r"[a-z0-9_]{1,15}", text):
+        raise argparse.ArgumentTypeError(f"invalid congestion control {text!r}: e.g. reno, "
+                                         "cubic, bbr")
+    return text
+
+
+def _set_cc(sock: socket.socket, name: str | None) -> None:
+    """TCP_CONGESTION on sock when asked; one line when the kernel refuses."""
+    if name:
+        try:
+            set_congestion(sock, name)
+        except ValueError as e:
+            raise PingpongError(str(e)) from None
+
 
 def _say(*lines: str) -> None:
     sys.stdout.write("".join(line + "\n" for line in lines))
@@ -418,6 +441,7 @@ class _Client:
         sock = socket.socket(family, socket.SOCK_STREAM)
         try:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            _set_cc(sock, opts.cc)
             sock.settimeout(CONNECT_TIMEOUT_S)
             try:
                 sock.connect(addr)
@@ -590,7 +614,7 @@ def run_client(opts, argv: list[str]) -> int:
             "settings": {"server": opts.client, "port": opts.port, "proto": _proto(opts),
                          "sizes": opts.sizes, "repetitions": opts.repetitions,
                          "interval_s": opts.interval, "order": opts.order,
-                         "timeout_s": opts.timeout},
+                         "timeout_s": opts.timeout, "cc": opts.cc},
             "local": client.local, "remote": client.remote, "start_ns": client.start_ns,
             "samples": client.samples, "sizes": rows, "late_answers": client.late})
     return EXIT_OK
@@ -642,6 +666,7 @@ def _bind(opts) -> socket.socket:
             sock.bind((addr, opts.port))
             if not opts.udp:
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                _set_cc(sock, opts.cc)               # accepted sockets inherit it
                 sock.listen(16)
             return sock
         except OSError as e:
