@@ -59,6 +59,8 @@ SAMPLES = TableSpec("samples", "one row per latency sample", (
     _C("time_s", "float64", "the request, seconds since the capture's first packet", "s"),
     _C("latency_ms", "float64", "request -> answer", "ms"),
     _C("first_answer_ms", "float64", "request -> the answer's first packet", "ms"),
+    _C("request_ms", "float64", "the request's first packet -> its last (how long the client "
+       "took to send it, as captured)", "ms"),
 ))
 SIZES = TableSpec("sizes", "one row per source and message size", (
     _SOURCE,
@@ -141,19 +143,24 @@ def delay(capture: Capture, *, source: str = "auto") -> Delay:
         "size_bytes": joined["size"].astype(np.int64),
         "time_s": (joined["t_ns"].astype(np.int64) - t0) / 1e9,
         "latency_ms": joined["latency_ns"].astype(np.float64) / 1e6,
-        "first_answer_ms": joined["first_ns"].astype(np.float64) / 1e6}
+        "first_answer_ms": joined["first_ns"].astype(np.float64) / 1e6,
+        "request_ms": joined["request_ns"].astype(np.float64) / 1e6}
     sizes = _sizes(table)
     model = _models(sizes, _overlapping_sources(table), notes)
+    notes += _paced_sources(table, model)
     return Delay({"model": model, "sizes": sizes, "samples": table}, capture=capture.path,
                  notes=notes)
 
 
-def _samples(source, size, t_ns, latency_ns, first_ns=None) -> dict:
-    """A source's samples as columns (the answer's first packet = its last, unless given)."""
+def _samples(source, size, t_ns, latency_ns, first_ns=None, request_ns=None) -> dict:
+    """A source's samples as columns (the answer's first packet = its last, and a request
+    sent at once, unless given)."""
     latency_ns = np.asarray(latency_ns, np.float64)
     return {"source": np.full(len(size), source, object), "size": np.asarray(size, np.int64),
             "t_ns": np.asarray(t_ns, np.int64), "latency_ns": latency_ns,
-            "first_ns": latency_ns if first_ns is None else np.asarray(first_ns, np.float64)}
+            "first_ns": latency_ns if first_ns is None else np.asarray(first_ns, np.float64),
+            "request_ns": np.zeros(len(size)) if request_ns is None
+            else np.asarray(request_ns, np.float64)}
 
 
 def _icmp_samples(cap: Capture, notes: list[str], required: bool) -> dict | None:
@@ -229,6 +236,7 @@ def _pingpong(cap: Capture, proto: str, stream: int, rows: np.ndarray) -> dict |
     index = np.arange(len(rows))
     last_answer = np.maximum.reduceat(np.where(client, -1, index), starts)
     first_answer = np.minimum.reduceat(np.where(client, len(rows), index), starts)
+    last_request = np.maximum.reduceat(np.where(client, index, -1), starts)
     ok = np.flatnonzero((request == answer) & (request > 0))
     if len(ok) < max(2, len(starts) // 2):                # not ping-pong: answers differ
         return None
@@ -238,7 +246,7 @@ def _pingpong(cap: Capture, proto: str, stream: int, rows: np.ndarray) -> dict |
     name = (f"{proto} stream {stream} {endpoint(src, cap.column(f'{proto}_srcport')[first])} → "
             f"{endpoint(dst, cap.column(f'{proto}_dstport')[first])}")
     return _samples(name, request[ok], t[starts[ok]], t_whole[last_answer[ok]] - t[starts[ok]],
-                    t[first_answer[ok]] - t[starts[ok]])
+                    t[first_answer[ok]] - t[starts[ok]], t[last_request[ok]] - t[starts[ok]])
 
 
 def _first_sends(cap: Capture, rows: np.ndarray) -> np.ndarray:
@@ -299,6 +307,29 @@ def _overlapping_sources(samples: dict) -> set[str]:
         first = ols(x, samples["first_answer_ms"][several])["a_ms_per_byte"]
         if full > 0 and first < 0.25 * full:
             out.add(source)
+    return out
+
+
+PACED_FACTOR = 2.0     # a client sending within messages under this x the implied rate: note
+
+
+def _paced_sources(samples: dict, model: dict) -> list[str]:
+    """Notes for sources whose client sent its requests not much faster than the bandwidth the
+    slope implies: a sender pacing itself (BBR with one message in flight paces near its own
+    small rate estimate) or held by its window makes the slope its own, not the path's.  The
+    sending rate is the request bytes after each first packet over the time to the last."""
+    out = []
+    for i, source in enumerate(model["source"].tolist()):
+        mine = (samples["source"] == source) & (samples["request_ms"] > 0)
+        seconds = samples["request_ms"][mine].sum() / 1e3
+        if not mine.any() or not seconds > 0 or not model["bandwidth_bps"][i] > 0:
+            continue
+        rate = 8 * samples["size_bytes"][mine].sum() / seconds
+        if rate < PACED_FACTOR * model["bandwidth_bps"][i]:
+            out.append(f"{source}: the client sent its requests at about {rate / 1e6:.3g} "
+                       f"Mbit/s within each message, near the {model['bandwidth_bps'][i] / 1e6:.3g}"
+                       " Mbit/s the slope implies: the slope may be the sender's pacing or "
+                       "window, not the path (a TCP sender paced by BBR does this; try cubic)")
     return out
 
 

@@ -54,8 +54,9 @@ def test_icmp_sweep_gives_the_slope_and_intercept_it_was_built_with(tmp_path):
     assert (sizes["mean_ms"] - sizes["trimmed_ms"]).min() > 1.0      # the outlier lifts the mean
 
 
-def _pingpong_tcp(sizes, rtt_ms, mss=1448):
-    """A TCP client sending each size (in MSS segments) and the server echoing it."""
+def _pingpong_tcp(sizes, rtt_ms, mss=1448, spacing_ns=100_000):
+    """A TCP client sending each size (in MSS segments, ``spacing_ns`` apart) and the server
+    echoing it."""
     cli, srv = (ME, 40000), (PEER, 7)
     seq = {0: 1000, 1: 5000}
     out, t = [], T0
@@ -69,7 +70,7 @@ def _pingpong_tcp(sizes, rtt_ms, mss=1448):
                 out.append((t, c.ipv4(seg, a[0], b[0])))
                 seq[who] += n
                 left -= n
-                t += 100_000
+                t += spacing_ns
             if who == 0:
                 t += int(rtt_ms(size) * 1e6)
         t += 5_000_000
@@ -140,6 +141,18 @@ def test_an_echo_server_answering_as_data_arrives(tmp_path):
     fit = unstalled.to_pandas("model").iloc[0]
     assert fit.bandwidth_bps == pytest.approx(RATE_BPS, rel=1e-3)
     assert fit.b_ms == pytest.approx(20.0, abs=0.01)
+
+
+def test_a_client_pacing_itself_near_the_slope_is_said(tmp_path):
+    """Requests sent at 1.2 ms a segment (9.7 Mbit/s, a paced sender) and answered after the
+    same: the slope implies about what the client sent at, and a note says so; sent in a
+    burst (0.1 ms a segment) there is no note."""
+    sizes = [s for s in (1448, 4344, 8688, 14480) for _ in range(3)]
+    paced = _pingpong_tcp(sizes, lambda s: B_MS, spacing_ns=1_200_000)
+    result = ps.delay(_write(tmp_path, paced, "paced.pcap"))
+    assert any("the slope may be the sender's pacing" in n for n in result.notes), result.notes
+    burst = _pingpong_tcp(sizes, lambda s: 2 * s * 8 / RATE_BPS * 1e3 + B_MS)
+    assert not any("pacing" in n for n in ps.delay(_write(tmp_path, burst, "b.pcap")).notes)
 
 
 def test_bulk_transfer_is_not_a_ping_pong(tmp_path):
