@@ -259,3 +259,59 @@ def stream_labels(capture: str | os.PathLike) -> dict[tuple[str, int], str]:
                  flow.get("pair") is not None else None, flow.get("tool")]
         out[key] = ", ".join(w for w in words if w)
     return out
+
+
+# -- kind "capture": `pcapstats capture`'s sidecar ----------------------------------------------
+# The same schema and reading side as a lab run's: a sidecar with "kind": "capture" (a lab
+# run's has no "kind") carries the lab's status, error, command, started_ns / finished_ns and
+# captures[] with the same meanings, "scenario": null and "flows": [] (so every reader of lab
+# sidecars takes it), and the fields below.  `pcapstats capture --fields` prints them.
+KINDS = ("run", "capture")
+CAPTURE_FIELDS: tuple[tuple[str, str], ...] = (
+    ("kind", '"capture": written by `pcapstats capture` (a lab run\'s sidecar has no kind).'),
+    ("status", "complete | interrupted (Ctrl-C, SIGTERM or SIGHUP while a command or a "
+     "--duration was running; without either, that is the normal end: complete) | failed "
+     "(see error: tcpdump failed, or the delay line died so the delay was not the one asked). "
+     "The command's own result is run.exit_status, not the status."),
+    ("interface", "name, ifindex, mtu, netns (inode of the network namespace), host "
+     "(hostname), qdiscs_before (tc's line for every qdisc on it before the capture) and "
+     "pcapstats_before (a pcapstats setting already there: owner, pid, asked; else null)."),
+    ("impairment", "null when none was asked; else the fields below."),
+    ("impairment.asked", "loss (fraction), delay_s and jitter_s (one way, on the interface's "
+     "egress only), rate_bps, queue_bytes (the default: one BDP, at least 64 full frames)."),
+    ("impairment.mechanisms", "value -> what set it: netem (where the kernel has it), else tbf "
+     "(rate, queue), iptables-statistic (loss), nfqueue-delayline (delay, jitter)."),
+    ("impairment.settings", "The parameters: netem (limit_packets, spec), tbf (rate_bps, "
+     "burst_bytes, limit_bytes), iptables (table mangle, hook POSTROUTING, match -o IFACE, "
+     "chain PCAPSTATS-<hex>, tools, comment), delay_line (queue, pid, bypass)."),
+    ("impairment.commands", "Every command that installed it, in order, exactly as run."),
+    ("impairment.limits", "mechanism -> what it cannot do on this host's own traffic "
+     "(measured; see pcapstats.lab.live_impair)."),
+    ("impairment.counters", "Read just before removal: loss (offered_packets / offered_bytes "
+     "through the jump, dropped_packets / dropped_bytes by the DROP rule, IPv4 + IPv6, as "
+     "netfilter sees them: this host's own TCP in GSO bursts of up to 64 kB), qdisc (kind, "
+     "handle, sent_bytes, sent_packets, dropped_packets, overlimits, backlog_bytes, "
+     "backlog_packets), delay_line (queue, pid, alive, kernel: its "
+     "/proc/net/netfilter/nfnetlink_queue line, program: the delay line's final stats)."),
+    ("impairment.problems", "Why the impairment was not the one asked (the delay line died, "
+     "its queue overflowed); empty when it was."),
+    ("impairment.removed", "What removal did, one line per item."),
+    ("captures[].side", "null: a live capture is of everything crossing the interface."),
+    ("captures[].host / interface", "Hostname and the interface tcpdump listened on."),
+    ("captures[].filter", "The capture filter (BPF) given with --filter, or null."),
+    ("captures[].tcpdump", "tcpdump's command line, exactly as run."),
+    ("captures[].packets_captured / packets_received_by_filter / packets_dropped_by_kernel "
+     "/ packets_dropped_by_interface", "tcpdump's own report on exit.  Drops by the kernel "
+     "are a warning, not a failure, here."),
+    ("run.argv", "The command run during the capture (after --), or null."),
+    ("run.pid", "Its process id."),
+    ("run.duration_s", "--duration, or null."),
+    ("run.started_ns / run.ended_ns", "Realtime ns when the command was started (tcpdump "
+     "was listening by then) and when it was seen to end."),
+    ("run.exit_status", "The command's exit status, 128 + N when signal N ended it (as a "
+     "shell says it); pcapstats exits with it."),
+    ("run.signal", "The signal that ended the command (SIGINT...), or null."),
+    ("run.stopped_by", "What ended the capture: command, duration, SIGINT, SIGTERM, SIGHUP or "
+     "error."),
+    ("tools", "Versions, as a lab run's sidecar has them."),
+)

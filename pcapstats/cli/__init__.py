@@ -16,6 +16,8 @@ from . import udp  # noqa: F401  (registers its commands)
 from . import fairness  # noqa: F401  (registers its commands)
 from . import delay  # noqa: F401  (registers its commands)
 from . import pingpong  # noqa: F401  (registers its commands)
+from . import capture  # noqa: F401  (registers its commands)
+from . import netem  # noqa: F401  (registers its commands)
 from .app import app, main
 
 __all__ = ["app", "main"]

@@ -56,6 +56,7 @@ class TcpdumpCapture:
             argv += ["-B", str(buffer_kib)]
         if bpf:
             argv.append(bpf)
+        self.argv = argv  # the exact command (a sidecar records it)
         self._proc = lab.popen(host, *argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                                text=True)
         self._stderr = self._wait_listening(ready_timeout)
@@ -78,6 +79,11 @@ class TcpdumpCapture:
                     time.sleep(0.05)
                 seen += chunk
         return seen
+
+    @property
+    def alive(self) -> bool:
+        """tcpdump is still running (it has not been stopped, nor died)."""
+        return self._proc.poll() is None
 
     def stop(self, settle: float = 0.3, allow_drops: bool = False) -> CaptureStats:
         """Wait `settle` s for packets in flight, SIGINT tcpdump, wait for its report.

@@ -1,0 +1,931 @@
+"""Loss, delay and rate on a real interface of this host (its egress), with a state record so
+that any later process can find, show and remove exactly what pcapstats added -- and nothing
+else.  Used by ``pcapstats capture`` (for the capture's duration) and ``pcapstats netem`` (a
+standing setting).
+
+    imp = Impairment.from_text(loss="10%", delay="20ms", rate="10mbit")
+    with InterfaceImpairment.install("eth0", imp, owner="capture") as applied:
+        applied.mechanisms   # {"loss": "iptables-statistic", "delay": ..., "rate": "tbf"}
+        ...
+    # applied.final_counters: the kernel's counts, read just before removal
+
+Where each value goes (everything on the interface's EGRESS; delay is one way):
+
+==========  ==============================  =====================================================
+value       netem kernel                    fallback (this machine: no sch_netem)
+==========  ==============================  =====================================================
+rate,queue  netem ``rate``/``limit``        ``tbf`` root qdisc, handle :data:`QDISC_HANDLE`
+loss        netem ``loss``                  ``-m statistic --mode random -j DROP`` in a chain
+                                            ``PCAPSTATS-<8 hex>`` of the ``mangle`` table, jumped
+                                            to from POSTROUTING ``-o IFACE`` (IPv4 and IPv6)
+delay       netem ``delay``                 :mod:`pcapstats.tools.delayline` on an NFQUEUE of the
+jitter                                      same chain (``--queue-bypass``), its own process
+==========  ==============================  =====================================================
+
+Why mangle POSTROUTING and not filter OUTPUT + FORWARD: one rule sees both what this host sends
+and what it forwards, after the filter table has decided (a packet the user's firewall
+accepts early still meets the impairment), and a packet the delay line accepts resumes at the
+next hook -- in filter OUTPUT it would skip the user's remaining filter rules.  A drop there
+behaves for the local stack exactly as one in OUTPUT (measured: both refuse the packet to its
+sender with EPERM).  ``--queue-bypass``: should the delay line die, packets pass undelayed
+instead of the host's interface going dark; :meth:`InterfaceImpairment.problems` says so.
+
+What each mechanism cannot do on a host's own output path (measured on this kernel, 6.18, two
+namespaces joined by a veth; see :data:`LIMITS`, which the commands print and the sidecar
+keeps):
+
+- iptables ``statistic``: a packet this host sends itself is refused to its sender, not lost
+  on the wire: TCP keeps the segment and sends it again at once (20 MB under a 10 % rule: 69
+  of 622 packets dropped, 0 retransmissions counted or seen on the wire, every byte
+  received); UDP's ``sendto`` fails with EPERM (3000 datagrams: 314 EPERM, the receiver
+  got exactly the other 2686).  Netfilter sees this host's own TCP before segmentation, in
+  GSO bursts of up to 64 kB (622 packets for 20 MB), so one drop takes out a whole burst.
+  Forwarded packets are lost for real.
+- ``tbf``: a burst dropped whole is reported to TCP (NET_XMIT_DROP: TCPRetransFail) and sent
+  again locally; part of a burst dropped, and UDP datagrams, are lost on the wire with no
+  error to the sender (3000 datagrams as fast as they go into 10 Mbit/s and a 16-frame queue:
+  2903 dropped, sendto never failed).
+- the NFQUEUE delay line: TCP Small Queues counts the held packets of this host's own sockets
+  against them, so a TCP flow from this host carries only a few packets per delay: 20 MB took
+  70 s (2.3 Mbit/s) with 20 ms on the data's egress, 0.3 s with the same 20 ms on the ACKs'.
+  netem avoids this by orphaning the packets it holds (kernel source, not measurable here).
+- all of them act before tcpdump sees an outgoing packet (its tap is after netfilter and the
+  qdisc): dropped packets are absent from a capture on the interface, delayed ones appear
+  when they leave, so an RTT read from that capture leaves the added delay out.
+
+Default or user set.  A root qdisc is the kernel's own when its handle is ``0:`` (the kernel
+attaches defaults without a handle; ``tc qdisc add`` always gets one, ``8001:``...) and its
+kind is noqueue, pfifo_fast, mq, fq_codel or ``net.core.default_qdisc``; the same for mq's
+children.  Anything else on the egress (root or child) was set by someone: pcapstats refuses
+to impair that interface rather than replace it.  Ingress/clsact qdiscs are left alone and do
+not block.  Removing pcapstats' root qdisc gives the interface back its kernel default.
+
+The state record.  ``$PCAPSTATS_STATE_DIR`` (default ``/run/pcapstats``, gone at boot like
+the rules it describes) / ``net-<inode of the network namespace>`` / ``IFACE.json``: the
+owner (``netem`` or ``capture``, pid and start time), what was asked, the mechanisms, the
+qdisc handle and kind, the chain, the NFQUEUE number, the delay line's pid and start time,
+the commands.  It is written before the first change, so a process killed half-way leaves a
+record that ``pcapstats netem IFACE --clear`` removes (the next capture or setting on that
+interface removes a killed capture's too).  A capture's delay line ends with the capture
+(PR_SET_PDEATHSIG); a standing setting's is a daemon of its own (own session, cwd /, its
+output in the state directory).  Removal checks each item is still the one recorded (the root
+qdisc's handle and kind, the delay line's start time and command line) and leaves alone what
+has changed hands.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import dataclasses
+import fcntl
+import json
+import math
+import os
+import re
+import secrets
+import shlex
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pcapstats.errors import UsageError
+from pcapstats.tools import delayline
+from pcapstats.units import FRAME_BYTES
+from pcapstats.lab.commands import LabError, checked
+from pcapstats.lab.impair import (DELAY_LINE_PRIORITY, NETEM_LIMIT_PACKETS, Impairment)
+
+STATE_DIR_ENV = "PCAPSTATS_STATE_DIR"
+DEFAULT_STATE_DIR = "/run/pcapstats"
+QDISC_HANDLE = "5053:"          # 0x5053, "PS": the root qdisc pcapstats adds
+QUEUE_BASE = 0x5053             # first NFQUEUE number tried for a delay line
+QUEUE_TRIES = 16
+CHAIN_PREFIX = "PCAPSTATS-"
+TABLE, HOOK = "mangle", "POSTROUTING"
+DEFAULT_KINDS = ("noqueue", "pfifo_fast", "mq", "fq_codel")
+NOT_EGRESS = ("ingress", "clsact")
+OWNERS = ("netem", "capture")
+# tbf on a host's own egress meets TCP's GSO bursts of up to 64 kB at once: a queue of the
+# lab's 16 frames dropped 11 % of a lone flow's frames at 10 Mbit/s, 64 frames 1.8 %.
+LIVE_QUEUE_FLOOR_BYTES = 64 * FRAME_BYTES
+_READY_TIMEOUT_S = 10.0
+_EXIT_SIGNALS = {signal.SIGINT, signal.SIGTERM, signal.SIGHUP}
+_STATS_INTERVAL_S = 1.0
+
+LIMITS = {
+    "iptables-statistic": (
+        "the loss rule drops before tcpdump sees a packet (the capture never shows it); a "
+        "packet this host sends itself is refused to its sender, not lost on the wire: TCP "
+        "sends it again at once (no retransmission counted or captured), UDP's and ping's "
+        "send fails with EPERM; this host's own TCP meets the rule in GSO bursts of up to "
+        "64 kB, dropped whole.  Only forwarded packets are lost on the wire"),
+    "tbf": (
+        "tbf drops before tcpdump sees a packet; when it drops a whole burst of this host's "
+        "own TCP the sender is told and sends it again locally, part of a burst and UDP "
+        "datagrams are lost on the wire without an error to the sender"),
+    "nfqueue-delayline": (
+        "the delay line holds packets before tcpdump sees them, so RTTs read from the capture "
+        "leave the delay out; TCP Small Queues counts held packets of this host's own sockets, "
+        "so a TCP flow sent from this host carries only a few packets per delay (measured "
+        "2.3 Mbit/s with 20 ms); forwarded traffic is not limited"),
+    "netem": (
+        "netem drops and delays before tcpdump sees a packet: lost packets are missing from "
+        "the capture, and RTTs read from it leave the delay out; a lost packet is reported "
+        "as sent, so TCP recovers as from a loss on the wire"),
+}
+
+
+# -- small facts about this host ------------------------------------------------------------------
+def require_root(what: str) -> None:
+    if os.geteuid() != 0:
+        raise LabError(f"{what} needs root (tcpdump, tc, iptables)",
+                       hint="run it with sudo")
+
+
+def require(tool: str) -> None:
+    if shutil.which(tool) is None:
+        package = {"tc": "iproute2", "ip": "iproute2"}.get(tool, tool)
+        raise LabError(f"'{tool}' is not installed", hint=f"install it: apt-get install {package}")
+
+
+def netns_inode() -> int:
+    """This process's network namespace, as the inode of /proc/self/ns/net."""
+    return os.stat("/proc/self/ns/net").st_ino
+
+
+def link(iface: str) -> dict:
+    """``ip -j link show dev IFACE``'s entry; LabError when there is no such interface here."""
+    require("ip")
+    proc = checked(["ip", "-j", "link", "show", "dev", iface], check=False)
+    if proc.returncode != 0 or not proc.stdout.strip():
+        raise LabError(f"no interface {iface!r} in this network namespace",
+                       hint="`ip link` lists them")
+    return json.loads(proc.stdout)[0]
+
+
+def qdiscs(iface: str) -> list[dict]:
+    """Every qdisc of the interface as ``tc -s -j qdisc show dev IFACE`` gives it."""
+    proc = checked(["tc", "-s", "-j", "qdisc", "show", "dev", iface])
+    return json.loads(proc.stdout or "[]")
+
+
+def default_kinds() -> set[str]:
+    kinds = set(DEFAULT_KINDS)
+    with contextlib.suppress(OSError):
+        kinds.add(Path("/proc/sys/net/core/default_qdisc").read_text().strip())
+    return kinds
+
+
+def is_kernel_default(q: dict, kinds: set[str] | None = None) -> bool:
+    """Attached by the kernel (handle 0:, a default kind), not by ``tc qdisc add``."""
+    return q.get("handle") == "0:" and q.get("kind") in (kinds or default_kinds())
+
+
+def describe_qdisc(q: dict, iface: str) -> str:
+    """tc's own line for the qdisc ("qdisc tbf 8001: root rate 10Mbit burst 3000b lat 216ms")."""
+    head = f"qdisc {q.get('kind')} {q.get('handle')} "
+    text = checked(["tc", "qdisc", "show", "dev", iface], check=False).stdout
+    for line in text.splitlines():
+        if line.startswith(head):
+            line = re.sub(r" dev \S+| refcnt \d+| -{4,}", "", line)
+            return line.strip()
+    return head + ("root" if q.get("root") else f"parent {q.get('parent')}")
+
+
+def foreign_egress_qdiscs(iface: str, ours: dict | None = None) -> list[dict]:
+    """Egress qdiscs neither the kernel's default nor pcapstats' own (``ours``: its record)."""
+    kinds = default_kinds()
+    out = []
+    for q in qdiscs(iface):
+        if q.get("kind") in NOT_EGRESS or str(q.get("parent", "")).startswith("ffff:"):
+            continue
+        if is_kernel_default(q, kinds):
+            continue
+        if ours and q.get("root") and q.get("handle") == ours.get("handle") \
+                and q.get("kind") == ours.get("kind"):
+            continue
+        out.append(q)
+    return out
+
+
+def iptables_tools() -> list[str]:
+    return [t for t in ("iptables", "ip6tables") if shutil.which(t)]
+
+
+def rules_naming(iface: str, skip_chains: tuple[str, ...] = ()) -> list[str]:
+    """Rules of every table that match ``-i IFACE`` / ``-o IFACE`` (``tool -t table -A ...``),
+    except jumps to ``skip_chains`` (pcapstats' own)."""
+    out = []
+    pattern = re.compile(rf"(^|\s)-[io] {re.escape(iface)}(\s|$)")
+    for tool in iptables_tools():
+        for table in ("filter", "mangle", "nat", "raw"):
+            proc = checked([tool, "-w", "-t", table, "-S"], check=False)
+            for line in proc.stdout.splitlines():
+                if line.startswith("-A ") and pattern.search(line) \
+                        and not any(line.endswith(f"-j {c}") for c in skip_chains):
+                    out.append(f"{tool} -t {table} {line}")
+    return out
+
+
+_netem_cache: dict[str, bool] = {}
+
+
+def netem_available() -> bool:
+    """Does the running kernel have sch_netem?  Asked in a throwaway network namespace
+    (``unshare --net``), so no interface of this host is touched; kept for the process."""
+    kernel = os.uname().release
+    if kernel not in _netem_cache:
+        if shutil.which("unshare") is None:
+            return False
+        probe = checked(["unshare", "--net", "tc", "qdisc", "add", "dev", "lo", "root",
+                         "netem"], check=False)
+        # "Specified qdisc kind is unknown": no netem.  Any other failure (unshare refused in
+        # a container...) cannot tell: the fallback works on every kernel, so use it.
+        _netem_cache[kernel] = probe.returncode == 0
+    return _netem_cache[kernel]
+
+
+# -- processes ---------------------------------------------------------------------------------
+def process_start(pid: int) -> int | None:
+    """The process's start time (clock ticks since boot, /proc/PID/stat field 22); None if it is
+    gone or a zombie.  With the pid it names one process, even after the pid is reused."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except (FileNotFoundError, ProcessLookupError, PermissionError):
+        return None
+    fields = stat[stat.rindex(")") + 2:].split()
+    if fields[0] in ("Z", "X"):
+        return None
+    return int(fields[19])
+
+
+def die_with_parent(sig: int):
+    """A ``preexec_fn`` that has the kernel send ``sig`` to the child when its parent dies
+    (PR_SET_PDEATHSIG): a capture killed outright leaves no tcpdump or delay line behind."""
+    def preexec() -> None:
+        ctypes.CDLL(None, use_errno=True).prctl(1, int(sig), 0, 0, 0)  # PR_SET_PDEATHSIG
+    return preexec
+
+
+def same_process(pid: int | None, start: int | None) -> bool:
+    return pid is not None and start is not None and process_start(pid) == start
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(
+            errors="replace")
+    except OSError:
+        return ""
+
+
+# -- the state record -----------------------------------------------------------------------
+def state_root() -> Path:
+    return Path(os.environ.get(STATE_DIR_ENV) or DEFAULT_STATE_DIR)
+
+
+def state_dir() -> Path:
+    return state_root() / f"net-{netns_inode()}"
+
+
+def record_path(iface: str) -> Path:
+    return state_dir() / f"{iface}.json"
+
+
+_lock_depth = 0
+
+
+@contextlib.contextmanager
+def locked():
+    """One pcapstats at a time changes impairments (any interface, any namespace): an flock
+    on the state directory.  Re-entrant within a process."""
+    global _lock_depth
+    if _lock_depth:
+        _lock_depth += 1
+        try:
+            yield
+        finally:
+            _lock_depth -= 1
+        return
+    root = state_root()
+    root.mkdir(parents=True, exist_ok=True, mode=0o755)
+    fd = os.open(root, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        _lock_depth = 1
+        yield
+    finally:
+        _lock_depth = 0
+        os.close(fd)
+
+
+@dataclass
+class Record:
+    """What pcapstats added on one interface (the state file's content)."""
+    owner: str                     # "netem" (standing) or "capture" (while one runs)
+    pid: int                       # the process that set it
+    pid_start: int | None
+    interface: str
+    ifindex: int
+    netns: int
+    created_ns: int
+    asked: dict
+    mechanisms: dict = field(default_factory=dict)
+    qdisc: dict | None = None      # {"handle": "5053:", "kind": "tbf" | "netem"}
+    chain: str | None = None       # in TABLE, jumped to from HOOK -o interface
+    families: list = field(default_factory=list)   # iptables tools the chain is in
+    queue: int | None = None       # NFQUEUE number of the delay line
+    delay_line: dict | None = None  # pid, start, argv, stats, stdout, stderr files
+    settings: dict = field(default_factory=dict)
+    commands: list = field(default_factory=list)
+
+    @property
+    def owner_alive(self) -> bool:
+        return same_process(self.pid, self.pid_start)
+
+    def save(self) -> None:
+        path = record_path(self.interface)
+        path.parent.mkdir(parents=True, exist_ok=True, mode=0o755)
+        tmp = path.with_name(f".{path.name}.partial")
+        tmp.write_text(json.dumps(dataclasses.asdict(self), indent=1) + "\n")
+        os.replace(tmp, path)
+
+    @classmethod
+    def load(cls, iface: str) -> "Record | None":
+        """The record for iface in this namespace; None if there is none (or it is of another
+        interface that had this name and index before: then it is dropped)."""
+        path = record_path(iface)
+        try:
+            data = json.loads(path.read_text())
+        except FileNotFoundError:
+            return None
+        except (OSError, json.JSONDecodeError) as e:
+            raise LabError(f"cannot read pcapstats' state record: {e}", path=str(path),
+                           hint="remove it by hand once you have checked the interface") from None
+        known = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in known})
+
+    def forget(self) -> None:
+        for path in (record_path(self.interface), *self._files()):
+            with contextlib.suppress(FileNotFoundError):
+                Path(path).unlink()
+        with contextlib.suppress(OSError):
+            state_dir().rmdir()  # only when empty
+
+    def _files(self) -> list[str]:
+        d = self.delay_line or {}
+        return [d[k] for k in ("stats", "stdout", "stderr") if d.get(k)] + \
+            ([d["stats"] + ".tmp"] if d.get("stats") else [])
+
+    def describe(self) -> str:
+        """"loss 10 %, delay 20 ms, rate 10 Mbit/s" as asked."""
+        return describe_asked(self.asked)
+
+
+def describe_asked(asked: dict) -> str:
+    parts = []
+    if asked.get("loss"):
+        parts.append(f"loss {asked['loss'] * 100:g} %")
+    if asked.get("delay_s"):
+        parts.append(f"delay {asked['delay_s'] * 1e3:g} ms")
+    if asked.get("jitter_s"):
+        parts.append(f"jitter {asked['jitter_s'] * 1e3:g} ms")
+    if asked.get("rate_bps"):
+        parts.append(f"rate {asked['rate_bps'] / 1e6:g} Mbit/s")
+    if asked.get("queue_bytes"):
+        parts.append(f"queue {asked['queue_bytes']} bytes")
+    return ", ".join(parts) or "nothing"
+
+
+# -- running commands ---------------------------------------------------------------------------
+def _run(record: Record | None, *argv, check: bool = True) -> subprocess.CompletedProcess:
+    if record is not None:
+        record.commands.append(shlex.join(map(str, argv)))
+    return checked(list(map(str, argv)), check=check)
+
+
+def _chain_exists(tool: str, chain: str) -> bool:
+    return checked([tool, "-w", "-t", TABLE, "-S", chain], check=False).returncode == 0
+
+
+def _jumps(tool: str, chain: str) -> list[str]:
+    text = checked([tool, "-w", "-t", TABLE, "-S", HOOK, "-v"], check=False).stdout
+    return [line for line in text.splitlines()
+            if line.startswith(f"-A {HOOK} ") and line.endswith(f"-j {chain}")]
+
+
+def _used_queues() -> set[int]:
+    used = set(delayline.read_kernel_queues())
+    for tool in iptables_tools():
+        for table in ("filter", "mangle", "raw", "nat"):
+            text = checked([tool, "-w", "-t", table, "-S"], check=False).stdout
+            used.update(int(n) for n in re.findall(r"--queue-num (\d+)", text))
+            for a, b in re.findall(r"--queue-balance (\d+):(\d+)", text):
+                used.update(range(int(a), int(b) + 1))
+    return used
+
+
+# -- removal (from a record alone: any process can do it) ---------------------------------------
+def remove_record(record: Record, *, proc: subprocess.Popen | None = None
+                  ) -> tuple[list[str], dict | None]:
+    """Undo what the record says, rules first, then the qdisc, then the delay line (which
+    releases what it holds); forget the record.  Returns one line per item, saying what was
+    done (items that changed hands since are left alone, and said so), and the delay line's
+    final stats (None without one)."""
+    done = []
+    if record.chain:
+        gone = True
+        for tool in record.families or iptables_tools():
+            for line in _jumps(tool, record.chain):
+                spec = shlex.split(line)[1:]
+                spec = _without_counters(spec)
+                checked([tool, "-w", "-t", TABLE, "-D", *spec], check=False)
+            if _chain_exists(tool, record.chain):
+                gone = False
+                checked([tool, "-w", "-t", TABLE, "-F", record.chain], check=False)
+                checked([tool, "-w", "-t", TABLE, "-X", record.chain], check=False)
+        done.append(f"iptables chain {record.chain} ({TABLE} {HOOK} -o {record.interface})"
+                    + (" was already gone" if gone else " removed"))
+    if record.qdisc:
+        root = next((q for q in current_qdiscs(record.interface) if q.get("root")), None)
+        if root and root.get("handle") == record.qdisc["handle"] \
+                and root.get("kind") == record.qdisc["kind"]:
+            checked(["tc", "qdisc", "del", "dev", record.interface, "root"], check=False)
+            done.append(f"qdisc {root['kind']} {root['handle']} removed (the kernel's default "
+                        "is back)")
+        elif root and not (root.get("handle") == "0:"):
+            done.append(f"root qdisc {root.get('kind')} {root.get('handle')} left alone: "
+                        f"not the {record.qdisc['kind']} {record.qdisc['handle']} pcapstats set")
+        else:
+            done.append(f"qdisc {record.qdisc['kind']} {record.qdisc['handle']} was already gone")
+    stats = None
+    if record.delay_line and record.delay_line.get("pid"):
+        done.append(_stop_delay_line(record, proc))
+        stats = _read_json(record.delay_line, "stats")
+    record.forget()
+    return done, stats
+
+
+def _without_counters(spec: list[str]) -> list[str]:
+    out, skip = [], 0
+    for k, word in enumerate(spec):
+        if skip:
+            skip -= 1
+            continue
+        if word == "-c" and k + 2 < len(spec) and spec[k + 1].isdigit():
+            skip = 2
+            continue
+        out.append(word)
+    return out
+
+
+def current_qdiscs(iface: str) -> list[dict]:
+    """The interface's qdiscs (``tc -j``); none when tc cannot say (the interface is gone)."""
+    proc = checked(["tc", "-j", "qdisc", "show", "dev", iface], check=False)
+    return json.loads(proc.stdout or "[]") if proc.returncode == 0 else []
+
+
+def _stop_delay_line(record: Record, proc: subprocess.Popen | None) -> str:
+    d = record.delay_line
+    pid, start = d["pid"], d.get("start")
+    if not same_process(pid, start) or "pcapstats.tools.delayline" not in _cmdline(pid):
+        if proc is not None:
+            proc.poll()
+        return f"delay line (pid {pid}) had already exited"
+    wait_s = (record.asked.get("delay_s") or 0) + (record.asked.get("jitter_s") or 0) + 5
+    os.kill(pid, signal.SIGTERM)  # it releases what it holds, on schedule, then exits
+    deadline = time.monotonic() + wait_s
+    while time.monotonic() < deadline:
+        if proc is not None and proc.poll() is not None:
+            break
+        if proc is None and not same_process(pid, start):
+            break
+        time.sleep(0.02)
+    else:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+        if proc is not None:
+            proc.wait(5)
+        return f"delay line (pid {pid}) killed: it did not exit within {wait_s:g} s"
+    return f"delay line (pid {pid}, NFQUEUE {record.queue}) stopped"
+
+
+# -- installing ----------------------------------------------------------------------------------
+def check_impairment(imp: Impairment) -> None:
+    """UsageError for what an interface's egress cannot be asked (before anything is done)."""
+    if imp.queue_bytes is not None and not imp.rate_bps:
+        raise UsageError("--queue is the rate limit's queue", hint="give --rate too")
+    if imp.ack_loss or imp.serialize:
+        raise UsageError("ACK loss and serialisation are the lab's (a router's two directions)",
+                         hint="on an interface: --loss, --delay, --jitter, --rate, --queue")
+
+
+class InterfaceImpairment:
+    """An impairment on an interface's egress, recorded in the state file until removed.
+
+    ``mechanisms`` maps each value asked ("loss", "delay", "jitter", "rate", "queue") to
+    what set it ("netem", "tbf", "iptables-statistic", "nfqueue-delayline"); ``settings`` the
+    parameters; ``record.commands`` every command run, in order; ``limits`` what each mechanism
+    cannot do on this host's own traffic (see :data:`LIMITS`).
+    """
+
+    def __init__(self, record: Record, impairment: Impairment, proc=None):
+        self.record, self.impairment = record, impairment
+        self._proc: subprocess.Popen | None = proc  # the delay line, when we are its parent
+        self.final_counters: dict | None = None
+        self.removed_lines: list[str] = []  # what remove() did, one line per item
+        self.replaced: list[str] = []  # what install() removed of an earlier setting
+        self._removed = False
+
+    # -- construction -----------------------------------------------------------------------
+    @classmethod
+    def install(cls, iface: str, impairment: Impairment, *, owner: str,
+                mechanism: str = "auto", daemon: bool = False) -> "InterfaceImpairment":
+        """Apply ``impairment`` to iface's egress.  LabError, with nothing changed, when the
+        interface carries a qdisc someone else set or a live pcapstats setting of another
+        owner.  A standing (``netem``) setting of pcapstats' is replaced when owner is netem;
+        leftovers of a capture whose process has died are removed either way."""
+        if owner not in OWNERS:
+            raise ValueError(owner)
+        check_impairment(impairment)
+        require("tc")
+        info = link(iface)
+        with locked():
+            previous = Record.load(iface)
+            if previous is not None and previous.ifindex != info["ifindex"]:
+                previous.forget()  # a record of an interface that no longer exists
+                previous = None
+            if previous is not None and not (owner == "netem" and previous.owner == "netem") \
+                    and not (previous.owner == "capture" and not previous.owner_alive):
+                raise LabError(_busy_text(iface, previous),
+                               hint=f"clear it first: pcapstats netem {iface} --clear"
+                               if previous.owner == "netem" else "wait for it to end")
+            foreign = foreign_egress_qdiscs(iface, previous.qdisc if previous else None)
+            if foreign:
+                raise LabError(f"{iface} already has a {describe_qdisc(foreign[0], iface)} that "
+                               "pcapstats did not set: it is left as it is",
+                               hint=f"remove it yourself (tc qdisc del dev {iface} root) if "
+                               "it may go")
+            use_netem = mechanism == "netem" or (mechanism == "auto" and netem_available())
+            if mechanism == "netem" and not netem_available():
+                raise LabError("this kernel has no sch_netem", hint="use the fallback")
+            if not use_netem and (impairment.loss or impairment.delayed):
+                require("iptables")
+            replaced = []
+            if previous is not None:
+                replaced = [f"{previous.owner} setting ({previous.describe()}): {line}"
+                            for line in remove_record(previous)[0]]
+            if impairment.rate_bps and impairment.queue_bytes is None:
+                impairment = dataclasses.replace(impairment, queue_bytes=max(
+                    impairment.default_queue_bytes(), LIVE_QUEUE_FLOOR_BYTES))
+            record = Record(owner=owner, pid=os.getpid(), pid_start=process_start(os.getpid()),
+                            interface=iface, ifindex=info["ifindex"], netns=netns_inode(),
+                            created_ns=time.time_ns(), asked=dataclasses.asdict(impairment))
+            applied = cls(record, impairment)
+            applied.replaced = replaced
+            try:
+                applied._install_netem() if use_netem else applied._install_fallback(daemon)
+                record.save()
+            except BaseException:
+                applied.remove()
+                raise
+        return applied
+
+    @property
+    def mechanisms(self) -> dict:
+        return self.record.mechanisms
+
+    @property
+    def limits(self) -> dict:
+        """mechanism -> what it cannot do on this host's own traffic (one sentence)."""
+        return {m: LIMITS[m] for m in dict.fromkeys(self.mechanisms.values())}
+
+    def _install_netem(self) -> None:
+        imp, r = self.impairment, self.record
+        spec = []
+        if imp.delay_s or imp.jitter_s:
+            spec += ["delay", f"{round(imp.delay_s * 1e6)}us"]
+            if imp.jitter_s:
+                spec.append(f"{round(imp.jitter_s * 1e6)}us")
+                r.mechanisms["jitter"] = "netem"
+            r.mechanisms["delay"] = "netem"
+        if imp.loss:
+            spec += ["loss", f"{imp.loss * 100:.6f}%"]
+            r.mechanisms["loss"] = "netem"
+        if imp.rate_bps:
+            spec += ["rate", f"{round(imp.rate_bps)}bit"]
+            r.mechanisms["rate"] = r.mechanisms["queue"] = "netem"
+        in_delay = (imp.rate_bps or 0) * (imp.delay_s + imp.jitter_s) / 8 / FRAME_BYTES
+        limit = (math.ceil(imp.queue_limit_bytes / FRAME_BYTES + in_delay) if imp.rate_bps
+                 else NETEM_LIMIT_PACKETS)
+        r.qdisc = {"handle": QDISC_HANDLE, "kind": "netem"}
+        r.settings["netem"] = {"limit_packets": limit, "spec": spec}
+        r.save()  # recorded before the change: a process killed now leaves a record
+        _run(r, "tc", "qdisc", "add", "dev", r.interface, "root", "handle", QDISC_HANDLE,
+             "netem", "limit", limit, *spec)
+
+    def _install_fallback(self, daemon: bool) -> None:
+        imp, r = self.impairment, self.record
+        # IPv6 too where this host has it (ip6tables works); IPv4 is a must.
+        tools = [t for t in iptables_tools()
+                 if checked([t, "-w", "-t", TABLE, "-S"], check=False).returncode == 0]
+        if (imp.loss or imp.delayed) and "iptables" not in tools:
+            raise LabError(f"iptables cannot use the {TABLE} table here",
+                           hint="the loss and delay fallbacks need it (iptables -t mangle -S)")
+        if imp.loss or imp.delayed:
+            r.chain = CHAIN_PREFIX + secrets.token_hex(4)
+            r.families = tools
+            r.settings["iptables"] = {"table": TABLE, "hook": HOOK, "match": f"-o {r.interface}",
+                                      "chain": r.chain, "tools": tools,
+                                      "comment": self._comment()}
+        if imp.rate_bps:
+            r.qdisc = {"handle": QDISC_HANDLE, "kind": "tbf"}
+            r.settings["tbf"] = {"rate_bps": round(imp.rate_bps),
+                                 "burst_bytes": imp.tbf_burst_bytes(),
+                                 "limit_bytes": imp.queue_limit_bytes}
+        r.save()  # recorded before the first change
+        if imp.delayed:  # bound to its queue before any rule sends packets there
+            self._start_delay_line(daemon)
+            r.mechanisms["delay"] = "nfqueue-delayline"
+            if imp.jitter_s:
+                r.mechanisms["jitter"] = "nfqueue-delayline"
+        if imp.rate_bps:
+            t = r.settings["tbf"]
+            _run(r, "tc", "qdisc", "add", "dev", r.interface, "root", "handle", QDISC_HANDLE,
+                 "tbf", "rate", f"{t['rate_bps']}bit", "burst", t["burst_bytes"],
+                 "limit", t["limit_bytes"])
+            r.mechanisms["rate"] = r.mechanisms["queue"] = "tbf"
+        if r.chain:
+            for tool in tools:
+                _run(r, tool, "-w", "-t", TABLE, "-N", r.chain)
+                if imp.loss:
+                    _run(r, tool, "-w", "-t", TABLE, "-A", r.chain, "-m", "statistic",
+                         "--mode", "random", "--probability", f"{imp.loss:.10f}", "-j", "DROP")
+                if imp.delayed:
+                    _run(r, tool, "-w", "-t", TABLE, "-A", r.chain, "-j", "NFQUEUE",
+                         "--queue-num", r.queue, "--queue-bypass")
+                _run(r, tool, "-w", "-t", TABLE, "-I", HOOK, "1", "-o", r.interface,
+                     "-m", "comment", "--comment", self._comment(), "-j", r.chain)
+            if imp.loss:
+                r.mechanisms["loss"] = "iptables-statistic"
+
+    def _comment(self) -> str:
+        return f"pcapstats {self.record.owner} pid {self.record.pid}"
+
+    def _start_delay_line(self, daemon: bool) -> None:
+        imp, r = self.impairment, self.record
+        base = state_dir() / f"{r.interface}.delayline"
+        files = {k: f"{base}.{k}" for k in ("stats", "stdout", "stderr")}
+        files["stats"] += ".json"
+        used = _used_queues()
+        candidates = [q for q in range(QUEUE_BASE, QUEUE_BASE + 4 * QUEUE_TRIES)
+                      if q not in used][:QUEUE_TRIES]
+        last_error = "no free NFQUEUE number"
+        for queue in candidates:
+            argv = [sys.executable, "-m", "pcapstats.tools.delayline", "--queue", str(queue),
+                    "--delay-ms", repr(imp.delay_s * 1e3), "--jitter-ms",
+                    repr(imp.jitter_s * 1e3), "--stats", files["stats"], "--stats-interval",
+                    str(_STATS_INTERVAL_S), "--realtime-priority", str(DELAY_LINE_PRIORITY)]
+            env = dict(os.environ)
+            package_root = str(Path(delayline.__file__).resolve().parents[2])
+            env["PYTHONPATH"] = os.pathsep.join(
+                [package_root, *filter(None, [env.get("PYTHONPATH")])])
+            with open(files["stdout"], "w") as out, open(files["stderr"], "w") as err:
+                proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=err,
+                                        start_new_session=True, cwd="/", env=env,
+                                        close_fds=True, preexec_fn=None if daemon else
+                                        die_with_parent(signal.SIGTERM))
+            r.queue = queue
+            r.delay_line = {"pid": proc.pid, "start": None, "argv": argv, **files,
+                            "daemon": daemon}
+            # the start time is read at once: the record names this process, not its pid
+            r.delay_line["start"] = process_start(proc.pid)
+            r.save()
+            self._proc = None if daemon else proc
+            error = _wait_ready(proc, queue, files)
+            if error is None:
+                r.commands.append(shlex.join(argv))
+                r.settings["delay_line"] = {"queue": queue, "pid": proc.pid,
+                                            "bypass": True, "daemon": daemon}
+                return
+            last_error = error
+            r.delay_line, r.queue, self._proc = None, None, None
+            r.save()
+            if "another program" not in error:
+                break
+        raise LabError(f"the delay line did not start: {last_error}")
+
+    # -- reading ----------------------------------------------------------------------------
+    def counters(self) -> dict:
+        """What the kernel and the delay line counted so far (after remove(): the final counts).
+
+        ``loss``: packets the loss rule was offered / dropped (IPv4 + IPv6, as netfilter sees
+        them: this host's own TCP in GSO bursts); ``qdisc``: pcapstats' root qdisc's counts;
+        ``delay_line``: the program's stats and the kernel's queue line.
+        """
+        if self._removed:
+            return self.final_counters or {}
+        return read_counters(self.record)
+
+    def problems(self) -> list[str]:
+        """Sentences for what made the impairment not the one asked: the delay line died (its
+        packets then passed undelayed) or the kernel dropped packets in its queue."""
+        return delay_line_problems(self.record, self.counters().get("delay_line"))
+
+    # -- undoing ----------------------------------------------------------------------------
+    def remove(self) -> dict:
+        """Undo everything (idempotent); returns the final counters, read just before."""
+        if self._removed:
+            return self.final_counters or {}
+        counts = {}
+        with contextlib.suppress(LabError, OSError, ValueError):
+            counts = read_counters(self.record)
+        stats = None
+        old_mask = signal.pthread_sigmask(signal.SIG_BLOCK, _EXIT_SIGNALS)  # not cut short
+        try:
+            with locked():
+                self.removed_lines, stats = remove_record(self.record, proc=self._proc)
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, old_mask)
+            self._removed = True
+            if stats is not None:  # its final stats, written as it exited
+                counts.setdefault("delay_line", {})["program"] = stats
+                counts["delay_line"]["alive"] = False
+            self.final_counters = counts
+        return counts
+
+    def as_dict(self) -> dict:
+        """For a sidecar: what was asked, which mechanism set it, the exact settings."""
+        r = self.record
+        return {"interface": r.interface, "asked": r.asked, "mechanisms": dict(r.mechanisms),
+                "settings": r.settings, "commands": list(r.commands), "limits": self.limits}
+
+    def __enter__(self) -> "InterfaceImpairment":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.remove()
+
+
+def _busy_text(iface: str, previous: Record) -> str:
+    who = ("a standing `pcapstats netem` setting" if previous.owner == "netem"
+           else f"a running `pcapstats capture` (pid {previous.pid})")
+    return f"{iface} already carries {who} ({previous.describe()})"
+
+
+def _wait_ready(proc: subprocess.Popen, queue: int, files: dict) -> str | None:
+    """None once the delay line says it has bound its queue, else why it has not."""
+    deadline = time.monotonic() + _READY_TIMEOUT_S
+    while time.monotonic() < deadline:
+        with contextlib.suppress(FileNotFoundError):
+            if f"ready queue={queue}" in Path(files["stdout"]).read_text():
+                return None
+        if proc.poll() is not None:
+            err = Path(files["stderr"]).read_text().strip().splitlines()
+            return err[-1] if err else f"exit code {proc.returncode}"
+        time.sleep(0.02)
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    return f"no answer within {_READY_TIMEOUT_S:g} s"
+
+
+def _read_json(d: dict | None, key: str) -> dict | None:
+    if not d or not d.get(key):
+        return None
+    try:
+        return json.loads(Path(d[key]).read_text())
+    except (OSError, json.JSONDecodeError):
+        return None
+
+
+def read_counters(record: Record) -> dict:
+    """The kernel's counts for what the record installed (see InterfaceImpairment.counters)."""
+    out: dict = {}
+    if record.chain:
+        offered = [0, 0]
+        dropped = [0, 0]
+        for tool in record.families:
+            for line in _jumps(tool, record.chain):
+                m = re.search(r"-c (\d+) (\d+)", line)
+                if m:
+                    offered[0] += int(m.group(1))
+                    offered[1] += int(m.group(2))
+            text = checked([tool, "-w", "-t", TABLE, "-S", record.chain, "-v"],
+                           check=False).stdout
+            for line in text.splitlines():
+                m = re.search(r"-c (\d+) (\d+)", line)
+                if m and line.endswith("-j DROP"):
+                    dropped[0] += int(m.group(1))
+                    dropped[1] += int(m.group(2))
+        out["loss"] = {"offered_packets": offered[0], "offered_bytes": offered[1],
+                       "dropped_packets": dropped[0], "dropped_bytes": dropped[1]}
+    if record.qdisc:
+        for q in _qdiscs_stats(record.interface):
+            if q.get("root") and q.get("handle") == record.qdisc["handle"]:
+                out["qdisc"] = {"kind": q["kind"], "handle": q["handle"],
+                                "sent_bytes": q.get("bytes"), "sent_packets": q.get("packets"),
+                                "dropped_packets": q.get("drops"),
+                                "overlimits": q.get("overlimits"),
+                                "backlog_bytes": q.get("backlog"),
+                                "backlog_packets": q.get("qlen")}
+    if record.delay_line:
+        d = record.delay_line
+        kernel = delayline.read_kernel_queues().get(record.queue)
+        out["delay_line"] = {"queue": record.queue, "pid": d.get("pid"),
+                             "alive": same_process(d.get("pid"), d.get("start")),
+                             "kernel": dataclasses.asdict(kernel) if kernel else None,
+                             "program": _read_json(d, "stats")}
+    return out
+
+
+def _qdiscs_stats(iface: str) -> list[dict]:
+    proc = checked(["tc", "-s", "-j", "qdisc", "show", "dev", iface], check=False)
+    return json.loads(proc.stdout or "[]") if proc.returncode == 0 else []
+
+
+def delay_line_problems(record: Record, counts: dict | None) -> list[str]:
+    if not record.delay_line or counts is None:
+        return []
+    out = []
+    if not counts.get("alive"):
+        out.append(f"the delay line (pid {record.delay_line.get('pid')}) is not running: "
+                   "packets pass undelayed (--queue-bypass)")
+    k = counts.get("kernel") or (counts.get("program") or {}).get("kernel") or {}
+    if k.get("queue_dropped") or k.get("user_dropped"):
+        out.append(f"the delay line's queue lost packets: {k.get('queue_dropped')} with its "
+                   f"queue full, {k.get('user_dropped')} undelivered to the program")
+    return out
+
+
+# -- for `pcapstats netem`: what is on an interface, clearing it -----------------------------------
+@dataclass
+class Shown:
+    interface: str
+    ifindex: int
+    record: Record | None
+    present: list[str]          # the record's items that are really there
+    missing: list[str]          # the record's items that are gone
+    counters: dict
+    problems: list[str]
+    foreign_qdiscs: list[str]   # set by someone else
+    default_qdiscs: list[str]   # the kernel's own
+    foreign_rules: list[str]    # iptables rules naming the interface, not pcapstats'
+
+
+def show(iface: str) -> Shown:
+    """What is set on iface: pcapstats' record checked against the kernel, and the rest."""
+    info = link(iface)
+    record = Record.load(iface)
+    if record is not None and record.ifindex != info["ifindex"]:
+        record = None
+    present, missing = [], []
+    counts: dict = {}
+    if record is not None:
+        roots = [q for q in current_qdiscs(iface) if q.get("root")]
+        if record.qdisc:
+            item = f"qdisc {record.qdisc['kind']} {record.qdisc['handle']} root"
+            ok = any(q.get("handle") == record.qdisc["handle"]
+                     and q.get("kind") == record.qdisc["kind"] for q in roots)
+            (present if ok else missing).append(item)
+        if record.chain:
+            item = f"iptables chain {record.chain} ({TABLE} {HOOK} -o {iface})"
+            ok = any(_chain_exists(t, record.chain) for t in record.families)
+            (present if ok else missing).append(item)
+        if record.delay_line:
+            d = record.delay_line
+            item = f"delay line pid {d.get('pid')} on NFQUEUE {record.queue}"
+            (present if same_process(d.get("pid"), d.get("start")) else missing).append(item)
+        counts = read_counters(record)
+    kinds = default_kinds()
+    foreign, default = [], []
+    for q in current_qdiscs(iface):
+        if record and record.qdisc and q.get("root") and \
+                q.get("handle") == record.qdisc["handle"] and q.get("kind") == record.qdisc["kind"]:
+            continue
+        (default if is_kernel_default(q, kinds) else foreign).append(describe_qdisc(q, iface))
+    rules = rules_naming(iface, (record.chain,) if record and record.chain else ())
+    problems = delay_line_problems(record, counts.get("delay_line")) if record else []
+    return Shown(iface, info["ifindex"], record, present, missing, counts, problems, foreign,
+                 default, rules)
+
+
+def clear(iface: str) -> list[str] | None:
+    """Remove what pcapstats recorded on iface; None when there is no record.  A capture that
+    is still running is not cleared (LabError): it removes its own on exit."""
+    info = link(iface)
+    with locked():
+        record = Record.load(iface)
+        if record is None:
+            return None
+        if record.ifindex != info["ifindex"]:
+            record.forget()
+            return ["a record of an earlier interface of this name, forgotten"]
+        if record.owner == "capture" and record.owner_alive:
+            raise LabError(_busy_text(iface, record),
+                           hint="it removes its impairment when it ends; stop it (Ctrl-C)")
+        return remove_record(record)[0]
