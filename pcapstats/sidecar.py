@@ -280,7 +280,8 @@ CAPTURE_FIELDS: tuple[tuple[str, str], ...] = (
     ("impairment.asked", "loss (fraction), delay_s and jitter_s (one way, on the interface's "
      "egress only), rate_bps, queue_bytes (the default: one BDP, at least 64 full frames)."),
     ("impairment.mechanisms", "value -> what set it: netem (where the kernel has it), else tbf "
-     "(rate, queue), iptables-statistic (loss), nfqueue-delayline (delay, jitter)."),
+     "(rate, queue), nfqueue-delayline (loss, delay, jitter: the delay line drops with NF_DROP, "
+     "a real loss also for this host's own packets)."),
     ("impairment.settings", "The parameters: netem (limit_packets, spec), tbf (rate_bps, "
      "burst_bytes, limit_bytes), iptables (table mangle, hook POSTROUTING, match -o IFACE, "
      "chain PCAPSTATS-<hex>, tools, comment), delay_line (queue, pid, bypass)."),

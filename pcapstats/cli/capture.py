@@ -72,7 +72,7 @@ def capture_cmd(
     """Capture a real interface with tcpdump, optionally around a command.
 
     Loss, delay and rate go on the interface's egress for the capture's duration (netem where
-    the kernel has it, else tbf, iptables statistic and an NFQUEUE delay line) and are removed
+    the kernel has it, else tbf and an NFQUEUE delay line that drops and delays) and are removed
     on every exit path.  Needs root.
 
     \b

@@ -39,7 +39,7 @@ def netem_cmd(
 ):
     """Set loss, delay and rate on an interface until --clear.
 
-    netem where the kernel has it, else tbf, iptables statistic and an NFQUEUE delay line
+    netem where the kernel has it, else tbf and an NFQUEUE delay line (loss and delay)
     that keeps running in the background.  Setting again replaces pcapstats' previous
     setting.  Refuses an interface with a qdisc pcapstats did not set.  Needs root.
 

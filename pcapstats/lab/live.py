@@ -401,13 +401,10 @@ class _Run:
 
 
 def describe_mechanisms(record: live_impair.Record) -> str:
-    """"loss 10 % by iptables statistic (...), delay 20 ms by the NFQUEUE delay line (...)"."""
+    """"loss 10 % by the NFQUEUE delay line (...), rate 10 Mbit/s by tbf (...)"."""
     a, m, s = record.asked, record.mechanisms, record.settings
     parts = []
     where = {
-        "iptables-statistic": lambda: f"iptables statistic ({live_impair.TABLE} "
-                                      f"{live_impair.HOOK} -o {record.interface}, chain "
-                                      f"{record.chain})",
         "nfqueue-delayline": lambda: f"the NFQUEUE delay line (queue {record.queue}, pid "
                                      f"{(record.delay_line or {}).get('pid')})",
         "tbf": lambda: f"tbf {live_impair.QDISC_HANDLE} (queue {s['tbf']['limit_bytes']} bytes)",

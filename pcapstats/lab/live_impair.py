@@ -5,7 +5,7 @@ standing setting).
 
     imp = Impairment.from_text(loss="10%", delay="20ms", rate="10mbit")
     with InterfaceImpairment.install("eth0", imp, owner="capture") as applied:
-        applied.mechanisms   # {"loss": "iptables-statistic", "delay": ..., "rate": "tbf"}
+        applied.mechanisms   # {"loss": "nfqueue-delayline", "delay": ..., "rate": "tbf"}
         ...
     # applied.final_counters: the kernel's counts, read just before removal
 
@@ -15,11 +15,11 @@ Where each value goes (everything on the interface's EGRESS; delay is one way):
 value       netem kernel                    fallback (this machine: no sch_netem)
 ==========  ==============================  =====================================================
 rate,queue  netem ``rate``/``limit``        ``tbf`` root qdisc, handle :data:`QDISC_HANDLE`
-loss        netem ``loss``                  ``-m statistic --mode random -j DROP`` in a chain
-                                            ``PCAPSTATS-<8 hex>`` of the ``mangle`` table, jumped
-                                            to from POSTROUTING ``-o IFACE`` (IPv4 and IPv6)
-delay       netem ``delay``                 :mod:`pcapstats.tools.delayline` on an NFQUEUE of the
-jitter                                      same chain (``--queue-bypass``), its own process
+loss        netem ``loss``                  :mod:`pcapstats.tools.delayline` (``--loss``: a
+delay       netem ``delay``                 dropped packet gets NF_DROP) on an NFQUEUE of a chain
+jitter                                      ``PCAPSTATS-<8 hex>`` of the ``mangle`` table, jumped
+                                            to from POSTROUTING ``-o IFACE`` (IPv4 and IPv6,
+                                            ``--queue-bypass``), its own process
 ==========  ==============================  =====================================================
 
 Why mangle POSTROUTING and not filter OUTPUT + FORWARD: one rule sees both what this host sends
@@ -34,13 +34,13 @@ What each mechanism cannot do on a host's own output path (measured on this kern
 namespaces joined by a veth; see :data:`LIMITS`, which the commands print and the sidecar
 keeps):
 
-- iptables ``statistic``: a packet this host sends itself is refused to its sender, not lost
-  on the wire: TCP keeps the segment and sends it again at once (20 MB under a 10 % rule: 69
-  of 622 packets dropped, 0 retransmissions counted or seen on the wire, every byte
-  received); UDP's ``sendto`` fails with EPERM (3000 datagrams: 314 EPERM, the receiver
-  got exactly the other 2686).  Netfilter sees this host's own TCP before segmentation, in
-  GSO bursts of up to 64 kB (622 packets for 20 MB), so one drop takes out a whole burst.
-  Forwarded packets are lost for real.
+- loss is the delay line's, not iptables ``statistic``'s: an iptables DROP of a packet this
+  host sends itself is refused to its sender, not lost on the wire (TCP sent it again at once:
+  20 MB under a 10 % rule, 69 of 622 packets dropped, 0 retransmissions on the wire; UDP's
+  ``sendto`` failed with EPERM), and netfilter meets this host's own TCP in GSO bursts of up
+  to 64 kB, dropped whole.  A packet the queue program drops (NF_DROP) has left the socket
+  and the queue hands it over segmented: a real loss, retransmitted by TCP as from the wire
+  (10 %: 400 of 3859 segments dropped, 399 retransmitted, 311 holes in the capture).
 - ``tbf``: a burst dropped whole is reported to TCP (NET_XMIT_DROP: TCPRetransFail) and sent
   again locally; part of a burst dropped, and UDP datagrams, are lost on the wire with no
   error to the sender (3000 datagrams as fast as they go into 10 Mbit/s and a 16-frame queue:
@@ -117,21 +117,16 @@ _EXIT_SIGNALS = {signal.SIGINT, signal.SIGTERM, signal.SIGHUP}
 _STATS_INTERVAL_S = 1.0
 
 LIMITS = {
-    "iptables-statistic": (
-        "the loss rule drops before tcpdump sees a packet (the capture never shows it); a "
-        "packet this host sends itself is refused to its sender, not lost on the wire: TCP "
-        "sends it again at once (no retransmission counted or captured), UDP's and ping's "
-        "send fails with EPERM; this host's own TCP meets the rule in GSO bursts of up to "
-        "64 kB, dropped whole.  Only forwarded packets are lost on the wire"),
     "tbf": (
         "tbf drops before tcpdump sees a packet; when it drops a whole burst of this host's "
         "own TCP the sender is told and sends it again locally, part of a burst and UDP "
         "datagrams are lost on the wire without an error to the sender"),
     "nfqueue-delayline": (
-        "the delay line holds packets before tcpdump sees them, so RTTs read from the capture "
+        "the delay line drops and holds packets before tcpdump sees them: lost packets are "
+        "missing from the capture (their retransmissions are in it), and RTTs read from it "
         "leave the delay out; TCP Small Queues counts held packets of this host's own sockets, "
-        "so a TCP flow sent from this host carries only a few packets per delay (measured "
-        "2.3 Mbit/s with 20 ms); forwarded traffic is not limited"),
+        "so with a delay a TCP flow sent from this host carries only a few packets per delay "
+        "(measured 2.3 Mbit/s with 20 ms); forwarded traffic is not limited"),
     "netem": (
         "netem drops and delays before tcpdump sees a packet: lost packets are missing from "
         "the capture, and RTTs read from it leave the delay out; a lost packet is reported "
@@ -528,7 +523,7 @@ class InterfaceImpairment:
     """An impairment on an interface's egress, recorded in the state file until removed.
 
     ``mechanisms`` maps each value asked ("loss", "delay", "jitter", "rate", "queue") to
-    what set it ("netem", "tbf", "iptables-statistic", "nfqueue-delayline"); ``settings`` the
+    what set it ("netem", "tbf", "nfqueue-delayline"); ``settings`` the
     parameters; ``record.commands`` every command run, in order; ``limits`` what each mechanism
     cannot do on this host's own traffic (see :data:`LIMITS`).
     """
@@ -633,10 +628,11 @@ class InterfaceImpairment:
         # IPv6 too where this host has it (ip6tables works); IPv4 is a must.
         tools = [t for t in iptables_tools()
                  if checked([t, "-w", "-t", TABLE, "-S"], check=False).returncode == 0]
-        if (imp.loss or imp.delayed) and "iptables" not in tools:
+        queued = bool(imp.loss or imp.delayed)       # the delay line drops and delays
+        if queued and "iptables" not in tools:
             raise LabError(f"iptables cannot use the {TABLE} table here",
                            hint="the loss and delay fallbacks need it (iptables -t mangle -S)")
-        if imp.loss or imp.delayed:
+        if queued:
             r.chain = CHAIN_PREFIX + secrets.token_hex(4)
             r.families = tools
             r.settings["iptables"] = {"table": TABLE, "hook": HOOK, "match": f"-o {r.interface}",
@@ -648,11 +644,12 @@ class InterfaceImpairment:
                                  "burst_bytes": imp.tbf_burst_bytes(),
                                  "limit_bytes": imp.queue_limit_bytes}
         r.save()  # recorded before the first change
-        if imp.delayed:  # bound to its queue before any rule sends packets there
+        if queued:  # bound to its queue before any rule sends packets there
             self._start_delay_line(daemon)
-            r.mechanisms["delay"] = "nfqueue-delayline"
-            if imp.jitter_s:
-                r.mechanisms["jitter"] = "nfqueue-delayline"
+            for value in ("loss", "delay", "jitter"):
+                if (imp.loss, imp.delay_s or imp.serialize, imp.jitter_s)[
+                        ("loss", "delay", "jitter").index(value)]:
+                    r.mechanisms[value] = "nfqueue-delayline"
         if imp.rate_bps:
             t = r.settings["tbf"]
             _run(r, "tc", "qdisc", "add", "dev", r.interface, "root", "handle", QDISC_HANDLE,
@@ -662,16 +659,10 @@ class InterfaceImpairment:
         if r.chain:
             for tool in tools:
                 _run(r, tool, "-w", "-t", TABLE, "-N", r.chain)
-                if imp.loss:
-                    _run(r, tool, "-w", "-t", TABLE, "-A", r.chain, "-m", "statistic",
-                         "--mode", "random", "--probability", f"{imp.loss:.10f}", "-j", "DROP")
-                if imp.delayed:
-                    _run(r, tool, "-w", "-t", TABLE, "-A", r.chain, "-j", "NFQUEUE",
-                         "--queue-num", r.queue, "--queue-bypass")
+                _run(r, tool, "-w", "-t", TABLE, "-A", r.chain, "-j", "NFQUEUE",
+                     "--queue-num", r.queue, "--queue-bypass")
                 _run(r, tool, "-w", "-t", TABLE, "-I", HOOK, "1", "-o", r.interface,
                      "-m", "comment", "--comment", self._comment(), "-j", r.chain)
-            if imp.loss:
-                r.mechanisms["loss"] = "iptables-statistic"
 
     def _comment(self) -> str:
         return f"pcapstats {self.record.owner} pid {self.record.pid}"
@@ -688,7 +679,8 @@ class InterfaceImpairment:
         for queue in candidates:
             argv = [sys.executable, "-m", "pcapstats.tools.delayline", "--queue", str(queue),
                     "--delay-ms", repr(imp.delay_s * 1e3), "--jitter-ms",
-                    repr(imp.jitter_s * 1e3), "--stats", files["stats"], "--stats-interval",
+                    repr(imp.jitter_s * 1e3), "--loss", repr(imp.loss),
+                    "--stats", files["stats"], "--stats-interval",
                     str(_STATS_INTERVAL_S), "--realtime-priority", str(DELAY_LINE_PRIORITY)]
             env = dict(os.environ)
             package_root = str(Path(delayline.__file__).resolve().parents[2])
@@ -755,6 +747,8 @@ class InterfaceImpairment:
             if stats is not None:  # its final stats, written as it exited
                 counts.setdefault("delay_line", {})["program"] = stats
                 counts["delay_line"]["alive"] = False
+                if "loss" in counts:  # its drops until the rule went, not its last rewrite
+                    counts["loss"]["dropped_packets"] = stats.get("packets_dropped", 0)
             self.final_counters = counts
         return counts
 
@@ -807,23 +801,16 @@ def read_counters(record: Record) -> dict:
     """The kernel's counts for what the record installed (see InterfaceImpairment.counters)."""
     out: dict = {}
     if record.chain:
-        offered = [0, 0]
-        dropped = [0, 0]
+        offered = [0, 0]             # the chain's jump: every packet the queue was offered
         for tool in record.families:
             for line in _jumps(tool, record.chain):
                 m = re.search(r"-c (\d+) (\d+)", line)
                 if m:
                     offered[0] += int(m.group(1))
                     offered[1] += int(m.group(2))
-            text = checked([tool, "-w", "-t", TABLE, "-S", record.chain, "-v"],
-                           check=False).stdout
-            for line in text.splitlines():
-                m = re.search(r"-c (\d+) (\d+)", line)
-                if m and line.endswith("-j DROP"):
-                    dropped[0] += int(m.group(1))
-                    dropped[1] += int(m.group(2))
+        program = _read_json(record.delay_line, "stats") if record.delay_line else None
         out["loss"] = {"offered_packets": offered[0], "offered_bytes": offered[1],
-                       "dropped_packets": dropped[0], "dropped_bytes": dropped[1]}
+                       "dropped_packets": (program or {}).get("packets_dropped", 0)}
     if record.qdisc:
         for q in _qdiscs_stats(record.interface):
             if q.get("root") and q.get("handle") == record.qdisc["handle"]:

@@ -28,7 +28,11 @@ Timing and order:
   (as netem does when it also limits the rate).  When packets arrive closer together than
   2 x jitter this pushes the spread upwards; at ping's pace it never binds;
 - at each release instant ONE ``NFQNL_MSG_VERDICT_BATCH`` accepts every id up to the newest due
-  one: the kernel's queue is in id order, so arrival order is kept by construction.
+  one: the kernel's queue is in id order, so arrival order is kept by construction;
+- with ``--loss P`` each packet is dropped on arrival with probability P (``NF_DROP``, its own
+  verdict, before any delay or serialisation, as netem's loss): lost for real, also for a
+  host's own packets -- an iptables DROP on a host's own output is refused to the sending
+  socket, which sends again at once, while a packet a queue program drops has left it.
 
 Capacity: the kernel queue's length (``--maxlen``) and the socket's receive buffer are raised
 (the defaults, 1024 packets and ~200 kB, overflowed at 100 Mbit/s x 50 ms).  Overflows are not
@@ -67,7 +71,7 @@ NLM_F_REQUEST, NLM_F_ACK = 0x1, 0x4
 SOL_NETLINK = 270
 # linux/netfilter/nfnetlink.h, nfnetlink_queue.h
 NFNL_SUBSYS_QUEUE = 3
-NFQNL_MSG_PACKET, NFQNL_MSG_CONFIG, NFQNL_MSG_VERDICT_BATCH = 0, 2, 3
+NFQNL_MSG_PACKET, NFQNL_MSG_VERDICT, NFQNL_MSG_CONFIG, NFQNL_MSG_VERDICT_BATCH = 0, 1, 2, 3
 NFQA_PACKET_HDR, NFQA_VERDICT_HDR = 1, 2
 NFQA_CFG_CMD, NFQA_CFG_PARAMS, NFQA_CFG_QUEUE_MAXLEN = 1, 2, 3
 NFQNL_CFG_CMD_BIND = 1
@@ -77,7 +81,7 @@ ETHERNET_HEADER = 14          # a frame's bytes on the link: the IP packet and t
 COPY_BYTES = 6                # enough of each packet for its length (IPv4 @2, IPv6 @4)
 FULL_FRAME = 1514
 DEFAULT_BACKLOG_BYTES = 2 * FULL_FRAME   # serialisation backlog held at most (see --backlog-bytes)
-NF_ACCEPT = 1
+NF_DROP, NF_ACCEPT = 0, 1
 
 _NLMSGHDR = struct.Struct("=IHHII")  # len, type, flags, seq, portid (host order)
 _NFGENMSG = struct.Struct("!BBH")  # family, version, res_id (queue number, network order)
@@ -146,6 +150,12 @@ def verdict_batch(queue: int, up_to_id: int) -> bytes:
                     NLM_F_REQUEST)
 
 
+def verdict_drop(queue: int, packet: int) -> bytes:
+    """DROP the one packet with this id."""
+    return _message(NFQNL_MSG_VERDICT, queue,
+                    _attr(NFQA_VERDICT_HDR, struct.pack("!II", NF_DROP, packet)), NLM_F_REQUEST)
+
+
 def packet_id(msg: memoryview) -> int | None:
     """The packet id of one NFQNL_MSG_PACKET message (None if it carries no packet header)."""
     if len(msg) >= _FIRST_ATTR_AT + 8 and _NLATTR.unpack_from(msg, _FIRST_ATTR_AT)[1] \
@@ -187,7 +197,9 @@ class Stats:
     delay_ms: float
     jitter_ms: float
     distribution: str
-    packets_received: int = 0
+    loss: float = 0.0
+    packets_received: int = 0   # held for their delay (not counting those dropped)
+    packets_dropped: int = 0    # dropped on arrival by --loss
     packets_released: int = 0
     held_now: int = 0
     held_max: int = 0
@@ -212,13 +224,16 @@ class DelayLine:
     def __init__(self, queue: int, delay_s: float, jitter_s: float = 0.0,
                  distribution: str = "uniform", *, maxlen: int = DEFAULT_MAXLEN,
                  rcvbuf_bytes: int = DEFAULT_RCVBUF_BYTES, seed: int | None = None,
-                 rate_bps: float | None = None, backlog_bytes: int = DEFAULT_BACKLOG_BYTES):
+                 rate_bps: float | None = None, backlog_bytes: int = DEFAULT_BACKLOG_BYTES,
+                 loss: float = 0.0):
         self.queue, self.delay_ns = queue, round(delay_s * 1e9)
+        self.loss = loss
+        self._lose = random.Random(None if seed is None else seed + 1).random
         self.ns_per_byte = 8e9 / rate_bps if rate_bps else 0.0
         self.backlog_ns = backlog_bytes * self.ns_per_byte
         self._link_free_ns = 0
         self.jitter_ns = round(jitter_s * 1e9)
-        self.stats = Stats(queue, delay_s * 1e3, jitter_s * 1e3, distribution)
+        self.stats = Stats(queue, delay_s * 1e3, jitter_s * 1e3, distribution, loss)
         self._draw = self._sampler(distribution, random.Random(seed))
         self._held: collections.deque[tuple[int, int]] = collections.deque()  # (due_ns, id)
         self._last_due_ns = 0
@@ -305,7 +320,10 @@ class DelayLine:
                 if kind == _PACKET_TYPE:
                     msg = view[at:at + length]
                     pid = packet_id(msg)
-                    if pid is not None:
+                    if pid is not None and self.loss and self._lose() < self.loss:
+                        self.sock.send(verdict_drop(self.queue, pid))
+                        self.stats.packets_dropped += 1
+                    elif pid is not None:
                         if self.ns_per_byte:
                             now = self._serialised(frame_bytes(msg), now)
                         self._hold(pid, now)
@@ -476,16 +494,21 @@ def main(argv: list[str] | None = None) -> int:
                         help="serialise each packet at R bit/s first (netem's rate)")
     parser.add_argument("--backlog-bytes", type=int, default=DEFAULT_BACKLOG_BYTES, metavar="B",
                         help="most serialisation backlog to hold, in bytes")
+    parser.add_argument("--loss", type=float, default=0.0, metavar="P",
+                        help="drop each packet with probability P (0-1) on arrival")
     parser.add_argument("--realtime-priority", type=int, default=0, metavar="P",
                         help="run SCHED_FIFO at priority P (1-99; default 0: normal)")
     args = parser.parse_args(argv)
     if args.delay_ms < 0 or args.jitter_ms < 0:
         parser.error("--delay-ms and --jitter-ms must not be negative")
+    if not 0 <= args.loss < 1:
+        parser.error("--loss is a probability: 0 or more, under 1")
     try:
         line = DelayLine(args.queue, args.delay_ms / 1e3, args.jitter_ms / 1e3,
                          args.distribution, maxlen=args.maxlen,
                          rcvbuf_bytes=args.rcvbuf_bytes, seed=args.seed,
-                         rate_bps=args.rate_bps, backlog_bytes=args.backlog_bytes)
+                         rate_bps=args.rate_bps, backlog_bytes=args.backlog_bytes,
+                         loss=args.loss)
     except (DelayLineError, OSError) as e:
         print(f"delayline: error: {e}", file=sys.stderr)
         return 2
