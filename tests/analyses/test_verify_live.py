@@ -6,9 +6,11 @@ one that sends BYE twice, one that resets the connection midway, and a server an
 ``NAK: BYE`` (to the real simpleperf client).  The real simpleperf, client and server, is the
 control that passes.
 
-Every expectation comes from tshark's reading of the same capture, never from pcapstats: the
-test first proves the mistake reached the wire (tshark's segments and payloads), then that
-verify fails on the right check and that the frames it names carry what it says they carry.
+Every expectation comes from tshark's reading of the same capture (tests/helpers/wire_ref.py),
+never from pcapstats: the test first proves the mistake reached the wire (tshark's segments and
+payloads), then that verify fails on the right check and that the frames it names carry what
+it says they carry.  test_verify_courses.py does the same for simpleperfs written in a course's
+styles.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from pcapstats.analyses.verify import FAIL, PASS, Expected, verify
-from tests.helpers.tshark_ref import tshark_fields
+from tests.helpers.wire_ref import Wire
 
 pytestmark = pytest.mark.netns
 
@@ -130,59 +132,6 @@ def server(reply: str = "ACK: BYE") -> tuple:
     return (sys.executable, "-c", SERVER, ADDR, PORT, reply)
 
 
-# -- the wire, as tshark reads it ---------------------------------------------------------------
-
-class Wire:
-    """tshark's TCP segments of a one-connection capture, and each side's byte stream rebuilt
-    from them (offset 0 = the byte after the SYN's sequence number)."""
-
-    def __init__(self, path: Path):
-        t = tshark_fields(path, ("frame.number", "tcp.stream", "tcp.srcport", "tcp.flags",
-                                 "tcp.seq", "tcp.len", "tcp.payload"))
-        t = t[t["tcp.stream"].notna()]
-        assert set(t["tcp.stream"]) == {"0"}, "one TCP connection expected"
-        self.rows = [dict(frame=int(r["frame.number"]), port=int(r["tcp.srcport"]),
-                          flags=int(r["tcp.flags"], 16), seq=int(r["tcp.seq"]),
-                          len=int(r["tcp.len"]),
-                          payload=bytes.fromhex(r["tcp.payload"]) if
-                          isinstance(r["tcp.payload"], str) else b"")
-                     for _, r in t.iterrows()]
-        syn = [r for r in self.rows if r["flags"] & 0x02]
-        self.client_port = next(r["port"] for r in syn if not r["flags"] & 0x10)
-        self.isn = {r["port"]: r["seq"] for r in syn}
-
-    def segments(self, client: bool = True) -> list[dict]:
-        """Data segments of one side, with their stream offset."""
-        return [dict(r, offset=r["seq"] - self.isn[r["port"]] - 1) for r in self.rows
-                if r["len"] and (r["port"] == self.client_port) == client]
-
-    def stream(self, client: bool = True) -> bytes:
-        segs = self.segments(client)
-        out = bytearray(max((s["offset"] + s["len"] for s in segs), default=0))
-        covered = bytearray(len(out))
-        for s in segs:
-            assert len(s["payload"]) == s["len"], f"frame {s['frame']}: payload cut"
-            out[s["offset"]:s["offset"] + s["len"]] = s["payload"]
-            covered[s["offset"]:s["offset"] + s["len"]] = b"\1" * s["len"]
-        assert all(covered), "a byte of the stream is not in the capture"
-        return bytes(out)
-
-    def frame(self, number: int) -> dict:
-        return next(r for r in self.rows if r["frame"] == number)
-
-    def carries(self, number: int, offset: int, data: bytes, client: bool = True) -> bool:
-        """Frame `number` is a segment of that side whose payload holds `data` at `offset`."""
-        seg = next((s for s in self.segments(client) if s["frame"] == number), None)
-        if seg is None:
-            return False
-        at = offset - seg["offset"]
-        return 0 <= at and seg["payload"][at:at + len(data)] == data
-
-    def flagged(self, bit: int, client: bool) -> list[int]:
-        return [r["frame"] for r in self.rows
-                if r["flags"] & bit and (r["port"] == self.client_port) == client]
-
-
 def checks(path: Path, expected: Expected = TIMED):
     (v,) = verify(path, expected=expected).verdicts
     assert v.app == "simpleperf"
@@ -227,9 +176,12 @@ def test_999_byte_messages_fail_on_the_message_bytes(lab, tmp_path):
     assert v.verdict == FAIL
     m = c["message_bytes"]
     assert m.verdict == FAIL and m.expected == f"whole 1000-byte messages (a -t {SEND_S:g} run)"
-    assert m.found == (f"{n} bytes = {n // 1000} x 1000 + {n % 1000}: "
-                       f"the last message is {n % 1000} bytes")
     assert m.offset == n // 1000 * 1000
+    (frame,) = m.frames           # the frame carrying the start of the short last message
+    assert frame == min(s["frame"] for s in wire.segments()
+                        if s["offset"] <= m.offset < s["offset"] + s["len"])
+    assert m.found == (f"{n} bytes = {n // 1000} x 1000 + {n % 1000}: "
+                       f"the last message is {n % 1000} bytes, from frame {frame}")
     # the write boundaries it shows: the first message ends at offset 999, in the first segment
     first = wire.segments()[0]
     assert (f"end inside a 1000-byte message, first frame {first['frame']} at offset 999"
@@ -280,7 +232,7 @@ def test_a_reset_midway_fails_on_the_close_with_the_rst_frame(lab, tmp_path):
     v, c = checks(path)
     cl = c["close"]
     assert v.verdict == FAIL and cl.verdict == FAIL and cl.frames == (rst,)
-    assert cl.expected == "FIN from both sides after ACK: BYE, no RST"
+    assert cl.expected == "FIN from both sides (the server's after its ACK: BYE), no RST"
     assert cl.found == f"RST at frame {rst} before both FINs"
     assert c["bye"].verdict == FAIL and c["ack"].verdict == FAIL
 

@@ -2,8 +2,9 @@
 
 ``verify(capture)`` recognises simpleperf, iperf3 and ping traffic in a capture and checks
 each stream against the tool's own definition; one module a protocol (``simpleperf.py``,
-``iperf3.py``, ``ping.py``) over what they share (``checks.py``).  Every check ends in one of three
-verdicts, and a stream's verdict is the worst of its checks (fail > cannot tell > pass):
+``iperf3.py``, ``ping.py``) over what they share (``checks.py``), and ``report.py`` for a
+simpleperf client's printed report.  Every check ends in one of three verdicts, and a stream's
+verdict is the worst of its checks (fail > cannot tell > pass):
 
 - **pass**: the capture shows the rule was followed;
 - **fail**: the capture shows it was not: the check says what was expected, what was found,
@@ -15,37 +16,65 @@ verdicts, and a stream's verdict is the worst of its checks (fail > cannot tell 
 What is recognised (by content first; the sidecar's flow list also names streams whose
 payload the snaplen cut):
 
-- **simpleperf** (pcapstats.tools.simpleperf): a TCP connection whose client sends ``0`` bytes
-  (messages are ``b"0" * 1000``) and ``BYE``, or which the sidecar lists as a simpleperf flow,
-  or -- when its first bytes are not in the capture -- whose port is simpleperf's default 8088.
+- **simpleperf** (anyone's: the course's tool, pcapstats.tools.simpleperf): a TCP connection
+  with the exchange's shape -- its server's bytes begin with ``ACK: BYE``, or its client's
+  bytes end with ``BYE`` (at the client's FIN, else where its data ends) while its server sent
+  at most 256 bytes -- whatever the fill (``x``, ``0``, random), the port, the message size
+  and the quirks (``BYE`` in the last data segment, the server closing first, the client not
+  reading ``ACK: BYE``); or whose client's first bytes are pcapstats' simpleperf's (``0``
+  messages); or which the sidecar lists as a simpleperf flow; or -- when its first bytes are
+  not in the capture -- whose port is simpleperf's default 8088.
 - **iperf3** (esnet/iperf's protocol): a TCP connection whose client first sends the 37-byte
   cookie (36 characters of ``[a-z2-7]`` and a NUL); the control connection is the one whose
   server answers with the state byte PARAM_EXCHANGE (9); data connections send the same
   cookie.  UDP data streams start with the 4-byte connect message.
 - **ping**: ICMP / ICMPv6 echo requests, grouped by (source, destination, identifier).
 
-simpleperf rules (client -> server, then server -> client), with their tolerances:
+A stream that looks like none of them is checked only when told: ``port`` (``--port N``) makes
+every TCP stream whose server port is N the protocol ``app`` names (default simpleperf),
+whatever it looks like; ``app`` alone (``--app simpleperf|iperf3``) makes every TCP stream
+nothing recognised that protocol (iperf3: a control connection if its server's first byte is
+PARAM_EXCHANGE, else a data connection).  ping needs no help: echo requests are always
+recognised.
+
+simpleperf rules (client -> server, then server -> client), with their tolerances; the message
+size is 1000 bytes unless ``Expected.message_bytes`` (``--size``) says otherwise:
 
 ====================  ==========================================================================
 start / end           SYN of the client captured (else counts are "cannot tell"); the end is
-                      the client's FIN (or the data seen, flagged)
-messages              every byte before the final BYE is ``0`` (0x30)
-message_bytes         the message bytes are a whole number of 1000-byte messages (a ``-t`` run),
-                      or exactly ``-n`` bytes (a ``-n`` run: the last message is shorter when
-                      -n is not a multiple of 1000).  Not a multiple of 1000 and no sidecar:
-                      cannot tell (right for a ``-n`` run of that size, wrong for ``-t``)
-bye                   the stream ends with exactly one ``BYE``
-ack                   the server sends exactly ``ACK: BYE`` and nothing else
+                      the client's FIN, or without one its BYE (else the data seen, flagged)
+bye                   the client's bytes end with exactly one ``BYE``.  Bytes after it fail, at
+                      the frame of the first of them (the BYE is the last one the client sent
+                      before the server's first answer)
+messages              every byte before the BYE is the fill of the first message (``0`` for
+                      pcapstats' simpleperf, ``x`` ...), so a ``BYE`` among them is a second
+                      BYE; a first message that is not one repeated byte (random fill) leaves
+                      the content free: a ``BYE`` inside it is data (only ``BYEBYE`` at the end
+                      fails)
+message_bytes         the message bytes are a whole number of messages (a ``-t`` run), or
+                      exactly ``-n`` bytes (a ``-n`` run: the last message is shorter when
+                      -n is not a multiple of the size).  Not a multiple and neither -t nor -n
+                      known: cannot tell (right for a ``-n`` run of that size, wrong for ``-t``)
+ack                   the server sends exactly ``ACK: BYE`` and nothing after it
 order                 the ACK: BYE's first frame comes after the first frame that carried BYE
-close                 both sides send FIN after the ACK: BYE; no RST before both FINs
+close                 both sides send FIN, the server's after its ACK: BYE (the server may close
+                      first; the client may close before ACK: BYE arrives); no RST before both
+                      FINs -- but the client's RST after its own FIN and the ACK: BYE is its
+                      kernel answering bytes that reached a closed socket (a client that closes
+                      without reading ACK: BYE), not a reset
 duration (-t)         first data frame to the BYE's first frame lies in
                       [t - max(0.1 s, 5 %), t + max(1 s, 25 %)]: the client checks its clock
                       only between messages (never early by more than thread start-up), and BYE
                       waits behind the data still in the socket buffer (late by up to its drain
                       time at the bottleneck rate)
-parallel              as many simpleperf connections between the pair as the sidecar's
-                      ``parallel``
+parallel (-P)         as many simpleperf connections between the pair as asked (the sidecar's
+                      ``parallel``, or ``Expected.parallel``)
 ====================  ==========================================================================
+
+What was asked (-t, -n, -P, the message size) comes from the lab sidecar or by hand
+(``expected``; on the command line ``--time``, ``--num``, ``--parallel``, ``--size``).  With the
+client's printed report (``client_output``, ``--client-output FILE``) its Transfer and
+Bandwidth are checked against the wire too: see ``report.py``.
 
 iperf3 rules (facts from esnet/iperf: iperf.h, iperf_api.c, iperf_client_api.c, iperf_udp.c):
 the control connection's client sends the cookie, then the parameters as a 4-byte big-endian
@@ -76,6 +105,7 @@ import numpy as np
 
 from ...batch import analysis
 from ...capture import Capture
+from ...errors import UsageError
 from ...render import Shown, terminal_width
 from ...results import Result
 from ...schema import Column, TableSpec
@@ -83,11 +113,12 @@ from ...sidecar import load_sidecar, sidecar_for
 from ...streams import id_ranges
 from ...tools.wire import SIMPLEPERF_PORT
 from ..reassembly import reassemble
-from . import iperf3, ping, simpleperf
+from . import iperf3, ping, report, simpleperf
 from .checks import CANNOT_TELL, FAIL, PASS, RANK, Check, Context, Expected, StreamVerdict
+from .report import ClientOutput, parse_client_output
 
 __all__ = ["verify", "Verification", "Expected", "Check", "StreamVerdict", "PASS", "FAIL",
-           "CANNOT_TELL"]
+           "CANNOT_TELL", "APP_CHOICES", "ClientOutput", "parse_client_output"]
 
 _C = Column
 VERDICTS = ("pass", "fail", "cannot tell")
@@ -154,72 +185,140 @@ class Verification(Result):
         return "\n".join(_report(part, width, all_columns) for part in self.parts) + "\n"
 
 
+APPS = ("simpleperf", "iperf3-control", "iperf3-data")   # the TCP app protocols checked here
+APP_CHOICES = ("simpleperf", "iperf3", "ping")           # what ``app`` / --app may name
+
+
 @analysis()
 def verify(capture: Capture, *, sidecar="auto", expected: Expected | None = None,
-           stream: int | None = None) -> Verification:
+           stream: int | None = None, app: str | None = None, port: int | None = None,
+           client_output=None) -> Verification:
     """Check every recognised stream of a capture (see the module docstring for the rules).
 
     sidecar: the lab sidecar (a path or the loaded dict) saying what was asked (-t / -n / -P
     and which streams are simpleperf's); ``"auto"``: the one beside the capture, if any;
-    None: none.  Or give ``expected`` directly.  stream: only this TCP/UDP stream (and no
-    ping groups)."""
-    if expected is None:
-        expected = Expected()
-        if isinstance(sidecar, str) and sidecar == "auto":
-            found = sidecar_for(capture.path)
-            sidecar = found if found.exists() else None
-        if sidecar is not None:
-            doc = sidecar if isinstance(sidecar, dict) else load_sidecar(sidecar)
-            expected = Expected.from_sidecar(doc, capture.path)
+    None: none.  expected: what was asked, by hand (``Expected(time_s=10)``,
+    ``Expected(message_bytes=1024)``): what it sets wins over the sidecar's.  stream: only this
+    TCP/UDP stream (and no ping groups).  app / port: the protocol of streams that look like
+    none (APP_CHOICES; ``port``: the streams with that server port, ``app`` default
+    simpleperf).  client_output: the simpleperf client's printed report (a path, or a
+    ClientOutput), checked against the wire."""
+    _check_force(app, port)
+    told = Expected()
+    if isinstance(sidecar, str) and sidecar == "auto":
+        found = sidecar_for(capture.path)
+        sidecar = found if found.exists() else None
+    if sidecar is not None:
+        doc = sidecar if isinstance(sidecar, dict) else load_sidecar(sidecar)
+        told = Expected.from_sidecar(doc, capture.path)
+    expected = expected.over(told) if expected is not None else told
+    printed = parse_client_output(client_output) if client_output is not None else None
     with reassemble(capture) as r:
         ctx = Context(capture, r, expected)
-        _verify(ctx, stream)
+        _verify(ctx, stream, app, port, printed)
     return Verification(ctx.out, capture=os.fspath(capture.path), notes=ctx.notes)
 
 
-def _verify(ctx: Context, only: int | None) -> None:
+def _check_force(app: str | None, port: int | None) -> None:
+    if app is not None and app not in APP_CHOICES:
+        raise UsageError(f"unknown app {app!r}", hint=f"use one of {', '.join(APP_CHOICES)}")
+    if port is not None and (isinstance(port, bool) or not isinstance(port, int)
+                             or not 1 <= port <= 65535):
+        raise UsageError(f"invalid port {port!r}: a TCP port is 1-65535")
+    if app == "ping" and port is not None:
+        raise UsageError("ping has no port: its echo requests are always recognised",
+                         hint="--port names the server port of simpleperf or iperf3 streams")
+
+
+def _verify(ctx: Context, only: int | None, app: str | None, port: int | None,
+            printed: ClientOutput | None) -> None:
     """Recognise each TCP stream, run its protocol's checks, then ping's (all streams)."""
     tcp_streams = np.unique(ctx.r.flows["stream"])
     if only is not None:
         tcp_streams = tcp_streams[tcp_streams == only]
-    kinds: dict[str | None, list[int]] = {app: [] for app in (*APPS, None)}
+    kinds: dict[str | None, list[int]] = {kind: [] for kind in (*APPS, None)}
+    forced, at_port = [], []
     for s in tcp_streams.tolist():
-        kinds[_recognise(ctx, s)].append(s)
+        kind, by_option = _recognise(ctx, s, app, port)
+        kinds[kind].append(s)
+        if by_option:
+            forced.append(s)
+        if port is not None and ctx.server_port(s) == port:
+            at_port.append(s)
     for s in kinds["simpleperf"]:
         ctx.out.append(simpleperf.check(ctx, s))
     simpleperf.check_parallel(ctx, [v for v in ctx.out if v.app == "simpleperf"])
     iperf3.check(ctx, kinds["iperf3-control"], kinds["iperf3-data"])
     if only is None:
         ping.check(ctx)
+    if printed is not None:
+        _check_report(ctx, printed)
+    if forced:
+        what = "--port" if port is not None else "--app"
+        ctx.notes.append(f"{len(forced)} TCP stream(s) checked as {app or 'simpleperf'} "
+                         f"because {what} said so: {id_ranges(forced)}")
+    if port is not None and not at_port:
+        ctx.notes.append(f"no TCP stream has server port {port} (--port)")
+    if app == "ping":
+        ctx.notes.append("ping needs no --app: echo requests are always recognised")
     if kinds[None]:
         ctx.notes.append(f"{len(kinds[None])} TCP stream(s) not recognised as simpleperf or "
-                         f"iperf3, not checked: {id_ranges(kinds[None])}")
+                         f"iperf3, not checked: {id_ranges(kinds[None])} (--app / --port "
+                         "force a protocol)")
     ctx.out.sort(key=lambda v: (v.proto != "tcp", v.proto, v.stream))
 
 
-APPS = ("simpleperf", "iperf3-control", "iperf3-data")   # the TCP app protocols checked here
+def _check_report(ctx: Context, printed: ClientOutput) -> None:
+    """The client's printed report against the simpleperf connections; a note for its rows
+    that are no connection of this capture."""
+    verdicts = [v for v in ctx.out if v.app == "simpleperf"]
+    name = os.path.basename(printed.path)
+    if not verdicts:
+        ctx.notes.append(f"client output {name}: no simpleperf connection in the capture to "
+                         "check it against")
+        return
+    report.check(ctx, verdicts, printed)
+    stray = sorted(set(printed.by_id()) - {v.client for v in verdicts})
+    if stray:
+        ctx.notes.append(f"client output {name}: {len(stray)} ID(s) are no simpleperf "
+                         f"connection of this capture: {', '.join(stray)}")
 
 
-def _recognise(ctx: Context, s: int) -> str | None:
-    """What app protocol TCP stream s carries: the sidecar's word for simpleperf, else its
-    client's first bytes, else the sidecar's word if it names one of APPS (a lab tool with no
-    checks here, pingpong or a file transfer, is not recognised), else (bytes not captured)
-    simpleperf's default port; None when nothing fits."""
+def _recognise(ctx: Context, s: int, app: str | None, port: int | None
+               ) -> tuple[str | None, bool]:
+    """What app protocol TCP stream s carries, and whether an option said so: ``port``'s
+    streams are ``app``'s; else the sidecar's word for simpleperf, else its client's first
+    bytes (iperf3's cookie, pcapstats' simpleperf's ``0``), else simpleperf's shape, else the
+    sidecar's word if it names one of APPS (a lab tool with no checks here, pingpong or a file
+    transfer, is not recognised), else (bytes not captured) simpleperf's default port, else
+    ``app`` alone; None when nothing fits."""
+    if port is not None and ctx.server_port(s) == port:
+        return _as(ctx, s, app or "simpleperf"), True
     told = ctx.exp.streams.get(s)
     if told == "simpleperf":
-        return "simpleperf"
+        return "simpleperf", False
     c = ctx.client_dir(s)
     head = ctx.head(s, c, iperf3.COOKIE_BYTES)
     if iperf3.is_cookie(head):
-        return "iperf3-control" if ctx.head(s, 1 - c, 1) == iperf3.PARAM_EXCHANGE else \
-            "iperf3-data"
-    if simpleperf.looks_like(head):
-        return "simpleperf"
+        return _as(ctx, s, "iperf3"), False
+    if simpleperf.looks_like(head) or simpleperf.shape(ctx, s):
+        return "simpleperf", False
     if told in APPS:
-        return told
+        return told, False
     if head is None and SIMPLEPERF_PORT in ctx.ports(s):
-        return "simpleperf"    # payload not captured: simpleperf's default port decides
-    return None
+        return "simpleperf", False    # payload not captured: simpleperf's default port decides
+    if app in ("simpleperf", "iperf3") and port is None:
+        return _as(ctx, s, app), True
+    return None, False
+
+
+def _as(ctx: Context, s: int, app: str) -> str:
+    """The APPS kind of stream s taken as ``app``: iperf3's control connection is the one
+    whose server's first byte is PARAM_EXCHANGE."""
+    if app != "iperf3":
+        return app
+    return ("iperf3-control" if ctx.head(s, 1 - ctx.client_dir(s), 1) == iperf3.PARAM_EXCHANGE
+            else "iperf3-data")
 
 
 def _verdict_table(verdicts: list[StreamVerdict]) -> dict[str, np.ndarray]:

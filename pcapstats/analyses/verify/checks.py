@@ -38,6 +38,7 @@ class StreamVerdict:
     server: str
     checks: list[Check] = field(default_factory=list)
     evidence: list[str] = field(default_factory=list)   # facts shown, not judged
+    facts: dict = field(default_factory=dict)   # numbers later checks read (not shown)
 
     @property
     def verdict(self) -> str:
@@ -67,6 +68,18 @@ class Expected:
     num_bytes: int | None = None       # simpleperf -n, per connection
     parallel: int | None = None        # per host pair
     streams: dict[int, str] = field(default_factory=dict)   # tcp.stream -> tool, this capture
+    message_bytes: int | None = None   # simpleperf's message size; None: 1000, the spec's
+
+    def over(self, base: "Expected") -> "Expected":
+        """This (given by hand) over ``base`` (the sidecar's): what this one sets wins; -t and
+        -n are one choice, so setting either replaces both."""
+        mode = (self if self.time_s is not None or self.num_bytes is not None else base)
+        return Expected(tool=self.tool or base.tool, time_s=mode.time_s,
+                        num_bytes=mode.num_bytes,
+                        parallel=self.parallel if self.parallel is not None else base.parallel,
+                        streams={**base.streams, **self.streams},
+                        message_bytes=self.message_bytes if self.message_bytes is not None
+                        else base.message_bytes)
 
     @classmethod
     def from_sidecar(cls, doc: dict, capture: str | os.PathLike) -> "Expected":
@@ -140,6 +153,14 @@ class Context:
         rows = np.flatnonzero(self.rows_of(s))
         return {int(self.cap.column("tcp_srcport")[rows[0]]),
                 int(self.cap.column("tcp_dstport")[rows[0]])} if len(rows) else set()
+
+    def server_port(self, s: int) -> int | None:
+        """The port of the side that did not open stream s (see client_dir)."""
+        rows = np.flatnonzero(self.rows_of(s))
+        if not len(rows):
+            return None
+        which = "tcp_dstport" if self.client_dir(s) == 0 else "tcp_srcport"
+        return int(self.cap.column(which)[rows[0]])
 
     def rows_of(self, s: int) -> np.ndarray:
         return (self.cap.column("tcp_stream") == s) & self.cap.layer(schema.TCP)
