@@ -149,10 +149,13 @@ def _interrupted(e: KeyboardInterrupt, path: Path):
     130 silently)."""
     why = f" ({e.args[0]})" if e.args else ""
     try:
-        saved = load_sidecar(path)["status"] == "interrupted"
+        status = load_sidecar(path)["status"]
     except SidecarError:
-        saved = False
-    kept = f"; what was captured is kept, see {path} (status interrupted)" if saved else ""
+        status = None
+    kept = {"interrupted": f"; what was captured is kept, see {path} (status interrupted)",
+            # the signal came while the finished run was being saved: it waited for that
+            "complete": f" after the run had ended; it is saved whole, see {path} "
+                        "(status complete)"}.get(status, "")
     say("error", f"interrupted{why}{kept}")
     raise typer.Exit(128 + getattr(e, "signum", 2))
 
@@ -321,27 +324,81 @@ def matrix(
 
 @lab_app.command()
 def cleanup(
-    directories: List[Path] = typer.Argument(None, help="Also remove unfinished "
-                                             "(.NAME.partial) files left in these directories.",
-                                             show_default=False),
+    directories: List[Path] = typer.Argument(None, help="Output folders of killed runs: show "
+                                             "the unfinished captures (.NAME.pcap.partial) "
+                                             "they left there.", show_default=False,
+                                             metavar="DIR"),
+    remove_partials: bool = typer.Option(False, "--remove-partials", help="Delete the "
+                                         "unfinished files found in DIR."),
+    keep_partials: bool = typer.Option(False, "--keep-partials", help="Finish each "
+                                       "unfinished capture found in DIR instead: cut after its "
+                                       "last whole packet, renamed NAME.pcap, with a sidecar "
+                                       "NAME.json saying the run was killed."),
 ):
     """Remove what killed runs left behind.
 
-    Their namespaces (and the processes in them) and partial files; nothing else.
+    Their namespaces (and the processes in them) and scratch directories; nothing else. Only
+    those of runs whose process has ended are touched (psl-<pid>-...).
 
-    Only namespaces of runs whose process has ended are touched (psl-<pid>-...).
+    A killed run also leaves its unfinished capture, .NAME.pcap.partial, in its output folder.
+    Give the folder (DIR) to see each one: its size and the whole packets it holds (the last
+    packet may be cut short). Nothing is done to it unless asked: --remove-partials deletes
+    it; --keep-partials keeps its whole packets as NAME.pcap with a sidecar NAME.json whose
+    status is failed, its error starting "killed" (packets_captured: the packets kept; what
+    the run's tcpdump showed: host, interface, snaplen; no scenario). A file still being
+    written (by a run still going, or pcapstats capture) is left alone.
     """
-    from ..lab.cleanup import cleanup_leftovers  # lazy: the lab costs 0.04 s of every command's start-up
-    removed = cleanup_leftovers()
+    from ..lab import cleanup as lab_cleanup  # lazy: the lab costs 0.04 s of every command's start-up
+    if remove_partials and keep_partials:
+        raise UsageError("--remove-partials and --keep-partials exclude each other",
+                         hint="delete the unfinished files, or keep them")
+    if (remove_partials or keep_partials) and not directories:
+        raise UsageError("--remove-partials and --keep-partials need the output folder (DIR)",
+                         hint="e.g. pcapstats lab cleanup runs/ --remove-partials")
+    for d in directories or []:
+        if not d.is_dir():
+            raise UsageError("not a directory", path=str(d),
+                             hint="give the output folder of the run (where -o wrote)")
+    partials = lab_cleanup.find_partials(directories or [])  # before the killed runs' tcpdumps go
+    removed = lab_cleanup.cleanup_leftovers()
     for name in removed:
         print(f"removed scratch directory {name}" if name.startswith("/") else
               f"removed network namespace {name} (and every process in it)")
-    partials = [p for d in directories or [] for p in sorted(Path(d).glob(".*.partial"))]
-    for p in partials:
-        p.unlink()
-        print(f"removed unfinished file {p}")
+    busy = [p for p in partials if p.writers]
+    for p in busy:
+        print(f"left {p.path}: still being written (pid {', '.join(map(str, p.writers))})")
+    found = [lab_cleanup.inspect_partial(p) for p in partials if not p.writers]
+    for p in found:
+        print(f"found {p.path}: {_partial_text(p)}")
+    if remove_partials:
+        for p in found:
+            p.path.unlink()
+            print(f"removed {p.path}")
+    elif keep_partials:
+        for p, done in lab_cleanup.keep_partials(found):
+            print(f"{p.path}: {done}")
+    elif found:
+        print("left them; --remove-partials deletes them, --keep-partials keeps each capture's "
+              "whole packets as NAME.pcap with a sidecar")
     if not removed and not partials:
         print("nothing left over by a lab run")
+    if not directories:
+        print("a killed run's unfinished capture (.NAME.pcap.partial) may remain in its output "
+              "folder: pcapstats lab cleanup DIR shows it")
+
+
+def _partial_text(p) -> str:
+    """What an unfinished file is, in one line."""
+    if p.final is None:
+        return f"an unfinished file ({p.size_bytes} bytes), not a capture"
+    who = (f"tcpdump of killed run {p.run_pid} on {p.host}:{p.option('-i')}, "
+           if p.run_pid else "")
+    if p.packets is None:
+        return f"an unfinished capture ({who}{p.size_bytes} bytes), unreadable: {p.problem}"
+    cut = p.size_bytes - p.whole_bytes
+    rest = f" and {cut} bytes of a packet cut short" if cut else ""
+    return (f"the unfinished capture {p.final.name} ({who}{p.size_bytes} bytes): "
+            f"{p.packets} whole packets{rest}")
 
 
 @lab_app.command()

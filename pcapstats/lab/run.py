@@ -9,8 +9,25 @@ reads the impairment's counters, tears the lab down and writes capture(s) + side
 
 Every exit path tears the lab down.  Ctrl-C, SIGTERM or SIGHUP during a run (in the main
 thread) unwind like an exception: the capture so far is still flushed and written, with a
-sidecar whose status says ``interrupted``, and the interruption is then raised again.  A run
-that fails after its capture started keeps what was captured too, as ``failed``.
+sidecar whose status says ``interrupted``, and the interruption is then raised again.  Before
+tcpdump started there is nothing to keep: no file is written.  A run that fails after its
+capture started keeps what was captured too, as ``failed``.
+
+Once the traffic has ended (or been interrupted), stopping the captures, writing the files and
+tearing the lab down are not interrupted: a signal arriving then waits until all of it is done,
+and is raised then.  The files say what happened to the traffic -- ``complete`` if it had
+ended -- and the interruption still ends the run (the CLI exits 128 + the signal), so a script
+or a ``--trials`` loop stops as it was asked to.
+
+While a capture is unfinished (``.NAME.pcap.partial``), some process of the run keeps it open:
+tcpdump while it captures, the run itself until the file has its final name.  That is how
+``pcapstats lab cleanup DIR`` tells a live run's file from one a killed run left.
+
+A test hook: with ``PCAPSTATS_LAB_PAUSE_AT=<stage>`` in the environment, the run stops for
+``PCAPSTATS_LAB_PAUSE_S`` seconds (default 60) when it reports a stage (see ``progress``)
+starting with that text, after saying so on stderr; the stages are "building the topology",
+"applying the impairment", "measuring the RTT", "starting tcpdump on HOST:IFACE", "running
+TOOL", "saving the capture" (signals are held there) and "wrote PATH".
 """
 
 from __future__ import annotations
@@ -21,6 +38,7 @@ import math
 import os
 import shutil
 import signal
+import sys
 import threading
 import time
 from dataclasses import dataclass, field
@@ -31,6 +49,7 @@ from pcapstats.errors import UsageError
 from pcapstats.units import parse_rate, parse_simpleperf_size
 from pcapstats import sidecar
 from pcapstats.lab import impair, topologies, traffic
+from pcapstats.lab.cleanup import SignalsBlocked
 from pcapstats.lab.commands import LabError, require_tools
 from pcapstats.lab.netns import Lab
 from pcapstats.lab.sidecar import stream_ids, write_sidecar
@@ -42,6 +61,7 @@ TOOLS = ("simpleperf", "iperf3", "iperf3-udp", "ping", "pingpong", "pingpong-udp
 PER_HOP = ("loss", "delay", "jitter", "rate", "queue")  # a comma list gives one per router
 CAPTURE_SIDES = ("sender", "receiver", "both", "router")
 FORMATS = ("pcap", "pcapng")
+PAUSE_AT, PAUSE_S = "PCAPSTATS_LAB_PAUSE_AT", "PCAPSTATS_LAB_PAUSE_S"  # the test hook
 
 
 @dataclass
@@ -223,15 +243,26 @@ def _signals_unwind():
             signal.signal(sig, old)
 
 
-@contextlib.contextmanager
-def _no_interruptions():
-    """Hold Ctrl-C/SIGTERM/SIGHUP while the run's results are being saved and the lab undone."""
-    sigs = {signal.SIGINT, signal.SIGTERM, signal.SIGHUP}
-    old = signal.pthread_sigmask(signal.SIG_BLOCK, sigs)
-    try:
-        yield
-    finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, old)
+def _no_interruptions() -> SignalsBlocked:
+    """Hold Ctrl-C/SIGTERM/SIGHUP while the run's results are being saved and the lab undone;
+    one that arrives meanwhile is raised once that is done."""
+    return SignalsBlocked()
+
+
+def _pausing(say: Callable[[str], None]) -> Callable[[str], None]:
+    """The test hook (module docstring): ``say``, then a pause at the stage asked."""
+    at = os.environ.get(PAUSE_AT)
+    if not at:
+        return say
+    seconds = float(os.environ.get(PAUSE_S) or 60)
+
+    def pausing(stage: str) -> None:
+        say(stage)
+        if stage.startswith(at):
+            print(f"pcapstats: test hook: pausing {seconds:g} s at {stage!r}", file=sys.stderr,
+                  flush=True)
+            time.sleep(seconds)
+    return pausing
 
 
 def _interruption_text(exc: BaseException) -> str:
@@ -248,7 +279,7 @@ def run(scenario: Scenario, out_path: str | os.PathLike, *,
     """
     scenario.validate()
     require_tools(*required_tools(scenario))
-    say = progress or (lambda stage: None)
+    say = _pausing(progress or (lambda stage: None))
     out_path = Path(out_path)
     if out_path.suffix not in sidecar.CAPTURE_SUFFIXES:
         out_path = out_path.with_name(out_path.name + "." + scenario.format)
@@ -271,6 +302,7 @@ class _Run:
                     "captures": [],
                     "flows": [], "reports": [], "measured": None}
         self.captures: list[tuple[dict, object, Path]] = []  # (sidecar entry, tcpdump, partial)
+        self.held: list[int] = []  # fds keeping unfinished captures open: "a live run's"
         self.applied: list[impair.Applied] = []   # one per router, the sender's side first
 
     def go(self) -> dict:
@@ -300,6 +332,8 @@ class _Run:
                     if lab is not None:
                         lab.close()
                     self._discard_partials()
+                    for fd in self.held:
+                        os.close(fd)
         if failure is not None:
             raise failure
         if self.doc["status"] != "complete":  # tcpdump dropped packets: the files are kept
@@ -372,6 +406,8 @@ class _Run:
             self.say(f"starting tcpdump on {host}:{iface}")
             tcpdump = lab.capture(host, iface, partial, snaplen=s.snaplen, nano=True,
                                   pcapng=s.format == "pcapng")
+            self._hold(partial.with_name(partial.name + ".tmp.pcap")
+                       if s.format == "pcapng" else partial)  # what tcpdump writes
             entry = {"file": final.name, "side": side, "host": host, "interface": iface,
                      "snaplen": s.snaplen, "format": s.format, "timestamps": "nano"}
             self.captures.append((entry, tcpdump, partial))
@@ -434,6 +470,7 @@ class _Run:
         """Stop captures, read counters, write files (also on a failing or interrupted run)."""
         if not self.captures:
             return  # nothing was captured: no files at all
+        self.say("saving the capture")
         drops = []
         for entry, tcpdump, partial in self.captures:
             try:
@@ -441,6 +478,8 @@ class _Run:
             except LabError as e:
                 self._fail(str(e))
                 continue
+            if self.scenario.format == "pcapng":
+                self._hold(partial)  # editcap's file, now the unfinished capture
             entry.update(packets_captured=stats.captured,
                          packets_received_by_filter=stats.received,
                          packets_dropped_by_kernel=stats.dropped_by_kernel,
@@ -490,6 +529,11 @@ class _Run:
             ids = stream_ids(partial, flows)
             for flow, sid in zip(flows, ids):
                 flow["streams"][entry["file"]] = sid
+
+    def _hold(self, path: Path) -> None:
+        """Keep the unfinished file open until the run ends (see the module docstring)."""
+        with contextlib.suppress(FileNotFoundError):
+            self.held.append(os.open(path, os.O_RDONLY | os.O_CLOEXEC))
 
     def _discard_partials(self) -> None:
         for _, _, partial in self.captures:
