@@ -21,7 +21,8 @@ from pcapstats.lab.commands import LabError
 from pcapstats.lab.netns import Bottleneck, Interface, Lab
 from pcapstats.lab.tcpdump import CaptureStats, TcpdumpCapture
 from pcapstats.lab.topologies import chain, dumbbell, sender_router_receiver, two_hosts
-from pcapstats.lab.run import RunInterrupted, Scenario, check_host, run
+from pcapstats.lab.cleanup import RunInterrupted
+from pcapstats.lab.run import Scenario, check_host, run
 from pcapstats.sidecar import SCHEMA as SIDECAR_SCHEMA, SidecarError, load_sidecar, sidecar_for
 
 __all__ = ["PREFIX", "Applied", "Bottleneck", "CaptureStats", "Impairment", "Interface", "Lab",

@@ -322,6 +322,36 @@ def unregister(lab: "Lab") -> None:
             del _saved_handlers[sig]
 
 
+class RunInterrupted(KeyboardInterrupt):
+    """SIGTERM or SIGHUP arrived during a run: unwinds like Ctrl-C; ``signum`` says which."""
+
+    def __init__(self, signum: int):
+        super().__init__(f"signal {signal.Signals(signum).name}")
+        self.signum = signum
+
+
+@contextlib.contextmanager
+def signals_unwind():
+    """In the main thread, SIGTERM/SIGHUP raise RunInterrupted (unless someone handles them), so
+    a run or a live capture unwinds through its finally blocks as on Ctrl-C."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    taken = {}
+
+    def interrupt(signum, frame):
+        raise RunInterrupted(signum)
+
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        if signal.getsignal(sig) == signal.SIG_DFL:
+            taken[sig] = signal.signal(sig, interrupt)
+    try:
+        yield
+    finally:
+        for sig, old in taken.items():
+            signal.signal(sig, old)
+
+
 class SignalsBlocked:
     """Hold Ctrl-C, SIGTERM and SIGHUP while the lab is being undone (or a run saved), so that
     a signal cannot cut it short; one that arrives meanwhile is delivered when the block ends.

@@ -38,7 +38,6 @@ import shutil
 import signal
 import socket
 import subprocess
-import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -50,7 +49,7 @@ from pcapstats.lab import live_impair
 from pcapstats.lab.commands import LabError, checked
 from pcapstats.lab.impair import Impairment
 from pcapstats.lab.netns import Lab
-from pcapstats.lab.run import RunInterrupted
+from pcapstats.lab.cleanup import SignalsBlocked, signals_unwind
 from pcapstats.lab.sidecar import write_sidecar
 from pcapstats.lab.tcpdump import TcpdumpCapture
 from pcapstats.lab.traffic import tool_versions
@@ -144,39 +143,6 @@ def check_host(req: LiveCapture) -> dict:
     return info
 
 
-@contextlib.contextmanager
-def _signals_unwind():
-    """In the main thread, SIGTERM/SIGHUP raise RunInterrupted (unless someone handles them);
-    SIGINT raises KeyboardInterrupt as always."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def interrupt(signum, frame):
-        raise RunInterrupted(signum)
-
-    taken = {}
-    for sig in (signal.SIGTERM, signal.SIGHUP):
-        if signal.getsignal(sig) == signal.SIG_DFL:
-            taken[sig] = signal.signal(sig, interrupt)
-    try:
-        yield
-    finally:
-        for sig, old in taken.items():
-            signal.signal(sig, old)
-
-
-@contextlib.contextmanager
-def _held_signals():
-    """Hold Ctrl-C/SIGTERM/SIGHUP while the capture is saved and the interface put back."""
-    sigs = {signal.SIGINT, signal.SIGTERM, signal.SIGHUP}
-    old = signal.pthread_sigmask(signal.SIG_BLOCK, sigs)
-    try:
-        yield
-    finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, old)
-
-
 def _signal_name(exc: BaseException) -> str:
     return signal.Signals(getattr(exc, "signum", signal.SIGINT)).name
 
@@ -193,7 +159,7 @@ def capture(req: LiveCapture, *, argv: list[str] | None = None,
     req.validate()
     info = check_host(req)
     final, fmt = req.paths()
-    with _signals_unwind():
+    with signals_unwind():
         return _Run(req, final, fmt, info, argv, say or (lambda kind, text: None)).go()
 
 
@@ -252,7 +218,7 @@ class _Run:
             self.doc["run"]["stopped_by"] = self.doc["run"]["stopped_by"] or "error"
             self._end_command(None)
         finally:
-            with _held_signals():
+            with SignalsBlocked():
                 try:
                     self._finish()
                 finally:
@@ -328,7 +294,7 @@ class _Run:
         # A terminal's Ctrl-C reached the command too: first give it a moment on its own.
         steps = ([None] if sig == signal.SIGINT else []) + \
             list(dict.fromkeys([sig, signal.SIGTERM, signal.SIGKILL]))
-        with _held_signals():
+        with SignalsBlocked():
             for step in steps:
                 if step is not None:
                     with contextlib.suppress(ProcessLookupError):

@@ -97,6 +97,7 @@ from pcapstats.errors import UsageError
 from pcapstats.tools import delayline
 from pcapstats.units import FRAME_BYTES
 from pcapstats.lab.commands import LabError, checked
+from pcapstats.lab.cleanup import SignalsBlocked
 from pcapstats.lab.impair import (DELAY_LINE_PRIORITY, NETEM_LIMIT_PACKETS, Impairment)
 
 STATE_DIR_ENV = "PCAPSTATS_STATE_DIR"
@@ -113,7 +114,6 @@ OWNERS = ("netem", "capture")
 # lab's 16 frames dropped 11 % of a lone flow's frames at 10 Mbit/s, 64 frames 1.8 %.
 LIVE_QUEUE_FLOOR_BYTES = 64 * FRAME_BYTES
 _READY_TIMEOUT_S = 10.0
-_EXIT_SIGNALS = {signal.SIGINT, signal.SIGTERM, signal.SIGHUP}
 _STATS_INTERVAL_S = 1.0
 
 LIMITS = {
@@ -737,12 +737,10 @@ class InterfaceImpairment:
         with contextlib.suppress(LabError, OSError, ValueError):
             counts = read_counters(self.record)
         stats = None
-        old_mask = signal.pthread_sigmask(signal.SIG_BLOCK, _EXIT_SIGNALS)  # not cut short
         try:
-            with locked():
+            with SignalsBlocked(), locked():         # not cut short by Ctrl-C or SIGTERM
                 self.removed_lines, stats = remove_record(self.record, proc=self._proc)
         finally:
-            signal.pthread_sigmask(signal.SIG_SETMASK, old_mask)
             self._removed = True
             if stats is not None:  # its final stats, written as it exited
                 counts.setdefault("delay_line", {})["program"] = stats

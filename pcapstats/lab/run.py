@@ -37,9 +37,7 @@ import dataclasses
 import math
 import os
 import shutil
-import signal
 import sys
-import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -49,7 +47,7 @@ from pcapstats.errors import UsageError
 from pcapstats.units import parse_rate, parse_simpleperf_size
 from pcapstats import sidecar
 from pcapstats.lab import impair, topologies, traffic
-from pcapstats.lab.cleanup import SignalsBlocked
+from pcapstats.lab.cleanup import SignalsBlocked, signals_unwind
 from pcapstats.lab.commands import LabError, require_tools
 from pcapstats.lab.netns import Lab
 from pcapstats.lab.sidecar import stream_ids, write_sidecar
@@ -214,35 +212,6 @@ def required_tools(scenario: Scenario) -> list[str]:
     return tools
 
 
-class RunInterrupted(KeyboardInterrupt):
-    """SIGTERM or SIGHUP arrived during a run: unwinds like Ctrl-C; ``signum`` says which."""
-
-    def __init__(self, signum: int):
-        super().__init__(f"signal {signal.Signals(signum).name}")
-        self.signum = signum
-
-
-@contextlib.contextmanager
-def _signals_unwind():
-    """In the main thread, SIGTERM/SIGHUP raise RunInterrupted (unless someone handles them)."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    taken = {}
-
-    def interrupt(signum, frame):
-        raise RunInterrupted(signum)
-
-    for sig in (signal.SIGTERM, signal.SIGHUP):
-        if signal.getsignal(sig) == signal.SIG_DFL:
-            taken[sig] = signal.signal(sig, interrupt)
-    try:
-        yield
-    finally:
-        for sig, old in taken.items():
-            signal.signal(sig, old)
-
-
 def _no_interruptions() -> SignalsBlocked:
     """Hold Ctrl-C/SIGTERM/SIGHUP while the run's results are being saved and the lab undone;
     one that arrives meanwhile is raised once that is done."""
@@ -286,7 +255,7 @@ def run(scenario: Scenario, out_path: str | os.PathLike, *,
     if not out_path.parent.is_dir():
         raise UsageError("the output directory does not exist", path=str(out_path.parent),
                          hint="create it first")
-    with _signals_unwind():
+    with signals_unwind():
         return _Run(scenario, out_path, say, command).go()
 
 
