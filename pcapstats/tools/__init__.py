@@ -14,5 +14,6 @@ common start instant, see :mod:`pcapstats.lab.traffic`.)
 - :mod:`.filexfer`: a TCP/UDP file transfer whose receiver checks a SHA-256;
 - :mod:`.delayline`: the NFQUEUE delay line the lab uses where the kernel has no netem;
 - :mod:`.tcpinfo`: ``struct tcp_info`` of this kernel, decoded, and a sampler thread;
-- :mod:`.wire`: the bytes simpleperf sends, defined once (verify checks them).
+- :mod:`.wire`: the bytes simpleperf sends, defined once (verify checks them);
+- :mod:`.args`: the command-line pieces the tools share (one-line errors, port, address, cc).
 """

@@ -111,6 +111,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
 
+from pcapstats.tools.args import cc_name, ip_address, one_line_parser, port
 from pcapstats.tools.tcpinfo import set_congestion
 
 HEADER = struct.Struct(">2sIIQ")       # magic, seq, size, time_ns
@@ -142,32 +143,14 @@ class PingpongError(Exception):
     """Something the user can fix or must know; printed as one line."""
 
 
+_Parser = one_line_parser(PingpongError)
+
+
 class _PeerError(Exception):
     """The other end broke the protocol (server side: ends that connection)."""
 
 
 # -- arguments --------------------------------------------------------------------------------
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message):  # argparse prints usage + message and exits; we want one line
-        raise PingpongError(message)
-
-
-def _port(text: str) -> int:
-    if not re.fullmatch(r"\d+", text) or not 1024 <= int(text) <= 65535:
-        raise argparse.ArgumentTypeError(f"invalid port {text!r}: must be an integer in "
-                                         "1024-65535")
-    return int(text)
-
-
-def _ip(text: str) -> str:
-    try:
-        return str(ipaddress.ip_address(text))
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"invalid IP address {text!r}: use dotted decimal like 10.0.0.2 (or an IPv6 "
-            "address)") from None
-
 
 def parse_size(text: str) -> int:
     """``1024`` or ``64KiB`` (x 1024) -> bytes; 18 (the header) to 16 MiB."""
@@ -238,16 +221,16 @@ def build_parser(prog: str = "pingpong") -> argparse.ArgumentParser:
     mode.add_argument("-c", "--client", metavar="SERVER", default=None,
                       help="run as the client of this server (address or name)")
     both = p.add_argument_group("server and client")
-    both.add_argument("-p", "--port", type=_port, default=DEFAULT_PORT,
+    both.add_argument("-p", "--port", type=port, default=DEFAULT_PORT,
                       help=f"port, 1024-65535 (default {DEFAULT_PORT})")
     both.add_argument("--udp", action="store_true", help="UDP instead of TCP")
-    both.add_argument("--cc", type=_cc_name, default=None, metavar="NAME",
+    both.add_argument("--cc", type=cc_name, default=None, metavar="NAME",
                       help="TCP congestion control for the socket(s) (reno, cubic, bbr, ...; "
                            "default: the host's)")
     both.add_argument("--report", type=Path, default=None, metavar="FILE",
                       help="write a JSON report (schema pcapstats.pingpong/1)")
     srv = p.add_argument_group("server")
-    srv.add_argument("-b", "--bind", type=_ip, default=None, metavar="ADDR",
+    srv.add_argument("-b", "--bind", type=ip_address, default=None, metavar="ADDR",
                      help="listen on this address (default: all, IPv4 and IPv6)")
     srv.add_argument("--once", action="store_true",
                      help="exit after the first client closes (TCP) / after an END (UDP)")
@@ -309,13 +292,6 @@ def parse_args(argv: list[str], prog: str = "pingpong") -> argparse.Namespace:
 
 
 # -- small things -----------------------------------------------------------------------------
-
-def _cc_name(text: str) -> str:
-    if not re.fullmatch(r"[a-z0-9_]{1,15}", text):
-        raise argparse.ArgumentTypeError(f"invalid congestion control {text!r}: e.g. reno, "
-                                         "cubic, bbr")
-    return text
-
 
 def _set_cc(sock: socket.socket, name: str | None) -> None:
     """TCP_CONGESTION on sock when asked; one line when the kernel refuses."""

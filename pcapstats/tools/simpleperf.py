@@ -115,6 +115,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional, TextIO
 
+from pcapstats.tools.args import cc_name, ip_address, one_line_parser, port
 from pcapstats.errors import UsageError
 from pcapstats.tools.wire import (SIMPLEPERF_ACK, SIMPLEPERF_BYE, SIMPLEPERF_MESSAGE,
                                  SIMPLEPERF_MESSAGE_BYTES, SIMPLEPERF_PORT)
@@ -145,28 +146,10 @@ class SimpleperfError(Exception):
     """Something the user can fix or must know; printed as one line."""
 
 
+_Parser = one_line_parser(SimpleperfError)
+
+
 # -- arguments --------------------------------------------------------------------------------
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message):  # argparse prints usage + message and exits; we want one line
-        raise SimpleperfError(message)
-
-
-def _port(text: str) -> int:
-    if not re.fullmatch(r"\d+", text) or not 1024 <= int(text) <= 65535:
-        raise argparse.ArgumentTypeError(f"invalid port {text!r}: must be an integer in "
-                                         "1024-65535")
-    return int(text)
-
-
-def _ip(text: str) -> str:
-    try:
-        return str(ipaddress.ip_address(text))
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"invalid IP address {text!r}: use dotted decimal like 10.0.0.2 (or an IPv6 "
-            "address)") from None
-
 
 def _size(text: str) -> int:
     try:
@@ -200,13 +183,6 @@ def _buffer_bytes(text: str) -> int:
     return int(text)
 
 
-def _cc_name(text: str) -> str:
-    if not re.fullmatch(r"[a-z0-9_]{1,15}", text):
-        raise argparse.ArgumentTypeError(f"invalid congestion control {text!r}: e.g. reno, "
-                                         "cubic, bbr")
-    return text
-
-
 _SERVER_ONLY = {"bind": "-b/--bind", "once": "--once"}
 _CLIENT_ONLY = {"serverip": "-I/--serverip", "time": "-t/--time", "interval": "-i/--interval",
                 "parallel": "-P/--parallel", "num": "-n/--num",
@@ -222,15 +198,15 @@ def build_parser(prog: str = "simpleperf") -> argparse.ArgumentParser:
     mode.add_argument("-s", "--server", action="store_true", help="run as the server")
     mode.add_argument("-c", "--client", action="store_true", help="run as the client")
     both = p.add_argument_group("server and client")
-    both.add_argument("-p", "--port", type=_port, default=DEFAULT_PORT,
+    both.add_argument("-p", "--port", type=port, default=DEFAULT_PORT,
                       help=f"port, 1024-65535 (default {DEFAULT_PORT})")
     both.add_argument("-f", "--format", choices=list(SIMPLEPERF_UNITS), default="MB",
                       help="unit of Transfer/Received: B, KB or MB (default MB)")
     srv = p.add_argument_group("server")
-    srv.add_argument("-b", "--bind", type=_ip, default=None,
+    srv.add_argument("-b", "--bind", type=ip_address, default=None,
                      help="listen on this address (default: all, IPv4 and IPv6)")
     cli = p.add_argument_group("client")
-    cli.add_argument("-I", "--serverip", type=_ip, default=None,
+    cli.add_argument("-I", "--serverip", type=ip_address, default=None,
                      help="the server's address (default 127.0.0.1)")
     cli.add_argument("-t", "--time", type=_positive_seconds, default=None,
                      help=f"send for this many seconds (default {DEFAULT_TIME_S:g})")
@@ -241,7 +217,7 @@ def build_parser(prog: str = "simpleperf") -> argparse.ArgumentParser:
     cli.add_argument("-P", "--parallel", type=_parallel, default=None,
                      help=f"parallel connections, 1-{MAX_PARALLEL} (default 1)")
     lab = p.add_argument_group("pcapstats additions (not in the classic spec)")
-    lab.add_argument("--cc", type=_cc_name, default=None,
+    lab.add_argument("--cc", type=cc_name, default=None,
                      help="congestion control for the socket(s): reno, cubic, bbr, ...")
     lab.add_argument("--sndbuf", type=_buffer_bytes, default=None, metavar="BYTES",
                      help="SO_SNDBUF before connect/listen")
