@@ -12,24 +12,12 @@
 Every analysis takes a Capture, a path, or a list of either, and returns a Result (tables,
 ``.to_pandas()``, ``.figure()``, shown with its figure in a notebook); ``ps.each`` runs one
 over many captures, ``ps.concat`` puts results together.  Everything public is re-exported here
-once; ``__all__`` is the API.
+once; ``__all__`` is the API.  The analyses (pcapstats.analyses.PUBLIC) are imported when first
+used, so ``import pcapstats`` and each command load only what they need.
 """
 
 from ._version import __version__
-from .analyses.cwnd import Cwnd, cwnd
-from .analyses.delay import Delay, delay
-from .analyses.fairness import Fairness, fairness
-from .analyses.flavour import Flavour, flavour
-from .analyses.iograph import IOGraph, iograph
-from .analyses.ping import Ping, ping
-from .analyses.reassembly import reassemble
-from .analyses.retrans import Retrans, retrans
-from .analyses.rtt import Rtt, rtt
-from .analyses.seqgraph import SeqGraph, seqgraph
-from .analyses.tcp_analysis import TcpAnalysis, tcp_analysis
-from .analyses.throughput import Throughput, throughput
-from .analyses.udp import Udp, udp
-from .analyses.verify import Expected, Verification, verify
+from .analyses import PUBLIC as _ANALYSES, public as _public
 from .batch import Outcome, each
 from .capture import Capture
 from .errors import (CaptureFormatError, CaptureOpenError, ClockWarning, CorruptCaptureError,
@@ -52,3 +40,15 @@ __all__ = [
     "SkippedPacketsWarning", "ClockWarning",
     "__version__",
 ]
+
+
+def __getattr__(name: str):
+    """An analysis or its result class, imported on first use (PEP 562)."""
+    if name in _ANALYSES:
+        value = globals()[name] = _public(name)
+        return value
+    raise AttributeError(f"module 'pcapstats' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

@@ -16,6 +16,8 @@ parser raises one UsageError line naming the text and what to write instead.
 
 from __future__ import annotations
 
+import math
+
 import re
 
 from pcapstats.errors import UsageError
@@ -104,3 +106,21 @@ def parse_simpleperf_size(text: str) -> int:
         raise UsageError(f"invalid size {text!r}: use a positive integer and B, KB or MB, "
                          "e.g. 10MB, 1KB, 500B")
     return int(m.group(1)) * SIMPLEPERF_UNITS[m.group(2).upper()]
+
+
+def interval_ns(interval: float) -> int:
+    """Seconds -> nanoseconds of a whole number of microseconds, as tshark's io,stat rounds it."""
+    try:
+        seconds = float(interval)
+    except (TypeError, ValueError):
+        raise UsageError(f"interval must be a number of seconds, got {interval!r}") from None
+    if not math.isfinite(seconds) or seconds <= 0:
+        raise UsageError(f"interval must be a positive number of seconds, got {interval}",
+                         hint="for example 1, 0.1 or 0.001")
+    if seconds > 1e6:
+        raise UsageError(f"interval {interval} s is longer than 11 days", hint="use a shorter one")
+    us = int(seconds * 1e6 + 0.5)
+    if us < 1:
+        raise UsageError(f"interval {interval} s is below 1 microsecond, the finest tshark and "
+                         "pcapstats count in", hint="use 0.000001 or more")
+    return us * 1000

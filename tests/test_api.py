@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 import pcapstats as ps
+from pcapstats.analyses import PUBLIC, load_all
 from pcapstats.results import RESULT_TYPES
 from tests.helpers.paths import CAPTURES, ROOT
 
@@ -18,11 +19,16 @@ OWN_CAPTURE = {"ping": str(CAPTURES / "ping-sweep.pcap"),   # analyses of other 
                "delay": str(CAPTURES / "ping-sweep-sender.pcap")}
 
 
+load_all()      # the analyses are imported on first use: register every result class now
+
+
 def _imported_names() -> list[str]:
-    """The names pcapstats/__init__.py binds by importing them (read from its source)."""
+    """The names pcapstats/__init__.py binds by importing them (read from its source), and the
+    analyses it exports on first use (pcapstats.analyses.PUBLIC)."""
     tree = ast.parse((ROOT / "pcapstats" / "__init__.py").read_text())
-    return [alias.asname or alias.name for node in tree.body if isinstance(node, ast.ImportFrom)
-            for alias in node.names]
+    eager = [alias.asname or alias.name for node in tree.body
+             if isinstance(node, ast.ImportFrom) for alias in node.names]
+    return [n for n in eager if n.startswith("__") or not n.startswith("_")] + list(PUBLIC)
 
 
 def test_all_is_exactly_what_the_package_imports():
@@ -71,6 +77,20 @@ def test_each_result_shows_its_table_and_figure_in_a_notebook(name):
         assert bundle["image/png"][:8] == b"\x89PNG\r\n\x1a\n"
         assert 'src="data:image/png;base64,' in bundle["text/html"]
     assert len(result.to_pandas()) == result.rows()
+
+
+def test_import_loads_no_analysis_and_a_command_only_its_own():
+    """Start-up: `import pcapstats` and `pcapstats throughput` load no other analysis."""
+    import subprocess
+    import sys
+    code = ("import sys, pcapstats; from pcapstats.cli import main; "
+            "before = sorted(m for m in sys.modules if m.startswith('pcapstats.analyses.')); "
+            "main(['throughput', sys.argv[1], '--format', 'csv']); "
+            "after = sorted(m for m in sys.modules if m.startswith('pcapstats.analyses.')); "
+            "print(before, after, file=sys.stderr)")
+    run = subprocess.run([sys.executable, "-c", code, CAPTURE], capture_output=True, text=True)
+    before, after = run.stderr.strip().splitlines()[-1].split("] [")
+    assert before == "[" and after == "'pcapstats.analyses.throughput']", run.stderr
 
 
 def test_a_path_that_is_not_a_capture_or_path_is_one_clear_error():

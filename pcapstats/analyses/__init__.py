@@ -1,0 +1,41 @@
+"""The analyses, one module each, and where each public name lives.
+
+Nothing here is imported until it is asked for: ``import pcapstats`` and every CLI command
+load only the analyses they use (importing all of them took 45 ms of each command's start-up).
+:data:`PUBLIC` maps every name the package exports from an analysis to its module;
+:func:`load_all` imports them all (``pcapstats columns`` lists every analysis' tables).
+"""
+
+from __future__ import annotations
+
+import importlib
+
+PUBLIC: dict[str, str] = {
+    **dict.fromkeys(("throughput", "Throughput"), "throughput"),
+    **dict.fromkeys(("iograph", "IOGraph"), "iograph"),
+    **dict.fromkeys(("tcp_analysis", "TcpAnalysis"), "tcp_analysis"),
+    **dict.fromkeys(("retrans", "Retrans"), "retrans"),
+    **dict.fromkeys(("rtt", "Rtt"), "rtt"),
+    **dict.fromkeys(("seqgraph", "SeqGraph"), "seqgraph"),
+    **dict.fromkeys(("cwnd", "Cwnd"), "cwnd"),
+    **dict.fromkeys(("flavour", "Flavour"), "flavour"),
+    **dict.fromkeys(("verify", "Verification", "Expected"), "verify"),
+    "reassemble": "reassembly",
+    **dict.fromkeys(("ping", "Ping"), "ping"),
+    **dict.fromkeys(("udp", "Udp"), "udp"),
+    **dict.fromkeys(("fairness", "Fairness"), "fairness"),
+    **dict.fromkeys(("delay", "Delay"), "delay"),
+}
+
+
+def public(name: str):
+    """The exported object ``name`` (an analysis function or result class), its module
+    imported on first use."""
+    module = importlib.import_module(f"{__name__}.{PUBLIC[name]}")
+    return getattr(module, name)
+
+
+def load_all() -> None:
+    """Import every analysis module (so that results.RESULT_TYPES knows them all)."""
+    for module in dict.fromkeys(PUBLIC.values()):
+        importlib.import_module(f"{__name__}.{module}")

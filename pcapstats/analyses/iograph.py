@@ -79,6 +79,7 @@ from ..plots.iograph import iograph_figure
 from ..render import Shown
 from ..results import Result
 from ..schema import Column, TableSpec
+from ..units import interval_ns
 from ..streams import DIRECTIONS, PROTOS, stream_names
 
 UNITS = ("bits", "bytes", "packets")
@@ -304,24 +305,6 @@ class _Options:
     def filters(self) -> dict:
         return {k: v for k, v in (("stream", self.stream), ("proto", self.proto),
                                   ("host", self.host), ("port", self.port)) if v is not None}
-
-
-def interval_ns(interval: float) -> int:
-    """Seconds -> nanoseconds of a whole number of microseconds, as tshark's io,stat rounds it."""
-    try:
-        seconds = float(interval)
-    except (TypeError, ValueError):
-        raise UsageError(f"interval must be a number of seconds, got {interval!r}") from None
-    if not math.isfinite(seconds) or seconds <= 0:
-        raise UsageError(f"interval must be a positive number of seconds, got {interval}",
-                         hint="for example 1, 0.1 or 0.001")
-    if seconds > 1e6:
-        raise UsageError(f"interval {interval} s is longer than 11 days", hint="use a shorter one")
-    us = int(seconds * 1e6 + 0.5)
-    if us < 1:
-        raise UsageError(f"interval {interval} s is below 1 microsecond, the finest tshark and "
-                         "pcapstats count in", hint="use 0.000001 or more")
-    return us * 1000
 
 
 def _choice(what, value, allowed):

@@ -35,7 +35,7 @@ from ..results import Result
 from ..schema import Column, TableSpec
 from ..streams import (PROTOS, STREAM_SUMMARY_COLUMNS, StreamTotals, TimeWentBack, empty_summary,
                        id_ranges, stack_summaries, stream_summary)
-from .iograph import interval_ns  # the peak is the busiest I/O-graph interval
+from ..units import interval_ns  # the peak is the busiest I/O-graph interval
 
 _COUNTS = {c.name: c for c in STREAM_SUMMARY_COLUMNS}
 _C = Column

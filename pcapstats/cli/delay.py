@@ -8,7 +8,6 @@ from typing import List, Optional
 
 import typer
 
-from ..analyses.delay import Delay, delay as delay_of
 from ..errors import UsageError
 from .app import ALL_COLUMNS, CAPTURE_FILES, FIGURE_FILE, Fmt, app
 from .output import emit, finish, output_kind, run
@@ -47,6 +46,7 @@ def delay(
       pcapstats delay sweep.pcap --sizes
       pcapstats delay sweep.pcap -o delay.png
     """
+    from ..analyses.delay import Delay, delay as delay_of  # lazy: start-up
     if sizes and samples:
         raise UsageError("--sizes and --samples each choose the rows: give one of them")
     output_kind(output, Delay)

@@ -8,7 +8,6 @@ from typing import List, Optional
 
 import typer
 
-from ..analyses.fairness import Fairness, fairness as fairness_of
 from ..errors import UsageError
 from .app import ALL_COLUMNS, CAPTURE_FILES, FIGURE_FILE, Fmt, app
 from .output import emit, finish, output_kind, run
@@ -47,6 +46,7 @@ def fairness(
       pcapstats fairness shared.pcap --by pair --flows
       pcapstats fairness shared.pcap --series -o fairness.png
     """
+    from ..analyses.fairness import Fairness, fairness as fairness_of  # lazy: start-up
     if flows and series:
         raise UsageError("--flows and --series each choose the rows: give one of them")
     output_kind(output, Fairness)

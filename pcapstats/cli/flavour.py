@@ -13,7 +13,6 @@ from typing import List, Optional
 
 import typer
 
-from ..analyses.flavour import MIN_STREAM_BYTES, Flavour, flavour as flavour_of
 from .app import ALL_COLUMNS, CAPTURE_FILES, FIGURE_FILE, Fmt, say, app
 from .output import emit, finish, output_kind, run, stream_choice
 
@@ -40,6 +39,8 @@ def flavour(
       pcapstats flavour run.pcap
       pcapstats flavour run.pcap --stream all -o flavour.png
     """
+    from ..analyses.flavour import (  # lazy: start-up
+        MIN_STREAM_BYTES, Flavour, flavour as flavour_of)
     kind = output_kind(output, Flavour)
     chosen = stream_choice(stream)
     result, failed = run(flavour_of, files, stream=None if chosen == "all" else chosen)

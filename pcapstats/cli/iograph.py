@@ -9,7 +9,6 @@ from typing import List, Optional
 
 import typer
 
-from ..analyses.iograph import IOGraph, check_options, iograph as iograph_of
 from ..errors import UsageError
 from .app import ALL_COLUMNS, CAPTURE_FILES, FIGURE_FILE, Fmt, Proto, say, app
 from .output import emit, finish, output_kind, run
@@ -67,6 +66,8 @@ def iograph(
       pcapstats iograph run.pcap --by stream --interval 0.1 -o io.png
       pcapstats iograph loss1.pcap loss10.pcap loss30.pcap --layout side -o sweep.png
     """
+    from ..analyses.iograph import (  # lazy: start-up
+        IOGraph, check_options, iograph as iograph_of)
     if series and transfers:
         raise UsageError("--series and --transfers each choose the rows: give one of them")
     output_kind(output, IOGraph)

@@ -7,7 +7,6 @@ from typing import List, Optional
 
 import typer
 
-from ..analyses.ping import Ping, ping as ping_of
 from .app import ALL_COLUMNS, CAPTURE_FILES, FIGURE_FILE, Fmt, app
 from .output import emit, finish, output_kind, run
 
@@ -37,6 +36,7 @@ def ping(
       pcapstats ping run.pcap --echoes -f csv -o echoes.csv
       pcapstats ping sweep.pcap -o rtt.png
     """
+    from ..analyses.ping import Ping, ping as ping_of  # lazy: start-up
     output_kind(output, Ping)
     result, failed = run(ping_of, files, requester=requester)
     if result is not None:

@@ -14,10 +14,6 @@ from typing import List, Optional
 
 import typer
 
-from ..analyses.cwnd import Cwnd, cwnd as cwnd_of
-from ..analyses.retrans import Retrans, retrans as retrans_of
-from ..analyses.rtt import Rtt, rtt as rtt_of
-from ..analyses.seqgraph import SeqGraph, seqgraph as seqgraph_of
 from .app import ALL_COLUMNS, CAPTURE_FILES, TABLE_FILE, Fmt, app
 from .output import emit, finish, output_kind, run, stream_choice
 
@@ -61,6 +57,7 @@ def retrans(
     \b
     Example: pcapstats retrans run.pcap --events -o events.csv
     """
+    from ..analyses.retrans import Retrans, retrans as retrans_of  # lazy: start-up
     output_kind(output, Retrans)
     result, failed = run(retrans_of, files, stream=stream)
     if result is not None:
@@ -89,6 +86,7 @@ def cwnd(
     \b
     Example: pcapstats cwnd run.pcap --stream 3 -o cwnd.png
     """
+    from ..analyses.cwnd import Cwnd, cwnd as cwnd_of  # lazy: start-up
     output_kind(output, Cwnd)
     result, failed = run(cwnd_of, files, stream=stream_choice(stream), side=side.value)
     if window_scaling:
@@ -116,6 +114,7 @@ def wscale(files: List[Path] = CAPTURE_FILES, stream: Optional[str] = STREAM,
     \b
     Example: pcapstats wscale run.pcap -o wscale.png
     """
+    from ..analyses.cwnd import Cwnd, cwnd as cwnd_of  # lazy: start-up
     output_kind(output, Cwnd)
     result, failed = run(cwnd_of, files, stream=stream_choice(stream))
     _window_scaling(result, failed, fmt, output, series, all_columns)
@@ -142,6 +141,7 @@ def rtt(files: List[Path] = CAPTURE_FILES, stream: Optional[str] = STREAM,
     \b
     Example: pcapstats rtt run.pcap -o rtt.png
     """
+    from ..analyses.rtt import Rtt, rtt as rtt_of  # lazy: start-up
     output_kind(output, Rtt)
     result, failed = run(rtt_of, files, stream=stream_choice(stream))
     if result is not None and not result.empty:
@@ -163,6 +163,7 @@ def seqgraph(files: List[Path] = CAPTURE_FILES, stream: Optional[str] = STREAM,
     \b
     Example: pcapstats seqgraph run.pcap --style tcptrace -o seq.png
     """
+    from ..analyses.seqgraph import SeqGraph, seqgraph as seqgraph_of  # lazy: start-up
     output_kind(output, SeqGraph)
     result, failed = run(seqgraph_of, files, stream=stream_choice(stream))
     if result is not None:

@@ -7,7 +7,6 @@ from typing import List, Optional
 
 import typer
 
-from ..analyses.throughput import Throughput, throughput as throughput_of
 from ..reader import read
 from ..results import describe
 from .app import ALL_COLUMNS, CAPTURE_FILES, TABLE_FILE, Engine, Fmt, Kernel, Proto, say, app
@@ -40,6 +39,7 @@ def throughput(
       pcapstats throughput run.pcap
       pcapstats throughput captures/*.pcap --proto tcp -f csv -o streams.csv
     """
+    from ..analyses.throughput import Throughput, throughput as throughput_of  # lazy: start-up
     output_kind(output, Throughput)
 
     def analyse(path, **options):   # the fast engine streams the file: memory stays bounded
@@ -64,4 +64,6 @@ def columns(
                                           "(throughput, iograph, cwnd, ...); all without one."),
 ):
     """What every column means: type, unit, Wireshark field."""
+    from ..analyses import load_all  # lazy: every analysis, for this command only (start-up)
+    load_all()
     print(describe(which), end="")

@@ -7,7 +7,6 @@ from typing import List, Optional, Tuple
 
 import typer
 
-from ..analyses.udp import Udp, udp as udp_of
 from ..errors import UsageError
 from .app import ALL_COLUMNS, TABLE_FILE, Fmt, app
 from .output import emit, finish, output_kind, run
@@ -58,6 +57,7 @@ def udp(
       pcapstats udp runs/*.pcap -f csv -o udp.csv
       pcapstats udp --pair run.sender.pcap run.receiver.pcap
     """
+    from ..analyses.udp import Udp, udp as udp_of  # lazy: start-up
     output_kind(output, Udp)
     if pair is not None and files:
         raise UsageError(f"--pair takes its two captures itself: {len(files)} more capture "

@@ -14,8 +14,6 @@ from typing import List, Optional
 
 import typer
 
-from ..analyses.verify import (CANNOT_TELL, FAIL, Expected, Verification, parse_client_output,
-                               verify as verify_of)
 from ..errors import UsageError
 from ..units import parse_simpleperf_size
 from .app import ALL_COLUMNS, CAPTURE_FILES, TABLE_FILE, EXIT_ERROR, Fmt, say, app
@@ -69,6 +67,8 @@ def verify(
       pcapstats verify run.pcap --app iperf3
       pcapstats verify captures/*.pcap -f csv -o checks.csv
     """
+    from ..analyses.verify import (  # lazy: start-up
+        CANNOT_TELL, FAIL, Expected, Verification, parse_client_output, verify as verify_of)
     output_kind(output, Verification)
     if time_s is not None and num is not None:
         raise UsageError("use --time (seconds) or --num (bytes), not both",
