@@ -19,6 +19,7 @@ from __future__ import annotations
 import numpy as np
 
 BACK_NS = 1_000_000
+CHUNK = 1 << 18
 GAP_NS = 3600 * 10**9
 EARLIEST_NS, LATEST_NS = 631_152_000 * 10**9, 4_102_444_800 * 10**9   # 1990-01-01, 2100-01-01
 
@@ -51,8 +52,12 @@ class ClockCheck:
         self.first_absurd: tuple[int, int] | None = None    # (packet number, time ns)
 
     def feed(self, ts_ns: np.ndarray) -> None:
-        """The next packets' timestamps (integer ns since the epoch), in file order."""
-        ts = np.asarray(ts_ns, np.int64)
+        """The next packets' timestamps (integer ns since the epoch), in file order; looked at a
+        slice of CHUNK at a time, so its scratch memory stays a few MB whatever the capture."""
+        for at in range(0, len(ts_ns), CHUNK):
+            self._feed(np.asarray(ts_ns[at:at + CHUNK], np.int64))
+
+    def _feed(self, ts: np.ndarray) -> None:
         if not len(ts):
             return
         base = self.packets + 1                          # packet number of ts[0]
