@@ -153,7 +153,7 @@ def jobs(have_numpy_kernel: bool) -> list[Job]:
             Job("pcapstats read", kind, [*PEERS, "pcapstats-read", "{f}"], group="pcapstats"),
             Job("pcapstats read+throughput", kind, [*PEERS, "pcapstats-throughput", "{f}"],
                 group="pcapstats"),
-            Job("pcapstats throughput_file (4 MiB windows)", kind,
+            Job("pcapstats throughput(path) (4 MiB windows)", kind,
                 [*PEERS, "pcapstats-stream", "{f}"], group="pcapstats"),
             Job("pcapstats throughput (CLI)", kind,
                 [*cli, "throughput", "{f}", "--format", "csv"], "csv", "pcapstats"),
@@ -361,7 +361,7 @@ def targets(rows: list[Row], files: Files) -> list[str]:
         check(f"pcapstats throughput CLI >= 20x faster than tshark -q -z conv,tcp: "
               f"{conv.wall_s:.2f} / {cli.wall_s:.2f} s = {conv.wall_s / cli.wall_s:.1f}x",
               conv.wall_s / cli.wall_s >= 20)
-    for name in ("pcapstats throughput_file (4 MiB windows)", "pcapstats throughput (CLI)"):
+    for name in ("pcapstats throughput(path) (4 MiB windows)", "pcapstats throughput (CLI)"):
         if row := by.get((name, "pcap")):
             check(f"reading in windows ({name}) under 300 MB: {row.rss_mb:.0f} MB",
                   row.rss_mb < 300)
