@@ -107,28 +107,24 @@ DELAY_SIZES = {("ping", 10): [56, 500, 1000, 1400, 4000, 8000],
                ("pingpong", 50): [18, 1000, 4000, 8000, 16000]}
 
 
-def default_cc() -> str:
-    """The congestion control a lab socket gets unless told (new namespaces inherit it)."""
-    try:
-        return Path("/proc/sys/net/ipv4/tcp_congestion_control").read_text().strip()
-    except OSError:
-        return "?"
-
-
 def delay_runs(quick: bool) -> list[LabRun]:
     combos = [(t, r, d) for t in ("ping", "pingpong") for r in (10, 50) for d in (5, 20)]
     if quick:
         combos = [("ping", 10, 5), ("pingpong", 50, 20)]
-    else:  # beyond the 8 asked for: the same exchanges over UDP, where no cc paces the sender
+    else:  # beyond the 8 asked for: the same exchanges over UDP, where no cc paces the sender,
+        #    and one over bbr, which paces a lone message near its own small estimate
         combos += [("pingpong-udp", r, d) for r in (10, 50) for d in (5, 20)]
+        combos += [("pingpong-bbr", 50, 20)]
     out = []
     for tool, mbit, delay in combos:
+        cc = "bbr" if tool == "pingpong-bbr" else "cubic" if tool == "pingpong" else None
+        tool = tool.removesuffix("-bbr")
         sizes = DELAY_SIZES[(tool.removesuffix("-udp"), mbit)]
-        what = {"pingpong": f"pingpong TCP ({default_cc()})"}.get(tool, tool)
+        what = {"pingpong": f"pingpong TCP ({cc})"}.get(tool, tool)
         out.append(LabRun(
-            "delay", f"delay-{tool}-{mbit}mbit-{delay}ms",
+            "delay", f"delay-{tool}-{cc or 'na'}-{mbit}mbit-{delay}ms",
             f"{what} {mbit} Mbit/s RTT {2 * delay} ms, -s {','.join(map(str, sizes))} x15",
-            dict(tool=tool, rate=f"{mbit}mbit", delay=f"{delay}ms", serialize=True,
+            dict(tool=tool, rate=f"{mbit}mbit", delay=f"{delay}ms", serialize=True, cc=cc,
                  ping_sizes=sizes, ping_count=15,
                  ping_interval_s=0.05 if tool == "ping" else 0.01, capture="sender"),
             eval_delay))
@@ -145,6 +141,15 @@ def eval_delay(run: LabRun, doc: dict, path: Path) -> list[Check]:
     model = (wanted if len(wanted) else models).iloc[0]
     rate = doc["impairment"]["asked"]["rate_bps"]
     rel = (model.bandwidth_bps - rate) / rate
+    if doc["scenario"].get("cc") == "bbr":   # the slope is bbr's pacing: delay must say so
+        said = any("pacing" in n for n in result.notes)
+        return [_row(run, "bandwidth_bps (model)",
+                     f"{model.bandwidth_bps / 1e6:.2f} Mbit/s (r2 {model.r2:.5f})",
+                     f"{rate / 1e6:g} Mbit/s (the link rate set)", f"{rel * 100:+.1f} %",
+                     "info: a paced sender", None),
+                _row(run, "delay's note on the sender's pacing", "said" if said else "not said",
+                     f"bbr paces near {sender_rate_bps(doc, path) / 1e6:.2f} Mbit/s",
+                     "-", "said", said)]
     out = [_row(run, "bandwidth_bps (model)",
                 f"{model.bandwidth_bps / 1e6:.2f} Mbit/s (r2 {model.r2:.5f})",
                 f"{rate / 1e6:g} Mbit/s (the link rate set)",

@@ -48,7 +48,7 @@ from ..render import Shown
 from ..results import Result
 from ..schema import Column, TableSpec
 from ..streams import endpoint, id_ranges, own_transport, whole_datagrams
-from .ping import ping as ping_of
+from .ping import ping as ping_of, rows_by_group
 
 TRIM = 0.10
 _C = Column
@@ -137,26 +137,35 @@ def delay(capture: Capture, *, source: str = "auto") -> Delay:
                          hint="capture at the host that sends the requests, with several "
                               "message sizes")
     t0 = int(capture.column("frame_time_ns")[0])
-    joined = {name: np.concatenate([p[name] for p in parts]) for name in parts[0]}
+    names: dict[str, int] = {}                 # source name -> code, in order of appearance
+    codes = np.concatenate([np.array([names.setdefault(n, len(names)) for n in p["names"]],
+                                     np.int64)[p["code"]] for p in parts])
+    joined = {name: np.concatenate([p[name] for p in parts])
+              for name in ("size", "t_ns", "latency_ns", "first_ns", "request_ns")}
+    by_source = rows_by_group(codes, len(names))
     table = {
-        "source": joined["source"].astype(object),
+        "source": np.array(list(names), object)[codes],
         "size_bytes": joined["size"].astype(np.int64),
         "time_s": (joined["t_ns"].astype(np.int64) - t0) / 1e9,
         "latency_ms": joined["latency_ns"].astype(np.float64) / 1e6,
         "first_answer_ms": joined["first_ns"].astype(np.float64) / 1e6,
         "request_ms": joined["request_ns"].astype(np.float64) / 1e6}
-    sizes = _sizes(table)
-    model = _models(sizes, _overlapping_sources(table), notes)
-    notes += _paced_sources(table, model)
+    sizes = _sizes(table, list(names), by_source)
+    model = _models(sizes, _overlapping_sources(table, list(names), by_source), notes)
+    notes += _paced_sources(table, model, list(names), by_source)
     return Delay({"model": model, "sizes": sizes, "samples": table}, capture=capture.path,
                  notes=notes)
 
 
-def _samples(source, size, t_ns, latency_ns, first_ns=None, request_ns=None) -> dict:
+def _samples(source, size, t_ns, latency_ns, first_ns=None, request_ns=None,
+             code=None) -> dict:
     """A source's samples as columns (the answer's first packet = its last, and a request
-    sent at once, unless given)."""
+    sent at once, unless given).  ``source``: its name, or with ``code`` the list of names
+    that each sample's code indexes."""
     latency_ns = np.asarray(latency_ns, np.float64)
-    return {"source": np.full(len(size), source, object), "size": np.asarray(size, np.int64),
+    return {"names": [source] if code is None else list(source),
+            "code": np.zeros(len(size), np.int64) if code is None else np.asarray(code),
+            "size": np.asarray(size, np.int64),
             "t_ns": np.asarray(t_ns, np.int64), "latency_ns": latency_ns,
             "first_ns": latency_ns if first_ns is None else np.asarray(first_ns, np.float64),
             "request_ns": np.zeros(len(size)) if request_ns is None
@@ -180,12 +189,12 @@ def _icmp_samples(cap: Capture, notes: list[str], required: bool) -> dict | None
     keep = ~np.isin(e["session"], at_responder) & ~np.isnan(e["rtt_ms"])
     t_ns = (e["time_s"][keep] * 1e9).round().astype(np.int64) \
         + int(cap.column("frame_time_ns")[0])
-    name_of = np.empty(int(sessions["session"].max()) + 1, object)   # one name a session
-    name_of[sessions["session"]] = [f"icmp {a} → {b}" for a, b in
-                                    zip(sessions["requester"], sessions["responder"])]
-    out = _samples("", e["payload_bytes"][keep], t_ns, e["rtt_ms"][keep] * 1e6)
-    out["source"] = name_of[e["session"][keep]]
-    return out
+    name_of = np.zeros(int(sessions["session"].max()) + 1, np.int64)  # session -> its name
+    named = [f"icmp {a} → {b}" for a, b in zip(sessions["requester"], sessions["responder"])]
+    names = list(dict.fromkeys(named))
+    name_of[sessions["session"]] = [names.index(n) for n in named]
+    return _samples(names, e["payload_bytes"][keep], t_ns, e["rtt_ms"][keep] * 1e6,
+                    code=name_of[e["session"][keep]])
 
 
 def _exchange_samples(cap: Capture) -> list[dict]:
@@ -267,39 +276,38 @@ def _first_sends(cap: Capture, rows: np.ndarray) -> np.ndarray:
     return rows[keep]
 
 
-def _sizes(samples: dict) -> dict:
-    """One row per (source, size), sorted: n, mean, median, min, trimmed mean (one sort)."""
-    source, size = samples["source"], samples["size_bytes"]
-    names, code = np.unique(source.astype(str), return_inverse=True)
-    order = np.lexsort((samples["latency_ms"], size, code.ravel()))
-    c, z, x = code.ravel()[order], size[order], samples["latency_ms"][order]
-    starts = np.flatnonzero(np.r_[True, (c[1:] != c[:-1]) | (z[1:] != z[:-1])])
-    ends = np.r_[starts[1:], len(x)]
+def _sizes(samples: dict, names: list[str], by_source: list[np.ndarray]) -> dict:
+    """One row per (source, size), sorted: n, mean, median, min, trimmed mean."""
     rows: dict[str, list] = {col.name: [] for col in SIZES.columns}
-    for a, b in zip(starts.tolist(), ends.tolist()):
-        mine = x[a:b]                                   # sorted: the trim is a slice
-        cut = int(TRIM * len(mine))
-        rows["source"].append(names[c[a]])
-        rows["size_bytes"].append(int(z[a]))
-        rows["n"].append(len(mine))
-        rows["mean_ms"].append(float(mine.mean()))
-        rows["median_ms"].append(float(np.median(mine)))
-        rows["min_ms"].append(float(mine[0]))
-        rows["trimmed_ms"].append(float(mine[cut:len(mine) - cut].mean()))
+    for k in sorted(range(len(names)), key=lambda k: names[k]):
+        mine = by_source[k]
+        order = np.lexsort((samples["latency_ms"][mine], samples["size_bytes"][mine]))
+        z, x = samples["size_bytes"][mine][order], samples["latency_ms"][mine][order]
+        starts = np.flatnonzero(np.r_[True, z[1:] != z[:-1]])
+        for a, b in zip(starts.tolist(), np.r_[starts[1:], len(z)].tolist()):
+            lat = x[a:b]                                   # sorted: the trim is a slice
+            cut = int(TRIM * len(lat))
+            rows["source"].append(names[k])
+            rows["size_bytes"].append(int(z[a]))
+            rows["n"].append(len(lat))
+            rows["mean_ms"].append(float(lat.mean()))
+            rows["median_ms"].append(float(np.median(lat)))
+            rows["min_ms"].append(float(lat[0]))
+            rows["trimmed_ms"].append(float(lat[cut:len(lat) - cut].mean()))
     return {col.name: np.asarray(rows[col.name], dtype=object if col.dtype == "str" else None)
             for col in SIZES.columns}
 
 
-def _overlapping_sources(samples: dict) -> set[str]:
+def _overlapping_sources(samples: dict, names: list[str], by_source: list[np.ndarray]
+                         ) -> set[str]:
     """Sources whose server answers as data arrives.  Where it reads the whole message first,
     the answer's first packet comes S / rate later for a larger S, as the last one does (half
     the slope of D); where it echoes as data arrives, the first packet comes back after one
     segment's trip whatever S.  So: over the samples answered in several packets, the slope
     of the first packet's time against S is under a quarter of D's."""
     out = set()
-    for source in set(samples["source"].tolist()):
-        mine = samples["source"] == source
-        several = mine & (samples["first_answer_ms"] < samples["latency_ms"])
+    for source, mine in zip(names, by_source):
+        several = mine[samples["first_answer_ms"][mine] < samples["latency_ms"][mine]]
         x = samples["size_bytes"][several].astype(np.float64)
         if len(np.unique(x)) < 2:
             continue
@@ -313,16 +321,18 @@ def _overlapping_sources(samples: dict) -> set[str]:
 PACED_FACTOR = 2.0     # a client sending within messages under this x the implied rate: note
 
 
-def _paced_sources(samples: dict, model: dict) -> list[str]:
+def _paced_sources(samples: dict, model: dict, names: list[str],
+                   by_source: list[np.ndarray]) -> list[str]:
     """Notes for sources whose client sent its requests not much faster than the bandwidth the
     slope implies: a sender pacing itself (BBR with one message in flight paces near its own
     small rate estimate) or held by its window makes the slope its own, not the path's.  The
     sending rate is the request bytes after each first packet over the time to the last."""
     out = []
     for i, source in enumerate(model["source"].tolist()):
-        mine = (samples["source"] == source) & (samples["request_ms"] > 0)
+        rows = by_source[names.index(source)]
+        mine = rows[samples["request_ms"][rows] > 0]
         seconds = samples["request_ms"][mine].sum() / 1e3
-        if not mine.any() or not seconds > 0 or not model["bandwidth_bps"][i] > 0:
+        if not len(mine) or not seconds > 0 or not model["bandwidth_bps"][i] > 0:
             continue
         rate = 8 * samples["size_bytes"][mine].sum() / seconds
         if rate < PACED_FACTOR * model["bandwidth_bps"][i]:

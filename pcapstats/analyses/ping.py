@@ -48,6 +48,7 @@ from .verify.checks import payload
 
 REQUEST, REPLY = {4: 8, 6: 128}, {4: 0, 6: 129}
 INITIAL_TTLS = (32, 64, 128, 255)
+SEND_TIME_SAMPLES = 1000
 SIDES = ("requester", "responder", "path", "unknown")
 _C = Column
 _SESSION = (
@@ -286,8 +287,8 @@ def _sides(cap, n_sessions, e_session, e_rows, replies, match, rtt_ns
     initial = np.asarray(INITIAL_TTLS)
     req_initial, rep_initial = np.isin(req_ttl, initial), np.isin(rep_ttl, initial)
     sides, evidence = [], []
-    by_session = _rows_by_group(e_session, n_sessions)
-    reply_rtts = _rows_by_group(e_session[match], n_sessions)
+    by_session = rows_by_group(e_session, n_sessions)
+    reply_rtts = rows_by_group(e_session[match], n_sessions)
     file_bytes: list = []                 # the capture's bytes, opened once if any session asks
     for k in range(n_sessions):
         said = f"request TTL {req_ttl[k]}" + ("" if rep_ttl[k] < 0 else
@@ -321,7 +322,7 @@ def _mode_per_group(group: np.ndarray, values: np.ndarray, n_groups: int) -> np.
     return out
 
 
-def _rows_by_group(group: np.ndarray, n_groups: int) -> list[np.ndarray]:
+def rows_by_group(group: np.ndarray, n_groups: int) -> list[np.ndarray]:
     """For each group 0..n_groups-1, the indices of its members (one sort, no mask per group)."""
     order = np.argsort(group, kind="stable")
     bounds = np.searchsorted(group[order], np.arange(n_groups + 1))
@@ -333,9 +334,11 @@ def _side_from_send_times(cap, file_bytes: list, requests, rtt_ns) -> tuple[str,
     hosts people use) at the start of each request's data.  Where the capture was taken at the
     requester, a request is captured microseconds after that time and its reply a round trip
     later; at the responder the request arrives a one-way delay after it and the reply leaves
-    microseconds later (when the hosts' clocks agree, as in a lab)."""
+    microseconds later (when the hosts' clocks agree, as in a lab).  The medians of up to
+    SEND_TIME_SAMPLES requests, evenly spread, decide: a flood of a million says no more."""
     if not len(rtt_ns):
         return "unknown", "no reply to compare"
+    requests = requests[::max(1, len(requests) // SEND_TIME_SAMPLES)]
     try:
         if not file_bytes:
             file_bytes.append(open_source(cap.path).buf)
@@ -363,8 +366,8 @@ def _summary(echoes: dict, keys, rtt_ms, rtt_session, rtt_size, sides, addresses
     groups, which = np.unique(group, return_inverse=True)
     which = which.ravel()
     rtt_which = np.searchsorted(groups, rtt_session * (1 << 32) + rtt_size)
-    echoes_of = _rows_by_group(which, len(groups))
-    rtts_of = _rows_by_group(rtt_which, len(groups))
+    echoes_of = rows_by_group(which, len(groups))
+    rtts_of = rows_by_group(rtt_which, len(groups))
     rows: dict[str, list] = {c.name: [] for c in SESSIONS.columns}
     for i, g in enumerate(groups.tolist()):
         k, size = g >> 32, g & 0xFFFFFFFF
