@@ -78,6 +78,7 @@ from .udp_headers import HEAD_BYTES, LAYOUTS, read_headers
 from .udp_match import common_cut, datagram_keys, match
 
 MIN_SPACING_DATAGRAMS = 10
+JITTER_MEMORY = 12_000   # (15/16)^12000 < 1e-336: older differences no longer count in J
 MATCHED = "matched captures"
 METHODS = ("iperf3", "iperf3-64", "iperf2", MATCHED, "arrival spacing", "none")
 SIDES = ("sender", "further on", "not found")
@@ -245,7 +246,7 @@ def _flow(cap: Capture, rows: np.ndarray, stream: int, direction: int, buf: _Byt
         sent, lost, ooo = _iperf3_loss(counts)
         out.update(method=headers.layout, sent=sent, lost=lost,
                    loss_pct=100.0 * lost / sent if sent > 0 else np.nan, out_of_order=ooo,
-                   duplicates=len(counts) - len(np.unique(counts)),
+                   duplicates=_duplicates(counts),
                    jitter_ms=rfc3550_jitter(t_data - headers.sent_ns[counted]) / 1e6,
                    after_end=int((~counted).sum()))
         return out
@@ -377,11 +378,17 @@ def _iperf3_loss(counts: np.ndarray) -> tuple[int, int, int]:
 def rfc3550_jitter(transit_ns: np.ndarray) -> float:
     """RFC 3550's interarrival jitter after the last packet, in ns: J += (|D| - J) / 16 over
     the transit-time differences D of consecutive packets, J starting at 0."""
-    d = np.abs(np.diff(transit_ns.astype(np.float64)))
+    t = np.asarray(transit_ns)[-JITTER_MEMORY - 1:]   # weights older than this are below 1e-300
+    d = np.abs(np.diff(t.astype(np.float64)))
     if not len(d):
         return float("nan")
     weights = (15 / 16) ** np.arange(len(d) - 1, -1, -1) / 16   # the last packet weighs most
     return float((d * weights).sum())
+
+
+def _duplicates(counts: np.ndarray) -> int:
+    """Datagrams whose count was seen before (one sort, not a hash of every count)."""
+    return int(np.count_nonzero(np.diff(np.sort(counts)) == 0))
 
 
 def _notes(table: dict) -> list[str]:

@@ -43,18 +43,18 @@ def read_headers(heads: np.ndarray, capture_ns: np.ndarray) -> Headers | None:
     their first bytes, in arrival order; ``capture_ns``: their capture times), or None."""
     if len(heads) < 2:
         return None
-    be = heads.astype(np.uint64)
-    u32 = lambda at: (be[:, at] << 24) | (be[:, at + 1] << 16) | (be[:, at + 2] << 8) \
-        | be[:, at + 3]  # noqa: E731
-    candidates = {
-        "iperf3": (u32(0), u32(4), u32(8).astype(np.int64)),
-        "iperf3-64": (u32(0), u32(4), ((u32(8) << 32) | u32(12)).astype(np.int64)),
-        "iperf2": (u32(4), u32(8), np.abs(u32(0).astype(np.int64)
-                                          - ((u32(0) >> 31) << 32).astype(np.int64))),
+    words = np.ascontiguousarray(heads[:, :HEAD_BYTES]).view(">u4").astype(np.uint64)
+    candidates = {   # (seconds, microseconds, count) under each layout, read when tried
+        "iperf3": lambda: (words[:, 0], words[:, 1], words[:, 2].astype(np.int64)),
+        "iperf3-64": lambda: (words[:, 0], words[:, 1],
+                              ((words[:, 2] << 32) | words[:, 3]).astype(np.int64)),
+        "iperf2": lambda: (words[:, 1], words[:, 2],
+                           np.abs(words[:, 0].astype(np.int64)
+                                  - ((words[:, 0] >> 31) << 32).astype(np.int64))),
     }
     span = int(capture_ns[-1] - capture_ns[0])
     for layout in LAYOUTS:
-        sec, usec, count = candidates[layout]
+        sec, usec, count = candidates[layout]()
         if (usec >= 10**6).any():
             continue
         if (np.diff(count) == 1).mean() < _STEP_SHARE:
