@@ -28,7 +28,7 @@ from ..results import Result
 from ..schema import Column, TableSpec
 from ..sidecar import stream_flows, stream_labels
 from ..streams import endpoint, own_transport
-from .tcp_analysis import packet_analysis
+from .tcp_analysis import resent_packets
 
 MIN_FLOW_BYTES = 10_000
 GROUPINGS = ("stream", "pair", "cc", "tool")
@@ -144,13 +144,12 @@ def _data_packets(cap: Capture) -> dict[str, np.ndarray]:
     parts = []
     tcp_rows = np.flatnonzero(own_transport(cap, "tcp"))
     if len(tcp_rows):
-        a = packet_analysis(cap)
-        resent = a["resent"].astype(bool)
-        parts.append({"proto": np.zeros(len(a["tcp_stream"]), np.int64),
-                      "stream": a["tcp_stream"].astype(np.int64),
-                      "direction": a["direction"].astype(np.int64),
-                      "t": a["frame_time_ns"].astype(np.int64),
-                      "good": np.where(resent, 0, a["tcp_len"]).astype(np.int64)})
+        rows, resent = resent_packets(cap)
+        parts.append({"proto": np.zeros(len(rows), np.int64),
+                      "stream": cap.column("tcp_stream")[rows].astype(np.int64),
+                      "direction": cap.column("direction")[rows].astype(np.int64),
+                      "t": cap.column("frame_time_ns")[rows].astype(np.int64),
+                      "good": np.where(resent, 0, cap.column("tcp_len")[rows]).astype(np.int64)})
     udp_rows = np.flatnonzero(own_transport(cap, "udp"))
     if len(udp_rows):
         parts.append({"proto": np.ones(len(udp_rows), np.int64),

@@ -284,6 +284,15 @@ def _analysis(cap: Capture, stream: int | None, kernel: str):
     return values, present
 
 
+def resent_packets(cap: Capture, kernel: str = "auto") -> tuple[np.ndarray, np.ndarray]:
+    """(rows of the TCP packets analysed, which of them re-send sequence space): the
+    ``resent`` column alone, without the rest of the analysis (fairness' goodput needs only
+    this)."""
+    rows, inputs, n_streams = analysis_inputs(cap)
+    out = run_analyser(inputs, n_streams, kernel)
+    return rows, resent_segments(inputs, out["rel_seq"])
+
+
 def resent_segments(inputs: dict[str, np.ndarray], rel_seq: np.ndarray) -> np.ndarray:
     """Per packet: it carries sequence space (data, SYN, FIN) starting below the highest
     sequence number its (stream, direction) had sent before it.  Relative sequence numbers are
