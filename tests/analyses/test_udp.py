@@ -132,11 +132,14 @@ def _server_report(doc):
     return doc["reports"][0]["raw"]["server"]["end"]["streams"][0]["udp"]
 
 
-@pytest.mark.parametrize("name", ["iperf3-udp-15mbit-via-10mbit", "iperf3-udp-5mbit-via-10mbit"])
+@pytest.mark.parametrize("name", ["iperf3-udp-15mbit-via-10mbit.receiver",
+                                  "iperf3-udp-5mbit-via-10mbit.receiver",
+                                  "iperf3-udp-loss1pct", "iperf3-udp-loss10pct",
+                                  "iperf3-udp-loss30pct"])
 def test_shipped_receiver_captures_equal_the_iperf3_server(name):
-    doc = json.loads((CAPTURES / f"{name}.json").read_text())
+    doc = json.loads((CAPTURES / f"{name.removesuffix('.receiver')}.json").read_text())
     server = _server_report(doc)
-    flow = ps.udp(CAPTURES / f"{name}.receiver.pcap").to_pandas().query("method == 'iperf3'")
+    flow = ps.udp(CAPTURES / f"{name}.pcap").to_pandas().query("method == 'iperf3'")
     assert len(flow) == 1
     flow = flow.iloc[0]
     assert (flow.sent, flow.lost, flow.out_of_order) == \
