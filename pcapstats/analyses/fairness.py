@@ -31,6 +31,7 @@ from ..streams import endpoint, own_transport
 from .tcp_analysis import resent_packets
 
 MIN_FLOW_BYTES = 10_000
+DENSE_INTERVALS = 1_000_000
 GROUPINGS = ("stream", "pair", "cc", "tool")
 _C = Column
 SUMMARY = TableSpec("summary", "one row: the index over the run", (
@@ -132,7 +133,8 @@ def fairness(capture: Capture, *, by: str = "stream", interval: float = 1.0) -> 
     flows = {"flow": np.array([g["name"] for g in groups], object),
              "streams": np.array([g["streams"] for g in groups], object),
              "goodput_bytes": good, "goodput_bps": bps, "share": share}
-    series = _series(packets, groups, start, end, int(round(interval * 1e9)), t0) if common \
+    series = _series(packets, groups, start, end, int(round(interval * 1e9)), t0, notes) \
+        if common \
         else {"time_s": np.zeros(0), "active": np.zeros(0, np.int64), "jain_index": np.zeros(0)}
     return Fairness({"summary": summary, "flows": flows, "series": series},
                     capture=capture.path, notes=notes)
@@ -217,14 +219,29 @@ def _first_row(cap: Capture, proto: str, stream: int, direction: int) -> int:
     return int(rows[0])
 
 
-def _series(packets, groups, start: int, end: int, step: int, t0: int) -> dict:
+def _series(packets, groups, start: int, end: int, step: int, t0: int, notes: list[str]
+            ) -> dict:
+    """Per interval of the common window: flows with goodput, and the index.  Every interval
+    is listed unless there would be more than DENSE_INTERVALS (or 4 a packet: a clock step
+    or a tiny interval); then only those where some flow sent, with a note."""
     n = max(int((end - start) // step), 1)
-    per_flow = np.zeros((len(groups), n))
-    for i, g in enumerate(groups):
-        t = packets["t"][g["rows"]]
-        inside = (t >= start) & (t < start + n * step)
-        k = (t[inside] - start) // step
-        per_flow[i] = np.bincount(k, weights=packets["good"][g["rows"]][inside], minlength=n)
-    return {"time_s": (start - t0 + np.arange(n) * step) / 1e9,
-            "active": (per_flow > 0).sum(axis=0).astype(np.int64),
-            "jain_index": np.array([jain(per_flow[:, j]) for j in range(n)])}
+    rows = np.concatenate([g["rows"] for g in groups])
+    flow = np.repeat(np.arange(len(groups)), [len(g["rows"]) for g in groups])
+    t = packets["t"][rows]
+    inside = (t >= start) & (t < start + n * step)
+    k = (t[inside] - start) // step
+    if n <= max(DENSE_INTERVALS, 4 * len(rows)):
+        listed = np.arange(n)
+    else:
+        listed = np.unique(k)
+        notes.append(f"{n - len(listed)} intervals of {step / 1e9:g} s in which no flow sent "
+                     "are not listed (the common window spans far more intervals than there "
+                     "are packets: a clock step?)")
+    column = np.searchsorted(listed, k)
+    per_flow = np.zeros((len(groups), len(listed)))
+    np.add.at(per_flow, (flow[inside], column), packets["good"][rows][inside])
+    total, squares = per_flow.sum(axis=0), (per_flow ** 2).sum(axis=0)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        index = np.where(squares > 0, total ** 2 / (len(groups) * squares), np.nan)
+    return {"time_s": (start - t0 + listed * step) / 1e9,
+            "active": (per_flow > 0).sum(axis=0).astype(np.int64), "jain_index": index}

@@ -12,6 +12,7 @@ COMMANDS = ("throughput", "iograph", "retrans", "rtt", "cwnd", "seqgraph", "wsca
 # file -> commands that must give a result (exit 0) on it, beyond "no internal error"
 MUST_ANSWER = {
     "cwnd-acks-without-new-data.pcap": ("cwnd", "wscale"),
+    "fairness-timestamp-2106.pcap": ("fairness", "throughput"),
 }
 
 
