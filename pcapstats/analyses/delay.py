@@ -281,6 +281,8 @@ def _sizes(samples: dict, names: list[str], by_source: list[np.ndarray]) -> dict
     rows: dict[str, list] = {col.name: [] for col in SIZES.columns}
     for k in sorted(range(len(names)), key=lambda k: names[k]):
         mine = by_source[k]
+        if not len(mine):       # a source named (an ICMP session) with no sample kept
+            continue
         order = np.lexsort((samples["latency_ms"][mine], samples["size_bytes"][mine]))
         z, x = samples["size_bytes"][mine][order], samples["latency_ms"][mine][order]
         starts = np.flatnonzero(np.r_[True, z[1:] != z[:-1]])

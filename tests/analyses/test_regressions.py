@@ -13,6 +13,7 @@ COMMANDS = ("throughput", "iograph", "retrans", "rtt", "cwnd", "seqgraph", "wsca
 MUST_ANSWER = {
     "cwnd-acks-without-new-data.pcap": ("cwnd", "wscale"),
     "fairness-timestamp-2106.pcap": ("fairness", "throughput"),
+    "delay-session-without-samples.pcap": ("delay", "ping"),
 }
 
 
