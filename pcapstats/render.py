@@ -25,6 +25,7 @@ import csv
 import io
 import json
 import math
+import os
 import shutil
 import textwrap
 from dataclasses import dataclass
@@ -83,6 +84,17 @@ def delimited(table: dict, integers: frozenset = frozenset()) -> str:
     writer.writerow(list(table))
     writer.writerows([["" if v is None else v for v in row] for row in _rows(table, integers)])
     return buf.getvalue()
+
+
+def path_shown(path: str | os.PathLike) -> str:
+    """A capture's path as a heading shows it: relative to the working directory when the file
+    is under it (what the user typed, usually), else as given -- so a heading fits the width."""
+    text = os.fspath(path)
+    try:
+        relative = os.path.relpath(text)
+    except ValueError:          # another drive (Windows)
+        return text
+    return relative if not relative.startswith(os.pardir) and len(relative) < len(text) else text
 
 
 def terminal_width() -> int:

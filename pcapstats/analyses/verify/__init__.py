@@ -106,7 +106,7 @@ import numpy as np
 from ...batch import analysis
 from ...capture import Capture
 from ...errors import UsageError
-from ...render import Shown, terminal_width
+from ...render import Shown, path_shown, terminal_width
 from ...results import Result
 from ...schema import Column, TableSpec
 from ...sidecar import load_sidecar, sidecar_for
@@ -356,7 +356,8 @@ def _check_table(verdicts: list[StreamVerdict]) -> dict[str, np.ndarray]:
 def _report(result: Verification, width: int, all_columns: bool) -> str:
     """One capture's verdict table, then each stream's checks and evidence, indented and
     wrapped to ``width``."""
-    out = [f"{result.captures[0]}: {result.verdict.upper()}"]
+    out = textwrap.wrap(f"{path_shown(result.captures[0])}: {result.verdict.upper()}", width,
+                        break_long_words=False, break_on_hyphens=False)
     if not result.verdicts:
         return "\n".join(out + ["  (nothing recognised)", ""])
     out.append(Result.to_text(result, "streams", all_columns=all_columns,
