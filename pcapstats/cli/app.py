@@ -11,6 +11,7 @@ exit status 2 (1 when the command ran but found nothing to report); warnings are
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
 from enum import Enum
@@ -100,11 +101,19 @@ def write_text(text: str, output: Optional[Path]) -> None:
                              hint="check the directory exists and is writable") from None
 
 
+@functools.cache
+def _click_command():
+    """The click group typer builds from ``app``: once per process, not per call -- building it
+    inspects every command's signature (about 20 ms), which a notebook or test calling
+    :func:`main` many times would pay each time.  Commands all register at import, before."""
+    return typer.main.get_command(app)
+
+
 def main(argv: Optional[list] = None) -> int:
     """Console entry point: runs the app and turns every failure into one line and an exit code."""
     try:
         _said.clear()
-        code = app(args=argv, standalone_mode=False, prog_name="pcapstats")
+        code = _click_command()(args=argv, standalone_mode=False, prog_name="pcapstats")
         if code == EXIT_INTERRUPTED and "error" not in _said:
             say("error", "interrupted")  # typer turns Ctrl-C in a command into a silent 130
         return code if isinstance(code, int) else 0
