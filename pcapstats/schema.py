@@ -18,7 +18,9 @@ presence mask says which rows are real):
 - ``vlan``: the frame had at least one VLAN tag; ``icmp_echo``: an ICMP echo (or IPv4
   timestamp/info/mask) request or reply, which carry an identifier and a sequence number;
 - ``tcp_opt_*``: the option was present in that TCP header; ``tcp_sackK``: the header had at
-  least K SACK blocks.
+  least K SACK blocks;
+- ``radiotap_signal`` / ``radiotap_rate`` / ``radiotap_channel``: the packet's radiotap header
+  (link type 127, 802.11 in monitor mode) had that field.
 
 Timestamps are exact int64 nanoseconds since the epoch (``frame_time_ns``); float seconds are
 derived from it.  Addresses are strings in the DataFrame (a pandas Categorical: 4 bytes a row).
@@ -36,6 +38,8 @@ FRAME, VLAN, IP, TCP, UDP, ICMP, ICMP_ECHO, STREAM = (
 TCP_OPT_MSS, TCP_OPT_WS, TCP_OPT_SACK_PERM, TCP_OPT_TS = (
     "tcp_opt_mss", "tcp_opt_wscale", "tcp_opt_sack_perm", "tcp_opt_ts")
 TCP_SACK1, TCP_SACK2, TCP_SACK3, TCP_SACK4 = "tcp_sack1", "tcp_sack2", "tcp_sack3", "tcp_sack4"
+RADIOTAP_SIGNAL, RADIOTAP_RATE, RADIOTAP_CHANNEL = (
+    "radiotap_signal", "radiotap_rate", "radiotap_channel")
 
 
 @dataclass(frozen=True)
@@ -189,6 +193,20 @@ COLUMNS: tuple[Column, ...] = (
        "Payload bytes by the headers (tcp_len, udp_length - 8, ...); 0 when none decoded.", unit="bytes"),
     _C("payload_cap_len", "uint32", FRAME, None,
        "Payload bytes actually present in the file (less than payload_len when cut).", unit="bytes"),
+    # -- 802.11 radio (radiotap header, link type 127) ------------------------------------------
+    _C("radiotap_dbm_antsignal", "int8", RADIOTAP_SIGNAL, "radiotap.dbm_antsignal",
+       "Received signal strength the capturing card reported (radiotap dBm antenna signal). "
+       "With several antennas the first one in the header: Linux puts the combined signal "
+       "first, each antenna's in later radiotap namespaces.", unit="dBm"),
+    _C("radiotap_datarate", "float64", RADIOTAP_RATE, "radiotap.datarate",
+       "PHY data rate of the frame: radiotap's Rate field (500 kbit/s units), or for 802.11n the "
+       "rate of its MCS field's index, bandwidth and guard interval as Wireshark computes it "
+       "(float32, 6 significant digits: 7.22222 for MCS 0 at 20 MHz, short GI). <NA> for "
+       "802.11ac/ax frames (VHT/HE fields: Wireshark gives no radiotap.datarate there) and "
+       "where the MCS field lacks the bandwidth, index or guard interval.", unit="Mbit/s"),
+    _C("radiotap_channel_freq", "uint16", RADIOTAP_CHANNEL, "radiotap.channel.freq",
+       "Centre frequency of the channel the frame was received on (radiotap Channel field; "
+       "2412 is channel 1 at 2.4 GHz, 5180 channel 36).", unit="MHz"),
 )
 
 BY_NAME: dict[str, Column] = {c.name: c for c in COLUMNS}

@@ -1,7 +1,8 @@
 """The reference engine: the packet table as tshark dissects it (``--engine tshark``).
 
 Slow (tshark does a full dissection) but independent of our reader, so it serves as a
-cross-check, and it decodes link types the fast reader does not (802.11, PPP, USB ...).
+cross-check, and it decodes link types the fast reader does not (PPP, USB, PPI ...) and what the
+fast reader leaves out of 802.11 frames (A-MSDU subframes, non-standard encapsulations).
 Fields come from ``tshark -T fields`` with the Wireshark names in pcapstats.schema; options:
 ``ip.defragment:FALSE`` (pcapstats does not reassemble) and raw sequence numbers.
 
@@ -27,7 +28,8 @@ from ..capture import Capture
 from ..errors import EngineError
 from ..ingest.source import open_source
 
-_ENCAP_TO_LINKTYPE = {"1": 1, "25": 113, "7": 101, "15": 0, "210": 276, "225": 276}
+_ENCAP_TO_LINKTYPE = {"1": 1, "25": 113, "7": 101, "15": 0, "210": 276, "225": 276, "20": 105,
+                      "23": 127}
 _V6_EXT = ("hopopts", "dstopts", "routing")
 _EXTRA = ["frame.protocols", "frame.encap_type", "ipv6.plen", "ipv6.nxt", "tcp.options.sack_le",
           "tcp.options.sack_re", "tcp.options.sack_perm", *(f"ipv6.{e}.len_oct" for e in _V6_EXT)]
@@ -183,10 +185,20 @@ def _to_capture(raw: pd.DataFrame, path: str, size: int, compressed: bool) -> Ca
         .astype(np.uint32)
     a["payload_cap_len"] = np.zeros(n, np.uint32)
 
+    # radiotap: the first occurrence of each field (schema.py), absent where the header has none
+    signal, has_signal = _num(raw["radiotap.dbm_antsignal"], "int64")
+    a["radiotap_dbm_antsignal"] = signal.astype(np.int8)
+    rate = _first(raw["radiotap.datarate"])
+    has_rate = (rate != "").to_numpy()
+    a["radiotap_datarate"] = np.where(has_rate, pd.to_numeric(rate.where(has_rate, "0")), 0.0)
+    freq, has_freq = _num(raw["radiotap.channel.freq"], "uint16")
+    a["radiotap_channel_freq"] = freq
+
     echo = icmp & _pick(raw, "icmp.ident|icmpv6.echo.identifier", "int64")[1]
     layers = {schema.VLAN: vlan_present, schema.IP: ip, schema.TCP: tcp, schema.UDP: udp,
               schema.ICMP: icmp, schema.ICMP_ECHO: echo, **opts,
-              schema.TCP_OPT_SACK_PERM: a["tcp_option_sack_perm"]}
+              schema.TCP_OPT_SACK_PERM: a["tcp_option_sack_perm"], schema.RADIOTAP_SIGNAL: has_signal,
+              schema.RADIOTAP_RATE: has_rate, schema.RADIOTAP_CHANNEL: has_freq}
     for k, layer in enumerate((schema.TCP_SACK1, schema.TCP_SACK2, schema.TCP_SACK3,
                                schema.TCP_SACK4), start=1):
         layers[layer] = a["tcp_sack_count"] >= k

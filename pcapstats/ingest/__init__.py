@@ -100,6 +100,7 @@ class _Table:
         self.reused = False   # rows are written again (streaming): they must be cleared first
         self.total = 0        # packets of the earlier windows
         self.skipped = []     # per window: link types of undecodable packets, first one's number
+        self.wlan = []        # per window: 802.11 frames without IP by kind (counts), first's number
 
     def add_window(self, buf, walker, kern, k: int) -> None:
         lo, hi = self.n, self.n + k
@@ -118,6 +119,10 @@ class _Table:
         unknown = np.flatnonzero(out["status"] == K.DS_UNKNOWN_LINKTYPE)
         if len(unknown):  # link types, and the file's packet number of the first
             self.skipped.append((self.linktype[lo:hi][unknown], self.total + int(unknown[0]) + 1))
+        wlan = np.flatnonzero(out["wlan_kind"])
+        if len(wlan):
+            self.wlan.append((np.bincount(out["wlan_kind"][wlan], minlength=len(K.WLAN_KINDS) + 1),
+                              self.total + int(wlan[0]) + 1))
         src, dst = self.interner.intern(out["ip_version"], out["ip_src"], out["ip_dst"])
         self.ip_src[lo:hi], self.ip_dst[lo:hi] = src, dst
         # a TCP/UDP header quoted in an ICMP error joins its own conversation, as in Wireshark
@@ -167,6 +172,8 @@ def _read_windows(src, walker, kern, window: int, progress, on_window=None) -> _
         if table.skipped:
             _warn_skipped(np.concatenate([t for t, _ in table.skipped]), table.skipped[0][1],
                           src.path)
+        if table.wlan:
+            _warn_wlan(sum(c for c, _ in table.wlan), table.wlan[0][1], src.path)
         return table
 
 
@@ -211,6 +218,7 @@ def _capture(src, walker, t: _Table, kern) -> Capture:
     rec = t.rec.at(0, n)
     addresses = _addresses(t.interner)
     l4, quoted, opts, flags = out["l4"], out["l4_quoted"], out["tcp_opts"], out["ip_flags"]
+    radio = out["rt_present"]
     stream = t.stream[:n]
     ts = rec.ts
     sack_rows, sack_table = out["tcp_sack_row"], t.sack.trimmed()
@@ -247,6 +255,10 @@ def _capture(src, walker, t: _Table, kern) -> Capture:
         "payload_cap_len": lambda: np.where(
             l4 != 0, np.clip(rec.caplen.astype(np.int64) - out["payload_rel"], 0, out["payload_len"]),
             0).astype(np.uint32),
+        "radiotap_dbm_antsignal": out["rt_signal"],
+        "radiotap_datarate": lambda: np.where((radio & K.RT_RATE) != 0,
+                                              K.RATE_MBPS[out["rt_rate"]], 0.0),
+        "radiotap_channel_freq": out["rt_freq"],
     }
     for k in range(1, 5):
         a[f"tcp_sack_le{k}_raw"] = _sack_column(sack_rows, out["tcp_sack_count"], sack_table, k, 2 * k - 2)
@@ -261,6 +273,9 @@ def _capture(src, walker, t: _Table, kern) -> Capture:
         schema.TCP_OPT_WS: lambda: (opts & K.OPT_WS) != 0,
         schema.TCP_OPT_SACK_PERM: lambda: (opts & K.OPT_SACK_PERM) != 0,
         schema.TCP_OPT_TS: lambda: (opts & K.OPT_TS) != 0,
+        schema.RADIOTAP_SIGNAL: lambda: (radio & K.RT_SIGNAL) != 0,
+        schema.RADIOTAP_RATE: lambda: (radio & K.RT_RATE) != 0,
+        schema.RADIOTAP_CHANNEL: lambda: (radio & K.RT_FREQ) != 0,
     }
     for k, layer in enumerate((schema.TCP_SACK1, schema.TCP_SACK2, schema.TCP_SACK3,
                                schema.TCP_SACK4), start=1):
@@ -281,6 +296,17 @@ def _sack_column(rows, count, table, k: int, col: int):
 
 def _format_address(raw16: bytes, v6: bool) -> str:
     return str(ipaddress.IPv6Address(raw16)) if v6 else str(ipaddress.IPv4Address(raw16[:4]))
+
+
+def _warn_wlan(counts, first_packet: int, path) -> None:
+    """One warning for the 802.11 frames that carry no IP packet, by kind."""
+    what = ", ".join(f"{counts[k]} {name}" for k, name in K.WLAN_KINDS.items() if counts[k])
+    warnings.warn(SkippedPacketsWarning(
+        f"{int(counts.sum())} 802.11 frames carry no IP packet (counted, not decoded): {what}",
+        path=path, packet=first_packet,
+        hint="their rows keep the radiotap columns (signal, rate, channel) where the capture "
+             "has them; protected frames show IP only once decrypted (airdecap-ng, or "
+             "Wireshark with the keys)"))
 
 
 def _warn_skipped(linktypes, first_packet: int, path) -> None:

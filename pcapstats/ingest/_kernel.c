@@ -263,6 +263,11 @@ typedef struct {
     uint16_t *icmp_seq;
     uint16_t *payload_rel;     /* payload offset from the packet's first byte (valid where l4) */
     uint32_t *payload_len;
+    uint8_t *wlan_kind;        /* an 802.11 frame that carries no IP packet: which kind (WLAN_*) */
+    uint8_t *rt_present;       /* radiotap fields found: RT_SIGNAL | RT_RATE | RT_FREQ */
+    int8_t *rt_signal;         /* dBm antenna signal */
+    uint16_t *rt_rate;         /* Rate field (500 kbit/s), or RT_MCS_RATE + an 802.11n MCS code */
+    uint16_t *rt_freq;         /* channel frequency, MHz */
     /* the compact SACK table, shared by all windows: rows of 4 (left, right) pairs */
     uint32_t *sack_table;
     int64_t sack_cap;
@@ -288,12 +293,261 @@ static int64_t skip_vlans(const uint8_t *p, int64_t cl, int64_t off, uint16_t *e
     return off;
 }
 
+/* ---- IEEE 802.11 (link types 105 and 127) ----
+ *
+ * Radiotap (127) is read as Wireshark 4.0 reads it (its radiotap iterator and dissector): the
+ * presence words, each with bit 31 set followed by another; then the fields in bit order, each
+ * aligned to its natural boundary counted from the start of the header; bit 29 starts another
+ * radiotap namespace at the next word, bit 30 a vendor namespace (6-byte header with the length
+ * of its data, which is skipped).  A field it does not know in the radiotap namespace (bits 25,
+ * 28, any bit >= 32 without a new namespace) or one that runs past the header length ends the
+ * fields; a word with both bits 29 and 30 means no fields at all; either way the 802.11 frame
+ * still starts at the header length.  A header length under 8 or past the captured bytes is
+ * malformed (no 802.11 frame); another version has no fields.  The first signal, rate and
+ * channel fields found are kept; the last Flags field says whether the frame ends in an FCS,
+ * any says whether the 802.11 header is padded to 4 bytes; a 0-length-PSDU field says there is
+ * no frame at all.
+ */
+
+/* 802.11 frames that carry no IP packet (wlan_kind; 0: none, or an 802.11 data frame read on) */
+enum { WLAN_MGMT = 1, WLAN_CTRL = 2, WLAN_EXTENSION = 3, WLAN_NULL = 4, WLAN_PROTECTED = 5,
+       WLAN_AMSDU = 6, WLAN_OTHER_VERSION = 7, WLAN_NO_PSDU = 8 };
+/* rt_present bits; rt_rate codes from RT_MCS_RATE on are 802.11n MCS fields:
+ * RT_MCS_RATE + 4 * index + 2 * (40 MHz) + (short guard interval) */
+enum { RT_SIGNAL = 1, RT_RATE = 2, RT_FREQ = 4 };
+#define RT_MCS_RATE 256
+#define RT_NS_RADIOTAP 29
+#define RT_NS_VENDOR 30
+#define RT_EXT 31
+
+/* Alignment and size of the radiotap namespace's fields by presence bit, as Wireshark 4.0 has
+ * them (XChannel, bit 18, by its override); alignment 0: a bit it does not know */
+static const uint8_t RT_ALIGN[29] = {8, 1, 1, 2, 2, 1, 1, 2, 2, 2, 1, 1, 1, 1, 2, 2, 1, 1, 4, 1,
+                                     4, 2, 8, 2, 2, 0, 1, 2, 0};
+static const uint8_t RT_SIZE[29] = {8, 1, 1, 4, 2, 1, 1, 2, 2, 2, 1, 1, 1, 1, 2, 2, 1, 1, 8, 3,
+                                    8, 12, 12, 12, 12, 0, 1, 4, 0};
+
+typedef struct { int fcs, datapad, no_psdu; } rt_flags;
+
+/* One field of a radiotap namespace (bit, at p[0..]) */
+static inline __attribute__((always_inline)) void radiotap_field(int bit, const uint8_t *v, rt_flags *f, decode_args *a,
+                                  int64_t i)
+{
+    uint8_t *have = &a->rt_present[i];
+    switch (bit) {
+    case 1:                                     /* Flags: FCS at the end, header padding */
+        f->fcs = (v[0] & 0x10) != 0;
+        if (v[0] & 0x20) f->datapad = 1;
+        break;
+    case 2:                                     /* Rate, in 500 kbit/s */
+        if (!(*have & RT_RATE)) { a->rt_rate[i] = v[0]; *have |= RT_RATE; }
+        break;
+    case 3:                                     /* Channel: frequency, flags */
+        if (!(*have & RT_FREQ)) { a->rt_freq[i] = rd16(v, 0); *have |= RT_FREQ; }
+        break;
+    case 5:                                     /* dBm antenna signal */
+        if (!(*have & RT_SIGNAL)) { a->rt_signal[i] = (int8_t)v[0]; *have |= RT_SIGNAL; }
+        break;
+    case 19:                                    /* MCS: known, flags, index */
+        /* a rate when the bandwidth, index and guard interval are known and the index is one of
+         * the 77 of 802.11n (Wireshark's radiotap.datarate) */
+        if ((v[0] & 0x07) == 0x07 && v[2] <= 76 && !(*have & RT_RATE)) {
+            a->rt_rate[i] = (uint16_t)(RT_MCS_RATE + 4 * v[2] + ((v[1] & 0x03) == 1 ? 2 : 0) +
+                                       ((v[1] & 0x04) ? 1 : 0));
+            *have |= RT_RATE;
+        }
+        break;
+    case 26:                                    /* 0-length PSDU: no 802.11 frame follows */
+        f->no_psdu = 1;
+        break;
+    }
+}
+
+/* What a walk found, kept for the next packets: the layout follows from the header length and
+ * presence words alone (unless a vendor namespace, whose data length is in the header, comes
+ * first) and a capture's headers mostly repeat.  Kept are the offsets of the fields that can
+ * change the outputs: every Flags field; the first Channel and signal fields; MCS fields up to
+ * and with the first Rate field (an MCS field sets the rate only when complete); whether there
+ * is a 0-length-PSDU field.  radiotap_plan() applies them as the walk would. */
+#define RT_LAYOUT_WORDS 8
+#define RT_LAYOUT_FIELDS 4
+typedef struct {
+    int64_t len;                               /* header length; 0: nothing kept */
+    int words, flags, rates, rate_final, no_psdu;
+    int32_t freq, signal;                      /* offsets, -1: none */
+    uint32_t word[RT_LAYOUT_WORDS];
+    uint16_t flags_at[RT_LAYOUT_FIELDS], rate_at[RT_LAYOUT_FIELDS];
+    uint8_t rate_mcs[RT_LAYOUT_FIELDS];
+} rt_layout;
+
+static int rt_used(uint32_t index) {
+    return index == 1 || index == 2 || index == 3 || index == 5 || index == 19 || index == 26;
+}
+
+/* Notes field `bit` at offset `at` in layout l; returns 0 when l has no room for it. */
+static int rt_keep(rt_layout *l, uint32_t bit, int64_t at)
+{
+    switch (bit) {
+    case 1:
+        if (l->flags == RT_LAYOUT_FIELDS) return 0;
+        l->flags_at[l->flags++] = (uint16_t)at;
+        break;
+    case 2: case 19:
+        if (l->rate_final) break;
+        if (l->rates == RT_LAYOUT_FIELDS) return 0;
+        l->rate_mcs[l->rates] = bit == 19;
+        l->rate_at[l->rates++] = (uint16_t)at;
+        l->rate_final = bit == 2;
+        break;
+    case 3: if (l->freq < 0) l->freq = (int32_t)at; break;
+    case 5: if (l->signal < 0) l->signal = (int32_t)at; break;
+    case 26: l->no_psdu = 1; break;
+    }
+    return 1;
+}
+
+static inline __attribute__((always_inline)) void radiotap_plan(const rt_layout *l,
+    const uint8_t *p, rt_flags *f, decode_args *a, int64_t i)
+{
+    int j;
+    for (j = 0; j < l->flags; j++) radiotap_field(1, p + l->flags_at[j], f, a, i);
+    for (j = 0; j < l->rates && !(a->rt_present[i] & RT_RATE); j++)
+        radiotap_field(l->rate_mcs[j] ? 19 : 2, p + l->rate_at[j], f, a, i);
+    if (l->freq >= 0) radiotap_field(3, p + l->freq, f, a, i);
+    if (l->signal >= 0) radiotap_field(5, p + l->signal, f, a, i);
+    if (l->no_psdu) f->no_psdu = 1;
+}
+
+/* The radiotap header at p: returns its length (where the 802.11 frame starts), or -1 when it
+ * is malformed (no frame); fills the rt_* outputs and *f.  *last is the layout of an earlier
+ * header, used when this one has the same length and presence words, replaced otherwise. */
+static int64_t radiotap(const uint8_t *p, int64_t cl, rt_flags *f, rt_layout *last,
+                        decode_args *a, int64_t i)
+{
+    if (cl < 8) return -1;
+    const int64_t len = rd16(p + 2, 0);
+    if (len < 8 || len > cl) return -1;
+    if (p[0] != 0) return len;                   /* another version: no fields */
+    if (last->len == len) {                      /* the same words: the same walk */
+        int j = 0;
+        while (j < last->words && last->word[j] == rd32(p + 4 + 4 * j, 0)) j++;
+        if (j == last->words) {
+            radiotap_plan(last, p, f, a, i);
+            return len;
+        }
+    }
+    /* the presence words, all inside the header, none with both namespace bits */
+    int64_t arg = 4;
+    uint32_t word, any = 0;
+    do {
+        word = rd32(p + arg, 0);
+        if ((word & (1u << RT_NS_RADIOTAP)) && (word & (1u << RT_NS_VENDOR))) return len;
+        any |= word;
+        arg += 4;
+        if ((word & (1u << RT_EXT)) && arg + 4 > len) return len;
+    } while (word & (1u << RT_EXT));
+    const int words = (int)(arg / 4 - 1);
+    int keep = !(any & (1u << RT_NS_VENDOR)) && words <= RT_LAYOUT_WORDS;
+    rt_layout now;
+    memset(&now, 0, sizeof(now));
+    now.freq = now.signal = -1;
+    /* the fields, set bits only; index counts bits across words of one namespace */
+    int64_t next_word = 8, vendor_end = 0;
+    uint32_t index = 0;
+    int radiotap_ns = 1, reset = 0;             /* in the radiotap namespace, or a vendor's */
+    word = rd32(p + 4, 0);
+    for (;;) {
+        if (!word) break;                       /* no more bits: bit 31 is clear */
+        int bit = __builtin_ctz(word);
+        index += (uint32_t)bit;
+        word >>= bit;                           /* bit 0 of word is now set: field `index` */
+        int b = (int)(index % 32);
+        int64_t align, size;
+        if (b == RT_NS_RADIOTAP || b == RT_EXT) { align = 1; size = 0; }
+        else if (b == RT_NS_VENDOR) { align = 2; size = 6; }
+        else if (!radiotap_ns) {                 /* a vendor namespace's field: skip its data */
+            arg = vendor_end;
+            word >>= 1; index++;
+            continue;
+        } else if (index >= 29) break;           /* a bit the radiotap namespace does not have */
+        else {
+            align = RT_ALIGN[index]; size = RT_SIZE[index];
+            if (!align) break;                   /* a radiotap bit Wireshark 4.0 does not know */
+        }
+        arg = (arg + align - 1) & ~(align - 1);
+        if (b == RT_NS_VENDOR) {
+            if (arg + 6 > len) break;
+            vendor_end = arg + 6 + rd16(p + arg + 4, 0);
+            size += vendor_end - arg - 6;
+        }
+        const int64_t at = arg;
+        arg += size;
+        if (arg > len) break;                    /* the field runs past the header */
+        if (b == RT_NS_VENDOR) { reset = 1; radiotap_ns = 0; }
+        else if (b == RT_NS_RADIOTAP) { reset = 1; radiotap_ns = 1; }
+        else if (b == RT_EXT) {                  /* the next presence word */
+            word = rd32(p + next_word, 0);
+            next_word += 4;
+            index = reset ? 0 : index + 1;
+            reset = 0;
+            continue;
+        } else if (radiotap_ns && rt_used(index)) {
+            radiotap_field((int)index, p + at, f, a, i);
+            if (keep) keep = rt_keep(&now, index, at);
+        }
+        word >>= 1; index++;
+    }
+    if (keep) {
+        int j;
+        now.len = len;
+        now.words = words;
+        for (j = 0; j < words; j++) now.word[j] = rd32(p + 4 + 4 * j, 0);
+        *last = now;
+    }
+    return len;
+}
+
+/* The 802.11 frame at p[at..cl): returns the L3 offset and sets *et (0 when no IP follows: see
+ * wlan_kind), or -1 when the header or the LLC/SNAP header is cut. */
+static inline __attribute__((always_inline)) int64_t wlan(const uint8_t *p, int64_t cl, int64_t at, int datapad, uint16_t *et,
+                           decode_args *a, int64_t i)
+{
+    *et = 0;
+    if (cl - at < 2) return -1;
+    const uint8_t fc0 = p[at], fc1 = p[at + 1];
+    const int type = (fc0 >> 2) & 3, subtype = fc0 >> 4;
+    if (fc0 & 3) { a->wlan_kind[i] = WLAN_OTHER_VERSION; return at; }
+    if (type != 2) {
+        a->wlan_kind[i] = type == 0 ? WLAN_MGMT : type == 1 ? WLAN_CTRL : WLAN_EXTENSION;
+        return at;
+    }
+    if (subtype & 4) { a->wlan_kind[i] = WLAN_NULL; return at; }    /* no data: Null, CF-Ack, ... */
+    if (fc1 & 0x40) { a->wlan_kind[i] = WLAN_PROTECTED; return at; }  /* encrypted payload */
+    /* 24 bytes; a fourth address when both ToDS and FromDS; QoS control; HT control in a QoS
+     * frame with the Order bit; padded to 4 bytes when radiotap says so */
+    const int64_t addr4 = (fc1 & 3) == 3 ? 6 : 0, qos = (subtype & 8) ? 2 : 0;
+    int64_t hdr = 24 + addr4 + qos + (qos && (fc1 & 0x80) ? 4 : 0);
+    if (datapad) hdr = (hdr + 3) & ~(int64_t)3;
+    if (cl - at < hdr) return -1;
+    if (qos && (p[at + 24 + addr4] & 0x80)) { a->wlan_kind[i] = WLAN_AMSDU; return at; }
+    const int64_t llc = at + hdr;
+    if (cl - llc < 3) return -1;
+    if (p[llc] != 0xAA || p[llc + 1] != 0xAA || p[llc + 2] != 0x03) return llc;  /* not SNAP */
+    if (cl - llc < 8) return -1;
+    /* RFC 1042 (OUI 0) and 802.1H bridge tunnel (00-00-F8) encapsulate an ethertype */
+    if (p[llc + 3] != 0 || p[llc + 4] != 0 || (p[llc + 5] != 0 && p[llc + 5] != 0xF8)) return llc;
+    *et = be16(p + llc + 6);
+    return skip_vlans(p, cl, llc + 8, et, a, i);
+}
+
 /* Returns the L3 offset and sets *et to an ethertype (0x0800/0x86DD for IP), or -1 when the
- * link header is cut, -2 for an unknown link type. */
-static int64_t link_layer(const uint8_t *p, int64_t cl, uint16_t lt, uint16_t *et,
-                          decode_args *a, int64_t i)
+ * link header is cut, -2 for an unknown link type.  *cl / *ol (captured, reported bytes) lose a
+ * trailing FCS. */
+static int64_t link_layer(const uint8_t *p, int64_t *cl_io, int64_t *ol_io, uint16_t lt,
+                          uint16_t *et, rt_layout *layout, decode_args *a, int64_t i)
 {
     uint32_t fam;
+    const int64_t cl = *cl_io;
     switch (lt) {
     case 1:    /* Ethernet, with 802.1Q / 802.1ad / QinQ tags */
         if (cl < 14) return -1;
@@ -322,6 +576,20 @@ static int64_t link_layer(const uint8_t *p, int64_t cl, uint16_t lt, uint16_t *e
         }
         *et = (fam == 2) ? ETH_IPV4 : ((fam == 10 || fam == 24 || fam == 28 || fam == 30) ? ETH_IPV6 : 0);
         return 4;
+    case 105:  /* IEEE 802.11, no FCS (Wireshark's default) */
+        return wlan(p, cl, 0, 0, et, a, i);
+    case 127: {  /* radiotap, then IEEE 802.11 */
+        rt_flags f = {0, 0, 0};
+        const int64_t at = radiotap(p, cl, &f, layout, a, i);
+        *et = 0;
+        if (at < 0) return -1;
+        if (f.no_psdu) { a->wlan_kind[i] = WLAN_NO_PSDU; return at; }
+        if (f.fcs) {                             /* the last 4 bytes are the FCS */
+            *ol_io -= 4;
+            if (*cl_io > *ol_io) *cl_io = *ol_io;
+        }
+        return wlan(p, *cl_io, at, f.datapad, et, a, i);
+    }
     default:
         return -2;
     }
@@ -502,13 +770,13 @@ static void transport(const uint8_t *p, int64_t cap, int64_t rep, uint8_t proto,
     a->payload_len[i] = (uint32_t)plen;
 }
 
-static void decode_one(decode_args *a, int64_t i)
+static void decode_one(decode_args *a, int64_t i, rt_layout *layout)
 {
     const uint8_t *p = a->buf + a->data_off[i];
-    const int64_t cl = a->caplen[i], ol = a->origlen[i] > a->caplen[i] ? a->origlen[i] : a->caplen[i];
+    int64_t cl = a->caplen[i], ol = a->origlen[i] > a->caplen[i] ? a->origlen[i] : a->caplen[i];
     uint16_t et = 0;
     a->tcp_sack_row[i] = -1;
-    int64_t l3 = link_layer(p, cl, a->linktype[i], &et, a, i);
+    int64_t l3 = link_layer(p, &cl, &ol, a->linktype[i], &et, layout, a, i);
     if (l3 == -2) { a->status[i] = DS_UNKNOWN_LINKTYPE; return; }
     if (l3 < 0) { a->status[i] = DS_MALFORMED; return; }
     if (et != ETH_IPV4 && et != ETH_IPV6) return;  /* ARP, LLDP, ...: a frame without IP */
@@ -539,13 +807,15 @@ static void decode_one(decode_args *a, int64_t i)
 void ps_decode(decode_args *a)
 {
     int64_t i;
+    rt_layout layout;              /* the last radiotap layout walked */
+    memset(&layout, 0, sizeof(layout));
     for (i = 0; i < a->n; i++) {
         if (i + PREFETCH_AHEAD < a->n) {
             const uint8_t *ahead = a->buf + a->data_off[i + PREFETCH_AHEAD];
             __builtin_prefetch(ahead);
             __builtin_prefetch(ahead + 64);
         }
-        decode_one(a, i);
+        decode_one(a, i, &layout);
     }
 }
 

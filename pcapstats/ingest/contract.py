@@ -39,6 +39,45 @@ L4_NONE, L4_ICMP, L4_TCP, L4_UDP = 0, 1, 6, 17
 # Bits of ``tcp_opts`` and ``ip_flags``.
 OPT_MSS, OPT_WS, OPT_SACK_PERM, OPT_TS = 1, 2, 4, 8
 IPF_DF, IPF_MF, IPF_FRAGMENT = 1, 2, 4
+# Values of ``wlan_kind``: an 802.11 frame that carries no IP packet, and why (0: not 802.11, or a
+# data frame whose LLC/SNAP header was read on, as an Ethernet frame's ethertype is).
+WLAN_MGMT, WLAN_CTRL, WLAN_EXTENSION, WLAN_NULL, WLAN_PROTECTED = 1, 2, 3, 4, 5
+WLAN_AMSDU, WLAN_OTHER_VERSION, WLAN_NO_PSDU = 6, 7, 8
+WLAN_KINDS = {  # for the reader's warning, in this order
+    WLAN_MGMT: "management", WLAN_CTRL: "control", WLAN_EXTENSION: "extension",
+    WLAN_NULL: "data without payload (null)", WLAN_PROTECTED: "protected (encrypted)",
+    WLAN_AMSDU: "A-MSDU (aggregates, not split)", WLAN_OTHER_VERSION: "802.11 protocol version 1-3",
+    WLAN_NO_PSDU: "radiotap 0-length PSDU (no frame)",
+}
+# Bits of ``rt_present``: the radiotap fields found.
+RT_SIGNAL, RT_RATE, RT_FREQ = 1, 2, 4
+# ``rt_rate``: the radiotap Rate field (500 kbit/s units, 0-255), or from RT_MCS_RATE on an
+# 802.11n MCS field: RT_MCS_RATE + 4 * MCS index (0-76) + 2 * (40 MHz) + (short guard interval).
+RT_MCS_RATE = 256
+# Data bits per OFDM symbol of the 77 802.11n MCS indexes at 20 MHz (IEEE 802.11-2020 19.5;
+# Wireshark's ieee80211_ht_Dbps).
+HT_DBPS = (26, 52, 78, 104, 156, 208, 234, 260, 52, 104, 156, 208, 312, 416, 468, 520, 78, 156,
+           234, 312, 468, 624, 702, 780, 104, 208, 312, 416, 624, 832, 936, 1040, 12, 156, 208,
+           260, 234, 312, 390, 208, 260, 260, 312, 364, 364, 416, 312, 390, 390, 468, 546, 546,
+           624, 260, 312, 364, 312, 364, 416, 468, 416, 468, 520, 520, 572, 390, 468, 546, 468,
+           546, 624, 702, 624, 702, 780, 780, 858)
+
+
+def _rate_table() -> np.ndarray:
+    """Mbit/s of every ``rt_rate`` code, as tshark 4.0 prints ``radiotap.datarate``: the Rate
+    field halved; an MCS field's rate computed in float32 (Dbps x 108 or 52 subcarriers / 52 /
+    3.6 or 4 us) and printed to 6 significant digits (MCS 0, 20 MHz, short GI: 7.22222)."""
+    table = np.zeros(RT_MCS_RATE + 4 * len(HT_DBPS))
+    table[:RT_MCS_RATE] = np.arange(RT_MCS_RATE) / 2
+    for mcs, dbps in enumerate(HT_DBPS):
+        for wide in (0, 1):
+            for short_gi in (0, 1):
+                rate = np.float32(dbps * (108 if wide else 52) / 52.0 / (3.6 if short_gi else 4.0))
+                table[RT_MCS_RATE + 4 * mcs + 2 * wide + short_gi] = float(f"{rate:.6g}")
+    return table
+
+
+RATE_MBPS = _rate_table()
 
 MAX_INTERFACES = 65536
 ABSURD_RECORD = 64 * 1024 * 1024
@@ -59,6 +98,9 @@ DECODE_OUTPUTS: tuple[tuple[str, str], ...] = (
     ("icmp_echo", "uint8"), ("icmp_ident", "uint16"), ("icmp_seq", "uint16"),
     ("payload_rel", "uint16"),     # payload offset from the packet's first byte (where l4 != 0)
     ("payload_len", "uint32"),
+    ("wlan_kind", "uint8"),        # WLAN_*: an 802.11 frame without an IP packet, and why
+    ("rt_present", "uint8"),       # RT_* bits: the radiotap fields below that were found
+    ("rt_signal", "int8"), ("rt_rate", "uint16"), ("rt_freq", "uint16"),
 )
 
 

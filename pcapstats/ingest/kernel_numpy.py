@@ -25,9 +25,11 @@ import pandas as pd
 
 from .contract import (ABSURD_RECORD, DS_MALFORMED, DS_UNKNOWN_LINKTYPE, IPF_DF, IPF_FRAGMENT,
                      IPF_MF, L4_ICMP, L4_TCP, L4_UDP, OPT_MSS, OPT_SACK_PERM, OPT_TS, OPT_WS,
-                     ST_ABSURD_LENGTH, ST_BAD_BLOCK, ST_BAD_SECTION, ST_CAPACITY, ST_OK,
-                     ST_TOO_MANY_INTERFACES, ST_TRAILER_MISMATCH, ST_TRUNCATED,
-                     ST_UNKNOWN_INTERFACE, Interfaces, Records, SackTable, Status)
+                     RT_FREQ, RT_MCS_RATE, RT_RATE, RT_SIGNAL, ST_ABSURD_LENGTH, ST_BAD_BLOCK,
+                     ST_BAD_SECTION, ST_CAPACITY, ST_OK, ST_TOO_MANY_INTERFACES,
+                     ST_TRAILER_MISMATCH, ST_TRUNCATED, ST_UNKNOWN_INTERFACE, WLAN_AMSDU,
+                     WLAN_CTRL, WLAN_EXTENSION, WLAN_MGMT, WLAN_NO_PSDU, WLAN_NULL,
+                     WLAN_OTHER_VERSION, WLAN_PROTECTED, Interfaces, Records, SackTable, Status)
 
 # pcapng block types
 _SHB, _IDB, _OPB, _SPB, _EPB = 0x0A0D0D0A, 1, 2, 3, 6
@@ -42,6 +44,14 @@ _NOT_TRANSPORT = _EXTENSIONS + (_NO_NEXT,)
 
 _CHUNK = 1 << 17            # packets decoded per pass: bounds the temporaries' memory
 _VLAN_BUDGET = 1 << 20      # tag slots examined per VLAN step (rows x tags)
+_WORD_BUDGET = 1 << 20      # radiotap presence words examined per step (rows x words)
+# radiotap (see radiotap() in _kernel.c): namespace bits, and the radiotap namespace's fields'
+# alignment and size by presence bit (alignment 0: a bit Wireshark 4.0 does not know)
+_RT_NS_RADIOTAP, _RT_NS_VENDOR, _RT_EXT = 29, 30, 31
+_RT_ALIGN = (8, 1, 1, 2, 2, 1, 1, 2, 2, 2, 1, 1, 1, 1, 2, 2, 1, 1, 4, 1, 4, 2, 8, 2, 2, 0, 1, 2, 0)
+_RT_SIZE = (8, 1, 1, 4, 2, 1, 1, 2, 2, 2, 1, 1, 1, 1, 2, 2, 1, 1, 8, 3, 8, 12, 12, 12, 12, 0, 1,
+            4, 0)
+_RT_USED = {1: 1, 2: 1, 3: 2, 5: 1, 19: 3, 26: 1}   # fields radiotap_field() reads: their bytes
 
 
 class NumpyKernel:
@@ -321,7 +331,7 @@ def _decode_chunk(src: _Bytes, off, cl32, ol32, lt, out, sack: SackTable):
     cl = cl32.astype(np.int64)
     ol = np.maximum(ol32, cl32).astype(np.int64)
     out["tcp_sack_row"][:] = -1
-    l3, et = _link_layer(src, off, cl, lt, out)
+    l3, et = _link_layer(src, off, cl, ol, lt, out)     # cl, ol lose an 802.11 FCS
     out["status"][l3 == -2] = DS_UNKNOWN_LINKTYPE
     out["status"][l3 == -1] = DS_MALFORMED
     ok = l3 >= 0
@@ -351,8 +361,9 @@ def _kept(keep, *arrays) -> tuple:
     return arrays if keep.all() else tuple(a[keep] for a in arrays)
 
 
-def _link_layer(src: _Bytes, off, cl, lt, out):
-    """L3 offset (-1: link header cut, -2: unknown link type) and ethertype of each packet."""
+def _link_layer(src: _Bytes, off, cl, ol, lt, out):
+    """L3 offset (-1: link header cut, -2: unknown link type) and ethertype of each packet; the
+    captured and reported lengths ``cl`` and ``ol`` lose the FCS radiotap says a frame ends in."""
     n = len(off)
     l3 = np.full(n, -2, np.int64)
     et = np.zeros(n, np.int64)
@@ -391,6 +402,22 @@ def _link_layer(src: _Bytes, off, cl, lt, out):
             l3[r] = 4
             et[r] = np.where(fam == 2, _ETH_IPV4,
                              np.where(np.isin(fam, (10, 24, 28, 30)), _ETH_IPV6, 0))
+        elif kind == 105:                    # IEEE 802.11, no FCS (Wireshark's default)
+            w = _at(r)
+            l3[w], et[w] = _wlan(src, r, off, cl, np.zeros(len(r), np.int64),
+                                 np.zeros(len(r), bool), out)
+        elif kind == 127:                    # radiotap, then IEEE 802.11
+            at, fcs, datapad, no_psdu = _radiotap(src, r, off, cl, out)
+            out["wlan_kind"][r[no_psdu]] = WLAN_NO_PSDU
+            go = (at >= 0) & ~no_psdu
+            f = _at(r[go & fcs])             # the last 4 bytes are the FCS
+            ol[f] -= 4
+            cl[f] = np.minimum(cl[f], ol[f])
+            l3_r, et_r = at, np.zeros(len(r), np.int64)
+            g = np.flatnonzero(go)
+            l3_r[g], et_r[g] = _wlan(src, r[g], off, cl, at[g], datapad[g], out)
+            w = _at(r)
+            l3[w], et[w] = l3_r, et_r
     tagged = np.flatnonzero((l3 > 0) & np.isin(et, _VLAN_TPIDS))
     if len(tagged):
         _skip_vlans(src, tagged, off, cl, l3, et, out)
@@ -430,6 +457,216 @@ def _skip_vlans(src: _Bytes, r, off, cl, l3, et, out):
         r, at, end = r[going], at[going] + 4 * width, end[going]
         count, count0 = count[going] + width, count0[going]
         width = int(max(1, min(2 * width, _VLAN_BUDGET // max(len(r), 1))))
+
+
+def _wlan(src: _Bytes, r, off, cl, at, datapad, out):
+    """wlan() of _kernel.c: the 802.11 frames of rows ``r`` starting at ``at`` (from the packet's
+    first byte; ``datapad``: header padded to 4 bytes).  Returns the L3 offsets (-1: header or
+    LLC/SNAP header cut) and ethertypes (0 where no IP follows; ``wlan_kind`` says why)."""
+    n = len(r)
+    l3, et = at.copy(), np.zeros(n, np.int64)
+    if not n:
+        return l3, et
+    start = off[r] + at
+    room = cl[r] - at                        # captured bytes from the frame's first byte
+    h = src.rows(start, 2)
+    fc0, fc1 = h[:, 0].astype(np.int64), h[:, 1].astype(np.int64)
+    kind_of = np.select(
+        [(fc0 & 3) != 0, ((fc0 >> 2) & 3) == 0, ((fc0 >> 2) & 3) == 1, ((fc0 >> 2) & 3) == 3,
+         (fc0 & 0x40) != 0, (fc1 & 0x40) != 0],   # subtype bit 2: no data (Null, CF-Ack, ...)
+        [WLAN_OTHER_VERSION, WLAN_MGMT, WLAN_CTRL, WLAN_EXTENSION, WLAN_NULL, WLAN_PROTECTED], 0)
+    cut = room < 2
+    kind_of[cut] = 0
+    addr4 = np.where((fc1 & 3) == 3, 6, 0)
+    qos = (fc0 & 0x80) != 0
+    hdr = 24 + addr4 + np.where(qos, 2, 0) + np.where(qos & ((fc1 & 0x80) != 0), 4, 0)
+    hdr = np.where(datapad, (hdr + 3) & ~3, hdr)
+    data = ~cut & (kind_of == 0)
+    cut |= data & (room < hdr)
+    data &= ~cut
+    amsdu = data & qos & ((src.rows(start + 24 + addr4, 1)[:, 0] & 0x80) != 0)
+    kind_of[amsdu] = WLAN_AMSDU
+    data &= ~amsdu
+    k = np.flatnonzero(kind_of)
+    out["wlan_kind"][r[k]] = kind_of[k]
+    llc = hdr                                 # LLC/SNAP, from the frame's first byte
+    cut |= data & (room - llc < 3)
+    data &= ~cut
+    b = src.rows(start + llc, 8).astype(np.int64)
+    snap = data & (b[:, 0] == 0xAA) & (b[:, 1] == 0xAA) & (b[:, 2] == 0x03)
+    cut |= snap & (room - llc < 8)
+    snap &= ~cut
+    # RFC 1042 (OUI 0) and 802.1H bridge tunnel (00-00-F8) encapsulate an ethertype
+    typed = snap & (b[:, 3] == 0) & (b[:, 4] == 0) & ((b[:, 5] == 0) | (b[:, 5] == 0xF8))
+    l3 = np.where(data, at + llc, l3)
+    l3 = np.where(typed, at + llc + 8, l3)
+    et = np.where(typed, b[:, 6] << 8 | b[:, 7], 0)
+    l3[cut] = -1
+    return l3, et
+
+
+def _radiotap(src: _Bytes, r, off, cl, out):
+    """radiotap() of _kernel.c for rows ``r``: (802.11 frame offset, or -1 where the header is
+    malformed; FCS at the end; header padding; 0-length PSDU), and the rt_* outputs.
+
+    The fields' offsets follow from the presence words alone (and the header length, which
+    bounds them), except after a vendor namespace, whose data length is in the header: headers
+    are grouped by their words and length, each group's layout is walked once
+    (``_radiotap_layout``, a line-by-line copy of the C walk), then its fields are read for all
+    of the group's packets at once.  Headers with a vendor namespace are walked one by one."""
+    n = len(r)
+    at = np.full(n, -1, np.int64)
+    fcs, datapad, no_psdu = np.zeros(n, bool), np.zeros(n, bool), np.zeros(n, bool)
+    h = src.rows(off[r], 8)
+    length = h[:, 2].astype(np.int64) | h[:, 3].astype(np.int64) << 8
+    ok = (cl[r] >= 8) & (length >= 8) & (length <= cl[r])
+    at[ok] = length[ok]
+    walk = np.flatnonzero(ok & (h[:, 0] == 0))      # another version: no fields
+    words = _presence_words(src, off[r[walk]], length[walk])
+    walk, words = walk[words > 0], words[words > 0]  # none: no fields
+    flags = (fcs, datapad, no_psdu)
+    for count in np.unique(words):
+        g = walk[words == count]
+        w = src.rows(off[r[g]] + 4, 4 * int(count))
+        vendor = (w.view("<u4") & (1 << _RT_NS_VENDOR)).any(axis=1)
+        for i in np.flatnonzero(vendor):             # the layout depends on the vendor's data
+            row = g[i:i + 1]
+            header = bytes(src.rows(off[r[row]], int(length[row[0]]))[0])
+            _radiotap_fields(src, r[row], off, _radiotap_layout(header), out, flags, row)
+        g, w = g[~vendor], w[~vendor]
+        if not len(g):
+            continue
+        keys = np.concatenate([h[g, 2:4], w], axis=1)
+        keys = np.ascontiguousarray(keys).view(np.dtype((np.void, keys.shape[1]))).ravel()
+        uniq, which = np.unique(keys, return_inverse=True)
+        order = np.argsort(which.ravel(), kind="stable")
+        bounds = np.searchsorted(which.ravel()[order], np.arange(len(uniq) + 1))
+        for key, lo, hi in zip(uniq, bounds[:-1], bounds[1:]):
+            rows = g[np.sort(order[lo:hi])]
+            layout = _radiotap_layout(b"\0\0" + bytes(key))
+            _radiotap_fields(src, r[rows], off, layout, out, flags, rows)
+    return at, fcs, datapad, no_psdu
+
+
+def _presence_words(src: _Bytes, at, length):
+    """Number of presence words of the radiotap headers at file offsets ``at`` (their first word
+    at +4, each with bit 31 set followed by another), 0 where the header has no fields: a word
+    with bit 31 set and no room for the next before ``length``, or one with both namespace bits.
+
+    Words are examined in blocks (1, 2, 4, ... per header, at most _WORD_BUDGET a step), so a
+    bitmap that goes on to the end of a 64 KB header still takes few steps."""
+    count = np.zeros(len(at), np.int64)
+    live = np.arange(len(at))
+    first, width = 0, 1
+    while len(live):
+        pos = 4 + 4 * (first + np.arange(width))             # offsets of the words examined
+        w = src.rows((at[live, None] + pos).ravel(), 4).view("<u4").reshape(len(live), width)
+        readable = pos + 4 <= length[live, None]
+        both = ((w >> _RT_NS_RADIOTAP) & 3) == 3
+        last = (w >> _RT_EXT) == 0
+        stop = ~readable | both | last
+        done = stop.any(axis=1)
+        k = stop.argmax(axis=1)[done]
+        rows = np.flatnonzero(done)
+        good = readable[rows, k] & ~both[rows, k]
+        count[live[done]] = np.where(good, first + k + 1, 0)
+        live = live[~done]
+        first += width
+        width = int(max(1, min(2 * width, _WORD_BUDGET // max(len(live), 1))))
+    return count
+
+
+def _radiotap_layout(h: bytes) -> list[tuple[int, int]]:
+    """The walk of radiotap() in _kernel.c over one header ``h`` (its presence words, whose
+    chain was checked, then the fields; only vendor namespace headers are read past the words):
+    the radiotap-namespace fields radiotap_field() reads, as (bit, offset) in the order found."""
+    length = h[2] | h[3] << 8
+    hits = []
+    next_word, vendor_end, index, radiotap_ns, reset = 8, 0, 0, True, False
+    word = int.from_bytes(h[4:8], "little")
+    arg = 4
+    while True:                                   # past the presence words
+        arg += 4
+        if not (int.from_bytes(h[arg - 4:arg], "little") >> _RT_EXT):
+            break
+    while word:
+        bit = (word & -word).bit_length() - 1
+        index += bit
+        word >>= bit
+        b = index % 32
+        if b in (_RT_NS_RADIOTAP, _RT_EXT):
+            align, size = 1, 0
+        elif b == _RT_NS_VENDOR:
+            align, size = 2, 6
+        elif not radiotap_ns:                     # a vendor namespace's field: skip its data
+            arg = vendor_end
+            word >>= 1
+            index += 1
+            continue
+        elif index >= 29:                         # a bit the radiotap namespace does not have
+            break
+        else:
+            align, size = _RT_ALIGN[index], _RT_SIZE[index]
+            if not align:                         # a radiotap bit Wireshark 4.0 does not know
+                break
+        arg = (arg + align - 1) & ~(align - 1)
+        if b == _RT_NS_VENDOR:
+            if arg + 6 > length:
+                break
+            vendor_end = arg + 6 + (h[arg + 4] | h[arg + 5] << 8)
+            size += vendor_end - arg - 6
+        field_at = arg
+        arg += size
+        if arg > length:                          # the field runs past the header
+            break
+        if b == _RT_NS_VENDOR:
+            reset, radiotap_ns = True, False
+        elif b == _RT_NS_RADIOTAP:
+            reset, radiotap_ns = True, True
+        elif b == _RT_EXT:                        # the next presence word
+            word = int.from_bytes(h[next_word:next_word + 4], "little")
+            next_word += 4
+            index = 0 if reset else index + 1
+            reset = False
+            continue
+        elif radiotap_ns and index in _RT_USED:
+            hits.append((index, field_at))
+        word >>= 1
+        index += 1
+    return hits
+
+
+def _radiotap_fields(src: _Bytes, rows, off, layout, out, flags, local):
+    """radiotap_field() of _kernel.c for packets ``rows`` sharing one ``layout``; ``flags`` are
+    the (FCS, padding, 0-length PSDU) arrays of _radiotap, indexed by ``local``."""
+    fcs, datapad, no_psdu = flags
+    present = out["rt_present"][rows].astype(np.int64)
+    for bit, at in layout:
+        v = src.rows(off[rows] + at, _RT_USED[bit]).astype(np.int64)
+        if bit == 1:                              # Flags: the last says FCS, any says padding
+            fcs[local] = (v[:, 0] & 0x10) != 0
+            datapad[local] |= (v[:, 0] & 0x20) != 0
+        elif bit == 2:                            # Rate
+            new = (present & RT_RATE) == 0
+            out["rt_rate"][rows[new]] = v[new, 0]
+            present |= RT_RATE
+        elif bit == 3:                            # Channel
+            new = (present & RT_FREQ) == 0
+            out["rt_freq"][rows[new]] = v[new, 0] | v[new, 1] << 8
+            present |= RT_FREQ
+        elif bit == 5:                            # dBm antenna signal
+            new = (present & RT_SIGNAL) == 0
+            out["rt_signal"][rows[new]] = v[new, 0].astype(np.uint8).view(np.int8)
+            present |= RT_SIGNAL
+        elif bit == 19:                           # MCS: a rate when all of it is known
+            new = ((present & RT_RATE) == 0) & ((v[:, 0] & 7) == 7) & (v[:, 2] <= 76)
+            code = (RT_MCS_RATE + 4 * v[:, 2] + np.where((v[:, 1] & 3) == 1, 2, 0)
+                    + np.where(v[:, 1] & 4, 1, 0))
+            out["rt_rate"][rows[new]] = code[new]
+            present[new] |= RT_RATE
+        else:                                     # 0-length PSDU: no 802.11 frame follows
+            no_psdu[local] = True
+    out["rt_present"][rows] = present
 
 
 class _IP:

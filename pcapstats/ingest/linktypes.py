@@ -6,15 +6,15 @@ DECODED = {
     12: "raw IP (OpenBSD DLT_RAW)",
     14: "raw IP (BSD DLT_RAW)",
     101: "raw IP",
+    105: "IEEE 802.11",
     108: "OpenBSD loopback",
+    127: "IEEE 802.11 radiotap",
     113: "Linux cooked (SLL)",
     228: "raw IPv4",
     229: "raw IPv6",
     276: "Linux cooked v2 (SLL2)",
 }
 OTHER = {
-    105: "IEEE 802.11",
-    127: "IEEE 802.11 radiotap",
     147: "user-defined 0",
     189: "Linux USB",
     192: "PPI",

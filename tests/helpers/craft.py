@@ -64,7 +64,9 @@ TCP_COLUMNS = ("tcp_srcport", "tcp_dstport", "tcp_stream", "tcp_seq_raw", "tcp_a
 UDP_COLUMNS = ("udp_srcport", "udp_dstport", "udp_stream", "udp_length")
 ICMP_COLUMNS = ("icmp_type", "icmp_code", "icmp_ident", "icmp_seq")
 STREAM_COLUMNS = ("direction",)
-ALL_COLUMNS = FRAME_COLUMNS + IP_COLUMNS + TCP_COLUMNS + UDP_COLUMNS + ICMP_COLUMNS + STREAM_COLUMNS
+RADIO_COLUMNS = ("radiotap_dbm_antsignal", "radiotap_datarate", "radiotap_channel_freq")
+ALL_COLUMNS = (FRAME_COLUMNS + IP_COLUMNS + TCP_COLUMNS + UDP_COLUMNS + ICMP_COLUMNS + STREAM_COLUMNS
+               + RADIO_COLUMNS)
 
 
 # -- transport --------------------------------------------------------------------------------
@@ -1088,3 +1090,253 @@ def kernel_unavailable(kernel) -> str | None:
     finally:
         os.unlink(path)
     return None
+
+
+# -- IEEE 802.11 and radiotap -----------------------------------------------------------------
+#
+# 802.11 frames are laid out byte by byte (scapy's Dot11 picks lengths and flags itself) and
+# radiotap headers field by field, each field aligned as radiotap.org defines it, so that the
+# expected columns follow from the parameters: the 802.11 wrappers give the inner packet's
+# columns (or none, for frames without an IP packet), ``radiotap`` computes the radio columns
+# from the fields it is given -- the first signal, Channel and rate field in header order, a
+# rate from an MCS field only when its bandwidth, index and guard interval are all known.
+
+LT_IEEE802_11, LT_RADIOTAP = 105, 127
+MAC_C, MAC_D, MAC_BROADCAST = (bytes.fromhex(x) for x in ("020000000003", "020000000004",
+                                                           "ffffffffffff"))
+SNAP_RFC1042, SNAP_BRIDGE_TUNNEL = b"\0\0\0", b"\0\0\xf8"
+_NO_RADIO = dict.fromkeys(RADIO_COLUMNS)
+# What pcapstats.ingest counts an 802.11 frame without an IP packet as (its warning's words).
+WLAN_MANAGEMENT, WLAN_CONTROL, WLAN_EXTENSION_KIND = "management", "control", "extension"
+WLAN_NULL, WLAN_PROTECTED, WLAN_AMSDU = ("data without payload (null)", "protected (encrypted)",
+                                         "A-MSDU (aggregates, not split)")
+WLAN_VERSION, WLAN_NO_PSDU = "802.11 protocol version 1-3", "radiotap 0-length PSDU (no frame)"
+
+
+def dot11_header(type_=2, subtype=0, *, tods=True, fromds=False, qos=None, htc=None,
+                 protected=False, version=0, pad=False) -> bytes:
+    """Frame control, duration, three addresses, sequence control; a fourth address when both
+    ToDS and FromDS are set; QoS control (``qos``, its 16-bit value); HT control (``htc``, 4
+    bytes, which sets the Order bit); zeros to a multiple of 4 bytes with ``pad``."""
+    fc = bytes([version | type_ << 2 | subtype << 4,
+                int(tods) | int(fromds) << 1 | (0x40 if protected else 0)
+                | (0x80 if htc is not None else 0)])
+    h = fc + struct.pack("<H", 44) + MAC_A + MAC_B + MAC_C + struct.pack("<H", 0x1230)
+    if tods and fromds:
+        h += MAC_D
+    if qos is not None:
+        h += struct.pack("<H", qos)
+    if htc is not None:
+        h += htc
+    return h + bytes(-len(h) % 4 if pad else 0)
+
+
+def snap(ethertype: int, oui=SNAP_RFC1042, vlans=()) -> bytes:
+    """LLC/SNAP (AA AA 03, OUI) carrying an ethertype, behind 802.1Q tags ``vlans``."""
+    types = [ETH_8021Q] * len(vlans) + [ethertype]
+    out = b"\xaa\xaa\x03" + oui + struct.pack("!H", types[0])
+    for vid, inner in zip(vlans, types[1:]):
+        out += struct.pack("!HH", vid, inner)
+    return out
+
+
+def wlan(p: Built, *, qos=None, tods=True, fromds=False, htc=None, oui=SNAP_RFC1042, vlans=(),
+         pad=False, name=None) -> Built:
+    """``p`` in an 802.11 data frame (QoS data when ``qos`` is given), link type 105.  ``pad``
+    pads the header to 4 bytes: only valid under a radiotap header whose flags say so."""
+    hdr = dot11_header(2, 8 if qos is not None else 0, tods=tods, fromds=fromds, qos=qos,
+                       htc=htc, pad=pad)
+    out = p.shifted(hdr + snap(p.ethertype, oui, vlans), LT_IEEE802_11,
+                    vlan_id=vlans[0] if vlans else None, vlan_count=len(vlans), _datapad=pad,
+                    **_NO_RADIO)
+    return replace(out, name=name or f"wlan-{p.name}")
+
+
+def wlan_frame(kind: str) -> Built:
+    """An 802.11 frame with no IP packet, which the reader counts and skips: "beacon",
+    "action", "ack", "rts", "null", "qos-null", "protected" (CCMP), "amsdu" (an A-MSDU whose one
+    subframe is ARP), "version1", "extension" (a DMG beacon)."""
+    ccmp = bytes([1, 0, 0, 0x20, 0, 0, 0, 0])
+    frames = {
+        "beacon": (bytes([0x80, 0]) + bytes(2) + MAC_BROADCAST + MAC_B + MAC_B
+                   + struct.pack("<HQHH", 0x10, 123456, 100, 0x0401) + b"\x00\x09pcapstats",
+                   WLAN_MANAGEMENT),
+        "action": (bytes([0xd0, 0]) + bytes(2) + MAC_A + MAC_B + MAC_B + bytes(2) + b"\x03\x00",
+                   WLAN_MANAGEMENT),
+        "ack": (bytes([0xd4, 0]) + bytes(2) + MAC_A, WLAN_CONTROL),
+        "rts": (bytes([0xb4, 0]) + struct.pack("<H", 100) + MAC_A + MAC_B, WLAN_CONTROL),
+        "null": (dot11_header(2, 4), WLAN_NULL),
+        "qos-null": (dot11_header(2, 12, qos=0), WLAN_NULL),
+        "protected": (dot11_header(2, 8, qos=5, protected=True) + ccmp + bytes(range(60)),
+                      WLAN_PROTECTED),
+        "amsdu": (dot11_header(2, 8, qos=0x80) + MAC_B + MAC_A
+                  + struct.pack("!H", 8 + len(arp().data)) + snap(ETH_ARP) + arp().data,
+                  WLAN_AMSDU),
+        "version1": (bytes([0x09, 0x01]) + bytes(22), WLAN_VERSION),
+        "extension": (bytes([0x0c, 0]) + bytes(2) + MAC_A + bytes(20), WLAN_EXTENSION_KIND),
+    }
+    data, counted = frames[kind]
+    return Built(data, {"vlan_id": None, "vlan_count": 0, "_wlan_kind": counted, **_NO_RADIO},
+                 f"wlan-{kind}", 0, None, len(data), LT_IEEE802_11)
+
+
+# radiotap fields: bit -> (alignment, size), from the field definitions on radiotap.org
+RT_ALIGN_SIZE = {0: (8, 8), 1: (1, 1), 2: (1, 1), 3: (2, 4), 4: (2, 2), 5: (1, 1), 6: (1, 1),
+                 7: (2, 2), 8: (2, 2), 9: (2, 2), 10: (1, 1), 11: (1, 1), 12: (1, 1), 13: (1, 1),
+                 14: (2, 2), 15: (2, 2), 16: (1, 1), 17: (1, 1), 18: (4, 8), 19: (1, 3),
+                 20: (4, 8), 21: (2, 12), 22: (8, 12), 23: (2, 12), 24: (2, 12), 26: (1, 1),
+                 27: (2, 4)}
+RT_NS_RADIOTAP, RT_NS_VENDOR, RT_EXT = 1 << 29, 1 << 30, 1 << 31
+
+
+def rt_field(bit: int, data: bytes | None = None) -> tuple[int, bytes]:
+    """A radiotap field: its presence bit and bytes (zeros of its size when not given)."""
+    return bit, bytes(RT_ALIGN_SIZE[bit][1]) if data is None else data
+
+
+def rt_tsft(us=1_000_000):
+    return rt_field(0, struct.pack("<Q", us))
+
+
+def rt_flags(*, fcs=False, datapad=False, other=0x02):
+    """Flags: bit 0x10 the frame ends in its FCS, 0x20 the 802.11 header is padded to 4 bytes
+    (``other``: 0x02 short preamble, which changes nothing here)."""
+    return rt_field(1, bytes([other | (0x10 if fcs else 0) | (0x20 if datapad else 0)]))
+
+
+def rt_rate(units_500k: int):
+    return rt_field(2, bytes([units_500k]))
+
+
+def rt_channel(mhz: int, flags=0x00A0):
+    return rt_field(3, struct.pack("<HH", mhz, flags))
+
+
+def rt_signal(dbm: int):
+    return rt_field(5, struct.pack("<b", dbm))
+
+
+def rt_mcs(index: int, *, bw40=False, short_gi=False, known=0x07, bw_bits=None):
+    """MCS: known (0x01 bandwidth, 0x02 index, 0x04 guard interval), flags (bandwidth 0-3, 0x04
+    short GI), index.  ``bw_bits`` sets the raw bandwidth value (2, 3: 20L/20U)."""
+    bw = (1 if bw40 else 0) if bw_bits is None else bw_bits
+    return rt_field(19, bytes([known, bw | (0x04 if short_gi else 0), index]))
+
+
+# data bits per symbol of the 802.11n MCS indexes at 20 MHz (IEEE 802.11-2020, 19.5)
+HT_DBPS = (26, 52, 78, 104, 156, 208, 234, 260, 52, 104, 156, 208, 312, 416, 468, 520, 78, 156,
+           234, 312, 468, 624, 702, 780, 104, 208, 312, 416, 624, 832, 936, 1040, 12, 156, 208,
+           260, 234, 312, 390, 208, 260, 260, 312, 364, 364, 416, 312, 390, 390, 468, 546, 546,
+           624, 260, 312, 364, 312, 364, 416, 468, 416, 468, 520, 520, 572, 390, 468, 546, 468,
+           546, 624, 702, 624, 702, 780, 780, 858)
+
+
+def ht_rate_mbps(index: int, bw40: bool, short_gi: bool) -> float:
+    """An 802.11n rate as tshark prints radiotap.datarate: computed in float32 (Wireshark's
+    ieee80211_htrate: 52 or 108 data subcarriers, 4 or 3.6 us symbols), 6 significant digits."""
+    rate = struct.unpack("<f", struct.pack(
+        "<f", HT_DBPS[index] * (108 if bw40 else 52) / 52.0 / (3.6 if short_gi else 4.0)))[0]
+    return float(f"{rate:.6g}")
+
+
+def _radio_columns(namespaces) -> tuple[dict, bool, bool, bool]:
+    """(radio columns, FCS, data pad, 0-length PSDU) of radiotap fields, by their meaning."""
+    cols = dict(_NO_RADIO)
+    fcs = datapad = no_psdu = False
+    for fields in namespaces:
+        for bit, data in sorted(fields, key=lambda f: f[0]):
+            if bit == 1:
+                fcs, datapad = bool(data[0] & 0x10), datapad or bool(data[0] & 0x20)
+            elif bit == 2 and cols["radiotap_datarate"] is None:
+                cols["radiotap_datarate"] = data[0] / 2
+            elif bit == 3 and cols["radiotap_channel_freq"] is None:
+                cols["radiotap_channel_freq"] = struct.unpack("<H", data[:2])[0]
+            elif bit == 5 and cols["radiotap_dbm_antsignal"] is None:
+                cols["radiotap_dbm_antsignal"] = struct.unpack("<b", data)[0]
+            elif (bit == 19 and cols["radiotap_datarate"] is None and data[0] & 7 == 7
+                  and data[2] < len(HT_DBPS)):
+                cols["radiotap_datarate"] = ht_rate_mbps(data[2], data[1] & 3 == 1,
+                                                         bool(data[1] & 4))
+            elif bit == 26:
+                no_psdu = True
+    return cols, fcs, datapad, no_psdu
+
+
+def radiotap_header(*namespaces, vendor: tuple[bytes, int, bytes] | None = None) -> bytes:
+    """A radiotap header: each namespace a list of fields (``rt_*``) in bit order, the first the
+    radiotap namespace, each further one a radiotap namespace again (bit 29 of the word before);
+    ``vendor=(oui, sub-namespace, data)`` puts a vendor namespace after the first one (bit 30,
+    its header aligned to 2, its data skipped by its length; one presence word of its own)."""
+    words = []
+    for k, fields in enumerate(namespaces):
+        word = 0
+        for bit, _ in fields:
+            word |= 1 << bit
+        if k == 0 and vendor:
+            word |= RT_EXT | RT_NS_VENDOR
+        elif k + 1 < len(namespaces):
+            word |= RT_EXT | RT_NS_RADIOTAP
+        words.append(word)
+        if k == 0 and vendor:
+            words.append(0x3 | (RT_EXT | RT_NS_RADIOTAP if len(namespaces) > 1 else 0))
+    body = bytearray(struct.pack(f"<{len(words)}I", *words))
+
+    def put(data: bytes, align: int):
+        body.extend(bytes(-(4 + len(body)) % align))
+        body.extend(data)
+    for k, fields in enumerate(namespaces):
+        for bit, data in sorted(fields, key=lambda f: f[0]):
+            put(data, RT_ALIGN_SIZE[bit][0])
+        if k == 0 and vendor:
+            oui, subns, vdata = vendor
+            put(oui + bytes([subns]) + struct.pack("<H", len(vdata)) + vdata, 2)
+    return struct.pack("<BBH", 0, 0, 4 + len(body)) + bytes(body)
+
+
+FCS_BYTES = b"\x5a\xa5\x0f\xf0"
+
+
+def radiotap(frame: Built, *namespaces, vendor=None, name=None) -> Built:
+    """The 802.11 frame ``frame`` (from ``wlan``/``wlan_frame``) behind a radiotap header made
+    of ``namespaces`` (see ``radiotap_header``), link type 127; an FCS is appended when its
+    Flags say so.  The radio columns come from the fields; a 0-length-PSDU field means no frame
+    follows (``frame`` must then be empty: ``wlan_frame`` bytes are not decoded either way)."""
+    cols, fcs, datapad, no_psdu = _radio_columns(namespaces)
+    assert datapad == bool(frame.fields.get("_datapad")), "header padding and radiotap disagree"
+    out = frame.shifted(radiotap_header(*namespaces, vendor=vendor), LT_RADIOTAP, **cols)
+    if no_psdu:
+        out = _undecoded(out, cols, WLAN_NO_PSDU)
+    if fcs:
+        out = replace(out, data=out.data + FCS_BYTES)
+    return replace(out, name=name or f"rt-{frame.name}")
+
+
+def radiotap_raw(frame: Built, header: bytes, *, signal=None, rate=None, freq=None,
+                 decoded=True, kind=None, name="rt-raw") -> Built:
+    """``frame`` behind hand-made radiotap bytes ``header`` whose radio columns the caller
+    states (damaged headers: what a reader must make of them is the test's claim, checked
+    against tshark); ``decoded=False``: no 802.11 frame is read (a header length past the
+    packet or under 8: malformed; a 0-length PSDU, ``kind=WLAN_NO_PSDU``)."""
+    cols = {"radiotap_dbm_antsignal": signal, "radiotap_datarate": rate,
+            "radiotap_channel_freq": freq}
+    out = frame.shifted(header, LT_RADIOTAP, **cols)
+    return replace(_undecoded(out, cols, kind) if not decoded else out, name=name)
+
+
+def _undecoded(b: Built, cols: dict, kind) -> Built:
+    """The same bytes read as a frame of which nothing past the radio columns is decoded;
+    ``kind``: what the reader counts it as (None: nothing, a malformed header)."""
+    fields = {"vlan_id": None, "vlan_count": 0, **cols}
+    if kind:
+        fields["_wlan_kind"] = kind
+    return Built(b.data, fields, b.name, 0, None, len(b.data), b.link_type)
+
+
+def tshark_radio_rows(path) -> list[dict]:
+    """tshark's radiotap.dbm_antsignal, radiotap.datarate and radiotap.channel.freq per packet
+    (their first occurrences), in the radio columns' names."""
+    fields = ("radiotap.dbm_antsignal", "radiotap.datarate", "radiotap.channel.freq")
+    return [{"radiotap_dbm_antsignal": _first(raw, fields[0]),
+             "radiotap_datarate": _first(raw, fields[1], float),
+             "radiotap_channel_freq": _first(raw, fields[2])}
+            for raw in tshark_raw(path, fields)]

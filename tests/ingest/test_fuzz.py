@@ -198,8 +198,49 @@ def _seed_pcap_gz():
     return c.gzipped(_seed_pcap_le())
 
 
+# radiotap headers of the shapes the walk knows: several radiotap namespaces (Linux, one per
+# antenna) and an FCS; a padded 802.11 header and an MCS rate (Atheros); a vendor namespace
+_RADIOTAP_SHAPES = (
+    dict(namespaces=([c.rt_tsft(), c.rt_flags(fcs=True), c.rt_rate(12), c.rt_channel(2412),
+                      c.rt_signal(-40), c.rt_field(14)], [c.rt_signal(-41), c.rt_field(11)],
+                     [c.rt_signal(-43), c.rt_field(11)])),
+    dict(namespaces=([c.rt_flags(datapad=True), c.rt_mcs(7, bw40=True), c.rt_signal(-50)],),
+         pad=True),
+    dict(namespaces=([c.rt_flags(), c.rt_signal(-33)], [c.rt_rate(22), c.rt_channel(5745)]),
+         vendor=(b"\x00\x11\x22", 1, b"vendor")),
+)
+
+
+def _seed_radiotap():
+    """802.11 data frames (QoS, 4 addresses, HT control) under radiotap headers, all with IP."""
+    frames = []
+    for k, p in enumerate(c.basic()):
+        for shape in _RADIOTAP_SHAPES:
+            pad = shape.get("pad", False)
+            frame = (c.wlan(p, qos=0, pad=pad), c.wlan(p, tods=True, fromds=True, qos=1, pad=pad),
+                     c.wlan(p, qos=0, htc=bytes(4), pad=pad))[k % 3]
+            frames.append(c.radiotap(frame, *shape["namespaces"], vendor=shape.get("vendor")))
+    return c.pcap([c.Record(f, t) for f, t in zip(frames, c.times(len(frames), 1000))],
+                  c.LT_RADIOTAP, name="pcap-radiotap")
+
+
+def _seed_pcapng_wifi():
+    """Ethernet, plain 802.11 and radiotap interfaces in one section."""
+    g = c.Pcapng("pcapng-wifi")
+    g.section("<")
+    eth, dot11, radio = (g.interface(c.LT_ETHERNET), g.interface(c.LT_IEEE802_11),
+                         g.interface(c.LT_RADIOTAP, tsresol=9))
+    t = iter(c.times(30, 1000))
+    for p in c.basic():
+        g.epb(eth, c.ether(p), next(t))
+        g.epb(dot11, c.wlan(p, tods=False, fromds=True), next(t))
+        g.epb(radio, c.radiotap(c.wlan(p, qos=0), *_RADIOTAP_SHAPES[0]["namespaces"]), next(t))
+    return g.written()
+
+
 SEEDS = {"pcap-le": _seed_pcap_le(), "pcap-be-ns": _seed_pcap_be_ns(), "pcapng": _seed_pcapng(),
-         "pcap.gz": _seed_pcap_gz()}
+         "pcap.gz": _seed_pcap_gz(), "pcap-radiotap": _seed_radiotap(),
+         "pcapng-wifi": _seed_pcapng_wifi()}
 
 HOSTILE = (0, 1, 3, 4, 7, 8, 11, 12, 13, 16, 20, 28, 32, 0xFFFF, 0x10000, 0x40000, 0x7FFFFFFF,
            0x80000000, 0xFFFFFFF0, 0xFFFFFFFC, 0xFFFFFFFF)
@@ -282,7 +323,7 @@ def test_mutated_captures(seed, worker, kernels, scratch):
     check()
 
 
-@pytest.mark.parametrize("seed", ["pcap-le", "pcapng"])
+@pytest.mark.parametrize("seed", ["pcap-le", "pcapng", "pcap-radiotap"])
 def test_truncations_near_boundaries(seed, worker, kernels, scratch):
     """Every cut within 3 bytes of a record or block boundary, and every cut in the first 64
     bytes (file header, first record): a cut file is read or refused, never crashes."""
@@ -308,6 +349,48 @@ def test_seeds_are_valid(seed, worker, kernels, scratch):
         assert a["outcome"] == "capture" and a["packets"] == len(w.rows), (seed, k, a)
         assert a["warnings"] == [], (seed, k, a)     # the seeds' odd clocks are on purpose
     _check_file(worker, kernels, path, f"{seed} (not mutated)")
+
+
+def _radiotap_header(words, data=b"", length=None) -> bytes:
+    body = struct.pack(f"<{len(words)}I", *words) + data
+    return struct.pack("<BBH", 0, 0, 4 + len(body) if length is None else length) + body
+
+
+_EXT, _NS, _VNS = c.RT_EXT, c.RT_NS_RADIOTAP, c.RT_NS_VENDOR
+HOSTILE_RADIOTAP = {
+    "length past the packet": _radiotap_header([0x22], b"\x04\xc0", length=0xFFFF),
+    "length under 8": _radiotap_header([0x22], b"\x04\xc0", length=3),
+    "bitmap that never ends": _radiotap_header([_EXT] * 100),
+    "bitmap that never ends, 64 KB": _radiotap_header([_EXT] * 16382),
+    "bitmap past the length": _radiotap_header([_EXT] * 8, length=16),
+    "misaligned field at the end": _radiotap_header([0x1 | 0x2 | 0x20], b"\x10", length=13),
+    "field past the end": _radiotap_header([0x200000], bytes(10)),
+    "vendor data past the end": _radiotap_header([0x20 | _VNS | _EXT, 0x7],
+                                                  b"\xc9\x00\x00\x11\x22\x00\xff\xff"),
+    "vendor namespaces all the way": _radiotap_header([_VNS | _EXT] * 200 + [0], bytes(1200)),
+    "both namespaces": _radiotap_header([_NS | _VNS | _EXT, 0x20], b"\xc0"),
+    "every bit": _radiotap_header([0xFFFFFFFF] * 20 + [0x7FFFFFFF], bytes(400)),
+    "FCS flag, nothing after": _radiotap_header([0x2], b"\x10"),
+    "0-length PSDU": _radiotap_header([1 << 26], b"\x00"),
+    "only the first bytes": b"\x00\x00",
+}
+
+
+@pytest.mark.parametrize("name", HOSTILE_RADIOTAP)
+def test_damaged_radiotap_headers(name, worker, kernels, scratch):
+    """Radiotap headers a capture should never have, before a frame with IP, alone, and cut
+    at every length: each is read (the packet counted, its header refused or its fields up to
+    the damage kept), never a crash, a hang or a read past the packet."""
+    header = HOSTILE_RADIOTAP[name]
+    frame = c.wlan(c.basic()[0], qos=0).data
+    packets = [header + frame, header] + [(header + frame)[:k] for k in range(0, 80, 7)]
+    data = struct.pack("<IHHiIII", c.PCAP_MAGIC_US, 2, 4, 0, 0, 1 << 18, c.LT_RADIOTAP)
+    for i, packet in enumerate(packets):
+        data += struct.pack("<IIII", 1_700_000_000 + i, 0, len(packet), len(packet)) + packet
+    path = scratch / "hostile-radiotap.pcap"
+    path.write_bytes(data)
+    _check_file(worker, kernels, path, f"radiotap header: {name}")
+    assert worker.read(path, kernels[0])["packets"] == len(packets)
 
 
 def test_worker_reports_death_and_hangs(scratch):

@@ -403,7 +403,69 @@ def framings(l3: bytes, ethertype: int) -> list[tuple[int, bytes]]:
         (108, struct.pack(">I", family) + l3), (108, struct.pack(">I", 28) + l3),
         (0, struct.pack("<I", 10) + l3), (0, struct.pack("<I", 0) + l3),
         (105, MAC + et + l3), (65535, l3),
+        # IEEE 802.11: QoS data, 4 addresses, LLC/SNAP; under radiotap, with an FCS and a
+        # header padded to 4 bytes
+        (105, WLAN_QOS + SNAP + et + l3),
+        (105, WLAN_4ADDR + SNAP + struct.pack("!HH", 0x8100, 9) + et + l3),
+        (127, RADIOTAP_LINUX + WLAN_QOS + SNAP + et + l3 + b"\x01\x02\x03\x04"),
+        (127, RADIOTAP_PAD + WLAN_QOS + b"\x00\x00" + SNAP + et + l3),
     ]
+    return out
+
+
+WLAN_QOS = c.dot11_header(2, 8, qos=0)
+WLAN_4ADDR = c.dot11_header(2, 0, tods=True, fromds=True)
+SNAP = b"\xaa\xaa\x03\x00\x00\x00"
+RADIOTAP_LINUX = c.radiotap_header(
+    [c.rt_tsft(), c.rt_flags(fcs=True), c.rt_rate(12), c.rt_channel(2412), c.rt_signal(-40),
+     c.rt_field(14)], [c.rt_signal(-41), c.rt_field(11)], [c.rt_signal(-43), c.rt_field(11)])
+RADIOTAP_PAD = c.radiotap_header([c.rt_flags(datapad=True), c.rt_mcs(7, bw40=True), c.rt_signal(-50)])
+
+
+def _rt(words, data=b"", length=None, version=0) -> bytes:
+    body = struct.pack(f"<{len(words)}I", *words) + data
+    return struct.pack("<BBH", version, 0, 4 + len(body) if length is None else length) + body
+
+
+def radiotap_frames() -> list[tuple[int, bytes]]:
+    """Radiotap headers of every shape the walk handles or refuses, on a frame with IP, and
+    802.11 frames of every kind, each under a radiotap header and without one."""
+    dot11 = WLAN_QOS + SNAP + b"\x08\x00" + v4(tcp_bytes(TS, payload=b"w" * 20), proto=6)
+    bit = lambda *bits: sum(1 << b for b in bits)  # noqa: E731
+    E, NS, VNS = c.RT_EXT, c.RT_NS_RADIOTAP, c.RT_NS_VENDOR
+    headers = [c.radiotap_header([c.rt_flags(), c.rt_field(b)], [c.rt_signal(-30)])
+               for b in sorted(c.RT_ALIGN_SIZE)]
+    headers += [c.radiotap_header([c.rt_mcs(i, bw40=w, short_gi=g, known=k)])
+                for i in (0, 31, 32, 76, 77, 255) for w in (0, 1) for g in (0, 1)
+                for k in (7, 3, 0xFF)]
+    headers += [
+        c.radiotap_header([c.rt_flags(), c.rt_signal(-3)], [c.rt_rate(4)], vendor=(b"\0\x11\x22", 1, b"v" * 7)),
+        c.radiotap_header([c.rt_flags(fcs=True)], [c.rt_flags(datapad=True)], [c.rt_flags()]),
+        c.radiotap_header([c.rt_channel(5180)]), c.radiotap_header([c.rt_rate(2), c.rt_channel(2412)]),
+        _rt([bit(2, 5, 25) | NS | E, bit(3)], b"\x04\xec\x00\x00" + struct.pack("<HH", 5180, 0)),
+        _rt([bit(2, 28) | NS | E, bit(5)], b"\x04\x00\x00\xc1"),
+        _rt([bit(5) | E, bit(3)], b"\xc3\x00" + struct.pack("<HH", 2412, 0)),
+        _rt([bit(5) | E, bit(2) | VNS | NS | E, bit(5)], bytes(9)),
+        _rt([bit(5) | VNS | E, 0], b"\xc9\x00\x00\x11\x22\x00\xff\x00"),
+        _rt([bit(5) | VNS | E, bit(0, 1, 5) | VNS | E, bit(3) | NS | E, bit(5)], bytes(40)),
+        _rt([bit(5) | NS | E, bit(26)], b"\xc4\x00"),
+        _rt([bit(1, 2, 5)], b"\x02\x04", length=10), _rt([bit(0, 2)], bytes(4)),
+        _rt([bit(5)], b"", length=8), _rt([E, E], b"", length=12), _rt([E] * 15),
+        _rt([E] * 3000), _rt([0xFFFFFFFF] * 40), _rt([0x7FFFFFFF]) + bytes(200),
+        _rt([bit(2, 5)], b"\x04\xc5", length=4000), _rt([bit(2, 5)], b"\x04\xc6", length=6),
+        _rt([bit(2, 5)], b"\x04\xc3", version=1), _rt([bit(1)], b"\x10"), _rt([bit(1)], b"\x30"),
+        _rt([bit(29, 31), bit(30, 31), bit(29, 31), bit(30, 31), bit(5)], bytes(64)),
+        b"", b"\x00", b"\x00\x00\x08",
+    ]
+    out = [(127, h + dot11) for h in headers]
+    kinds = [c.wlan_frame(k).data for k in ("beacon", "action", "ack", "rts", "null", "qos-null",
+                                             "protected", "amsdu", "version1", "extension")]
+    kinds += [c.dot11_header(2, 8, qos=0, htc=bytes(4)) + SNAP + b"\x86\xdd" + v6(tcp_bytes(), nh=6),
+              c.dot11_header(2, 0) + bytes.fromhex("aaaa030000f8") + b"\x08\x00" + v4(b"", proto=17),
+              c.dot11_header(2, 0) + bytes.fromhex("aaaa03123456") + b"\x08\x00",
+              c.dot11_header(2, 0) + b"\x42\x42\x03" + bytes(20), dot11[:1]]
+    for k in kinds:
+        out += [(105, k), (127, RADIOTAP_LINUX + k), (127, RADIOTAP_PAD + k)]
     return out
 
 
@@ -415,6 +477,7 @@ def all_frames() -> tuple[tuple[int, bytes], ...]:
     frames += [(1, MAC + b"\x81\x00" * 700 + b"\x08\x00" + v4(tcp_bytes(TS), proto=6))]
     frames += [(1, MAC + b"\x88\xa8\x00\x05" * 300 + b"\x86\xdd")]
     frames += [(1, b""), (1, bytes(13)), (113, bytes(15)), (276, bytes(19)), (0, b"\x02\x00")]
+    frames += radiotap_frames()
     return tuple(frames)
 
 
@@ -440,6 +503,9 @@ def test_decode_every_frame_at_every_length(ck, nk):
     assert set(np.unique(out["l4_quoted"])) == {K.L4_NONE, K.L4_TCP, K.L4_UDP}
     assert np.bitwise_or.reduce(out["tcp_opts"]) == 15 and out["tcp_sack_count"].max() == 4
     assert out["vlan_count"].max() == 255 and set(np.unique(out["ip_flags"])) >= {0, 1, 4, 6, 7}
+    assert set(np.unique(out["wlan_kind"])) == set(range(9))       # every kind of 802.11 frame
+    assert set(np.unique(out["rt_present"])) == set(range(8))      # radiotap fields in every mix
+    assert (out["rt_rate"] >= K.RT_MCS_RATE).any() and (out["rt_rate"] < K.RT_MCS_RATE).any()
 
 
 def test_decode_in_windows_with_a_small_sack_table(ck, nk):
@@ -466,6 +532,51 @@ def test_decode_frames_ending_the_buffer(ck, nk):
         for k in range(len(frame) + 1):
             buf = np.frombuffer(frame[:k], np.uint8)
             assert_same_decode(ck, nk, buf, [0], [k], [len(frame)], [link], f"end-{k}")
+
+
+def guard_page_decodes(every: int = 7) -> int:
+    """Decode frames cut at every length with the C kernel, each frame's last captured byte the
+    last byte before a page the process may not read (PROT_NONE), so that any read past the
+    packet is a segfault: every 802.11/radiotap frame, and every ``every``-th other frame.
+    Returns the number of decodes.  Run in a child process by the test below."""
+    import ctypes
+    import mmap
+    page = mmap.PAGESIZE
+    mem = mmap.mmap(-1, 2 * page)
+    whole = np.frombuffer(mem, np.uint8)
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.mprotect.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+    if libc.mprotect(whole.ctypes.data + page, page, 0) != 0:
+        raise OSError(ctypes.get_errno(), "mprotect")
+    buf = whole[:page]
+    kern = get_kernel("c")
+    frames = radiotap_frames() + [f for f in all_frames()[::every] if f[0] not in (105, 127)]
+    n = 0
+    for link, frame in frames:
+        frame = frame[:page]
+        for k in range(len(frame) + 1):
+            buf[page - k:] = np.frombuffer(frame[:k], np.uint8)
+            out = K.new_outputs(1)
+            for name in ("ip_src", "ip_dst", "q_src", "q_dst"):
+                out[name] = np.zeros((1, 16), np.uint8)
+            kern.decode(buf, np.array([page - k]), np.array([k], np.uint32),
+                        np.array([len(frame) + 4], np.uint32), np.array([link], np.uint16), out,
+                        K.SackTable(1))
+            n += 1
+    return n
+
+
+def test_c_decode_reads_nothing_past_the_packet(ck):
+    """guard_page_decodes in a child process: a read past a packet kills it (SIGSEGV)."""
+    import subprocess
+    import sys
+    from tests.helpers.paths import ROOT
+    code = ("from tests.ingest.test_kernel_equivalence import guard_page_decodes; "
+            "print(guard_page_decodes())")
+    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
+                          text=True, timeout=600)
+    assert proc.returncode == 0, f"exit status {proc.returncode}: {proc.stderr[-3000:]}"
+    assert int(proc.stdout.split()[-1]) > 20_000
 
 
 def test_decode_huge_extension_chain(ck, nk):
@@ -758,7 +869,8 @@ def mutated_frames(draw):
         for _ in range(draw(st.integers(0, 4))):
             if frame:
                 frame[draw(st.integers(0, min(len(frame), 100) - 1))] = draw(st.integers(0, 255))
-        link = draw(st.sampled_from([link] * 4 + [0, 1, 101, 108, 113, 228, 229, 276, 7]))
+        link = draw(st.sampled_from([link] * 4 + [0, 1, 101, 105, 108, 113, 127, 228, 229, 276,
+                                                  7]))
         cap = draw(st.integers(0, len(frame)))
         orig = draw(st.sampled_from([cap, len(frame), 0]) | st.integers(0, 0xFFFFFFFF))
         batch.append((link, bytes(frame), cap, orig))

@@ -52,6 +52,11 @@ CASES: dict[str, list[c.Built]] = {
        + [c.null(p, order, fam) for p in V6 for fam in IPV6_FAMILIES]
        for name, order in (("le", "<"), ("be", ">"))},
     "loop-108": [c.loop(p) for p in V4] + [c.loop(p, fam) for p in V6 for fam in IPV6_FAMILIES],
+    # 802.11 data frames (every header shape, radiotap fields, frames without IP: test_wifi.py)
+    "802.11-105": [c.wlan(p) for p in c.basic()] + [c.wlan(c.arp())],
+    "802.11-radiotap-127": [c.radiotap(c.wlan(p, qos=0), [c.rt_flags(fcs=True), c.rt_rate(22),
+                                                         c.rt_channel(2462), c.rt_signal(-55)])
+                            for p in c.basic()],
 }
 
 
@@ -111,7 +116,8 @@ def test_link_type_is_per_interface(kernel, tmp_path):
     """A pcapng mixing interfaces decodes each packet with its own interface's link type."""
     g = c.Pcapng("mixed-link-types")
     g.section("<")
-    order = ["ethernet", "sll2", "raw-229-ipv6", "null-be", "qinq-802.1ad", "loop-108", "sll"]
+    order = ["ethernet", "sll2", "raw-229-ipv6", "null-be", "qinq-802.1ad", "loop-108", "sll",
+             "802.11-105", "802.11-radiotap-127"]
     ids = {case: g.interface(CASES[case][0].link_type) for case in order}
     t = iter(c.times(100, 1000))
     for k in range(3):
