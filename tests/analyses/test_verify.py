@@ -16,6 +16,7 @@ from tests.helpers import craft
 from pcapstats.analyses.verify import CANNOT_TELL, FAIL, PASS, Expected, verify
 from pcapstats.cli import main
 from tests.helpers.conversation import Conversation
+from tests.helpers.paths import CAPTURES
 
 MSG = b"0" * 1000
 TIMED = Expected(tool="simpleperf", time_s=1.0)   # what a "-t 1" sidecar says
@@ -67,6 +68,38 @@ def test_a_client_stopping_early_fails_the_duration(tmp_path):
     assert d.verdict == FAIL and d.frames == (4, 9)
     assert d.expected == "-t 1 s: first data to BYE in 0.90-2.00 s"
     assert d.found == "0.500 s (frames 4-9)"
+
+
+def test_a_bye_late_behind_what_a_send_buffer_holds_cannot_tell(tmp_path):
+    """Frames 4-9 half a second apart: BYE 2.5 s after the first data, over -t 1's 2.0 s; but
+    only the last message and the BYE left after 2.0 s (frame 8 is 0.3 ms past it: the builder's
+    timestamps are uneven) -- the client may have written BYE on time behind a slow path's
+    backlog (what 30 % loss does to a real run), so not a fail."""
+    path = simpleperf([MSG] * 5).write(tmp_path / "late.pcap", step_ns=500_000_000)
+    v, c = checks(verify(path, expected=TIMED))
+    d = c["duration"]
+    assert d.verdict == CANNOT_TELL and d.frames == (4, 9), d.found
+    assert d.found.startswith("2.500 s on the wire (frames 4-9), but 1003 bytes up to the BYE")
+
+
+def test_a_client_sending_past_what_a_send_buffer_holds_fails(tmp_path):
+    """100 segments of 60 kB 0.1 s apart: 80 of them (4.8 MB, over Linux's 4 MiB send buffer)
+    first sent after -t 1's 2.0 s (frames 24-103, and the BYE), so the client itself went on
+    writing.  The span has the builder's uneven 82 ms on top of 10 s."""
+    path = simpleperf([b"0" * 60_000] * 100).write(tmp_path / "long.pcap", step_ns=100_000_000)
+    v, c = checks(verify(path, expected=TIMED))
+    d = c["duration"]
+    assert d.verdict == FAIL, d.found
+    assert d.found.startswith("10.082 s (frames 4-104); 4800003 bytes were first sent after 2.00 s")
+
+
+@pytest.mark.parametrize("cc", ["reno", "cubic", "bbr"])
+def test_shipped_30pct_loss_runs_are_not_called_late(cc):
+    """The lab's simpleperf -t 3 at 30 % loss: its BYE reaches the wire seconds late, behind
+    the retransmissions, and the sidecar's tcp_info says the client wrote no more than asked."""
+    path = CAPTURES / f"sp-{cc}-loss30pct.pcap"
+    v, c = checks(verify(path))
+    assert c["duration"].verdict != FAIL, c["duration"].found
 
 
 def test_999_byte_messages_fail_on_the_message_count(tmp_path):
