@@ -7,6 +7,7 @@
     ps.flavour("capture.pcap")         # cubic | reno | bbr | unknown per stream, with evidence
     ps.verify("capture.pcap")          # simpleperf / iperf3 / ping exchange followed? with frames
     ps.tcp_analysis(cap)               # per TCP packet: tshark's tcp.analysis.* fields
+    ps.compare(files, by="cc,loss")    # a study: captures side by side, trials aggregated
     cap = ps.read("capture.pcap")      # the packet table (cap.packets), read once for many analyses
 
 Every analysis takes a Capture, a path, or a list of either, and returns a Result (tables,
@@ -34,6 +35,8 @@ __all__ = [
     "retrans", "Retrans", "rtt", "Rtt", "seqgraph", "SeqGraph", "cwnd", "Cwnd",
     "flavour", "Flavour", "verify", "Verification", "Expected", "reassemble", "ping", "Ping",
     "udp", "Udp", "fairness", "Fairness", "delay", "Delay",
+    # studies: many captures side by side, by their labels
+    "compare", "Compare",
     # errors and warnings
     "PcapstatsError", "CaptureOpenError", "CaptureFormatError", "CorruptCaptureError",
     "EngineError", "UsageError", "PcapstatsWarning", "TruncatedCaptureWarning",

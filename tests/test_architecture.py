@@ -18,7 +18,7 @@ PACKAGE = ROOT / "pcapstats"
 # Bottom first.  A module belongs to the first layer one of whose prefixes it starts with.
 LAYERS: list[tuple[str, ...]] = [
     ("pcapstats._version", "pcapstats.errors"),
-    ("pcapstats.units",),
+    ("pcapstats.units", "pcapstats.stats"),
     ("pcapstats.tools", "pcapstats.schema", "pcapstats.sidecar", "pcapstats.clock"),
     ("pcapstats.streams",),
     ("pcapstats.capture",),
@@ -28,7 +28,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("pcapstats.batch",),
     ("pcapstats.plots",),
     ("pcapstats.analyses",),
-    ("pcapstats.lab",),
+    ("pcapstats.lab", "pcapstats.study"),
     ("pcapstats.cli",),
     ("pcapstats", "pcapstats.__main__"),
 ]

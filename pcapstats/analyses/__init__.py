@@ -2,7 +2,8 @@
 
 Nothing here is imported until it is asked for: ``import pcapstats`` and every CLI command
 load only the analyses they use (importing all of them took 45 ms of each command's start-up).
-:data:`PUBLIC` maps every name the package exports from an analysis to its module;
+:data:`PUBLIC` maps every name the package exports from an analysis to its module (and the
+study layer's ``compare``, which builds on them, to its full module name);
 :func:`load_all` imports them all (``pcapstats columns`` lists every analysis' tables).
 """
 
@@ -25,17 +26,24 @@ PUBLIC: dict[str, str] = {
     **dict.fromkeys(("udp", "Udp"), "udp"),
     **dict.fromkeys(("fairness", "Fairness"), "fairness"),
     **dict.fromkeys(("delay", "Delay"), "delay"),
+    # a study's comparison builds on every analysis (pcapstats.study, the layer above)
+    **dict.fromkeys(("compare", "Compare"), "pcapstats.study.compare"),
 }
+
+
+def _module(where: str) -> str:
+    """A PUBLIC value as a module name: an analysis here, or a full name (pcapstats.study)."""
+    return where if "." in where else f"{__name__}.{where}"
 
 
 def public(name: str):
     """The exported object ``name`` (an analysis function or result class), its module
     imported on first use."""
-    module = importlib.import_module(f"{__name__}.{PUBLIC[name]}")
+    module = importlib.import_module(_module(PUBLIC[name]))
     return getattr(module, name)
 
 
 def load_all() -> None:
     """Import every analysis module (so that results.RESULT_TYPES knows them all)."""
     for module in dict.fromkeys(PUBLIC.values()):
-        importlib.import_module(f"{__name__}.{module}")
+        importlib.import_module(_module(module))

@@ -37,8 +37,6 @@ propagation, processing, the headers' serialisation.
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
 from ..batch import analysis
@@ -47,6 +45,7 @@ from ..errors import UsageError
 from ..render import Shown
 from ..results import Result
 from ..schema import Column, TableSpec
+from ..stats import ols
 from ..streams import endpoint, id_ranges, own_transport, whole_datagrams
 from .ping import ping as ping_of, rows_by_group
 
@@ -376,52 +375,3 @@ def _models(sizes: dict, overlapping: set[str], notes: list[str]) -> dict:
     return {c.name: np.asarray(rows[c.name], dtype=object if c.dtype == "str" else
                                float if c.dtype == "float64" else np.int64)
             for c in MODEL.columns}
-
-
-def ols(x: np.ndarray, y: np.ndarray) -> dict:
-    """Least squares y = a*x + b, with 95 % confidence intervals (Student's t) and r^2."""
-    n = len(x)
-    xm, ym = x.mean(), y.mean()
-    sxx = ((x - xm) ** 2).sum()
-    a = float(((x - xm) * (y - ym)).sum() / sxx) if sxx > 0 else float("nan")
-    b = float(ym - a * xm)
-    residual = y - (a * x + b)
-    sst = ((y - ym) ** 2).sum()
-    out = {"a_ms_per_byte": a, "b_ms": b,
-           "r2": float(1 - (residual ** 2).sum() / sst) if sst > 0 else float("nan")}
-    if n > 2 and sxx > 0:
-        s2 = (residual ** 2).sum() / (n - 2)
-        t = t_quantile(0.975, n - 2)
-        da = t * math.sqrt(s2 / sxx)
-        db = t * math.sqrt(s2 * (1 / n + xm ** 2 / sxx))
-        out.update(a_low=a - da, a_high=a + da, b_low=b - db, b_high=b + db)
-    else:
-        out.update(a_low=np.nan, a_high=np.nan, b_low=np.nan, b_high=np.nan)
-    return out
-
-
-def t_quantile(p: float, df: int) -> float:
-    """Student's t quantile: exact for 1 and 2 degrees of freedom, a Cornish-Fisher expansion
-    of the normal quantile above (within 0.2 % from 3 on)."""
-    if df == 1:
-        return math.tan(math.pi * (p - 0.5))
-    if df == 2:
-        return (2 * p - 1) * math.sqrt(2 / (4 * p * (1 - p)))
-    z = _normal_quantile(p)
-    v = float(df)
-    return (z + (z ** 3 + z) / (4 * v) + (5 * z ** 5 + 16 * z ** 3 + 3 * z) / (96 * v ** 2)
-            + (3 * z ** 7 + 19 * z ** 5 + 17 * z ** 3 - 15 * z) / (384 * v ** 3)
-            + (79 * z ** 9 + 776 * z ** 7 + 1482 * z ** 5 - 1920 * z ** 3 - 945 * z)
-            / (92160 * v ** 4))
-
-
-def _normal_quantile(p: float) -> float:
-    """The standard normal quantile by bisection on erf (exact to 1e-12)."""
-    lo, hi = -10.0, 10.0
-    for _ in range(100):
-        mid = (lo + hi) / 2
-        if 0.5 * (1 + math.erf(mid / math.sqrt(2))) < p:
-            lo = mid
-        else:
-            hi = mid
-    return (lo + hi) / 2

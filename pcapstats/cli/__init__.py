@@ -18,6 +18,8 @@ from . import delay  # noqa: F401  (registers its commands)
 from . import pingpong  # noqa: F401  (registers its commands)
 from . import capture  # noqa: F401  (registers its commands)
 from . import netem  # noqa: F401  (registers its commands)
+from . import compare  # noqa: F401  (registers its commands)
+from . import report  # noqa: F401  (registers its commands)
 from .app import app, main
 
 __all__ = ["app", "main"]

@@ -6,7 +6,7 @@ from tests.helpers import craft as c
 from tests.helpers.paths import CAPTURES
 
 import pcapstats as ps
-from pcapstats.analyses.delay import ols, t_quantile
+from pcapstats.stats import ols, t_quantile
 from pcapstats.errors import UsageError
 
 T0 = 1_700_000_000 * 10**9

@@ -125,3 +125,32 @@ def test_fairness_figure_names_its_capture(path):
 def test_delay_figure_names_its_capture():
     path = CAPTURES / "ping-sweep-sender.pcap"
     assert_readable(ps.delay(path).figure(), [path.name])
+
+
+@pytest.mark.parametrize("by", [None, "cc,loss"], ids=["captures", "by-cc-loss"])
+def test_comparison_figure_names_its_captures(by):
+    paths = sorted(CAPTURES.glob("sp-*loss*.pcap"))
+    result = ps.compare(paths, by=by)
+    fig = result.figure()
+    assert_readable(fig, [])
+    assert f"{len(paths)} captures" in _titles(fig)
+    legend = " ".join(t.get_text() for lg in fig.legends for t in lg.get_texts())
+    assert "95 % CI" in legend if by else "one capture" in legend
+
+
+@pytest.mark.parametrize("by", [None, "loss"], ids=["a-panel-a-capture", "a-panel-a-group"])
+def test_comparison_iographs_name_every_capture(by):
+    paths = sorted(CAPTURES.glob("sp-reno-loss*.pcap")) + [CAPTURES / "udp_ping.pcapng"]
+    fig = ps.compare(paths, by=by).figure(kind="iographs")
+    assert_readable(fig, [])
+    shown = _titles(fig) + " ".join(t.get_text() for t, _ in _texts(fig))
+    for name in short_names(paths):
+        assert name.rsplit(".", 1)[0] in shown, f"{name} named nowhere in the figure"
+    legend = " ".join(t.get_text() for lg in fig.legends for t in lg.get_texts())
+    assert "average over the capture span" in legend and "peak interval" in legend
+
+
+def test_comparison_of_one_capture_draws_too():
+    path = CAPTURES / "tcp_2streams.pcap"
+    assert_readable(ps.compare(path).figure(), [])
+    assert_readable(ps.compare([path]).figure(kind="iographs"), [path.name])

@@ -11,7 +11,7 @@ from pcapstats.cli import main
 SHIPPED = sorted(str(p) for p in CAPTURES.iterdir() if p.suffix in (".pcap", ".pcapng"))
 PUBLIC_FILES = sorted(str(DATA / name) for name in PUBLIC)
 COMMANDS = ["throughput", "iograph", "retrans", "cwnd", "wscale", "rtt", "seqgraph",
-            "flavour", "verify", "ping", "udp", "fairness", "delay"]
+            "flavour", "verify", "ping", "udp", "fairness", "delay", "compare"]
 E_NOTATION = re.compile(r"\d\.?\d*e[+-]\d\d")
 
 
@@ -25,6 +25,18 @@ def test_default_output_fits_the_terminal(command, width, monkeypatch, capsys):
     wide = [line for line in out.splitlines() if len(line) > width]
     assert not wide, f"{command} at {width} columns: {len(wide)} lines wider, e.g. {wide[0]!r}"
     assert not E_NOTATION.search(out), f"{command}: e-notation in {E_NOTATION.search(out)[0]!r}"
+
+
+@pytest.mark.parametrize("width", [80, 100])
+@pytest.mark.parametrize("options", [["--by", "cc,loss"], ["--by", "tool", "--captures"]],
+                         ids=["groups", "captures"])
+def test_compare_by_labels_fits_the_terminal(options, width, monkeypatch, capsys):
+    monkeypatch.setenv("COLUMNS", str(width))
+    assert main(["compare", *SHIPPED, *options]) == 0
+    out = capsys.readouterr().out
+    wide = [line for line in out.splitlines() if len(line) > width]
+    assert not wide, f"compare {options} at {width} columns: e.g. {wide[0]!r}"
+    assert not E_NOTATION.search(out)
 
 
 @pytest.mark.parametrize("command", ["throughput", "retrans", "rtt", "cwnd", "flavour"])

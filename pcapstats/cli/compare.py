@@ -1,0 +1,106 @@
+"""`pcapstats compare`: a study's captures side by side, or grouped by their labels with the
+trials aggregated.  Definitions: pcapstats.study (labels, metrics, compare)."""
+
+from __future__ import annotations
+
+import warnings
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+
+from ..errors import PcapstatsWarning, UsageError
+from .app import ALL_COLUMNS, CAPTURE_FILES, FIGURE_FILE, Fmt, app, say
+from .output import emit, finish, output_kind
+
+BY = typer.Option(None, "--by", metavar="LABEL,...", help="Group the captures by these labels "
+                  "(cc,loss): one row a group, trials aggregated (n, mean, sd, 95 % CI).")
+METRICS = typer.Option(None, "--metrics", "-m", metavar="NAME,...", help="Only these metrics "
+                       "(`pcapstats columns compare` lists them).")
+LABELS = typer.Option(None, "--label", "-l", metavar="REGEX", help="Labels from the file path: "
+                      "named groups, e.g. 'loss(?P<loss>\\d+)pct' (repeatable).")
+STUDY = typer.Option(None, "--study", metavar="FILE", help="Labels from a .csv or .toml file: "
+                     "file, then label=value.")
+INTERVAL = typer.Option(1.0, "--interval", "-i", help="I/O graph interval of the peak, s.")
+JOBS = typer.Option(None, "--jobs", "-j", min=1, metavar="N",
+                    help="Worker processes (default: the cores).")
+
+
+@app.command()
+def compare(
+    files: List[Path] = CAPTURE_FILES,
+    by: Optional[str] = BY,
+    metrics: Optional[str] = METRICS,
+    label: Optional[List[str]] = LABELS,
+    study: Optional[Path] = STUDY,
+    interval: float = INTERVAL,
+    fmt: Fmt = typer.Option(Fmt.table, "--format", "-f", help="table, csv or json."),
+    output: Optional[Path] = FIGURE_FILE,
+    iographs: bool = typer.Option(False, "--iographs", help="The figure (-o x.png): the I/O "
+                                  "graphs, one panel a capture (a group with --by)."),
+    captures: bool = typer.Option(False, "--captures", help="One row a capture even with --by."),
+    all_columns: bool = ALL_COLUMNS,
+    jobs: Optional[int] = JOBS,
+):
+    """Captures side by side: throughput, goodput, re-sends, RTT, UDP loss, fairness, flavour.
+
+    One row a capture with its labels (the lab sidecar's cc, loss, delay, rate, pairs,
+    trial, tool; --study, --label), or with --by one row a group: n, and each metric's
+    mean with the half-width of its 95 % confidence interval (Student's t).  Every number
+    is the one its own command gives (avg and peak: `pcapstats iograph`; re-sent:
+    `retrans`; RTT: `rtt`; UDP loss and jitter: `udp`; Jain: `fairness`; flavour,
+    verify); one that does not apply is empty.  Labels sort by their number (0, 1, 10,
+    30 %).  -o x.png draws each metric against the first --by label with its confidence
+    bars (--iographs: the I/O graphs); -o x.csv / x.json writes the table.
+
+    \b
+    Examples:
+      pcapstats compare captures/sp-*.pcap --by cc,loss
+      pcapstats compare runs/*.pcap --by loss -o loss.png
+      pcapstats compare wifi/*.pcap --by distance --label '(?P<distance>close|far)'
+      pcapstats compare runs/*.pcap --study study.csv --by distance -f csv -o study.csv
+    """
+    from ..study.compare import Compare, Study  # lazy: every analysis, for this command only
+    from ..study.pool import default_jobs  # lazy: with the line above
+    kind = output_kind(output, Compare)
+    if iographs and kind != "figure":
+        raise UsageError("--iographs chooses the figure: give -o FILE.png or .svg")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", PcapstatsWarning)
+        plan = Study.plan(files, by=by, metrics=metrics, labels=label or (), study=study,
+                          interval=interval)
+    for w in caught:
+        say("warning", str(w.message))
+    result, failed = run_study(plan, jobs or default_jobs(),
+                               keep={"iograph"} if iographs else set())
+    if result is not None:
+        emit(result, fmt=fmt.value, output=output, all_columns=all_columns,
+             table="groups" if by and not captures else "captures",
+             figure={"kind": "iographs" if iographs else "metrics"})
+    finish(result, failed)
+
+
+def run_study(plan, jobs: int, *, keep=frozenset(), function=None, preload=("pandas",),
+              failures: list | None = None):
+    """(the comparison of every capture that was read, or None; how many failed), saying each
+    capture's warnings and errors on stderr, one line each, as they come (and adding the
+    errors to ``failures``).  ``function``: the worker (default: the metrics alone)."""
+    from ..study.compare import Compare  # lazy: see compare()
+    measured, failed = [], 0
+    for outcome in plan.outcomes(jobs=jobs, function=function, keep=frozenset(keep),
+                                 preload=preload):
+        for text in outcome.warnings:
+            say("warning", text)
+        if outcome.error is not None:
+            say("error", str(outcome.error))
+            failed += 1
+            if failures is not None:
+                failures.append(str(outcome.error))
+        else:
+            measured.append(outcome.result)
+    if not measured:
+        return None, failed
+    result = Compare(plan, measured, several=True, notes=plan.notes())
+    for note in result.notes:
+        say("note", note)
+    return result, failed

@@ -1,0 +1,384 @@
+"""Many captures of one study side by side: a row a capture, or a row a group of trials.
+
+    r = ps.compare(files, by="cc,loss")      # labels from the sidecars, a study file, patterns
+    r.to_pandas()                            # one row a capture: its labels, then its metrics
+    r.to_pandas("groups")                    # one row a cc and loss: n, mean, sd, 95 % CI
+    r.figure()                               # each metric against the first label, with CIs
+    r.figure(kind="iographs")                # each capture's (each group's) I/O graph
+
+Labels: :mod:`pcapstats.study.labels`.  Metrics, each from the analysis that defines it:
+:mod:`pcapstats.study.metrics`.  Groups (``by``): the captures whose ``by`` labels are equal;
+each numeric metric's mean, sample standard deviation and the half-width of the mean's 95 %
+confidence interval (Student's t, n - 1 degrees of freedom: :func:`pcapstats.stats.
+mean_interval`) over the group's captures where it applies; a text metric (flavour, verdict)
+as its values counted.  Rows of both tables are in label order: by the ``by`` labels as
+:func:`~pcapstats.study.labels.sort_key` orders them, then by file name with its numbers read
+as numbers (loss1pct before loss10pct).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import textwrap
+import warnings
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Iterator, Sequence
+
+import numpy as np
+
+from .. import render
+from ..batch import Outcome
+from ..errors import PcapstatsWarning, UsageError
+from ..plots.compare import stem
+from ..render import Shown
+from ..results import Result
+from ..schema import CAPTURE_COLUMN, Column, TableSpec
+from ..stats import mean_interval
+from ..units import interval_ns
+from . import metrics as M
+from .labels import (SIDECAR_LABELS, Labelling, name_key, parse_names,
+                     sort_key, word_places)
+from .pool import outcomes
+
+_C = Column
+LABEL_DOC = ("one column a label: cc, loss, delay, rate, pairs, trial, tool from the lab "
+             "sidecar, and the names a study file or --label pattern gives")
+HEADINGS = {"avg_bps": "avg", "mean_transfer_bps": "active", "peak_bps": "peak",
+            "goodput_bps": "goodput", "resent": "re-sent segs", "resent_share": "re-sent",
+            "rtt_ms": "RTT", "udp_loss_pct": "UDP loss", "jitter_ms": "jitter",
+            "jain_index": "Jain", "flavour": "flavour", "flavour_confidence": "conf",
+            "verdict": "verify"}
+MINOR = {"mean_transfer_bps", "resent", "flavour_confidence", "jain_index", "verdict"}
+WIDE = 120               # a terminal this wide shows capture names unwrapped
+GROUP_HIDDEN = {"mean_transfer_bps", "resent", "flavour_confidence"}   # a group's table: --all
+
+
+def _group_columns(metric: Column) -> tuple[Column, ...]:
+    """A metric's columns in the groups table: its mean, sd and CI (text: its values)."""
+    m = metric.name
+    if metric.dtype == "str":
+        return (_C(m, "str", f"the captures' {m} values, each with how many had it (one value "
+                   f"alone when all agree): {metric.doc}"),)
+    return (_C(m, "float64", f"mean over the group's captures where it applies of: "
+               f"{metric.doc}", metric.unit, optional=True),
+            _C(f"sd_{m}", "float64", f"sample standard deviation of {m} (n - 1); empty for "
+               "one value", metric.unit, optional=True),
+            _C(f"ci95_{m}", "float64", f"half-width of the 95 % confidence interval of {m}'s "
+               "mean: t(0.975, n - 1) x sd / sqrt(n); empty for one value", metric.unit,
+               optional=True))
+
+
+_LABEL = _C("<label>", "str", LABEL_DOC)
+_N = _C("n", "int64", "captures in the group")
+CAPTURES = TableSpec("captures", "one row per capture: its labels, then its metrics",
+                     (CAPTURE_COLUMN, _LABEL, *M.METRICS, *M.CONTEXT))
+GROUPS = TableSpec("groups", "one row per group of captures with the same --by labels "
+                   "(trials aggregated)",
+                   (_C("<label>", "str", "the --by labels"), _N,
+                    *(c for m in M.METRICS for c in _group_columns(m))))
+
+
+class Compare(Result):
+    """A study's captures side by side (``captures``) and aggregated by the ``by`` labels
+    (``groups``).  ``by``, ``labels`` (every label name), ``metrics``, ``interval_s``: what
+    was asked; ``measured``: each capture's :class:`~pcapstats.study.metrics.Measured`
+    (with its I/O graph, for ``figure(kind="iographs")``)."""
+    analysis = "compare"
+    specs = (CAPTURES, GROUPS)
+    draws = overlays = True
+
+    def __init__(self, study: "Study", measured: Sequence[M.Measured], *, several: bool,
+                 notes: Sequence[str] = ()):
+        self.by, self.metrics, self.interval_s = study.by, study.metrics, study.interval_s
+        self.measured = list(measured)
+        present = [study.labels[m.capture] for m in self.measured]
+        self.labels = list(study.label_names)      # every capture's, so parts agree
+        order = word_places(study.word_order)
+        rows = sorted(range(len(self.measured)), key=lambda i: (
+            *(sort_key(present[i].get(n, ""), order) for n in self.by),
+            name_key(self.measured[i].capture), i))
+        self.measured = [self.measured[i] for i in rows]
+        present = [present[i] for i in rows]
+        columns = M.columns(self.metrics)
+        captures_spec = TableSpec(CAPTURES.name, CAPTURES.doc, (
+            *((CAPTURE_COLUMN,) if several else ()),
+            *(_C(n, "str", _label_doc(n)) for n in self.labels), *columns))
+        groups_spec = TableSpec(GROUPS.name, GROUPS.doc, (
+            *(_C(n, "str", f"the {n} label of the group's captures") for n in self.by), _N,
+            *(c for m in columns if m.name in M.NAMES for c in _group_columns(m))))
+        table = {"capture": np.array([m.capture for m in self.measured], object)}
+        if not several:
+            del table["capture"]
+        table.update({n: np.array([p.get(n, "") for p in present], object)
+                      for n in self.labels})
+        table.update({c.name: np.array([m.values[c.name] for m in self.measured],
+                                       object if c.dtype == "str" else np.float64)
+                      for c in columns})
+        groups, group_notes = _groups(table, self.by, columns, order)
+        super().__init__({"captures": table, "groups": groups}, capture=study.name(several),
+                         specs=(captures_spec, groups_spec), notes=[*notes, *group_notes])
+        self.captures = [m.capture for m in self.measured]
+        self.parts = [self] if not several else [
+            Compare(study, [m], several=False) for m in self.measured]
+        varying = [n for n in self.labels if n in self.by or len(set(table[n])) > 1]
+        self.view = {"captures": _view(columns, varying, self.by, several, ci=False),
+                     "groups": _view(columns, self.by, self.by, False, ci=True)}
+        self.legend = {"captures": _legend(self, "captures"), "groups": _legend(self, "groups")}
+
+    def iographs(self) -> list:
+        """Each capture's I/O graph result (of every packet), in row order; None where it
+        was not kept."""
+        return [m.results.get("iograph") for m in self.measured]
+
+    def groups_of_captures(self) -> list[tuple[str, list[int]]]:
+        """(the group's labels as text, its rows in the captures table), groups in order."""
+        table = self.table("captures")
+        if not self.by:
+            return [("", list(range(self.rows())))]
+        keys = [tuple(table[b][i] for b in self.by) for i in range(self.rows())]
+        out: dict[tuple, list[int]] = {}
+        for i, k in enumerate(keys):
+            out.setdefault(k, []).append(i)
+        return [(", ".join(f"{b} {v or '(none)'}" for b, v in zip(self.by, k)), rows)
+                for k, rows in out.items()]
+
+    def to_text(self, name: str | None = None, fmt: str = "table", *,
+                all_columns: bool = False, width: int | None = None) -> str:
+        """As every result, but the captures stay one table (a study reads across them)."""
+        spec, table = self.spec(name), self.table(name)
+        if fmt != "table" or "capture" not in table:
+            return super().to_text(name, fmt, all_columns=all_columns, width=width)
+        integers = frozenset(c.name for c in spec.columns if c.dtype.startswith("int"))
+        units = {c.name: c.unit for c in spec.columns if c.unit}
+        width = width or render.terminal_width()
+        shown = None if all_columns else self.view.get(spec.name)
+        if shown and width >= WIDE:       # room enough: a name whole, a label left out first
+            shown = tuple(dataclasses.replace(s, wrap=False) if s.column == "capture" else s
+                          for s in shown)
+        shown_table = {**table, "capture": np.array([stem(c) for c in table["capture"]],
+                                                    object)}
+        text = render.render(shown_table, "table", integers, units, shown, width)
+        legend = self.legend.get(spec.name)
+        if legend and shown:
+            text += "\n".join(textwrap.wrap(legend, width)) + "\n"
+        return text
+
+    def _html_table(self) -> str:
+        """In a notebook the groups, when there are some to read."""
+        df = self.to_pandas("groups" if self.by else "captures")
+        return df.to_html(index=False, na_rep="")
+
+    def _png(self) -> bytes | None:
+        """A notebook's image: none when no metric asked for is a number to draw."""
+        try:
+            return super()._png()
+        except UsageError:
+            return None
+
+    def _figure(self, *, kind: str = "metrics", metrics=None, title: str | None = None):
+        from ..plots.compare import compare_figure, iographs_figure  # lazy: matplotlib
+        if kind == "iographs":
+            return iographs_figure(self, title=title)
+        if kind != "metrics":
+            raise UsageError(f"unknown figure kind {kind!r}", hint="metrics or iographs")
+        return compare_figure(self, metrics=parse_names(metrics, "metrics") or None,
+                              title=title)
+
+
+def _label_doc(name: str) -> str:
+    if name in SIDECAR_LABELS:
+        return (f"label {name}: the lab sidecar's scenario {name} (a study file or --label "
+                "pattern may set it instead)")
+    return f"label {name}: from the study file or a --label pattern"
+
+
+def _view(columns, labels, by, several: bool, *, ci: bool) -> tuple[Shown, ...]:
+    """The human table: the capture, its labels, the metrics read first (a group's with
+    the half-width of their CI beside them; `--all`, CSV and JSON have every column)."""
+    shown = [Shown("capture", "capture", wrap=True)] if several else []
+    shown += [Shown(n, n) for n in labels if n in by]
+    if ci:
+        shown.append(Shown("n", "n"))
+    for c in columns:
+        if c.name not in M.NAMES or (ci and c.name in GROUP_HIDDEN):
+            continue
+        shown.append(Shown(HEADINGS[c.name], c.name, minor=c.name in MINOR))
+        if ci and c.dtype != "str" and c.name not in MINOR:
+            shown.append(Shown("±", f"ci95_{c.name}", minor=c.name != "avg_bps"))
+    # the other labels that tell captures apart last: the first left out when narrow
+    shown += [Shown(n, n, minor=True) for n in labels if n not in by]
+    return tuple(shown)
+
+
+def _legend(result: Compare, name: str) -> str:
+    """The sentence under a human table: what its headings mean, for the metrics shown."""
+    peak = f"the busiest {result.interval_s:g} s interval"
+    said = {"avg_bps": "avg: every packet's bits over the capture span (Wireshark's I/O "
+                       "graph average)", "peak_bps": f"peak: {peak}",
+            "goodput_bps": "goodput: payload delivered the first time over the same span",
+            "resent_share": "re-sent: share of the data packets that re-send",
+            "rtt_ms": "RTT, flavour: the main TCP stream",
+            "udp_loss_pct": "UDP loss, jitter: the main UDP flow"}
+    table = result.table("captures")
+    parts = [text for m, text in said.items() if m in table and (table[m] == table[m]).any()]
+    if name == "groups":
+        parts.append("each a mean of the group's captures; ±: half the 95 % confidence "
+                     "interval of the mean (Student's t)")
+    return "".join(f"{'; '.join(parts)}.  " if parts else "") + \
+        "`pcapstats columns compare` defines each number."
+
+
+def _groups(table: dict, by: list[str], columns, order) -> tuple[dict, list[str]]:
+    """The groups table (see the module docstring) and notes on metrics that apply to only
+    some of a group's captures."""
+    n = render.length(table)
+    keys = [tuple(table[b][i] for b in by) for i in range(n)]
+    groups: dict[tuple, list[int]] = {}
+    for i in sorted(range(n), key=lambda i: tuple(sort_key(v, order) for v in keys[i])):
+        groups.setdefault(keys[i], []).append(i)
+    out: dict[str, list] = {b: [] for b in by}
+    out["n"] = []
+    notes = []
+    for key, rows in groups.items():
+        partial: dict[int, list[str]] = {}        # captures it applies to -> metrics
+        for b, v in zip(by, key):
+            out[b].append(v)
+        out["n"].append(len(rows))
+        where = ", ".join(f"{b} {v or '(none)'}" for b, v in zip(by, key)) or "all captures"
+        for c in columns:
+            if c.name not in M.NAMES:
+                continue
+            values = table[c.name][rows]
+            if c.dtype == "str":
+                out.setdefault(c.name, []).append(_counted(values))
+                continue
+            s = mean_interval(values)
+            out.setdefault(c.name, []).append(s.mean)
+            out.setdefault(f"sd_{c.name}", []).append(s.sd)
+            out.setdefault(f"ci95_{c.name}", []).append(s.ci95)
+            if by and 0 < s.n < len(rows):
+                partial.setdefault(s.n, []).append(c.name)
+        notes += [f"{where}: {', '.join(names)} {'applies' if len(names) == 1 else 'apply'} to "
+                  f"{k} of its {len(rows)} captures (mean and interval over those)"
+                  for k, names in partial.items()]
+    return {k: np.array(v, object if k in by or k in M.TEXT else np.float64 if k != "n"
+                        else np.int64) for k, v in out.items()}, notes
+
+
+def _counted(values) -> str:
+    """"cubic" when all agree, else "cubic 9, reno 1" (most common first); "" for none."""
+    counts = Counter(v for v in values if v)
+    if len(counts) == 1 and sum(counts.values()) == len(values):
+        return next(iter(counts))
+    return ", ".join(f"{v} {k}" for v, k in counts.most_common())
+
+
+@dataclass
+class Study:
+    """What a comparison was asked for, checked before any capture is read: the captures,
+    their labels, the ``by`` labels, the metrics, the interval."""
+    sources: list
+    labelling: Labelling
+    by: list[str]
+    metrics: list[str]
+    interval_s: float
+    labels: dict[str, dict[str, str]] = field(default_factory=dict)   # capture -> labels
+    label_names: list[str] = field(default_factory=list)
+    word_order: list[str] = field(default_factory=list)
+
+    @classmethod
+    def plan(cls, sources, *, by=None, metrics=None, labels=(), study=None,
+             interval: float = 1.0) -> "Study":
+        """One UsageError line for anything that cannot be done (no capture, an unknown
+        metric or --by label, a bad pattern or study file)."""
+        sources = list(sources)
+        if not sources:
+            raise UsageError("compare needs one capture or more")
+        chosen = parse_names(metrics, "--metrics") or list(M.NAMES)
+        unknown = [m for m in chosen if m not in M.NAMES]
+        if unknown:
+            raise UsageError(f"unknown metric {unknown[0]!r}",
+                             hint="metrics: " + ", ".join(M.NAMES))
+        interval_s = interval_ns(interval) / 1e9         # the iograph's own check and rounding
+        labelling = Labelling.of(study, labels)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", PcapstatsWarning)
+            named = {_name(s): labelling.labels(s) for s in sources}
+        for w in dict.fromkeys(str(w.message) for w in caught):
+            warnings.warn(PcapstatsWarning(w), stacklevel=2)
+        names = list(dict.fromkeys(n for p in named.values() for n in p))
+        own = [n for n in names if n not in SIDECAR_LABELS]
+        names = own + [n for n in SIDECAR_LABELS if n in names]
+        taken = {"capture", "n", *M.NAMES, *(c.name for c in M.CONTEXT),
+                 *(f"{p}_{m}" for p in ("sd", "ci95") for m in M.NAMES)}
+        clash = [n for n in names if n in taken]
+        if clash:
+            raise UsageError(f"label {clash[0]!r} has the name of a column of the comparison",
+                             hint="rename it in the study file or --label pattern")
+        by_names = parse_names(by, "--by")
+        missing = [b for b in by_names if b not in names]
+        if missing:
+            raise UsageError(f"no capture has a label {missing[0]!r}",
+                             hint=f"their labels: {', '.join(names)}" if names else
+                             "they have none: give --label PATTERN or --study FILE (or keep "
+                             "the lab's sidecar beside each capture)")
+        words = [*labelling.word_order(), *_alternatives(labelling)]
+        return cls(sources, labelling, by_names, chosen, interval_s, named, names, words)
+
+    def notes(self) -> list[str]:
+        """Study-file rows that label none of the captures."""
+        return [f"the study file's {p!r} matches none of the captures"
+                for p in self.labelling.unmatched(self.sources)]
+
+    def outcomes(self, *, jobs: int = 1, function=None, preload=("pandas",),
+                 **options) -> Iterator[Outcome]:
+        """Each capture's Outcome (result: its Measured) in the order given."""
+        return outcomes(function or M.measure, self.sources, jobs=jobs, metrics=self.metrics,
+                        interval=self.interval_s, preload=preload, **options)
+
+    def name(self, several: bool) -> str:
+        return _name(self.sources[0]) if not several else f"{len(self.sources)} captures"
+
+
+def _name(source) -> str:
+    return str(getattr(source, "path", source))
+
+
+def _alternatives(labelling: Labelling) -> list[str]:
+    """The words of patterns' alternations, in order (``(?P<d>close|medium|far)``)."""
+    words = []
+    for p in labelling.patterns:
+        for m in re.finditer(r"\(\?P<\w+>([\w|-]+)\)", p.pattern):
+            words += m.group(1).split("|")
+    return words
+
+
+def compare(captures, /, *, by=None, metrics=None, labels=(), study=None,
+            interval: float = 1.0, jobs: int = 1, iographs: bool = True) -> Compare:
+    """Captures side by side (a list: one row each, a first column ``capture``), and grouped
+    by the ``by`` labels (``"cc,loss"`` or a list).  ``metrics``: some of
+    pcapstats.study.metrics.NAMES (default all); ``labels``: --label patterns; ``study``: a
+    study file; ``interval``: the I/O graph's, for peak_bps; ``jobs``: worker processes;
+    ``iographs``: keep each capture's I/O graph for ``figure(kind="iographs")``.  A capture
+    that cannot be read is left out with a warning (a single one raises)."""
+    several = isinstance(captures, (list, tuple))
+    plan = Study.plan(captures if several else [captures], by=by, metrics=metrics,
+                      labels=labels, study=study, interval=interval)
+    measured, first_error = [], None
+    for outcome in plan.outcomes(jobs=jobs, keep=frozenset({"iograph"} if iographs else ())):
+        for text in outcome.warnings:
+            warnings.warn(PcapstatsWarning(text), stacklevel=2)
+        if outcome.error is not None:
+            if not several:
+                raise outcome.error
+            first_error = first_error or outcome.error
+            warnings.warn(PcapstatsWarning(f"{outcome.source} left out: {outcome.error}"),
+                          stacklevel=2)
+        else:
+            measured.append(outcome.result)
+    if not measured:
+        raise first_error
+    return Compare(plan, measured, several=several, notes=plan.notes())
+

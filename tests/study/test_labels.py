@@ -1,0 +1,119 @@
+"""Labels of a study's captures: from the sidecar, a study file, patterns on the path; and the
+order they sort in (numbers as numbers, units understood, words as the study says)."""
+import json
+import shutil
+
+import pytest
+from tests.helpers.paths import CAPTURES
+
+from pcapstats.errors import UsageError
+from pcapstats.study.labels import Labelling, name_key, sort_key, word_places
+
+
+def test_sidecar_gives_the_scenario():
+    labels = Labelling.of().labels(CAPTURES / "sp-reno-loss10pct.pcap")
+    assert labels == {"cc": "reno", "loss": "10%", "delay": "10ms", "rate": "10mbit",
+                      "pairs": "1", "trial": "1", "tool": "simpleperf"}
+    several = Labelling.of().labels(CAPTURES / "sp-3pairs-reno+cubic+bbr.pcap")
+    assert several["cc"] == "reno+cubic+bbr" and "loss" not in several   # no loss was set
+    both = Labelling.of().labels(CAPTURES / "iperf3-udp-5mbit-via-10mbit.receiver.pcap")
+    assert both["tool"] == "iperf3-udp"                 # x.receiver.pcap shares x.json
+
+
+def test_no_sidecar_no_labels_and_a_broken_one_is_a_warning(tmp_path):
+    plain = tmp_path / "a.pcap"
+    shutil.copy(CAPTURES / "sp-reno-loss1pct.pcap", plain)
+    assert Labelling.of().labels(plain) == {}
+    (tmp_path / "a.json").write_text("{not json")
+    with pytest.warns(UserWarning, match="not JSON"):
+        assert Labelling.of().labels(plain) == {}
+
+
+def test_patterns_name_labels_from_the_path():
+    lab = Labelling.of(patterns=[r"loss(?P<loss>\d+)pct", r"sp-(?P<cc>[a-z]+)-"])
+    got = lab.labels("runs/sp-cubic-loss30pct.pcap")
+    assert got["loss"] == "30" and got["cc"] == "cubic"
+    assert Labelling.of(patterns=[r"(?P<where>close|far)"]).labels("x/medium-1.pcap") == {}
+
+
+@pytest.mark.parametrize("pattern, message", [("loss(\\d+", "bad --label pattern"),
+                                              ("loss\\d+", "names no label"),
+                                              ("(?P<1x>a)", "bad --label pattern")])
+def test_bad_patterns_are_one_clear_error(pattern, message):
+    with pytest.raises(UsageError, match=message):
+        Labelling.of(patterns=[pattern])
+
+
+def test_csv_study_file_with_globs_beats_the_sidecar(tmp_path):
+    study = tmp_path / "study.csv"
+    study.write_text("file,distance,loss\nsp-reno-*.pcap,far,\nsp-reno-loss1pct.pcap,close,"
+                     "one percent\n")
+    lab = Labelling.of(study=study)
+    one = lab.labels(CAPTURES / "sp-reno-loss1pct.pcap")
+    assert one["distance"] == "close" and one["loss"] == "one percent" and one["cc"] == "reno"
+    assert lab.labels(CAPTURES / "sp-reno-loss30pct.pcap")["distance"] == "far"
+    assert lab.labels(CAPTURES / "sp-reno-loss30pct.pcap")["loss"] == "30%"   # empty: kept
+    assert lab.unmatched([CAPTURES / "sp-cubic-loss1pct.pcap"]) == ["sp-reno-*.pcap",
+                                                                    "sp-reno-loss1pct.pcap"]
+    assert lab.word_order()[:2] == ["far", "close"]
+
+
+def test_toml_study_file_both_forms_and_paths_from_its_directory(tmp_path):
+    study = tmp_path / "study.toml"
+    study.write_text(f'[[capture]]\nfile = "{CAPTURES}/sp-bbr-*.pcap"\ndistance = "medium"\n'
+                     f'trial = 2\n\n["udp_ping.pcapng"]\ndistance = "close"\n')
+    lab = Labelling.of(study=study)
+    assert lab.labels(CAPTURES / "sp-bbr-loss1pct.pcap")["distance"] == "medium"
+    assert lab.labels(CAPTURES / "sp-bbr-loss1pct.pcap")["trial"] == "2"
+    assert lab.labels(CAPTURES / "udp_ping.pcapng")["distance"] == "close"
+
+
+@pytest.mark.parametrize("name, text, message", [
+    ("s.csv", "distance,trial\nfar,1\n", "first line must name its columns"),
+    ("s.csv", "file,distance\nx.pcap,far,extra\n", "more fields than the header"),
+    ("s.csv", "file,dist ance\nx.pcap,far\n", "cannot be a label name"),
+    ("s.toml", "[[capture]]\ndistance = 'far'\n", "has no file"),
+    ("s.toml", "[[capture]\n", "not TOML"),
+    ("s.txt", "file,a\n", "a study file is .csv or .toml")])
+def test_bad_study_files_are_one_clear_error(tmp_path, name, text, message):
+    (tmp_path / name).write_text(text)
+    with pytest.raises(UsageError, match=message):
+        Labelling.of(study=tmp_path / name)
+
+
+def test_missing_study_file(tmp_path):
+    with pytest.raises(UsageError, match="cannot read the study file"):
+        Labelling.of(study=tmp_path / "none.csv")
+
+
+def _sorted(values, words=()):
+    places = word_places(words)
+    return sorted(values, key=lambda v: sort_key(v, places))
+
+
+def test_numbers_sort_as_numbers_with_their_units():
+    assert _sorted(["0", "10", "1", "30"]) == ["0", "1", "10", "30"]
+    assert _sorted(["10%", "1%", "30%", "0%", ""]) == ["0%", "1%", "10%", "30%", ""]
+    assert _sorted(["20ms", "500us", "1s", "2.5ms"]) == ["500us", "2.5ms", "20ms", "1s"]
+    assert _sorted(["100mbit", "20mbit", "1gbit"]) == ["20mbit", "100mbit", "1gbit"]
+
+
+def test_words_sort_as_the_study_gives_them_else_alphabetically():
+    assert _sorted(["far", "close", "medium"], ["close", "medium", "far"]) == \
+        ["close", "medium", "far"]
+    assert _sorted(["reno", "bbr", "cubic", "2", ""]) == ["2", "bbr", "cubic", "reno", ""]
+
+
+def test_file_names_sort_with_their_numbers_as_numbers():
+    names = ["sp-loss10pct.pcap", "sp-loss1pct.pcap", "sp-loss0pct.pcap", "sp-loss30pct.pcap"]
+    assert sorted(names, key=name_key) == ["sp-loss0pct.pcap", "sp-loss1pct.pcap",
+                                           "sp-loss10pct.pcap", "sp-loss30pct.pcap"]
+
+
+def test_sidecar_of_a_lab_run_without_scenario_gives_nothing(tmp_path):
+    cap = tmp_path / "live.pcap"
+    shutil.copy(CAPTURES / "sp-reno-loss1pct.pcap", cap)
+    doc = json.loads((CAPTURES / "sp-reno-loss1pct.json").read_text())
+    doc["scenario"] = None
+    (tmp_path / "live.json").write_text(json.dumps(doc))
+    assert Labelling.of().labels(cap) == {}
