@@ -27,10 +27,12 @@ from __future__ import annotations
 
 import argparse
 import collections
+import contextlib
 import json
 import os
 import random
 import resource
+import shutil
 import signal
 import struct
 import sys
@@ -40,7 +42,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 COMMANDS = ("throughput", "iograph", "retrans", "rtt", "cwnd", "seqgraph", "wscale", "flavour",
-            "verify", "ping", "udp", "fairness", "delay")
+            "verify", "ping", "udp", "fairness", "delay", "compare")
 COMMAND_TIMEOUT_S = 10
 PREFIX_PACKETS = 800              # inputs are the seeds' first 20 to this many packets
 ADDRESS_SPACE = 6 << 30           # a runaway allocation becomes a MemoryError, not a dead machine
@@ -356,7 +358,6 @@ def seeds() -> list[Path]:
 def _warm() -> None:
     """Run every command once in the parent, so each forked child finds every module (pandas,
     rich's tables ...) imported already: forks then start in a millisecond, not 0.2 s."""
-    import contextlib
     import io
     from pcapstats.cli import main
     os.environ["COLUMNS"] = "100"
@@ -389,7 +390,9 @@ def campaign(args) -> int:
         seed = rng.choice(loaded)
         m = Mutator(seed, rng, rng.randint(20, PREFIX_PACKETS))
         data = m.mutate()
-        path = os.path.join(work, f"in{k % (jobs * 2)}{'.pcapng' if seed.pcapng else '.pcap'}")
+        # a name of its own: a slow input's file must not be rewritten under it while its child
+        # still has it mapped (a shared name once gave a child SIGBUS, the harness's own fault)
+        path = os.path.join(work, f"in{k}{'.pcapng' if seed.pcapng else '.pcap'}")
         Path(path).write_bytes(data)
         return path, seed.path.name, m.did, data
 
@@ -434,6 +437,9 @@ def campaign(args) -> int:
         for key, (lines, status, rss) in finished:
             (_, origin, did, data, index, path) = running.pop(key)
             judge(lines, status, rss, origin, did, data, index)
+            for leftover in (path, path + ".err"):
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(leftover)
             k += 1
             if k % 500 == 0:
                 rate = k / (time.monotonic() - started)
@@ -441,6 +447,7 @@ def campaign(args) -> int:
                       f"{rate:.1f}/s", file=sys.stderr, flush=True)
         if not finished:
             time.sleep(0.002)
+    shutil.rmtree(work, ignore_errors=True)
     report(args, tally, per_command, kinds, slowest, time.monotonic() - started)
     return 1 if tally["failed inputs"] else 0
 
