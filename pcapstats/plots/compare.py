@@ -23,9 +23,10 @@ TITLES = {"avg_bps": "Average throughput (capture span)",
           "resent": "Re-sent segments", "resent_share": "Re-sent share of data packets",
           "rtt_ms": "Path RTT, main TCP stream", "udp_loss_pct": "UDP loss, main flow",
           "jitter_ms": "UDP jitter, main flow", "jain_index": "Jain's fairness index",
-          "flavour_confidence": "Flavour confidence"}
+          "flavour_confidence": "Flavour confidence",
+          "signal_dbm": "Signal strength (radiotap median)"}
 _RATES = ("bit/s",)
-_AXIS = {"ms": "ms", "segments": "segments", "%": "%", "fraction": "%"}
+_AXIS = {"ms": "ms", "segments": "segments", "%": "%", "fraction": "%", "dBm": "dBm"}
 TIME_LABEL = "Time since the capture's first packet (s)"
 
 
@@ -95,7 +96,7 @@ def compare_figure(result, *, metrics=None, title: str | None = None):
                       ha="right" if crowded and by else "center",
                       rotation_mode="anchor" if crowded and by else "default")
         ax.set_xlim(-0.6, len(categories) - 0.4)
-        _value_axis(ax, c, captures[c.name], groups)
+        _value_axis(ax, c, captures[c.name], groups if by else None)
         if c.unit == "fraction":
             ax.yaxis.set_major_formatter(PercentFormatter(xmax=1, decimals=0))
         if k + cols < len(columns):            # the bottom panel of a column says the x axis
@@ -126,16 +127,26 @@ def _group_points(ax, result, metric, categories, key, offset, colour, label) ->
 
 
 def _value_axis(ax, column, values, groups) -> None:
-    """The y axis in the metric's unit, from 0 (rates by prefix, like every rate axis)."""
+    """The y axis in the metric's unit, from 0 (rates by prefix, like every rate axis); a
+    metric below 0 (a signal in dBm) spans its values and their bars, with a margin.
+    ``groups``: the groups table when groups are drawn (--by), else None."""
     import numpy as np
     present = [v for v in values if v == v]
-    tops = [groups[column.name][g] + np.nan_to_num(groups[f"ci95_{column.name}"][g])
-            for g in range(len(groups["n"])) if groups[column.name][g] == groups[column.name][g]]
+    drawn = [] if groups is None else [g for g in range(len(groups["n"]))
+                                       if groups[column.name][g] == groups[column.name][g]]
+    spread = [np.nan_to_num(groups[f"ci95_{column.name}"][g]) for g in drawn]
+    means = [groups[column.name][g] for g in drawn]
+    tops = [m + e for m, e in zip(means, spread)]
     largest = max(present + tops, default=1.0) or 1.0
     if column.unit in _RATES:
         plots.rate_axis(ax, largest, column.unit, "Rate")
     else:
         ax.set_ylabel(_AXIS.get(column.unit or "", ""))
+    if largest < 0:
+        lowest = min(present + [m - e for m, e in zip(means, spread)])
+        margin = max(0.1 * (largest - lowest), 1.0)
+        ax.set_ylim(lowest - margin, largest + margin)
+        return
     low = min(0.0, min(present, default=0.0))
     ax.set_ylim(low, largest * 1.15 if largest > 0 else 1.0)
 

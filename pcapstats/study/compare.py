@@ -49,7 +49,7 @@ HEADINGS = {"avg_bps": "avg", "mean_transfer_bps": "active", "peak_bps": "peak",
             "goodput_bps": "goodput", "resent": "re-sent segs", "resent_share": "re-sent",
             "rtt_ms": "RTT", "udp_loss_pct": "UDP loss", "jitter_ms": "jitter",
             "jain_index": "Jain", "flavour": "flavour", "flavour_confidence": "conf",
-            "verdict": "verify"}
+            "verdict": "verify", "signal_dbm": "signal"}
 MINOR = {"mean_transfer_bps", "resent", "flavour_confidence", "jain_index", "verdict"}
 WIDE = 120               # a terminal this wide shows capture names unwrapped
 GROUP_HIDDEN = {"mean_transfer_bps", "resent", "flavour_confidence"}   # a group's table: --all
@@ -123,8 +123,11 @@ class Compare(Result):
         self.parts = [self] if not several else [
             Compare(study, [m], several=False) for m in self.measured]
         varying = [n for n in self.labels if n in self.by or len(set(table[n])) > 1]
-        self.view = {"captures": _view(columns, varying, self.by, several, ci=False),
-                     "groups": _view(columns, self.by, self.by, False, ci=True)}
+        # the signal column only where a capture has radiotap: most studies are wired
+        shown = [c for c in columns if c.name != "signal_dbm" or
+                 (c.name in table and (table[c.name] == table[c.name]).any())]
+        self.view = {"captures": _view(shown, varying, self.by, several, ci=False),
+                     "groups": _view(shown, self.by, self.by, False, ci=True)}
         self.legend = {"captures": _legend(self, "captures"), "groups": _legend(self, "groups")}
 
     def iographs(self) -> list:
@@ -220,7 +223,8 @@ def _legend(result: Compare, name: str) -> str:
             "goodput_bps": "goodput: payload delivered the first time over the same span",
             "resent_share": "re-sent: share of the data packets that re-send",
             "rtt_ms": "RTT, flavour: the main TCP stream",
-            "udp_loss_pct": "UDP loss, jitter: the main UDP flow"}
+            "udp_loss_pct": "UDP loss, jitter: the main UDP flow",
+            "signal_dbm": "signal: the median radiotap signal of the frames"}
     table = result.table("captures")
     parts = [text for m, text in said.items() if m in table and (table[m] == table[m]).any()]
     if name == "groups":

@@ -24,7 +24,11 @@ command prints), and where an analysis gives several rows the rule that picks on
 - ``udp_loss_pct``, ``jitter_ms``: udp's numbers for the main UDP flow (``udp_stream``: the
   stream and direction with the most datagrams);
 - ``jain_index``: fairness' index over the capture's flows (by stream);
-- ``verdict``: verify's verdict for the capture (the worst of its streams').
+- ``verdict``: verify's verdict for the capture (the worst of its streams');
+- ``signal_dbm``: the median received signal of a monitor-mode Wi-Fi capture, over the frames
+  whose radiotap header has one (the packet column ``radiotap_dbm_antsignal``, Wireshark's
+  ``radiotap.dbm_antsignal``: the one number read from the packet table, as no analysis
+  summarises it), so a distance study can put throughput beside signal.
 
 A metric whose analysis refuses the capture (no TCP, one flow only, nothing to verify) is
 empty -- NaN or "" -- and ``Measured.why`` keeps the analysis' one-line reason.
@@ -85,6 +89,9 @@ METRICS: tuple[Column, ...] = (
        "(flavour confidence)", optional=True),
     _C("verdict", "str", "pass, fail or cannot tell: the worst verdict of the streams verify "
        "recognised (simpleperf, iperf3, ping); empty when it recognised none"),
+    _C("signal_dbm", "float64", "median received signal strength over the frames whose "
+       "radiotap header reports one (packet column radiotap_dbm_antsignal; monitor-mode Wi-Fi "
+       "captures only)", "dBm", optional=True),
 )
 CONTEXT: tuple[Column, ...] = (
     _C("interval_s", "float64", "the I/O graph interval peak_bps is measured over", "s"),
@@ -100,7 +107,7 @@ SOURCES = {"avg_bps": "iograph", "mean_transfer_bps": "iograph", "peak_bps": "io
            "goodput_bps": "goodput", "resent": "retrans", "resent_share": "retrans",
            "rtt_ms": "rtt", "flavour": "flavour", "flavour_confidence": "flavour",
            "udp_loss_pct": "udp", "jitter_ms": "udp", "jain_index": "fairness",
-           "verdict": "verify"}
+           "verdict": "verify", "signal_dbm": "radio"}
 NEEDS = {"interval_s": ("avg_bps", "mean_transfer_bps", "peak_bps"),
          "tcp_stream": ("rtt_ms", "flavour", "flavour_confidence"),
          "udp_stream": ("udp_loss_pct", "jitter_ms")}
@@ -137,7 +144,7 @@ def measure(capture, *, metrics=NAMES, interval: float = 1.0,
         wanted |= {"iograph", "throughput", "retrans"}
     got = {}
     for name in ("iograph", "throughput", "retrans", "rtt", "flavour", "udp", "fairness",
-                 "verify"):
+                 "verify", "radio"):
         if name in wanted or name in keep:
             try:
                 got[name] = _RUN[name](cap, interval)
@@ -159,6 +166,15 @@ def _flavour(cap):
     return flavour(cap, stream=main.stream)
 
 
+def _signal(cap) -> float:
+    """Median of the radiotap signal column over the frames that have it."""
+    has = cap.present("radiotap_dbm_antsignal")
+    if not has.any():
+        raise UsageError("no radiotap signal strength in the capture (only monitor-mode Wi-Fi "
+                         "captures have one)", path=cap.path)
+    return float(np.median(cap.column("radiotap_dbm_antsignal")[has]))
+
+
 _RUN = {
     "iograph": lambda cap, interval: iograph(cap, interval=interval),
     "throughput": lambda cap, interval: throughput(cap, interval=interval),
@@ -168,6 +184,7 @@ _RUN = {
     "udp": lambda cap, interval: udp(cap),
     "fairness": lambda cap, interval: fairness(cap),
     "verify": lambda cap, interval: verify(cap),
+    "radio": lambda cap, interval: _signal(cap),
 }
 
 
@@ -198,6 +215,8 @@ def _values(got: dict, why: dict, interval: float) -> dict[str, object]:
                  udp_stream=flows["stream"][main])
     if "fairness" in got:
         v["jain_index"] = got["fairness"].table("summary")["jain_index"][0]
+    if "radio" in got:
+        v["signal_dbm"] = got["radio"]
     if "verify" in got:
         result = got["verify"]
         if result.verdicts:

@@ -4,7 +4,7 @@ and side by side, and for every per-stream figure of every shipped capture."""
 import itertools
 
 import pytest
-from tests.helpers.paths import CAPTURES
+from tests.helpers.paths import CAPTURES, DATA
 
 import pcapstats as ps
 from pcapstats.plots import short_names
@@ -154,3 +154,17 @@ def test_comparison_of_one_capture_draws_too():
     path = CAPTURES / "tcp_2streams.pcap"
     assert_readable(ps.compare(path).figure(), [])
     assert_readable(ps.compare([path]).figure(kind="iographs"), [path.name])
+
+
+def test_comparison_signal_panel_shows_every_wifi_capture():
+    """dBm is below 0: the signal panel's axis spans the values, not 0 and up."""
+    paths = [DATA / n for n in ("ieee802.11_exthdr.pcap", "ieee802.11_meshid.pcap",
+                                "wpa2linkuppassphraseiswireshark.pcap")]
+    result = ps.compare(paths)
+    fig = result.figure()
+    assert_readable(fig, [])
+    (ax,) = [a for a in fig.axes if a.get_title().startswith("Signal strength")]
+    low, high = ax.get_ylim()
+    signals = result.table("captures")["signal_dbm"]
+    assert low < signals.min() and signals.max() < high < 0
+    assert ax.get_ylabel() == "dBm"

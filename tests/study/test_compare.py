@@ -11,7 +11,8 @@ import warnings
 import numpy as np
 import pandas as pd
 import pytest
-from tests.helpers.paths import CAPTURES
+from tests.helpers.paths import CAPTURES, DATA
+from tests.helpers.tshark_ref import tshark_fields
 
 import pcapstats as ps
 from pcapstats.analyses.tcp_analysis import resent_packets
@@ -288,3 +289,26 @@ def test_a_bug_on_one_capture_fails_that_capture_alone(jobs, capsys, monkeypatch
     assert len(errors) == 1 and "internal error: IndexError" in errors[0]
     assert "udp_ping.pcapng" in errors[0]
     assert list(pd.read_csv(io.StringIO(out))["capture"]) == files[:1]
+
+
+WIFI = ["ieee802.11_exthdr.pcap", "ieee802.11_meshid.pcap", "ieee802.11_rx-stbc.pcap",
+        "wpa2linkuppassphraseiswireshark.pcap"]
+
+
+def test_signal_is_the_median_tshark_reads_from_radiotap():
+    """A distance study puts throughput beside signal: each Wi-Fi capture's signal_dbm is the
+    median of tshark's radiotap.dbm_antsignal (the first antenna's where there are several);
+    a wired capture has none, and the table shows the column only when some capture has it."""
+    paths = [DATA / name for name in WIFI] + [CAPTURES / "tcp_2streams.pcap"]
+    with _quiet():
+        result = ps.compare(paths)
+    got = dict(zip(result.table("captures")["capture"], result.table("captures")["signal_dbm"]))
+    for path in paths[:-1]:
+        frames = tshark_fields(path, ("radiotap.dbm_antsignal",))   # the first occurrence
+        values = [int(v) for v in frames["radiotap.dbm_antsignal"].dropna()]
+        assert values and got[str(path)] == statistics.median(values), path.name
+    assert math.isnan(got[str(paths[-1])])
+    assert "signal_dbm" in [s.column for s in result.view["captures"]]
+    with _quiet():
+        wired = ps.compare([CAPTURES / "tcp_2streams.pcap", CAPTURES / "udp_ping.pcapng"])
+    assert "signal_dbm" not in [s.column for s in wired.view["captures"]]
