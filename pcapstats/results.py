@@ -122,23 +122,24 @@ class Result:
         spec, table = self.spec(name), self.table(name)
         return pd.DataFrame({c.name: _pandas_column(c, table[c.name]) for c in spec.columns})
 
+    def to_arrow(self, name: str | None = None):
+        """A table as a pyarrow Table whose schema carries each column's unit and meaning
+        (:func:`with_parquet_metadata`; needs pyarrow).  Each column has its declared type
+        whatever the rows hold (so the files of many captures, some with no rows, make one
+        dataset): text as strings, an optional number or a NaN as null."""
+        pa = require_pyarrow()
+        spec, table = self.spec(name), self.table(name)
+        fields = [pa.field(c.name, arrow_type(pa, c.dtype)) for c in spec.columns]
+        tab = pa.Table.from_arrays([_arrow_column(pa, c, table[c.name]) for c in spec.columns],
+                                   schema=pa.schema(fields))
+        return with_parquet_metadata(tab, spec, f"{self.analysis}.{spec.name}")
+
     def to_parquet(self, path, name: str | None = None) -> None:
         """Write a table as a Parquet file whose schema metadata carries each column's unit and
         meaning (needs pyarrow)."""
-        try:
-            import pyarrow as pa  # lazy: an optional dependency
-            import pyarrow.parquet as pq  # lazy: an optional dependency
-        except ImportError:
-            raise UsageError("writing Parquet needs pyarrow",
-                             hint="pip install pyarrow") from None
-        spec = self.spec(name)
-        tab = pa.Table.from_pandas(self.to_pandas(name), preserve_index=False)
-        meta = {f"{c.name}.doc": c.doc for c in spec.columns}
-        meta.update({f"{c.name}.unit": c.unit for c in spec.columns if c.unit})
-        meta["pcapstats.table"] = f"{self.analysis}.{spec.name}"
-        tab = tab.replace_schema_metadata({**(tab.schema.metadata or {}),
-                                           **{k.encode(): v.encode() for k, v in meta.items()}})
-        pq.write_table(tab, str(path))
+        require_pyarrow()
+        import pyarrow.parquet as pq  # lazy: an optional dependency
+        pq.write_table(self.to_arrow(name), str(path))
 
     # -- text -------------------------------------------------------------------------------
     def to_text(self, name: str | None = None, fmt: str = "table", *, all_columns: bool = False,
@@ -326,6 +327,66 @@ def _describe_columns(columns: Sequence[Column]) -> str:
         lines.append(f"  {c.name:<{width}}  {c.dtype:<8}  {c.unit or '-':<8}  {meaning[0]}")
         lines += [" " * indent + more for more in meaning[1:]]
     return "\n".join(lines)
+
+
+def arrow_type(pa, dtype: str):
+    """The Arrow type of a column's declared dtype (text and address codes as strings)."""
+    if dtype in ("str", "category"):
+        return pa.string()
+    return pa.from_numpy_dtype(np.dtype(dtype))
+
+
+def _arrow_column(pa, column: Column, values: np.ndarray):
+    """One column as an Arrow array of its declared type; NaN (a missing number) as null."""
+    values = np.asarray(values)
+    if column.dtype in ("str", "category"):
+        try:
+            return pa.array(values, type=pa.string(), from_pandas=True)
+        except (pa.ArrowInvalid, pa.ArrowTypeError):   # not all text: said as text
+            return pa.array([None if v is None or (isinstance(v, float) and v != v) else str(v)
+                             for v in values.tolist()], type=pa.string())
+    mask = np.isnan(values) if values.dtype.kind == "f" else None
+    if mask is not None and not mask.any():
+        mask = None
+    if mask is not None and column.dtype != "float64":
+        values = np.where(mask, 0, values)
+    return pa.array(values.astype(column.dtype, copy=False), mask=mask,
+                    type=arrow_type(pa, column.dtype))
+
+
+def require_pyarrow():
+    """pyarrow, or one clear error saying how to get it."""
+    try:
+        import pyarrow  # lazy: an optional dependency (the `parquet` extra)
+    except ImportError:
+        raise UsageError("writing Parquet needs pyarrow",
+                         hint="pip install pyarrow (or pcapstats[parquet])") from None
+    return pyarrow
+
+
+def parquet_metadata(spec: TableSpec, table: str) -> dict[str, str]:
+    """What a Parquet file of a table says about itself in its schema metadata:
+    ``<column>.doc`` (the column's meaning), ``<column>.unit`` (where it has one) and
+    ``pcapstats.table`` (``analysis.table``, or ``packets`` for the packet table)."""
+    meta = {f"{c.name}.doc": c.doc for c in spec.columns}
+    meta.update({f"{c.name}.unit": c.unit for c in spec.columns if c.unit})
+    meta["pcapstats.table"] = table
+    return meta
+
+
+def with_parquet_metadata(tab, spec: TableSpec, table: str):
+    """A pyarrow Table with :func:`parquet_metadata` added to its schema's, and each field's
+    own ``doc`` and ``unit`` on the field (what ``pyarrow.parquet.read_schema`` shows)."""
+    pa = require_pyarrow()
+    fields = []
+    for f in tab.schema:
+        c = spec.column(f.name) if f.name in spec.names else None
+        extra = {} if c is None else {"doc": c.doc, **({"unit": c.unit} if c.unit else {})}
+        fields.append(f.with_metadata({**(f.metadata or {}),
+                                       **{k.encode(): v.encode() for k, v in extra.items()}}))
+    meta = {**(tab.schema.metadata or {}),
+            **{k.encode(): v.encode() for k, v in parquet_metadata(spec, table).items()}}
+    return pa.Table.from_arrays(tab.columns, schema=pa.schema(fields, metadata=meta))
 
 
 def _checked(spec: TableSpec, table, analysis: str) -> dict[str, np.ndarray]:
