@@ -28,7 +28,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("pcapstats.batch",),
     ("pcapstats.plots",),
     ("pcapstats.analyses",),
-    ("pcapstats.lab", "pcapstats.study"),
+    ("pcapstats.lab", "pcapstats.study", "pcapstats.export"),
     ("pcapstats.cli",),
     ("pcapstats", "pcapstats.__main__"),
 ]
