@@ -85,7 +85,7 @@ class Outcome:
     warnings: list[str] = field(default_factory=list)
 
 
-def each(function: Callable[..., Result], sources: Iterable, *,
+def each(function: Callable[..., Result], sources: Iterable, /, *,
          progress: Callable[[float], None] | None = None, **options) -> Iterator[Outcome]:
     """Run ``function`` on each capture in turn; a capture that fails gives an Outcome with
     its error and the others still run.  ``progress(fraction)`` follows the reading over all

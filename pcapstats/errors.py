@@ -6,7 +6,9 @@
     │   └── CorruptCaptureError    a record or block that cannot be right (absurd length,
     │                              pcapng trailer disagreeing with its header, ...): has an offset
     ├── EngineError                the tshark engine is missing or failed
-    └── UsageError                 a request that cannot be met (no such stream, bad interval)
+    ├── UsageError                 a request that cannot be met (no such stream, bad interval)
+    └── InternalError              a bug of ours met on one capture, kept as that capture's error
+                                   so the others still run (the CLI's exit status is then 3)
 
     PcapstatsWarning               the answer is given, but with a caveat worth a line
     ├── TruncatedCaptureWarning    the file ends mid-record: read up to the last whole record
@@ -65,6 +67,10 @@ class EngineError(PcapstatsError):
 
 
 class UsageError(PcapstatsError):
+    pass
+
+
+class InternalError(PcapstatsError):
     pass
 
 

@@ -45,7 +45,7 @@ from .ingest import WINDOW_BYTES, packet_windows
 from .reader import read
 from .results import (RESULT_TYPES, arrow_type, parquet_metadata, require_pyarrow,
                       with_parquet_metadata)
-from .study.pool import outcomes
+from .pool import outcomes
 
 PACKETS, STREAMS = "packets", "streams"
 DEFAULT_TABLES = (PACKETS, STREAMS, "tcp_analysis")
@@ -164,15 +164,16 @@ def export_capture(path, *, directory, tables: Sequence[str] = DEFAULT_TABLES,
 
 
 def export(files: Sequence, directory, *, tables: Sequence[str] = DEFAULT_TABLES,
-           jobs: int = 1, kernel: str = "auto") -> Iterator[Outcome]:
-    """Every capture through :func:`export_capture` in ``jobs`` processes; one Outcome a
-    capture in the order given (``result``: its :class:`Written`), a failing capture failing
-    alone."""
+           jobs: int | None = 1, kernel: str = "auto", scheduler: str | None = None,
+           progress=None) -> Iterator[Outcome]:
+    """Every capture through :func:`export_capture` in ``jobs`` processes (or on the Dask
+    cluster at ``scheduler``: :func:`pcapstats.pool.outcomes`); one Outcome a capture in the
+    order given (``result``: its :class:`Written`), a failing capture failing alone."""
     files = list(files)
     check_names(files)
     directory = prepare(directory)
-    return outcomes(export_capture, files, jobs=jobs, directory=str(directory),
-                    tables=list(tables), kernel=kernel)
+    return outcomes(export_capture, files, jobs=jobs, scheduler=scheduler, progress=progress,
+                    directory=str(directory), tables=list(tables), kernel=kernel)
 
 
 # -- the packet table --------------------------------------------------------------------------

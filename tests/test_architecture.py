@@ -25,7 +25,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("pcapstats.ingest", "pcapstats.engines"),
     ("pcapstats.reader",),
     ("pcapstats.render", "pcapstats.results"),
-    ("pcapstats.batch",),
+    ("pcapstats.batch", "pcapstats.pool"),
     ("pcapstats.plots",),
     ("pcapstats.analyses",),
     ("pcapstats.lab", "pcapstats.study", "pcapstats.export"),

@@ -21,7 +21,8 @@ from typing import Optional
 import typer
 
 from .._version import __version__
-from ..errors import PcapstatsError
+from ..errors import PcapstatsError, UsageError
+from ..pool import LOCAL
 
 EXIT_NOTHING, EXIT_ERROR, EXIT_INTERNAL, EXIT_INTERRUPTED = 1, 2, 3, 130
 
@@ -39,6 +40,21 @@ TABLE_FILE = typer.Option(None, "--output", "-o", metavar="FILE", show_default=F
                           help="Write the table to this .csv or .json file.")
 FIGURE_FILE = typer.Option(None, "--output", "-o", metavar="FILE", show_default=False,
                            help="Write here: .png/.svg figure, .csv/.json table.")
+# Where the captures run (pcapstats.pool): every command that takes several files.
+JOBS = typer.Option(None, "--jobs", "-j", min=1, metavar="N",
+                    help="Worker processes (default: the cores).")
+SCHEDULER = typer.Option(None, "--scheduler", metavar="ADDRESS", show_default=False,
+                         help="Run the captures on this Dask cluster (tcp://HOST:8786); its "
+                              "workers need pcapstats and the files at the same paths.")
+DASK = typer.Option(False, "--dask", help="Run the captures on a local Dask cluster of -j "
+                                          "worker processes (needs pcapstats[dask]).")
+
+
+def workers(jobs: Optional[int], scheduler: Optional[str], dask: bool) -> dict:
+    """-j, --scheduler and --dask as pcapstats.pool.outcomes' ``jobs`` and ``scheduler``."""
+    if dask and scheduler:
+        raise UsageError("--dask starts a local cluster, --scheduler names one: give one of them")
+    return {"jobs": jobs, "scheduler": LOCAL if dask else scheduler}
 
 
 def _print_version(asked: bool) -> None:

@@ -10,8 +10,9 @@ from typing import List, Optional
 import typer
 
 from ..errors import PcapstatsWarning, UsageError
-from .app import ALL_COLUMNS, CAPTURE_FILES, FIGURE_FILE, Fmt, app, say
-from .output import emit, finish, output_kind
+from .app import (ALL_COLUMNS, CAPTURE_FILES, DASK, FIGURE_FILE, JOBS, SCHEDULER, Fmt, app, say,
+                  workers)
+from .output import emit, finish, output_kind, progress_bar
 
 BY = typer.Option(None, "--by", metavar="LABEL,...", help="Group the captures by these labels "
                   "(cc,loss): one row a group, trials aggregated (n, mean, sd, 95 % CI).")
@@ -22,8 +23,6 @@ LABELS = typer.Option(None, "--label", "-l", metavar="REGEX", help="Labels from 
 STUDY = typer.Option(None, "--study", metavar="FILE", help="Labels from a .csv or .toml file: "
                      "file, then label=value.")
 INTERVAL = typer.Option(1.0, "--interval", "-i", help="I/O graph interval of the peak, s.")
-JOBS = typer.Option(None, "--jobs", "-j", min=1, metavar="N",
-                    help="Worker processes (default: the cores).")
 
 
 @app.command()
@@ -41,6 +40,8 @@ def compare(
     captures: bool = typer.Option(False, "--captures", help="One row a capture even with --by."),
     all_columns: bool = ALL_COLUMNS,
     jobs: Optional[int] = JOBS,
+    scheduler: Optional[str] = SCHEDULER,
+    dask: bool = DASK,
 ):
     """Captures side by side: throughput, goodput, re-sends, RTT, UDP loss, fairness, flavour.
 
@@ -61,7 +62,6 @@ def compare(
       pcapstats compare runs/*.pcap --study study.csv --by distance -f csv -o study.csv
     """
     from ..study.compare import Compare, Study  # lazy: every analysis, for this command only
-    from ..study.pool import default_jobs  # lazy: with the line above
     kind = output_kind(output, Compare)
     if iographs and kind != "figure":
         raise UsageError("--iographs chooses the figure: give -o FILE.png or .svg")
@@ -71,7 +71,7 @@ def compare(
                           interval=interval)
     for w in caught:
         say("warning", str(w.message))
-    result, failed = run_study(plan, jobs or default_jobs(),
+    result, failed = run_study(plan, **workers(jobs, scheduler, dask),
                                keep={"iograph"} if iographs else set())
     if result is not None:
         emit(result, fmt=fmt.value, output=output, all_columns=all_columns,
@@ -80,24 +80,26 @@ def compare(
     finish(result, failed)
 
 
-def run_study(plan, jobs: int, *, keep=frozenset(), function=None, preload=("pandas",),
-              failures: list | None = None):
+def run_study(plan, *, jobs: Optional[int], scheduler: Optional[str] = None, keep=frozenset(),
+              function=None, preload=("pandas",), failures: list | None = None):
     """(the comparison of every capture that was read, or None; how many failed), saying each
     capture's warnings and errors on stderr, one line each, as they come (and adding the
-    errors to ``failures``).  ``function``: the worker (default: the metrics alone)."""
+    errors to ``failures``).  ``function``: the worker (default: the metrics alone);
+    ``jobs``, ``scheduler``: where the captures run (pcapstats.pool)."""
     from ..study.compare import Compare  # lazy: see compare()
     measured, failed = [], 0
-    for outcome in plan.outcomes(jobs=jobs, function=function, keep=frozenset(keep),
-                                 preload=preload):
-        for text in outcome.warnings:
-            say("warning", text)
-        if outcome.error is not None:
-            say("error", str(outcome.error))
-            failed += 1
-            if failures is not None:
-                failures.append(str(outcome.error))
-        else:
-            measured.append(outcome.result)
+    with progress_bar(plan.sources) as moved:
+        for outcome in plan.outcomes(jobs=jobs, scheduler=scheduler, function=function,
+                                     keep=frozenset(keep), preload=preload, progress=moved):
+            for text in outcome.warnings:
+                say("warning", text)
+            if outcome.error is not None:
+                say("error", str(outcome.error))
+                failed += 1
+                if failures is not None:
+                    failures.append(str(outcome.error))
+            else:
+                measured.append(outcome.result)
     if not measured:
         return None, failed
     result = Compare(plan, measured, several=True, notes=plan.notes())

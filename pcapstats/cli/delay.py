@@ -9,7 +9,8 @@ from typing import List, Optional
 import typer
 
 from ..errors import UsageError
-from .app import ALL_COLUMNS, CAPTURE_FILES, FIGURE_FILE, Fmt, app
+from .app import (ALL_COLUMNS, CAPTURE_FILES, DASK, FIGURE_FILE, JOBS, SCHEDULER, Fmt, app,
+                  workers)
 from .output import emit, finish, output_kind, run
 
 
@@ -31,6 +32,7 @@ def delay(
     fmt: Fmt = typer.Option(Fmt.table, "--format", "-f", help="table, csv or json."),
     all_columns: bool = ALL_COLUMNS,
     output: Optional[Path] = FIGURE_FILE,
+    jobs: Optional[int] = JOBS, scheduler: Optional[str] = SCHEDULER, dask: bool = DASK,
 ):
     """The delay model D = a*S + b: latency against message size.
 
@@ -50,7 +52,8 @@ def delay(
     if sizes and samples:
         raise UsageError("--sizes and --samples each choose the rows: give one of them")
     output_kind(output, Delay)
-    result, failed = run(delay_of, files, source=source.value)
+    result, failed = run(delay_of, files, source=source.value,
+                         **workers(jobs, scheduler, dask))
     if result is not None:
         emit(result, fmt=fmt.value, output=output, all_columns=all_columns,
              table="sizes" if sizes else "samples" if samples else "model")

@@ -8,8 +8,8 @@ from typing import List, Optional
 
 import typer
 
-from .app import CAPTURE_FILES, EXIT_ERROR, Kernel, app, say
-from .compare import JOBS
+from .app import CAPTURE_FILES, DASK, EXIT_ERROR, JOBS, SCHEDULER, Kernel, app, say, workers
+from .output import progress_bar
 
 EXPORT_DIR = typer.Option(..., "--output", "-o", metavar="DIR", show_default=False,
                           help="Directory of the datasets: DIR/TABLE/capture=FILE/part-0.parquet.")
@@ -24,6 +24,8 @@ def export(
     output: Path = EXPORT_DIR,
     tables: Optional[str] = TABLES,
     jobs: Optional[int] = JOBS,
+    scheduler: Optional[str] = SCHEDULER,
+    dask: bool = DASK,
     kernel: Kernel = typer.Option(Kernel.auto, "--kernel", hidden=True),
 ):
     """Write captures as Parquet datasets partitioned by capture (needs pyarrow).
@@ -46,27 +48,27 @@ def export(
                  hive_partitioning=true) GROUP BY capture"
     """
     from .. import export as exporting  # lazy: pyarrow and the analyses, for this command only
-    from ..study.pool import default_jobs  # lazy: with the line above
     asked = exporting.tables_asked(tables)
     exporting.require_pyarrow()                     # one clear line when it is missing
     totals = {t: [0, 0, 0] for t in asked}                 # captures, rows, row groups
     failed = 0
-    for outcome in exporting.export(files, output, tables=asked, jobs=jobs or default_jobs(),
-                                    kernel=kernel.value):
-        for text in outcome.warnings:
-            say("warning", text)
-        if outcome.error is not None:
-            say("error", str(outcome.error))
-            failed += 1
-            continue
-        written = outcome.result
-        for text in written.errors:
-            say("error", f"{written.capture}: {text}")
-        failed += bool(written.errors)
-        for table, rows in written.rows.items():
-            totals[table][0] += 1
-            totals[table][1] += rows
-            totals[table][2] += written.row_groups[table]
+    with progress_bar(files) as moved:
+        for outcome in exporting.export(files, output, tables=asked, kernel=kernel.value,
+                                        progress=moved, **workers(jobs, scheduler, dask)):
+            for text in outcome.warnings:
+                say("warning", text)
+            if outcome.error is not None:
+                say("error", str(outcome.error))
+                failed += 1
+                continue
+            written = outcome.result
+            for text in written.errors:
+                say("error", f"{written.capture}: {text}")
+            failed += bool(written.errors)
+            for table, rows in written.rows.items():
+                totals[table][0] += 1
+                totals[table][1] += rows
+                totals[table][2] += written.row_groups[table]
     for table, (captures, rows, groups) in totals.items():
         if captures:
             print(f"{exporting.partition(output, table, 'x').parent.parent}: {captures} "

@@ -9,7 +9,8 @@ from typing import List, Optional
 import typer
 
 from ..errors import UsageError
-from .app import ALL_COLUMNS, CAPTURE_FILES, FIGURE_FILE, Fmt, app
+from .app import (ALL_COLUMNS, CAPTURE_FILES, DASK, FIGURE_FILE, JOBS, SCHEDULER, Fmt, app,
+                  workers)
 from .output import emit, finish, output_kind, run
 
 
@@ -32,6 +33,7 @@ def fairness(
     fmt: Fmt = typer.Option(Fmt.table, "--format", "-f", help="table, csv or json."),
     all_columns: bool = ALL_COLUMNS,
     output: Optional[Path] = FIGURE_FILE,
+    jobs: Optional[int] = JOBS, scheduler: Optional[str] = SCHEDULER, dask: bool = DASK,
 ):
     """Jain's fairness index of the flows sharing a path.
 
@@ -50,7 +52,8 @@ def fairness(
     if flows and series:
         raise UsageError("--flows and --series each choose the rows: give one of them")
     output_kind(output, Fairness)
-    result, failed = run(fairness_of, files, by=by.value, interval=interval)
+    result, failed = run(fairness_of, files, by=by.value, interval=interval,
+                         **workers(jobs, scheduler, dask))
     if result is not None:
         emit(result, fmt=fmt.value, output=output, all_columns=all_columns,
              table="flows" if flows else "series" if series else "summary")

@@ -13,7 +13,8 @@ from typing import List, Optional
 
 import typer
 
-from .app import ALL_COLUMNS, CAPTURE_FILES, FIGURE_FILE, Fmt, say, app
+from .app import (ALL_COLUMNS, CAPTURE_FILES, DASK, FIGURE_FILE, JOBS, SCHEDULER, Fmt, app, say,
+                  workers)
 from .output import emit, finish, output_kind, run, stream_choice
 
 @app.command()
@@ -26,6 +27,7 @@ def flavour(
     fmt: Fmt = typer.Option(Fmt.table, "--format", "-f",
                             help="table (key columns), csv or json (every column)."),
     output: Optional[Path] = FIGURE_FILE,
+    jobs: Optional[int] = JOBS, scheduler: Optional[str] = SCHEDULER, dask: bool = DASK,
 ):
     """The sender's congestion control: reno, cubic or bbr?
 
@@ -43,7 +45,8 @@ def flavour(
         MIN_STREAM_BYTES, Flavour, flavour as flavour_of)
     kind = output_kind(output, Flavour)
     chosen = stream_choice(stream)
-    result, failed = run(flavour_of, files, stream=None if chosen == "all" else chosen)
+    result, failed = run(flavour_of, files, stream=None if chosen == "all" else chosen,
+                         **workers(jobs, scheduler, dask))
     if result is not None:
         for part in result.parts:
             if part.empty:

@@ -10,7 +10,8 @@ from typing import List, Optional
 import typer
 
 from ..errors import UsageError
-from .app import ALL_COLUMNS, CAPTURE_FILES, FIGURE_FILE, Fmt, Proto, say, app
+from .app import (ALL_COLUMNS, CAPTURE_FILES, DASK, FIGURE_FILE, JOBS, SCHEDULER, Fmt, Proto, app,
+                  say, workers)
 from .output import emit, finish, output_kind, run
 
 
@@ -50,6 +51,7 @@ def iograph(
     all_columns: bool = ALL_COLUMNS,
     layout: Layout = typer.Option(Layout.overlay, "--layout",
                                   help="Several captures: overlay on one time axis, or side by side."),
+    jobs: Optional[int] = JOBS, scheduler: Optional[str] = SCHEDULER, dask: bool = DASK,
 ):
     """Wireshark's I/O graph: rate per interval, average, peak.
 
@@ -74,7 +76,7 @@ def iograph(
     options = dict(interval=interval, unit=unit.value, by=by.value if by else None, stream=stream,
                    proto=proto.value if proto else None, host=host, port=port, gap=gap)
     check_options(**options)             # a bad option is one error line before any reading
-    result, failed = run(iograph_of, files, **options)
+    result, failed = run(iograph_of, files, **options, **workers(jobs, scheduler, dask))
     if result is not None:
         for part in result.parts:
             if part.empty and len(files) > 1:

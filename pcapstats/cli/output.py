@@ -1,9 +1,11 @@
 """One way in and one way out for every analysis command.
 
 In: :func:`run` puts the command's capture files through the analysis with
-:func:`pcapstats.each` (a progress bar on a terminal when it is worth it), says each capture's
-warnings and errors in one line as they come, and returns one result (several captures: a
-first column ``capture``).
+:func:`pcapstats.pool.outcomes` -- in this process for one file, else over ``-j`` worker
+processes or a Dask cluster (``--scheduler``, ``--dask``), the answers in the order given, so
+the output is the same wherever they ran -- with one progress bar on a terminal when it is
+worth it, says each capture's warnings and errors in one line as they come (a failing capture
+fails alone), and returns one result (several captures: a first column ``capture``).
 
 Out: :func:`emit` writes a result by ``-o``'s extension -- ``.png``/``.svg`` its figure,
 ``.csv``/``.json`` a table -- or prints a table on standard output in ``--format`` (a figure
@@ -14,16 +16,17 @@ figure).
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 from typing import Callable, Optional, Sequence
 
 import typer
 
-from ..batch import each
-from ..errors import UsageError
+from ..errors import InternalError, UsageError
+from ..pool import outcomes
 from ..results import Result, concat
-from .app import EXIT_ERROR, EXIT_NOTHING, say, stderr_console, write_text
+from .app import EXIT_ERROR, EXIT_INTERNAL, EXIT_NOTHING, say, stderr_console, write_text
 
 FIGURE_EXTENSIONS = (".png", ".svg")
 TABLE_EXTENSIONS = {".csv": "csv", ".json": "json"}
@@ -62,20 +65,35 @@ def output_kind(output: Optional[Path], result_type: type[Result]) -> Optional[s
                      path=str(output), hint=hint)
 
 
-def run(function: Callable[..., Result], files: Sequence[Path], **options
-        ) -> tuple[Optional[Result], int]:
-    """(one result of every capture that was read, or None; how many failed).  Warnings,
-    errors and the analysis' notes are said on stderr, one line each."""
-    results, failed = [], 0
-    with _progress_bar(files) as moved:
-        for outcome in each(function, files, progress=moved, **options):
+class Failed(int):
+    """How many captures failed, and whether a bug of ours was among them (``internal``):
+    :func:`finish` exits 3 then, as :func:`pcapstats.cli.app.main` does for any bug."""
+    internal: bool = False
+
+    def exit_code(self) -> int:
+        return EXIT_INTERNAL if self.internal else EXIT_ERROR
+
+
+def run(function: Callable[..., Result], files: Sequence[Path], *, jobs: Optional[int] = 1,
+        scheduler: Optional[str] = None, **options) -> tuple[Optional[Result], Failed]:
+    """(one result of every capture that was read, or None; how many failed).  ``jobs`` and
+    ``scheduler``: where the captures run (:func:`pcapstats.pool.outcomes`; ``function`` must
+    then be picklable: a module's function, not a closure).  Warnings, errors and the
+    analysis' notes are said on stderr, one line each."""
+    results, failed, internal = [], 0, False
+    with progress_bar(files) as moved:
+        for outcome in outcomes(function, files, jobs=jobs, scheduler=scheduler,
+                                progress=moved, **options):
             for text in outcome.warnings:
                 say("warning", text)
             if outcome.error is not None:
                 say("error", str(outcome.error))
                 failed += 1
+                internal |= isinstance(outcome.error, InternalError)
             else:
                 results.append(outcome.result)
+    failed = Failed(failed)
+    failed.internal = internal
     if not results:
         return None, failed
     for result in results:
@@ -122,19 +140,20 @@ def save_figures(result: Result, output: Path, options: dict) -> None:
 
 def finish(result: Optional[Result], failed: int, *, empty: str | None = None,
            nothing: bool | None = None) -> None:
-    """The exit status: 2 when a capture could not be read, 1 (saying ``empty``) when there is
-    nothing to show (``nothing``; by default: the result's main table has no rows), else 0."""
+    """The exit status: 2 when a capture could not be read (3 when a bug of ours stopped one:
+    :class:`Failed`), 1 (saying ``empty``) when there is nothing to show (``nothing``; by
+    default: the result's main table has no rows), else 0."""
     if nothing is None:
         nothing = result is not None and result.empty
     if result is not None and nothing and empty:
         say("error" if not failed else "warning", empty)
     if failed or result is None:
-        raise typer.Exit(EXIT_ERROR)
+        raise typer.Exit(failed.exit_code() if isinstance(failed, Failed) else EXIT_ERROR)
     if nothing:
         raise typer.Exit(EXIT_NOTHING)
 
 
-class _progress_bar:
+class progress_bar:
     """A context giving a ``moved(fraction)`` callback that drives a bar on stderr, or None
     when stderr is not a terminal or the work is small."""
 
@@ -158,8 +177,8 @@ class _progress_bar:
             self.progress.stop()
 
 
-def _size(path: Path) -> int:
+def _size(path) -> int:
     try:
-        return path.stat().st_size
-    except OSError:
+        return os.stat(path).st_size
+    except (OSError, TypeError):
         return 0

@@ -7,7 +7,8 @@ from typing import List, Optional
 
 import typer
 
-from .app import ALL_COLUMNS, CAPTURE_FILES, FIGURE_FILE, Fmt, app
+from .app import (ALL_COLUMNS, CAPTURE_FILES, DASK, FIGURE_FILE, JOBS, SCHEDULER, Fmt, app,
+                  workers)
 from .output import emit, finish, output_kind, run
 
 
@@ -21,6 +22,7 @@ def ping(
     fmt: Fmt = typer.Option(Fmt.table, "--format", "-f", help="table, csv or json."),
     all_columns: bool = ALL_COLUMNS,
     output: Optional[Path] = FIGURE_FILE,
+    jobs: Optional[int] = JOBS, scheduler: Optional[str] = SCHEDULER, dask: bool = DASK,
 ):
     """Ping's summary from the capture: sent, received, loss, RTT min/avg/max/mdev.
 
@@ -38,7 +40,8 @@ def ping(
     """
     from ..analyses.ping import Ping, ping as ping_of  # lazy: start-up
     output_kind(output, Ping)
-    result, failed = run(ping_of, files, requester=requester)
+    result, failed = run(ping_of, files, requester=requester,
+                         **workers(jobs, scheduler, dask))
     if result is not None:
         emit(result, fmt=fmt.value, output=output, table="echoes" if echoes else "sessions",
              all_columns=all_columns)

@@ -9,8 +9,8 @@ from typing import List, Optional
 import typer
 
 from ..errors import PcapstatsWarning, UsageError
-from .app import CAPTURE_FILES, app, say
-from .compare import BY, INTERVAL, JOBS, LABELS, METRICS, STUDY, run_study
+from .app import CAPTURE_FILES, DASK, JOBS, SCHEDULER, app, say, workers
+from .compare import BY, INTERVAL, LABELS, METRICS, STUDY, run_study
 from .output import finish
 
 REPORT_FILE = typer.Option(..., "--output", "-o", metavar="FILE.html", show_default=False,
@@ -28,6 +28,8 @@ def report(
     interval: float = INTERVAL,
     title: Optional[str] = typer.Option(None, "--title", help="The report's title."),
     jobs: Optional[int] = JOBS,
+    scheduler: Optional[str] = SCHEDULER,
+    dask: bool = DASK,
 ):
     """A study as one HTML file: tables, figures, each capture, every definition.
 
@@ -44,7 +46,6 @@ def report(
       pcapstats report wifi/*.pcap --study study.toml --by distance -o wifi.html
     """
     from ..study.compare import Study  # lazy: every analysis, for this command only
-    from ..study.pool import default_jobs  # lazy: with the line above
     from ..study.report import PRELOAD, capture_report, write  # lazy: with the line above
     if output.suffix.lower() not in (".html", ".htm"):
         raise UsageError("a report is an HTML file", path=str(output),
@@ -58,7 +59,7 @@ def report(
     for w in caught:
         say("warning", str(w.message))
     failures: list[str] = []
-    result, failed = run_study(plan, jobs or default_jobs(), function=capture_report,
+    result, failed = run_study(plan, **workers(jobs, scheduler, dask), function=capture_report,
                                preload=PRELOAD, failures=failures)
     if result is not None:
         write(result, output, failures=failures, title=title)

@@ -14,7 +14,8 @@ from typing import List, Optional
 
 import typer
 
-from .app import ALL_COLUMNS, CAPTURE_FILES, TABLE_FILE, Fmt, app
+from .app import (ALL_COLUMNS, CAPTURE_FILES, DASK, JOBS, SCHEDULER, TABLE_FILE, Fmt, app,
+                  workers)
 from .output import emit, finish, output_kind, run, stream_choice
 
 STREAM = typer.Option(None, "--stream", "-s", metavar="N|all",
@@ -47,6 +48,7 @@ def retrans(
                                                         "instead of the counts."),
     fmt: Fmt = FORMAT, all_columns: bool = ALL_COLUMNS,
     output: Optional[Path] = TABLE_FILE,
+    jobs: Optional[int] = JOBS, scheduler: Optional[str] = SCHEDULER, dask: bool = DASK,
 ):
     """Re-sent segments and Wireshark's tcp.analysis flags.
 
@@ -59,7 +61,7 @@ def retrans(
     """
     from ..analyses.retrans import Retrans, retrans as retrans_of  # lazy: start-up
     output_kind(output, Retrans)
-    result, failed = run(retrans_of, files, stream=stream)
+    result, failed = run(retrans_of, files, stream=stream, **workers(jobs, scheduler, dask))
     if result is not None:
         emit(result, fmt=fmt.value, output=output, table="events" if events else "counts",
              all_columns=all_columns)
@@ -76,6 +78,7 @@ def cwnd(
                                         help="Draw Wireshark's Window Scaling graph instead."),
     side: Side = typer.Option(Side.auto, "--side",
                               help="Where the capture was taken, when the handshake cannot tell."),
+    jobs: Optional[int] = JOBS, scheduler: Optional[str] = SCHEDULER, dask: bool = DASK,
 ):
     """Congestion window over time: its peak, loss episodes, limits.
 
@@ -88,7 +91,8 @@ def cwnd(
     """
     from ..analyses.cwnd import Cwnd, cwnd as cwnd_of  # lazy: start-up
     output_kind(output, Cwnd)
-    result, failed = run(cwnd_of, files, stream=stream_choice(stream), side=side.value)
+    result, failed = run(cwnd_of, files, stream=stream_choice(stream), side=side.value,
+                         **workers(jobs, scheduler, dask))
     if window_scaling:
         _window_scaling(result, failed, fmt, output, series, all_columns)
         return
@@ -105,7 +109,8 @@ def cwnd(
 @app.command()
 def wscale(files: List[Path] = CAPTURE_FILES, stream: Optional[str] = STREAM,
            output: Optional[Path] = OUTPUT, fmt: Fmt = FORMAT, series: bool = SERIES,
-           all_columns: bool = ALL_COLUMNS):
+           all_columns: bool = ALL_COLUMNS, jobs: Optional[int] = JOBS,
+           scheduler: Optional[str] = SCHEDULER, dask: bool = DASK):
     """Wireshark's Window Scaling graph: bytes in flight and rwnd.
 
     Bytes in flight per data segment and the receiver's
@@ -116,7 +121,8 @@ def wscale(files: List[Path] = CAPTURE_FILES, stream: Optional[str] = STREAM,
     """
     from ..analyses.cwnd import Cwnd, cwnd as cwnd_of  # lazy: start-up
     output_kind(output, Cwnd)
-    result, failed = run(cwnd_of, files, stream=stream_choice(stream))
+    result, failed = run(cwnd_of, files, stream=stream_choice(stream),
+                         **workers(jobs, scheduler, dask))
     _window_scaling(result, failed, fmt, output, series, all_columns)
 
 
@@ -131,7 +137,8 @@ def _window_scaling(result, failed, fmt: Fmt, output: Optional[Path], series: bo
 @app.command()
 def rtt(files: List[Path] = CAPTURE_FILES, stream: Optional[str] = STREAM,
         output: Optional[Path] = OUTPUT, fmt: Fmt = FORMAT, series: bool = SERIES,
-        all_columns: bool = ALL_COLUMNS):
+        all_columns: bool = ALL_COLUMNS, jobs: Optional[int] = JOBS,
+        scheduler: Optional[str] = SCHEDULER, dask: bool = DASK):
     """Round-trip times per stream and direction, and the path RTT.
 
     Wireshark's ACK RTT, the Karn-filtered one and the timestamp RTT, per
@@ -143,7 +150,7 @@ def rtt(files: List[Path] = CAPTURE_FILES, stream: Optional[str] = STREAM,
     """
     from ..analyses.rtt import Rtt, rtt as rtt_of  # lazy: start-up
     output_kind(output, Rtt)
-    result, failed = run(rtt_of, files, stream=stream_choice(stream))
+    result, failed = run(rtt_of, files, stream=stream_choice(stream), **workers(jobs, scheduler, dask))
     if result is not None and not result.empty:
         emit(result, fmt=fmt.value, output=output, table="samples" if series else None,
              all_columns=all_columns)
@@ -154,7 +161,9 @@ def rtt(files: List[Path] = CAPTURE_FILES, stream: Optional[str] = STREAM,
 def seqgraph(files: List[Path] = CAPTURE_FILES, stream: Optional[str] = STREAM,
              output: Optional[Path] = OUTPUT, fmt: Fmt = FORMAT, series: bool = SERIES,
              all_columns: bool = ALL_COLUMNS,
-             style: Style = typer.Option(Style.stevens, "--style", help="stevens or tcptrace.")):
+             style: Style = typer.Option(Style.stevens, "--style", help="stevens or tcptrace."),
+             jobs: Optional[int] = JOBS, scheduler: Optional[str] = SCHEDULER,
+             dask: bool = DASK):
     """Sequence numbers against time (Stevens or tcptrace graph).
 
     Wireshark's Stevens or tcptrace graph of the data segments; the
@@ -165,7 +174,8 @@ def seqgraph(files: List[Path] = CAPTURE_FILES, stream: Optional[str] = STREAM,
     """
     from ..analyses.seqgraph import SeqGraph, seqgraph as seqgraph_of  # lazy: start-up
     output_kind(output, SeqGraph)
-    result, failed = run(seqgraph_of, files, stream=stream_choice(stream))
+    result, failed = run(seqgraph_of, files, stream=stream_choice(stream),
+                         **workers(jobs, scheduler, dask))
     if result is not None:
         emit(result, fmt=fmt.value, output=output, table="segments" if series else None,
              figure={"style": style.value}, all_columns=all_columns)

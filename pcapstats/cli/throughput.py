@@ -9,7 +9,8 @@ import typer
 
 from ..reader import read
 from ..results import describe
-from .app import ALL_COLUMNS, CAPTURE_FILES, TABLE_FILE, Engine, Fmt, Kernel, Proto, say, app
+from .app import (ALL_COLUMNS, CAPTURE_FILES, DASK, JOBS, SCHEDULER, TABLE_FILE, Engine, Fmt,
+                  Kernel, Proto, app, say, workers)
 from .output import emit, finish, output_kind, run
 
 
@@ -24,6 +25,7 @@ def throughput(
     all_columns: bool = ALL_COLUMNS,
     engine: Engine = typer.Option(Engine.fast, "--engine", help="fast, or tshark (reference)."),
     kernel: Kernel = typer.Option(Kernel.auto, "--kernel", hidden=True),
+    jobs: Optional[int] = JOBS, scheduler: Optional[str] = SCHEDULER, dask: bool = DASK,
 ):
     """Per-stream bytes, packets, average and peak rates.
 
@@ -39,16 +41,11 @@ def throughput(
       pcapstats throughput run.pcap
       pcapstats throughput captures/*.pcap --proto tcp -f csv -o streams.csv
     """
-    from ..analyses.throughput import Throughput, throughput as throughput_of  # lazy: start-up
+    from ..analyses.throughput import Throughput  # lazy: start-up
     output_kind(output, Throughput)
-
-    def analyse(path, **options):   # the fast engine streams the file: memory stays bounded
-        if engine == Engine.tshark:
-            return throughput_of(read(path, engine="tshark"), **options)
-        return throughput_of(path, kernel=kernel.value, **options)
-
-    result, failed = run(analyse, files, interval=interval, stream=stream,
-                         proto=proto.value if proto else None)
+    result, failed = run(_throughput, files, engine=engine.value, kernel=kernel.value,
+                         interval=interval, stream=stream, proto=proto.value if proto else None,
+                         **workers(jobs, scheduler, dask))
     if result is not None:
         emit(result, fmt=fmt.value, output=output, all_columns=all_columns)
         for part in result.parts:
@@ -56,6 +53,15 @@ def throughput(
                 say("warning", f"no {proto.value.upper() if proto else 'TCP or UDP'} streams "
                                 f"in {part.captures[0]} ({part.packets} packets)")
     finish(result, failed)
+
+
+def _throughput(path, *, engine: str, kernel: str, **options):
+    """One capture's throughput (a module's function: worker processes pickle it).  The fast
+    engine streams the file, so memory stays bounded."""
+    from ..analyses.throughput import throughput  # lazy: start-up
+    if engine == Engine.tshark.value:
+        return throughput(read(path, engine="tshark"), **options)
+    return throughput(path, kernel=kernel, **options)
 
 
 @app.command()

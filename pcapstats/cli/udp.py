@@ -8,7 +8,7 @@ from typing import List, Optional, Tuple
 import typer
 
 from ..errors import UsageError
-from .app import ALL_COLUMNS, TABLE_FILE, Fmt, app
+from .app import ALL_COLUMNS, DASK, JOBS, SCHEDULER, TABLE_FILE, Fmt, app, workers
 from .output import emit, finish, output_kind, run
 
 # CAPTURE_FILES, made optional: --pair takes the place of the files
@@ -33,6 +33,7 @@ def udp(
     fmt: Fmt = typer.Option(Fmt.table, "--format", "-f", help="table, csv or json."),
     all_columns: bool = ALL_COLUMNS,
     output: Optional[Path] = TABLE_FILE,
+    jobs: Optional[int] = JOBS, scheduler: Optional[str] = SCHEDULER, dask: bool = DASK,
 ):
     """UDP loss, order and jitter per flow, as iperf's server counts them.
 
@@ -69,9 +70,10 @@ def udp(
     if pair is not None:
         sender, receiver = pair
         result, failed = run(udp_of, [sender], receiver=receiver, stream=stream,
-                             counters=counters)
+                             counters=counters, **workers(jobs, scheduler, dask))
     else:
-        result, failed = run(udp_of, files, stream=stream, counters=counters)
+        result, failed = run(udp_of, files, stream=stream, counters=counters,
+                             **workers(jobs, scheduler, dask))
     if result is not None:
         emit(result, fmt=fmt.value, output=output, all_columns=all_columns)
     finish(result, failed)

@@ -16,7 +16,8 @@ import typer
 
 from ..errors import UsageError
 from ..units import parse_simpleperf_size
-from .app import ALL_COLUMNS, CAPTURE_FILES, TABLE_FILE, EXIT_ERROR, Fmt, say, app
+from .app import (ALL_COLUMNS, CAPTURE_FILES, DASK, JOBS, SCHEDULER, TABLE_FILE, Fmt, app, say,
+                  workers)
 from .output import emit, output_kind, run
 
 EXIT_FAIL = 1
@@ -44,6 +45,7 @@ def verify(
     output: Optional[Path] = TABLE_FILE,
     all_columns: bool = ALL_COLUMNS,
     strict: bool = typer.Option(False, "--strict", help="Exit 1 when a check cannot be decided."),
+    jobs: Optional[int] = JOBS, scheduler: Optional[str] = SCHEDULER, dask: bool = DASK,
 ):
     """Was the app protocol followed?  simpleperf, iperf3, ping.
 
@@ -80,7 +82,7 @@ def verify(
     printed = parse_client_output(client_output) if client_output is not None else None
     result, failed = run(verify_of, files, sidecar=sidecar or "auto", stream=stream,
                          expected=asked, app=app_name.value if app_name else None, port=port,
-                         client_output=printed)
+                         client_output=printed, **workers(jobs, scheduler, dask))
     if result is not None:
         table = "streams" if fmt == Fmt.table and output is None else "checks"
         emit(result, fmt=fmt.value, output=output, table=table, all_columns=all_columns)
@@ -94,7 +96,7 @@ def verify(
                 say("warning", f"{path}: nothing recognised to verify (no simpleperf, iperf3 "
                                 "or ping traffic; --port N / --app say what a stream is)")
     if failed:
-        raise typer.Exit(EXIT_ERROR)
+        raise typer.Exit(failed.exit_code())
     verdicts = [v.verdict for part in result.parts for v in part.verdicts]
     if FAIL in verdicts or not verdicts or (strict and CANNOT_TELL in verdicts):
         raise typer.Exit(EXIT_FAIL)

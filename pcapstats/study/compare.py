@@ -40,7 +40,7 @@ from ..units import interval_ns
 from . import metrics as M
 from .labels import (SIDECAR_LABELS, Labelling, name_key, parse_names,
                      sort_key, word_places)
-from .pool import outcomes
+from ..pool import outcomes
 
 _C = Column
 LABEL_DOC = ("one column a label: cc, loss, delay, rate, pairs, trial, tool from the lab "
@@ -360,18 +360,22 @@ def _alternatives(labelling: Labelling) -> list[str]:
 
 
 def compare(captures, /, *, by=None, metrics=None, labels=(), study=None,
-            interval: float = 1.0, jobs: int = 1, iographs: bool = True) -> Compare:
+            interval: float = 1.0, jobs: int = 1, iographs: bool = True,
+            scheduler: str | None = None) -> Compare:
     """Captures side by side (a list: one row each, a first column ``capture``), and grouped
     by the ``by`` labels (``"cc,loss"`` or a list).  ``metrics``: some of
     pcapstats.study.metrics.NAMES (default all); ``labels``: --label patterns; ``study``: a
     study file; ``interval``: the I/O graph's, for peak_bps; ``jobs``: worker processes;
+    ``scheduler``: a Dask scheduler's address to run them there instead (``"local"``: a
+    cluster of ``jobs`` worker processes started for the call; pcapstats.pool);
     ``iographs``: keep each capture's I/O graph for ``figure(kind="iographs")``.  A capture
     that cannot be read is left out with a warning (a single one raises)."""
     several = isinstance(captures, (list, tuple))
     plan = Study.plan(captures if several else [captures], by=by, metrics=metrics,
                       labels=labels, study=study, interval=interval)
     measured, first_error = [], None
-    for outcome in plan.outcomes(jobs=jobs, keep=frozenset({"iograph"} if iographs else ())):
+    for outcome in plan.outcomes(jobs=jobs, scheduler=scheduler,
+                                 keep=frozenset({"iograph"} if iographs else ())):
         for text in outcome.warnings:
             warnings.warn(PcapstatsWarning(text), stacklevel=2)
         if outcome.error is not None:
