@@ -90,6 +90,12 @@ class Result:
         self.notes = [n for n in notes if n]
         self.parts: list[Result] = [self]
 
+    @classmethod
+    def specs_for(cls, **options) -> tuple[TableSpec, ...]:
+        """The tables the analysis gives when run with ``options`` (most: always ``specs``;
+        one whose columns follow its options says so here), before any capture is read."""
+        return cls.specs
+
     # -- tables ------------------------------------------------------------------------------
     @property
     def table_names(self) -> list[str]:
@@ -404,6 +410,23 @@ def _checked(spec: TableSpec, table, analysis: str) -> dict[str, np.ndarray]:
     if len(lengths) > 1:
         raise AssertionError(f"{analysis}.{spec.name}: columns of different lengths {lengths}")
     return out
+
+
+def pandas_meta(spec: TableSpec):
+    """An empty DataFrame of the table's columns in the dtypes :meth:`Result.to_pandas` gives a
+    table with rows (text: the dtype pandas gives an array of str), for a frame declared
+    before it is computed (pcapstats.dask)."""
+    import pandas as pd  # lazy: see Result.to_pandas
+    text = pd.Series(np.array([""], dtype=object)).dtype
+    columns = {}
+    for c in spec.columns:
+        if c.dtype == "str" and not c.values:
+            columns[c.name] = pd.Series([], dtype=text)
+            continue
+        empty = np.zeros(0, np.float64 if c.optional and c.dtype.startswith(("int", "uint"))
+                         else object if c.dtype == "str" else c.dtype)
+        columns[c.name] = _pandas_column(c, empty)
+    return pd.DataFrame(columns)
 
 
 def _pandas_column(column: Column, values: np.ndarray):

@@ -28,7 +28,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("pcapstats.batch", "pcapstats.pool"),
     ("pcapstats.plots",),
     ("pcapstats.analyses",),
-    ("pcapstats.lab", "pcapstats.study", "pcapstats.export"),
+    ("pcapstats.lab", "pcapstats.study", "pcapstats.export", "pcapstats.dask"),
     ("pcapstats.cli",),
     ("pcapstats", "pcapstats.__main__"),
 ]

@@ -97,6 +97,10 @@ KEY_COLUMNS = {
 }
 
 
+GROUP_KEYS = {None: [], "direction": ["direction"], "stream": ["proto", "stream"],
+              "stream+direction": ["proto", "stream", "direction"]}   # by -> _group_ids' keys
+
+
 def _specs(keys: list[str], unit: str) -> tuple[TableSpec, ...]:
     """The three tables for a grouping and a unit; ``{rate}`` in a name is the rate column's
     name for the unit (``bps``, ``bytes_per_s``, ``packets_per_s``)."""
@@ -169,6 +173,11 @@ class IOGraph(Result):
     specs = _specs(["proto", "stream", "direction"], "bits")   # `pcapstats columns iograph`
     series = "series"
     draws = overlays = True
+
+    @classmethod
+    def specs_for(cls, *, unit: str = "bits", by: str | None = None, **options):
+        """The tables of a run grouped ``by`` in ``unit``: its key columns first."""
+        return _specs(GROUP_KEYS[_choice("by", by, GROUPINGS)], _choice("unit", unit, UNITS))
 
     def __init__(self, tables, *, capture: str, options: "_Options", keys: list[str],
                  series_rows, stream_names: dict | None = None, notes: list[str] = ()):
