@@ -296,7 +296,10 @@ def test_a_signal_while_saving_waits_for_the_files_then_ends_the_run(tmp_path, t
     assert doc["status"] == "complete" and doc["error"] is None
     assert doc["reports"][0]["summary"]["median_ms"]
     (cap,) = doc["captures"]
-    assert cap["packets_captured"] >= 6  # 3 echo requests and their replies, at least
+    # the sender's capture: the 3 requests ping sent and every reply it printed (1 % loss may
+    # take one)
+    (received,) = doc["reports"][0]["summary"]["received"]     # ping's own count, one run
+    assert cap["packets_captured"] >= 3 + received >= 4
     _valid_capture(out, cap["packets_captured"])
     _assert_nothing_left(proc.pid, tagged, before, tmp_path)
 
