@@ -104,9 +104,11 @@ class ClockCheck:
             at.append(n)
         if self.absurd:
             n, t = self.first_absurd
-            year = 1970 + t / 1e9 / (365.2425 * 86400)
+            year = f"year {1970 + t / 1e9 / (365.2425 * 86400):.0f}"
+            if t == np.iinfo(np.int64).max:   # where the reader holds a time ns cannot hold
+                year += " or after, held where int64 nanoseconds end"
             parts.append(f"{self.absurd} timestamp{'s' if self.absurd > 1 else ''} outside "
-                         f"1990-2100 (packet {n}: year {year:.0f})")
+                         f"1990-2100 (packet {n}: {year})")
             at.append(n)
         if not parts:
             return None

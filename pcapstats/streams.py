@@ -420,8 +420,9 @@ class StreamTotals:
         self.t_max = np.zeros(0, np.int64)
         self.ends = np.zeros((0, 4), np.int64)             # a_addr, a_port, b_addr, b_port
         self.peak = np.zeros((0, 2, 2))                    # best cell: frame bytes, payload bytes
-        self.open_cells = np.zeros(0, np.int64)            # (stream x 2 + direction) << 32 | bin
-        self.open_sums = np.zeros((0, 2))
+        self.open_keys = np.zeros(0, np.int64)             # open cells: stream x 2 + direction,
+        self.open_bins = np.zeros(0, np.int64)             # interval bin (any int64: a clock
+        self.open_sums = np.zeros((0, 2))                  # step makes bins past 2^31)
         self.closed_below: int | None = None
 
     def add(self, ids, src, dst, sport, dport, t, frame_len, payload_len, close: bool = False):
@@ -494,47 +495,62 @@ class StreamTotals:
 
     def _open(self, cell_key, cell_bin, sums) -> None:
         """Merge byte sums of (stream x 2 + direction, interval) cells into the open cells."""
-        packed = (cell_key << 32) | (cell_bin + (1 << 31))
-        merged, inverse = np.unique(np.concatenate([self.open_cells, packed]), return_inverse=True)
+        keys, bins, idx = _cells(np.concatenate([self.open_keys, cell_key]),
+                                 np.concatenate([self.open_bins, cell_bin]))
         both = np.concatenate([self.open_sums, sums])
-        self.open_cells = merged
-        self.open_sums = np.stack([np.bincount(inverse, weights=both[:, i], minlength=len(merged))
+        self.open_keys, self.open_bins = keys, bins
+        self.open_sums = np.stack([np.bincount(idx, weights=both[:, i], minlength=len(keys))
                                    for i in (0, 1)], 1)
 
     def _close(self, below: int | None) -> None:
         """Fold the cells of intervals before ``below`` (all when None) into the peaks."""
-        if len(self.open_cells) == 0:
+        if len(self.open_keys) == 0:
             return
-        bins = (self.open_cells & 0xFFFFFFFF) - (1 << 31)
-        done = np.ones(len(bins), bool) if below is None else bins < below
-        keys = self.open_cells[done] >> 32
+        done = np.ones(len(self.open_bins), bool) if below is None else self.open_bins < below
         flat = self.peak.reshape(-1, 2)
         for i in (0, 1):
-            np.maximum.at(flat[:, i], keys, self.open_sums[done, i])
-        self.open_cells, self.open_sums = self.open_cells[~done], self.open_sums[~done]
+            np.maximum.at(flat[:, i], self.open_keys[done], self.open_sums[done, i])
+        keep = ~done
+        self.open_keys, self.open_bins = self.open_keys[keep], self.open_bins[keep]
+        self.open_sums = self.open_sums[keep]
         if below is not None:
             self.closed_below = below if self.closed_below is None else max(self.closed_below, below)
+
+
+def _cells(key: np.ndarray, bins: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The distinct (key, bin) pairs, sorted, and each input row's pair index: by sorting the
+    two columns, so no product of their ranges has to fit in 64 bits."""
+    if len(key) == 0:
+        return key, bins, np.zeros(0, np.int64)
+    order = np.lexsort((bins, key))
+    k, b = key[order], bins[order]
+    first = np.empty(len(k), bool)
+    first[0] = True
+    first[1:] = (k[1:] != k[:-1]) | (b[1:] != b[:-1])
+    idx = np.empty(len(k), np.int64)
+    idx[order] = np.cumsum(first) - 1
+    return k[first], b[first], idx
 
 
 def _cell_sums(key, bins, frame_len, payload_len):
     """Packets, frame bytes and payload bytes of each occupied (key, interval bin) cell:
     (cell keys, cell bins, sums[cell, 3]).  Counted densely when the grid is small, else
     by sorting."""
-    b0, n_bins = int(bins.min()), int(bins.max() - bins.min()) + 1
+    b0, n_bins = int(bins.min()), int(bins.max()) - int(bins.min()) + 1
     k0, n_keys = int(key.min()), int(key.max() - key.min()) + 1
-    cell = (key - k0) * n_bins + (bins - b0)
     if n_keys * n_bins <= _DENSE_LIMIT:
+        cell = (key - k0) * n_bins + (bins - b0)
         size = n_keys * n_bins
         count = np.bincount(cell, minlength=size)
         cells = np.flatnonzero(count)
         sums = np.stack([count[cells]] + [np.bincount(cell, weights=w, minlength=size)[cells]
                                           for w in (frame_len, payload_len)], 1)
-    else:
-        cells, inverse = np.unique(cell, return_inverse=True)
-        sums = np.stack([np.bincount(inverse, minlength=len(cells))]
-                        + [np.bincount(inverse, weights=w, minlength=len(cells))
-                           for w in (frame_len, payload_len)], 1)
-    return cells // n_bins + k0, cells % n_bins + b0, sums.astype(np.float64)
+        return cells // n_bins + k0, cells % n_bins + b0, sums.astype(np.float64)
+    keys, cell_bins, idx = _cells(key, bins)
+    sums = np.stack([np.bincount(idx, minlength=len(keys))]
+                    + [np.bincount(idx, weights=w, minlength=len(keys))
+                       for w in (frame_len, payload_len)], 1)
+    return keys, cell_bins, sums.astype(np.float64)
 
 
 def _first_rows(ids, rows) -> np.ndarray:

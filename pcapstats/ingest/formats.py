@@ -142,8 +142,28 @@ def _pcapng_ns(ts: np.ndarray, iface_idx: np.ndarray, ifs: K.Interfaces, n_if: i
             ns = whole * np.uint64(10**9) + ((frac * np.uint64(10**9)) >> np.uint64(k_frac))
         else:             # 10^-k seconds per unit
             ns = t * np.uint64(10 ** (9 - resol)) if resol <= 9 else t // np.uint64(10 ** min(resol - 9, 19))
-        out[sel] = ns.astype(np.int64) + np.int64(offset) * 10**9
+        # A time int64 nanoseconds cannot hold (past 2262, or before 1970 by the offset) would
+        # wrap to any value; it is held at 1970 or at 2262 instead, where the reader's clock
+        # check names it as a time outside 1990-2100, and any two times still subtract exactly.
+        approx = _approx_seconds(t, resol) + offset
+        if abs(offset) < 9 * 10**9:     # exact: int64 arithmetic wraps back into range
+            ns = ns.astype(np.int64) + np.int64(offset) * 10**9
+        else:                           # an offset of over 285 years: to the microsecond
+            ns = np.round(np.clip(approx, 0, _LAST_NS / 1e9) * 1e6).astype(np.int64) * 1000
+        ns[approx >= _LAST_NS / 1e9] = _LAST_NS
+        ns[approx < 0] = 0
+        out[sel] = ns
     return out
+
+
+_LAST_NS = np.iinfo(np.int64).max   # 2262-04-11: the last time int64 nanoseconds hold
+
+
+def _approx_seconds(t: np.ndarray, resol: int) -> np.ndarray:
+    """Float seconds of raw pcapng time units (to tell times int64 ns cannot hold)."""
+    k = resol & 0x7F
+    unit = 2.0 ** -k if resol & 0x80 else 10.0 ** -k
+    return t.astype(np.float64) * unit
 
 
 _BLOCK_NAMES = {0x0A0D0D0A: "section header", 1: "interface description", 2: "packet (obsolete)",

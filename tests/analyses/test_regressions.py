@@ -1,19 +1,26 @@
 """Captures bench/fuzz.py found failing, each kept small in tests/data/fuzz/ (its README says
 what each holds): every command finishes on each with a result or the project's own one-line
 error, and the behaviour each must have is stated beside it."""
+import warnings
+
+import numpy as np
 import pytest
 from tests.helpers.paths import DATA
+from tests.helpers.tshark_ref import tshark_fields
 
+import pcapstats as ps
 from pcapstats.cli import main
 
 FUZZ = DATA / "fuzz"
 COMMANDS = ("throughput", "iograph", "retrans", "rtt", "cwnd", "seqgraph", "wscale", "flavour",
-            "verify", "ping", "udp", "fairness", "delay")
+            "verify", "ping", "udp", "fairness", "delay", "compare")
 # file -> commands that must give a result (exit 0) on it, beyond "no internal error"
 MUST_ANSWER = {
     "cwnd-acks-without-new-data.pcap": ("cwnd", "wscale"),
     "fairness-timestamp-2106.pcap": ("fairness", "throughput"),
     "delay-session-without-samples.pcap": ("delay", "ping"),
+    "timestamp-past-2262.pcapng": ("throughput", "iograph", "retrans", "rtt", "cwnd",
+                                   "seqgraph", "compare"),
 }
 
 
@@ -27,6 +34,25 @@ def test_every_command_finishes_cleanly(name, capsys, monkeypatch):
         assert code in (0, 1, 2) and "internal error" not in err, (command, err)
         if command in MUST_ANSWER.get(name, ()):
             assert code == 0, (command, err)
+
+
+def test_a_time_past_2262_is_held_there_and_the_totals_stay_exact():
+    """A pcapng timestamp past what int64 nanoseconds hold had wrapped to 1688, and the
+    streaming totals' (stream, interval) cells, packed in 64 bits, overflowed (IndexError in
+    every TCP command).  The time is held at the last nanosecond, the clock warning says so,
+    and throughput's per-stream packets and bytes equal tshark's."""
+    path = FUZZ / "timestamp-past-2262.pcapng"
+    with pytest.warns(ps.ClockWarning, match=r"year 2262 or after, held where int64"):
+        t = ps.read(path).column("frame_time_ns")
+    assert t[10] == np.iinfo(np.int64).max and t[11] < 2**62
+    ref = tshark_fields(path, ("tcp.stream", "frame.len")).dropna().astype(int)
+    want = ref.groupby("tcp.stream")["frame.len"].agg(["count", "sum"])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        got = ps.throughput(path).to_pandas()
+    tcp = got[got["proto"] == "tcp"].set_index("stream")
+    assert list(tcp.index) == list(want.index)
+    assert (tcp["packets"] == want["count"]).all() and (tcp["bytes"] == want["sum"]).all()
 
 
 def test_every_regression_capture_is_listed_with_its_behaviour():
