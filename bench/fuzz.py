@@ -427,26 +427,32 @@ def campaign(args) -> int:
             log.flush()
 
     k = 0
-    while k < args.count or running:
-        while len(running) < jobs and made < args.count:
-            path, origin, did, data = make(made)
-            pid_info = _start(path, args)
-            running[pid_info[0]] = (pid_info, origin, did, data, made, path)
-            made += 1
-        finished = _reap(running)
-        for key, (lines, status, rss) in finished:
-            (_, origin, did, data, index, path) = running.pop(key)
-            judge(lines, status, rss, origin, did, data, index)
-            for leftover in (path, path + ".err"):
-                with contextlib.suppress(FileNotFoundError):
-                    os.unlink(leftover)
-            k += 1
-            if k % 500 == 0:
-                rate = k / (time.monotonic() - started)
-                print(f"fuzz: {k}/{args.count} inputs, {tally['failed inputs']} failed, "
-                      f"{rate:.1f}/s", file=sys.stderr, flush=True)
-        if not finished:
-            time.sleep(0.002)
+    try:
+        while k < args.count or running:
+            while len(running) < jobs and made < args.count:
+                path, origin, did, data = make(made)
+                pid_info = _start(path, args)
+                running[pid_info[0]] = (pid_info, origin, did, data, made, path)
+                made += 1
+            finished = _reap(running)
+            for key, (lines, status, rss) in finished:
+                (_, origin, did, data, index, path) = running.pop(key)
+                judge(lines, status, rss, origin, did, data, index)
+                for leftover in (path, path + ".err"):
+                    with contextlib.suppress(FileNotFoundError):
+                        os.unlink(leftover)
+                k += 1
+                if k % 500 == 0:
+                    rate = k / (time.monotonic() - started)
+                    print(f"fuzz: {k}/{args.count} inputs, {tally['failed inputs']} failed, "
+                          f"{rate:.1f}/s", file=sys.stderr, flush=True)
+            if not finished:
+                time.sleep(0.002)
+    except KeyboardInterrupt:      # Ctrl-C: the table of what ran, not a traceback
+        for pid in running:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        print(f"fuzz: interrupted after {k} of {args.count} inputs", file=sys.stderr)
     shutil.rmtree(work, ignore_errors=True)
     report(args, tally, per_command, kinds, slowest, time.monotonic() - started)
     return 1 if tally["failed inputs"] else 0
