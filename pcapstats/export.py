@@ -43,8 +43,7 @@ from .capture import Capture
 from .errors import CaptureFormatError, CaptureOpenError, PcapstatsError, UsageError
 from .ingest import WINDOW_BYTES, packet_windows
 from .reader import read
-from .results import (RESULT_TYPES, arrow_type, parquet_metadata, require_pyarrow,
-                      with_parquet_metadata)
+from .results import RESULT_TYPES, arrow_type, require_pyarrow, with_parquet_metadata
 from .pool import outcomes
 
 PACKETS, STREAMS = "packets", "streams"

@@ -61,16 +61,12 @@ def compare(
       pcapstats compare wifi/*.pcap --by distance --label '(?P<distance>close|far)'
       pcapstats compare runs/*.pcap --study study.csv --by distance -f csv -o study.csv
     """
-    from ..study.compare import Compare, Study  # lazy: every analysis, for this command only
+    from ..study.compare import Compare  # lazy: every analysis, for this command only
     kind = output_kind(output, Compare)
     if iographs and kind != "figure":
         raise UsageError("--iographs chooses the figure: give -o FILE.png or .svg")
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always", PcapstatsWarning)
-        plan = Study.plan(files, by=by, metrics=metrics, labels=label or (), study=study,
-                          interval=interval)
-    for w in caught:
-        say("warning", str(w.message))
+    plan = plan_study(files, by=by, metrics=metrics, label=label, study=study,
+                      interval=interval)
     result, failed = run_study(plan, **workers(jobs, scheduler, dask),
                                keep={"iograph"} if iographs else set())
     if result is not None:
@@ -78,6 +74,19 @@ def compare(
              table="groups" if by and not captures else "captures",
              figure={"kind": "iographs" if iographs else "metrics"})
     finish(result, failed)
+
+
+def plan_study(files, *, by, metrics, label, study, interval):
+    """The study's plan (its captures, labels and metrics), what reading its labels warned of
+    said on stderr, one line each, before any capture is analysed."""
+    from ..study.compare import Study  # lazy: see compare()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", PcapstatsWarning)
+        plan = Study.plan(files, by=by, metrics=metrics, labels=label or (), study=study,
+                          interval=interval)
+    for w in caught:
+        say("warning", str(w.message))
+    return plan
 
 
 def run_study(plan, *, jobs: Optional[int], scheduler: Optional[str] = None, keep=frozenset(),

@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-import warnings
 from pathlib import Path
 from typing import List, Optional
 
 import typer
 
-from ..errors import PcapstatsWarning, UsageError
+from ..errors import UsageError
 from .app import CAPTURE_FILES, DASK, JOBS, SCHEDULER, app, say, workers
-from .compare import BY, INTERVAL, LABELS, METRICS, STUDY, run_study
+from .compare import BY, INTERVAL, LABELS, METRICS, STUDY, plan_study, run_study
 from .output import finish
 
 REPORT_FILE = typer.Option(..., "--output", "-o", metavar="FILE.html", show_default=False,
@@ -45,19 +44,14 @@ def report(
       pcapstats report captures/sp-*.pcap --by cc,loss -o study.html
       pcapstats report wifi/*.pcap --study study.toml --by distance -o wifi.html
     """
-    from ..study.compare import Study  # lazy: every analysis, for this command only
-    from ..study.report import PRELOAD, capture_report, write  # lazy: with the line above
+    from ..study.report import PRELOAD, capture_report, write  # lazy: matplotlib and every analysis
     if output.suffix.lower() not in (".html", ".htm"):
         raise UsageError("a report is an HTML file", path=str(output),
                          hint="name it with .html, e.g. -o study.html")
     if not output.parent.is_dir():          # say so before reading every capture
         raise UsageError("cannot write the report: no such directory", path=str(output))
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always", PcapstatsWarning)
-        plan = Study.plan(files, by=by, metrics=metrics, labels=label or (), study=study,
-                          interval=interval)
-    for w in caught:
-        say("warning", str(w.message))
+    plan = plan_study(files, by=by, metrics=metrics, label=label, study=study,
+                      interval=interval)
     failures: list[str] = []
     result, failed = run_study(plan, **workers(jobs, scheduler, dask), function=capture_report,
                                preload=PRELOAD, failures=failures)

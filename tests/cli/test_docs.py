@@ -1,5 +1,4 @@
 """The README's commands and code, and the notebooks' cells, run as written (so they cannot rot)."""
-import json
 import re
 import subprocess
 import sys
