@@ -448,7 +448,10 @@ def _one(cap: Capture, o: _Options) -> IOGraph:
     n_groups = len(starts)
     group_keys = keys                 # np.unique numbered the groups: segment i is group i
 
-    bucket = (t - t0 + 500) // o.interval_ns            # tshark: rel time rounded to the us
+    # tshark: rel time rounded to the us, (rel + 500) // interval -- taken apart so that a span
+    # of the whole int64 range (a clock the reader held at its ends) cannot overflow
+    whole, part = np.divmod(t - t0, o.interval_ns)
+    bucket = whole + (part + 500 >= o.interval_ns)
     seg = np.repeat(np.arange(n_groups), ends - starts)
     k, series_seg, cell, left_out = _listed_intervals(bucket, seg, starts, ends, len(g))
     lengths = np.bincount(series_seg, minlength=n_groups)
@@ -522,7 +525,9 @@ def _listed_intervals(bucket, seg, starts, ends, n_packets):
     (past the dense limit) those with packets and the first of each empty run after them."""
     b_first, b_last = bucket[starts], bucket[ends - 1]
     lengths = b_last - b_first + 1
-    dense = int(lengths.sum())
+    # summed as Python ints: groups of 2^53 intervals each (a 1 us interval over a clock step)
+    # would overflow an int64 sum into a negative count
+    dense = sum(map(int, lengths))
     if dense <= max(DENSE_ROWS, DENSE_PER_PACKET * n_packets):
         offsets = np.r_[0, np.cumsum(lengths)[:-1]]
         series_seg = np.repeat(np.arange(len(starts)), lengths)

@@ -21,6 +21,7 @@ MUST_ANSWER = {
     "delay-session-without-samples.pcap": ("delay", "ping"),
     "timestamp-past-2262.pcapng": ("throughput", "iograph", "retrans", "rtt", "cwnd",
                                    "seqgraph", "compare"),
+    "iograph-span-of-all-int64.pcapng": ("iograph", "throughput", "compare"),
 }
 
 
@@ -53,6 +54,21 @@ def test_a_time_past_2262_is_held_there_and_the_totals_stay_exact():
     tcp = got[got["proto"] == "tcp"].set_index("stream")
     assert list(tcp.index) == list(want.index)
     assert (tcp["packets"] == want["count"]).all() and (tcp["bytes"] == want["sum"]).all()
+
+
+@pytest.mark.parametrize("interval", [1.0, 0.000001])
+def test_a_span_of_the_whole_int64_range_is_binned_without_overflow(interval):
+    """Times at 1970 and at the 2262 the reader holds: rel time + 500 ns overflowed int64, and
+    the intervals' count overflowed its sum (ValueError).  Every packet is still counted."""
+    path = FUZZ / "iograph-span-of-all-int64.pcapng"
+    ref = tshark_fields(path, ("frame.len",)).astype(int)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        result = ps.iograph(path, interval=interval)
+    summary = result.table("summary")
+    assert summary["packets"][0] == len(ref) and summary["bytes"][0] == ref["frame.len"].sum()
+    assert result.table("series")["packets"].sum() == len(ref)
+    assert any("empty intervals" in n for n in result.notes)
 
 
 def test_every_regression_capture_is_listed_with_its_behaviour():
