@@ -429,8 +429,11 @@ def idle_share(data_t_s, resent, ack_t_s, rtt_s: float) -> float:
     lived = (gap > 0) & (gap < GAP_NS / 1e9)
     if not gap[lived].sum() > 0:
         return np.nan
-    j = np.searchsorted(acks, t[1:], side="right") - 1
-    since_ack = np.where(j >= 0, t[1:] - acks[np.maximum(j, 0)], np.inf)
+    if len(acks):
+        j = np.searchsorted(acks, t[1:], side="right") - 1
+        since_ack = np.where(j >= 0, t[1:] - acks[np.maximum(j, 0)], np.inf)
+    else:                                   # no window sample at all: nothing to wait for
+        since_ack = np.full(len(gap), np.inf)
     idle = lived & (gap > rtt_s) & (since_ack > IDLE_AFTER_ACK_RTTS * rtt_s) \
         & ~np.asarray(resent, bool)[1:]
     return float(gap[idle].sum() / gap[lived].sum())

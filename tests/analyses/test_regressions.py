@@ -22,6 +22,7 @@ MUST_ANSWER = {
     "timestamp-past-2262.pcapng": ("throughput", "iograph", "retrans", "rtt", "cwnd",
                                    "seqgraph", "compare"),
     "iograph-span-of-all-int64.pcapng": ("iograph", "throughput", "compare"),
+    "flavour-without-window-samples.pcapng": ("flavour", "compare", "throughput"),
 }
 
 
