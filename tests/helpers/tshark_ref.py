@@ -68,6 +68,19 @@ def tshark_fields(path: Path | str, fields: tuple[str, ...], occurrence: str = "
     return df.replace("", pd.NA)
 
 
+def comparable(series: pd.Series) -> pd.Series:
+    """A packet-table column as plain nullable values: strings, Int64 (bools as 0/1), Float64,
+    to set beside a reference column."""
+    s = series.reset_index(drop=True)
+    if isinstance(s.dtype, pd.CategoricalDtype) or s.dtype == object:
+        return s.astype("string")
+    if pd.api.types.is_bool_dtype(s.dtype):
+        return s.astype("Int64")
+    if pd.api.types.is_float_dtype(s.dtype):
+        return s.astype("Float64")
+    return s.astype("Int64")
+
+
 def schema_fields() -> dict[str, list[str]]:
     """Schema column -> the tshark 4.0 field(s) it names (the "a|b" variants split)."""
     return {c.name: [_TSHARK_4_0_NAME.get(f, f) for f in c.wireshark.split("|")]

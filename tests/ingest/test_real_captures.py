@@ -32,7 +32,8 @@ from pcapstats.analyses.throughput import STREAMS as THROUGHPUT_TABLE
 
 from tests.conftest import (CAPTURE_NAMES, CONCURRENT_TCP, REUSE_CLIENT_PORT,
                       REUSE_SERVER_PORT, TCP_SINK_PORT, UDP_CLOSED_PORT, UDP_ECHO_PORT)
-from tests.helpers.tshark_ref import conversation_reference, packet_reference, tshark_fields
+from tests.helpers.tshark_ref import (comparable, conversation_reference, packet_reference,
+                                      tshark_fields)
 from tests.helpers.paths import ROOT
 
 pytestmark = pytest.mark.netns
@@ -54,18 +55,6 @@ def read_or_skip(path, kernel):
     except ps.UsageError as e:
         pytest.skip(f"kernel {kernel!r} unavailable: {e}")
     return _read(str(path), kernel)
-
-
-def _comparable(series: pd.Series) -> pd.Series:
-    """A packet-table column as plain nullable values: strings, Int64 (bools as 0/1), Float64."""
-    s = series.reset_index(drop=True)
-    if isinstance(s.dtype, pd.CategoricalDtype) or s.dtype == object:
-        return s.astype("string")
-    if pd.api.types.is_bool_dtype(s.dtype):
-        return s.astype("Int64")
-    if pd.api.types.is_float_dtype(s.dtype):
-        return s.astype("Float64")
-    return s.astype("Int64")
 
 
 def _mismatches(column: str, got: pd.Series, want: pd.Series) -> np.ndarray:
@@ -94,7 +83,7 @@ def test_column_matches_tshark(real_captures, name, kernel, column):
     if column not in ref.values:
         pytest.fail(f"no reference for column {column!r}: add one to tests/tshark_ref.py")
     rows = ref.checked[column]
-    got = _comparable(cap.packets[column])[rows].reset_index(drop=True)
+    got = comparable(cap.packets[column])[rows].reset_index(drop=True)
     want = ref.values[column][rows].reset_index(drop=True)
     bad = np.flatnonzero(_mismatches(column, got, want))
     if len(bad):

@@ -22,7 +22,7 @@ import pytest
 
 from tests.helpers import craft as c
 from tests.helpers.paths import DATA
-from tests.helpers.tshark_ref import packet_reference
+from tests.helpers.tshark_ref import comparable, packet_reference
 
 import pcapstats as ps
 from pcapstats import schema
@@ -359,17 +359,6 @@ PUBLIC = {
 }
 
 
-def _comparable(s: pd.Series) -> pd.Series:
-    s = s.reset_index(drop=True)
-    if isinstance(s.dtype, pd.CategoricalDtype) or s.dtype == object:
-        return s.astype("string")
-    if pd.api.types.is_bool_dtype(s.dtype):
-        return s.astype("Int64")
-    if pd.api.types.is_float_dtype(s.dtype):
-        return s.astype("Float64")
-    return s.astype("Int64")
-
-
 @pytest.mark.parametrize("name", PUBLIC)
 def test_public_capture_matches_tshark(name, kernel):
     """Every column of every packet equals tshark's (tshark_ref.packet_reference)."""
@@ -384,7 +373,7 @@ def test_public_capture_matches_tshark(name, kernel):
     problems = []
     for col in schema.COLUMNS:
         rows = ref.checked[col.name]
-        got = _comparable(table[col.name])[rows].reset_index(drop=True)
+        got = comparable(table[col.name])[rows].reset_index(drop=True)
         want = ref.values[col.name][rows].reset_index(drop=True)
         if col.name == "frame_time_epoch":   # a float of the exact ns column: 1 ulp apart
             g, v = got.to_numpy(float, na_value=np.nan), want.to_numpy(float, na_value=np.nan)
