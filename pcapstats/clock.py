@@ -117,6 +117,18 @@ class ClockCheck:
                                   "clock's, not the network's"
 
 
+def shifted(t_ns: np.ndarray, delta_ns: int) -> np.ndarray:
+    """``t_ns + delta_ns`` held within int64 rather than wrapped: the reader keeps times up to
+    the last nanosecond int64 holds, so a time plus a window (or minus one) can pass either
+    end, and a window read from packets can be any size."""
+    t = np.asarray(t_ns, np.int64)
+    top = int(np.iinfo(np.int64).max)
+    d = max(-top, min(top, int(delta_ns)))
+    if d >= 0:
+        return np.where(t > top - d, top, t + d)
+    return np.where(t < -top - d, -top, t + d)
+
+
 def without_long_gaps(t_ns: np.ndarray, limit_ns: int) -> np.ndarray:
     """Times with every gap longer than ``limit_ns`` shortened to ``limit_ns`` (and every step
     back to none), so that binning them by a fixed width allocates in proportion to the packets,

@@ -56,6 +56,7 @@ import numpy as np
 
 from ..batch import analysis, each_stream
 from ..capture import Capture
+from ..clock import GAP_NS, shifted
 from ..errors import UsageError
 from ..plots.tcp import cwnd_figure, wscale_figure
 from ..render import Shown
@@ -371,7 +372,7 @@ def _smoothed_rtt(df, data_dir) -> int:
     for name, mask in (("ack_rtt_karn_ns", d != data_dir), ("ts_rtt_ns", d == data_dir),
                        ("ts_rtt_ns", d != data_dir), ("initial_rtt_ns", np.ones(len(d), bool))):
         v = df[name].to_numpy(np.float64, na_value=np.nan)[mask]
-        v = v[~np.isnan(v) & (v > 0)]
+        v = v[~np.isnan(v) & (v > 0) & (v < GAP_NS)]   # an "RTT" of an hour is a clock step
         if len(v) >= 1 and np.median(v) > 1e5:   # ignore the near-zero half at the far side
             return int(np.median(v))
     return 100_000_000
@@ -379,7 +380,7 @@ def _smoothed_rtt(df, data_dir) -> int:
 
 def _min_rtt(df, data_dir, fallback) -> int:
     v = df["initial_rtt_ns"].to_numpy(np.float64, na_value=np.nan)
-    v = v[~np.isnan(v)]
+    v = v[~np.isnan(v) & (v < GAP_NS)]
     return int(v[0]) if len(v) else fallback
 
 
@@ -416,7 +417,7 @@ def _share_in_window(t, flag, window_ns) -> np.ndarray:
     if len(t) == 0:
         return np.zeros(0)
     c = np.r_[0, np.cumsum(flag)]
-    first = np.searchsorted(t, t - window_ns, side="right")
+    first = np.searchsorted(t, shifted(t, -window_ns), side="right")
     last = np.arange(len(t)) + 1
     return (c[last] - c[first]) / (last - first)
 
@@ -440,7 +441,7 @@ def _receiver_samples(v: _Views) -> dict:
         last_of_group = np.r_[echo[1:] != echo[:-1], len(echo) > 0][:len(echo)]
         rows, ref = with_ts[last_of_group], rev_ts[r[last_of_group]]
     else:   # no timestamps: the ACK sent one initial RTT before each arrival
-        ref_i = np.searchsorted(v.t[rev], v.t[new] - v.min_rtt_ns, side="right") - 1
+        ref_i = np.searchsorted(v.t[rev], shifted(v.t[new], -v.min_rtt_ns), side="right") - 1
         ok = ref_i >= 0
         rows, ref = new[ok], rev[ref_i[ok]]
     ref_ack = v.ack_so_far[ref]
@@ -448,12 +449,13 @@ def _receiver_samples(v: _Views) -> dict:
     edge = ref_ack + v.rwnd_so_far[ref]
     rwnd_limited = v.max_nxt[rows] >= edge - v.mss
     # idle sender: no data arrived in the half RTT before this sample's first segment
-    prev_data = np.searchsorted(v.t[v.data], v.t[rows] - v.rtt_ns // 2, side="right")
+    prev_data = np.searchsorted(v.t[v.data], shifted(v.t[rows], -(v.rtt_ns // 2)),
+                                side="right")
     this_data = np.searchsorted(v.t[v.data], v.t[rows], side="left")
     idle = this_data - prev_data <= 0
     state = np.where(rwnd_limited, "rwnd", np.where(idle, "app", "cwnd")).astype(object)
     return {"frame_number": v.frame[rows], "time_s": v.seconds(rows),
-            "sender_time_s": (v.t[ref] + v.min_rtt_ns // 2 - v.t0) / 1e9,
+            "sender_time_s": v.seconds(ref) + v.min_rtt_ns / 2e9,
             "flight_bytes": flight, "rwnd_bytes": v.rwnd_so_far[ref], "state": state,
             "_at": ref}
 

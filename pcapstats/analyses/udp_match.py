@@ -20,6 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..capture import Capture
+from ..clock import shifted
 
 _WORDS_PER_CHUNK = 8 << 20       # uint64 words gathered at once (64 MB)
 _MAX_WORDS = 65536 // 8 + 1     # a UDP payload is below 64 KiB
@@ -156,7 +157,8 @@ def match(up_keys: np.ndarray, up_ns: np.ndarray, down_keys: np.ndarray, down_ns
     if first.any():        # the earliest and latest a datagram could have arrived
         fastest, slowest = transit[first[matched]].min(), transit[first[matched]].max()
         start, end = down_span_ns
-        counted = (up_ns + slowest >= start) & (up_ns + fastest <= end)
+        up = up_ns.astype(np.int64)
+        counted = (shifted(up, slowest) >= start) & (shifted(up, fastest) <= end)
     return Matched(sent=int(counted.sum()), lost=int((counted & ~seen).sum()),
                    duplicates=int((matched & ~first).sum()), unmatched=int((~matched).sum()),
                    outside=int((~counted).sum()), sent_index=sent_index, transit_ns=transit)

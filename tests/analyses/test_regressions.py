@@ -23,6 +23,7 @@ MUST_ANSWER = {
                                    "seqgraph", "compare"),
     "iograph-span-of-all-int64.pcapng": ("iograph", "throughput", "compare"),
     "flavour-without-window-samples.pcapng": ("flavour", "compare", "throughput"),
+    "cwnd-rtt-past-int64.pcapng": ("cwnd", "wscale", "throughput"),
 }
 
 
