@@ -20,6 +20,7 @@ import warnings
 from dataclasses import dataclass, field
 from typing import Callable, Iterable, Iterator
 
+from .capture import Needs
 from .errors import PcapstatsError, PcapstatsWarning
 from .ingest import reporting_progress
 from .reader import as_capture
@@ -29,18 +30,20 @@ from .streams import choose_stream, stream_summary
 __all__ = ["analysis", "each", "each_stream", "concat", "Outcome"]
 
 
-def analysis(*, reads: bool = True):
+def analysis(*, reads: bool = True, needs: Needs | None = None):
     """Decorator giving an analysis function the input policy of the module docstring.
 
     The function itself takes one ``Capture`` (with ``reads=False``: a Capture or a path, for
-    an analysis that can stream a file instead of reading it whole) and keyword options."""
+    an analysis that can stream a file instead of reading it whole) and keyword options.
+    With ``needs``, a path is read for the analysis alone (those rows and columns: a Capture
+    given is used whole)."""
     def wrap(function: Callable[..., Result]):
         @functools.wraps(function)
         def run(capture, /, **options) -> Result:
             if isinstance(capture, (list, tuple)):
                 return concat([run(one, **options) for one in capture])
             if reads or not isinstance(capture, (str, os.PathLike)):
-                capture = as_capture(capture)
+                capture = as_capture(capture, needs)
             return function(capture, **options)
         run.analysis = function.__name__
         return run

@@ -13,6 +13,7 @@ first use and kept in ``derived``.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Callable
 
 import numpy as np
 
@@ -21,6 +22,34 @@ from .errors import UsageError
 
 _NULLABLE = {"uint8": "UInt8", "uint16": "UInt16", "uint32": "UInt32", "int64": "Int64",
              "int32": "Int32"}
+
+
+# layers whose whole-file counts a partial table keeps: what error messages say a capture has
+_COUNTED = (schema.IP, schema.TCP, schema.UDP, schema.ICMP, schema.ICMP_ECHO)
+
+
+@dataclass(frozen=True)
+class Needs:
+    """What an analysis reads of a capture, so that a path can be read for it alone: the
+    packet-table columns and layers it uses (``names``), and ``rows(window)``, a bool mask of
+    the rows it needs in a window's Capture.  The table then holds those rows only, in the
+    memory they take rather than the file's."""
+    names: tuple[str, ...]
+    rows: Callable[[Capture], np.ndarray]
+
+    def __post_init__(self):
+        # a column's layer comes with it: present(name) reads it
+        implied = [schema.BY_NAME[n].layer for n in self.names if n in schema.BY_NAME]
+        extra = [n for n in implied if n and n != schema.FRAME and n not in self.names]
+        object.__setattr__(self, "names", tuple(dict.fromkeys((*self.names, *extra))))
+
+
+@dataclass(frozen=True)
+class WholeFile:
+    """Facts of the whole file kept by a Capture that holds only some of its rows."""
+    packets: int
+    first_time_ns: int | None
+    layer_counts: dict
 
 
 @dataclass(eq=False)
@@ -37,9 +66,12 @@ class Capture:
     kernel: str = "c"
     warnings: list[str] = field(default_factory=list)
     derived: dict = field(default_factory=dict, repr=False)  # streams' facts, computed once
+    whole: WholeFile | None = None    # set when the table holds only the rows an analysis needs
     _packets: object = field(default=None, repr=False)  # the cached DataFrame
 
     def __post_init__(self):
+        if self.whole is not None:     # a partial table holds what it was given, no more
+            return
         self.layers.setdefault(schema.STREAM, lambda: self.layer(schema.TCP) | self.layer(schema.UDP))
         self.arrays.setdefault("direction", self._directions)
 
@@ -65,6 +97,9 @@ class Capture:
         try:
             value = self.arrays[name]
         except KeyError:
+            if self.whole is not None and name in schema.BY_NAME:
+                raise LookupError(f"column {name!r} was not read for this analysis: add it to "
+                                  "its Needs") from None
             raise UsageError(f"no column named {name!r}",
                              hint="`pcapstats columns` lists them") from None
         return value() if callable(value) else value
@@ -73,8 +108,40 @@ class Capture:
         """Bool mask of the packets that carry a layer (schema.IP, schema.TCP, ...)."""
         if layer == schema.FRAME:
             return np.ones(len(self), bool)
-        value = self.layers[layer]
+        try:
+            value = self.layers[layer]
+        except KeyError:
+            raise LookupError(f"layer {layer!r} was not read for this analysis: add it to "
+                              "its Needs") from None
         return value() if callable(value) else value
+
+    def layer_count(self, layer: str) -> int:
+        """Packets of the whole file that carry ``layer`` (for saying what a capture has, even
+        when this table holds only some of its rows)."""
+        if self.whole is not None:
+            return self.whole.layer_counts[layer]
+        return int(self.layer(layer).sum())
+
+    @property
+    def packets_in_file(self) -> int:
+        return self.whole.packets if self.whole is not None else len(self)
+
+    def restricted(self, rows: np.ndarray, needs: Needs | None = None) -> Capture:
+        """A Capture of only ``rows`` (a bool mask or indices), every column and layer (or
+        those ``needs`` names) materialised there; frame numbers and the capture's first time
+        are kept, so an analysis given it answers as it would on the whole table."""
+        names = needs.names if needs is not None else (
+            [c.name for c in schema.COLUMNS] + ["direction"] + list(self.layers))
+        arrays = {n: self.column(n)[rows] for n in names if n in self.arrays}
+        layers = {n: self.layer(n)[rows] for n in names if n in self.layers}
+        counted = (*_COUNTED, *layers)
+        whole = self.whole or WholeFile(len(self), self.first_time_ns,
+                                        {n: self.layer_count(n) for n in counted
+                                         if n in self.layers})
+        return Capture(path=self.path, format=self.format, compressed=self.compressed,
+                       file_size=self.file_size, interfaces=self.interfaces, arrays=arrays,
+                       layers=layers, addresses=self.addresses, engine=self.engine,
+                       kernel=self.kernel, warnings=list(self.warnings), whole=whole)
 
     def present(self, name: str) -> np.ndarray:
         """Bool mask of the rows where the column has a value."""
@@ -82,6 +149,9 @@ class Capture:
 
     @property
     def first_time_ns(self) -> int | None:
+        """The time of the file's first packet (times in results count from it)."""
+        if self.whole is not None:
+            return self.whole.first_time_ns
         t = self.arrays["frame_time_ns"]
         return int(t[0]) if len(t) else None
 

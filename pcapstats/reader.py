@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import os
 
-from .capture import Capture
+from .capture import Capture, Needs
 from .errors import UsageError
-from .ingest import read_fast
+from .ingest import read_fast, read_needed
 
 
 def read(path: str | os.PathLike, *, engine: str = "fast", kernel: str = "auto",
@@ -27,12 +27,12 @@ def read(path: str | os.PathLike, *, engine: str = "fast", kernel: str = "auto",
     raise UsageError(f"unknown engine {engine!r}", hint="use fast or tshark")
 
 
-def as_capture(source) -> Capture:
-    """A Capture as given, or the capture a path names, read with the fast engine; anything
-    else is one clear UsageError."""
+def as_capture(source, needs: Needs | None = None) -> Capture:
+    """A Capture as given, or the capture a path names, read with the fast engine (only the
+    rows and columns ``needs`` names, when given); anything else is one clear UsageError."""
     if isinstance(source, Capture):
         return source
     if isinstance(source, (str, os.PathLike)):
-        return read(source)
+        return read_needed(source, needs) if needs is not None else read(source)
     raise UsageError(f"an analysis takes a Capture or a capture file's path, not a "
                      f"{type(source).__name__}", hint="ps.read(path) gives a Capture")

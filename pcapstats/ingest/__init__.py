@@ -16,7 +16,7 @@ import warnings
 import numpy as np
 
 from .. import schema
-from ..capture import Capture
+from ..capture import Capture, WholeFile
 from ..clock import ClockCheck
 from ..errors import ClockWarning, SkippedPacketsWarning
 from ..streams import TcpStreams
@@ -250,6 +250,39 @@ def packet_windows(path, on_window, kernel: str = "auto", window_bytes: int = WI
                 "the quoted header", path=str(src.path),
                 hint="pcapstats.read gives the whole-file direction"), stacklevel=2)
     return table.total
+
+
+def read_needed(path, needs, kernel: str = "auto", window_bytes: int = WINDOW_BYTES,
+                progress=None) -> Capture:
+    """Read only what one analysis needs (a :class:`pcapstats.capture.Needs`): the file is
+    streamed as ``packet_windows`` does, and of each window only ``needs.rows`` and
+    ``needs.names`` are kept, so memory follows the rows and columns the analysis uses, not
+    the file.  The Capture keeps the file's facts (first time, packets, layer counts) in
+    ``whole``; its numbers are those of the whole-file table at those rows."""
+    parts, counts, last = [], {}, []
+
+    def keep(cap: Capture) -> None:
+        part = cap.restricted(needs.rows(cap), needs)
+        for name, n in part.whole.layer_counts.items():
+            counts[name] = counts.get(name, 0) + n
+        parts.append(part)
+        last[:] = [cap]
+
+    with _collected_warnings() as caught:
+        total = packet_windows(path, keep, kernel, window_bytes, progress)
+        if not parts:                       # an empty file: one empty window's worth of columns
+            return read_fast(path, kernel).restricted(np.zeros(0, bool), needs)
+        first = parts[0]
+        cap = Capture(path=first.path, format=first.format, compressed=first.compressed,
+                      file_size=first.file_size, interfaces=last[0].interfaces,
+                      arrays={n: np.concatenate([p.column(n) for p in parts])
+                              for n in first.arrays},
+                      layers={n: np.concatenate([p.layer(n) for p in parts])
+                              for n in first.layers},
+                      addresses=last[0].addresses, engine="fast", kernel=first.kernel,
+                      whole=WholeFile(total, first.whole.first_time_ns, counts))
+    cap.warnings.extend(str(w.message) for w in caught)
+    return cap
 
 
 class _StreamSides:
