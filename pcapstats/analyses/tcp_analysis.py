@@ -213,10 +213,16 @@ def packet_analysis(cap: Capture, stream: int | None = None,
 
 # -- inputs and assembly ------------------------------------------------------------------------
 
-def analysis_inputs(cap: Capture) -> tuple[np.ndarray, dict[str, np.ndarray], int]:
+def analysis_inputs(cap: Capture, stream: int | None = None
+                    ) -> tuple[np.ndarray, dict[str, np.ndarray], int]:
     """(rows of the TCP packets analysed, the analyser's input arrays, number of stream ids).
-    ``dir`` is the packet table's direction (0: sent by side A)."""
-    rows = np.flatnonzero(own_transport(cap, "tcp") & (cap.column("tcp_hdr_len") >= 20))
+    ``dir`` is the packet table's direction (0: sent by side A).  With ``stream``, that
+    stream's rows alone: the analyser keeps no state across streams, so one stream's numbers
+    are the same analysed alone, in the time and memory of its own packets."""
+    analysed = own_transport(cap, "tcp") & (cap.column("tcp_hdr_len") >= 20)
+    if stream is not None:
+        analysed &= cap.column("tcp_stream") == stream
+    rows = np.flatnonzero(analysed)
     col = lambda name: cap.column(name)[rows]  # noqa: E731
     stream = col("tcp_stream").astype(np.int64)
     wscale = np.where(cap.present("tcp_option_wscale_shift")[rows],
@@ -238,7 +244,7 @@ def analysis_inputs(cap: Capture) -> tuple[np.ndarray, dict[str, np.ndarray], in
 
 
 def _analysis(cap: Capture, stream: int | None, kernel: str):
-    rows, inputs, n_streams = analysis_inputs(cap)
+    rows, inputs, n_streams = analysis_inputs(cap, stream)
     out = run_analyser(inputs, n_streams, kernel)
     fl = out["aflags"]
     f = lambda name: (fl & FLAG_BITS[name]) != 0  # noqa: E731
@@ -272,15 +278,11 @@ def _analysis(cap: Capture, stream: int | None, kernel: str):
         "rto_ns": ((fl & FLAG_BITS["generic_retransmission"]) != 0) & (out["rto"] != 0),
         "rto_frame": ((fl & FLAG_BITS["generic_retransmission"]) != 0) & (out["rto"] != 0),
     }
-    if stream is not None:
-        keep = values["tcp_stream"] == stream
-        if not keep.any():
-            have = np.unique(values["tcp_stream"])
-            raise UsageError(f"no TCP stream {stream} in this capture", path=cap.path,
-                             hint=f"it has TCP streams {have.min()}-{have.max()}" if len(have)
-                             else "it has no TCP packets")
-        values = {k: v[keep] for k, v in values.items()}
-        present = {k: v[keep] for k, v in present.items()}
+    if stream is not None and not len(rows):
+        have = np.unique(cap.column("tcp_stream")[own_transport(cap, "tcp")])
+        raise UsageError(f"no TCP stream {stream} in this capture", path=cap.path,
+                         hint=f"it has TCP streams {have.min()}-{have.max()}" if len(have)
+                         else "it has no TCP packets")
     return values, present
 
 

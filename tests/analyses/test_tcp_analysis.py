@@ -43,7 +43,7 @@ from pcapstats.analyses.tcpseq import INPUTS
 from pcapstats.analyses.tcpseq_c import c_analyser_available
 
 from tests.helpers import craft
-from tests.helpers.paths import DATA, PUBLIC
+from tests.helpers.paths import CAPTURES, DATA, PUBLIC
 from tests.helpers import tshark_ref
 from tests.helpers.conversation import (CLIENT, FA, ISN, MS, PA, SA, SERVER, A, P, S_,
                           write_conversation)
@@ -416,3 +416,18 @@ def test_compiled_analyser_equals_python(case):
     c, py = run_analyser(inputs, streams, "c"), run_analyser(inputs, streams, "python")
     for name in c:
         assert np.array_equal(c[name], py[name]), (name, c[name], py[name])
+
+
+@pytest.mark.parametrize("name", ["sp-2pairs-reno+cubic.pcap", "sp-cubic-loss10pct.pcap",
+                                  "iperf3-4flows.pcap", "chain-3hops.pcap"])
+def test_one_stream_analysed_alone_equals_its_rows_of_the_whole_analysis(name):
+    """packet_analysis(cap, stream) runs the analyser on that stream's packets only (its time
+    and memory): every value equals the whole capture's analysis at those rows."""
+    from pcapstats.analyses.tcp_analysis import packet_analysis
+    cap = ps.read(CAPTURES / name)
+    whole = packet_analysis(cap)
+    for s in np.unique(whole["tcp_stream"]).tolist():
+        alone, keep = packet_analysis(cap, s), whole["tcp_stream"] == s
+        assert set(alone) == set(whole)
+        for column, values in whole.items():
+            np.testing.assert_array_equal(alone[column], values[keep], err_msg=f"{s} {column}")
