@@ -22,7 +22,6 @@ import statistics
 import subprocess
 import sys
 import sysconfig
-import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,12 +29,12 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 import _capture  # noqa: E402
+from _measure import Run, timed  # noqa: E402
 
 PEERS = [sys.executable, str(HERE / "_peers.py")]
 TSHARK_FIELDS = ["frame.number", "frame.time_epoch", "ip.src", "ip.dst", "tcp.srcport",
                  "tcp.dstport", "tcp.seq_raw", "tcp.ack_raw", "tcp.len", "tcp.stream"]
 CUT_PACKETS = 50_000
-GNU_TIME = "/usr/bin/time"  # Debian package "time"
 LOAD_AT_START = " ".join(Path("/proc/loadavg").read_text().split()[:3])
 
 
@@ -86,34 +85,13 @@ def _editcap(args: list[str], out: Path, *rest: str) -> None:
 
 # -- timing one whole process ---------------------------------------------------------------------
 
-@dataclass
-class Run:
-    wall_s: float
-    cpu_s: float
-    rss_mb: float
-    stdout: str
-
-
 def run_process(cmd: list[str], keep_stdout: bool = True) -> Run:
-    """Run ``cmd`` once under GNU time; wall time, CPU and peak RSS of it and its children.
-
-    Peak RSS comes from GNU time, not from our own wait4: Linux carries the RSS high-water
-    mark of the forking process over exec, so a child forked straight from this (large)
-    Python process would report at least our size. stdout goes to a temporary file (read
-    back afterwards) or, if not kept, to /dev/null.
-    """
-    with tempfile.TemporaryFile("w+", errors="replace") as out, \
-            tempfile.NamedTemporaryFile("r") as rusage:
-        t0 = time.perf_counter()
-        p = subprocess.run([GNU_TIME, "-f", "%U %S %M", "-o", rusage.name, *cmd],
-                           stdout=out if keep_stdout else subprocess.DEVNULL,
-                           stderr=subprocess.PIPE, text=True, errors="replace")
-        wall = time.perf_counter() - t0
-        if p.returncode != 0:
-            raise RuntimeError(f"{' '.join(cmd)} exited {p.returncode}:\n{p.stderr[-2000:]}")
-        user, system, rss_kb = rusage.read().split()[-3:]
-        out.seek(0)
-        return Run(wall, float(user) + float(system), int(rss_kb) * 1024 / 1e6, out.read())
+    """Run ``cmd`` once under GNU time (``_measure.timed``); a non-zero exit is a RuntimeError
+    with the end of its stderr."""
+    run = timed(cmd, keep_stdout=keep_stdout)
+    if run.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd)} exited {run.returncode}:\n{run.stderr[-2000:]}")
+    return run
 
 
 # -- the contestants ------------------------------------------------------------------------------

@@ -41,6 +41,7 @@ sys.path.insert(0, str(HERE))
 import ingest  # noqa: E402  (run_process, warm_memory, machine, pcapstats_cli; no side effects)
 import _capture  # noqa: E402
 import _studies_captures as caps  # noqa: E402
+from _measure import GNU_TIME, Refused, need_tools  # noqa: E402
 
 LAB_TOOLS = ("ip", "ethtool", "tc", "iptables", "tcpdump", "ping", "iperf3")
 
@@ -49,26 +50,10 @@ def say(msg: str) -> None:
     print(f"studies: {msg}", file=sys.stderr, flush=True)
 
 
-class Refused(SystemExit):
-    """One clear line and exit 1: not root, a tool missing."""
-
-    def __init__(self, msg: str):
-        super().__init__(f"studies: error: {msg}")
-
-
 def need_root(why: str) -> None:
     if os.geteuid() != 0:
         raise Refused(f"{why} needs root (network namespaces, tcpdump): run it as root, "
                       "e.g. with sudo")
-
-
-def need_tools(tools, why: str) -> None:
-    for tool in tools:
-        if not (Path(tool).exists() if tool.startswith("/") else shutil.which(tool)):
-            package = {"ip": "iproute2", "tc": "iproute2", "ping": "iputils-ping",
-                       "/usr/bin/time": "time", "tshark": "tshark"}.get(tool, tool)
-            raise Refused(f"{why} needs {tool}, which is not installed "
-                          f"(apt-get install {package})")
 
 
 # == Part 1: accuracy ==========================================================================
@@ -658,7 +643,7 @@ def speed_table(jobs: list[Job], markdown: bool) -> tuple[str, list[str]]:
 
 
 def speed(a: argparse.Namespace) -> int:
-    need_tools([ingest.GNU_TIME, "tshark"], "`studies.py speed`")
+    need_tools([GNU_TIME, "tshark"], "`studies.py speed`")
     if not any(Path(p).exists() for p in ingest.pcapstats_cli()[:1]) and \
             not shutil.which("pcapstats"):
         raise Refused("`studies.py speed` needs the pcapstats command (pip install -e .)")

@@ -29,19 +29,16 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import statistics
 import subprocess
 import sys
-import tempfile
-import threading
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from ingest import GNU_TIME, pcapstats_cli, warm_memory  # noqa: E402
+from ingest import pcapstats_cli, warm_memory  # noqa: E402
+from _measure import timed  # noqa: E402
 
 RATE = "1gbit"
 WARM_GB = 1.0
@@ -103,59 +100,13 @@ class Run:
     file_mb: float     # peak RssFile
 
 
-def _tree(pid: int) -> list[int]:
-    """pid and all its descendants (GNU time's child, tshark's dumpcap if any)."""
-    out, todo = [], [pid]
-    while todo:
-        p = todo.pop()
-        out.append(p)
-        for task in Path(f"/proc/{p}/task").glob("*"):
-            try:
-                todo += [int(c) for c in (task / "children").read_text().split()]
-            except OSError:
-                pass
-    return out
-
-
-def _status_kb(pid: int, key: str, text_cache: dict) -> int:
-    m = re.search(rf"^{key}:\s+(\d+) kB", text_cache.setdefault(pid, _read_status(pid)), re.M)
-    return int(m.group(1)) if m else 0
-
-
-def _read_status(pid: int) -> str:
-    try:
-        return Path(f"/proc/{pid}/status").read_text()
-    except OSError:
-        return ""
-
-
 def run(cmd: list[str], expect_codes: tuple[int, ...] = (0,)) -> Run:
     """Run ``cmd`` under GNU time with stdout to /dev/null, sampling its memory split."""
     warm_memory(WARM_GB)
-    with tempfile.NamedTemporaryFile("r") as report:
-        t0 = time.perf_counter()
-        proc = subprocess.Popen([GNU_TIME, "-f", "%M", "-o", report.name, *cmd],
-                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-        peaks = {"RssAnon": 0, "RssFile": 0}
-        stop = threading.Event()
-
-        def sample():
-            while not stop.is_set():
-                cache: dict = {}
-                for pid in _tree(proc.pid)[1:]:           # not GNU time itself
-                    for key in peaks:
-                        peaks[key] = max(peaks[key], _status_kb(pid, key, cache))
-                time.sleep(SAMPLE_S)
-        sampler = threading.Thread(target=sample, daemon=True)
-        sampler.start()
-        _, err = proc.communicate()
-        wall = time.perf_counter() - t0
-        stop.set()
-        sampler.join()
-        if proc.returncode not in expect_codes:
-            raise RuntimeError(f"{' '.join(cmd)} exited {proc.returncode}: {err[-1000:]}")
-        rss_kb = int(report.read().split()[-1])
-    return Run(wall, rss_kb / 1024, peaks["RssAnon"] / 1024, peaks["RssFile"] / 1024)
+    r = timed(cmd, keep_stdout=False, sample=("RssAnon", "RssFile"), every=SAMPLE_S)
+    if r.returncode not in expect_codes:
+        raise RuntimeError(f"{' '.join(cmd)} exited {r.returncode}: {r.stderr[-1000:]}")
+    return Run(r.wall_s, r.rss_kb / 1024, r.max_kb["RssAnon"] / 1024, r.max_kb["RssFile"] / 1024)
 
 
 @dataclass
