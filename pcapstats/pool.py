@@ -156,7 +156,9 @@ def connect(scheduler: str, jobs: int | None = None):
     try:
         if scheduler == LOCAL:
             cluster = LocalCluster(n_workers=jobs or default_jobs(), threads_per_worker=1,
-                                   processes=True, dashboard_address=None,
+                                   # a free port: None still takes 8787, and warns in
+                                   # four lines when something else has it
+                                   processes=True, dashboard_address=":0",
                                    silence_logs=logging.ERROR)
             return Client(cluster, timeout=CONNECT_TIMEOUT_S), cluster
         _probe(resolve_address(scheduler))    # fails here, before a Client is half made

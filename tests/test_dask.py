@@ -206,3 +206,20 @@ def test_a_scheduler_without_workers_is_one_line(capsys):
                                        "--scheduler", empty.scheduler_address])
         assert time.monotonic() - t < 20
     assert code == 2 and out == "" and err.count("\n") == 1 and "has no worker" in err, err
+
+
+def test_dask_option_says_nothing_when_the_dashboard_port_is_taken():
+    """--dask's cluster takes a free port for its dashboard: with 8787 taken (another cluster,
+    a notebook) distributed had warned in four lines on stderr, beside the one-line policy."""
+    import socket
+    with socket.socket() as taken:
+        try:
+            taken.bind(("127.0.0.1", 8787))
+        except OSError:
+            pytest.skip("port 8787 is in use here already")
+        taken.listen()
+        run = subprocess.run([sys.executable, "-m", "pcapstats", "throughput", *MIXED[:2],
+                              "--dask", "-j", "2", "-f", "csv"],
+                             capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert run.returncode == 0, run.stderr
+    assert "8787" not in run.stderr and "Traceback" not in run.stderr, run.stderr
