@@ -337,3 +337,20 @@ def test_a_lab_tool_verify_has_no_checks_for_is_not_recognised(capsys):
     captured = capsys.readouterr()
     assert "nothing recognised" in captured.out
     assert "not recognised as simpleperf or iperf3" in captured.err
+
+
+def test_a_json_beside_the_capture_that_is_not_a_lab_sidecar_is_warned_about_not_fatal(
+        tmp_path, capsys):
+    """iperf3 -J output saved as NAME.json beside NAME.pcap: verify (like compare) says so in
+    one warning and checks the capture alone, where it had refused the capture."""
+    import shutil
+    capture = tmp_path / "x.pcap"
+    shutil.copy(CAPTURES / "sp-cubic-loss0pct.pcap", capture)
+    (tmp_path / "x.json").write_text(json.dumps({"start": {}, "end": {}}))
+    assert main(["verify", str(capture)]) == 0
+    err = capsys.readouterr().err
+    assert "not a pcapstats lab sidecar" in err and "error" not in err
+    alone = verify(str(CAPTURES / "sp-cubic-loss0pct.pcap"), sidecar=None).to_pandas()
+    with pytest.warns(Warning, match="not a pcapstats lab sidecar"):
+        beside = verify(str(capture)).to_pandas()
+    assert beside["verdict"].tolist() == alone["verdict"].tolist()

@@ -100,16 +100,17 @@ from __future__ import annotations
 
 import os
 import textwrap
+import warnings
 
 import numpy as np
 
 from ...batch import analysis
 from ...capture import Capture
-from ...errors import UsageError
+from ...errors import PcapstatsWarning, UsageError
 from ...render import Shown, path_shown, terminal_width
 from ...results import Result
 from ...schema import Column, TableSpec
-from ...sidecar import load_sidecar, sidecar_for
+from ...sidecar import SidecarError, load_sidecar, sidecar_for
 from ...streams import id_ranges
 from ...tools.wire import SIMPLEPERF_PORT
 from ..reassembly import reassemble
@@ -206,8 +207,7 @@ def verify(capture: Capture, *, sidecar="auto", expected: Expected | None = None
     _check_force(app, port)
     told = Expected()
     if isinstance(sidecar, str) and sidecar == "auto":
-        found = sidecar_for(capture.path)
-        sidecar = found if found.exists() else None
+        sidecar = _sidecar_beside(capture.path)
     if sidecar is not None:
         doc = sidecar if isinstance(sidecar, dict) else load_sidecar(sidecar)
         told = Expected.from_sidecar(doc, capture.path)
@@ -217,6 +217,22 @@ def verify(capture: Capture, *, sidecar="auto", expected: Expected | None = None
         ctx = Context(capture, r, expected)
         _verify(ctx, stream, app, port, printed)
     return Verification(ctx.out, capture=os.fspath(capture.path), notes=ctx.notes)
+
+
+def _sidecar_beside(path) -> dict | None:
+    """The lab sidecar beside a capture, loaded; None without one.  A NAME.json that is not
+    a lab sidecar (iperf3 -J output saved beside the capture, say) is warned about and left
+    out, as compare does: what was asked then comes from the capture alone."""
+    found = sidecar_for(path)
+    if not found.exists():
+        return None
+    try:
+        return load_sidecar(found)
+    except SidecarError as e:
+        warnings.warn(PcapstatsWarning(f"{e}; verify reads what was asked from the capture "
+                                       "alone", hint="--sidecar PATH names a lab sidecar"),
+                      stacklevel=3)
+        return None
 
 
 def _check_force(app: str | None, port: int | None) -> None:
