@@ -20,17 +20,23 @@ from __future__ import annotations
 
 import numpy as np
 
+from .. import schema
 from ..batch import analysis
-from ..capture import Capture
+from ..capture import Capture, Needs
 from ..errors import UsageError
 from ..render import Shown
 from ..results import Result
 from ..schema import Column, TableSpec
 from ..sidecar import stream_flows, stream_labels
-from ..streams import endpoint, own_transport
-from .tcp_analysis import resent_packets
+from ..streams import PROTOS, endpoint, own_transport
+from .tcp_analysis import RESENT_READS, resent_packets, resent_rows
 
 MIN_FLOW_BYTES = 10_000
+# the packet-table columns and layers fairness reads (resent_packets' with them); the rows it
+# reads are rows_needed's.  A Capture of only these gives the same result as the whole table.
+READS = tuple(dict.fromkeys((*RESENT_READS, schema.UDP, "udp_stream", "payload_len",
+                             "frame_time_ns", "ip_src", "ip_dst", "tcp_srcport", "tcp_dstport",
+                             "udp_srcport", "udp_dstport")))
 DENSE_INTERVALS = 1_000_000
 GROUPINGS = ("stream", "pair", "cc", "tool")
 _C = Column
@@ -91,7 +97,35 @@ def jain(x) -> float:
     return float(x.sum() ** 2 / (len(x) * total)) if len(x) and total > 0 else float("nan")
 
 
-@analysis()
+def rows_needed(cap: Capture) -> np.ndarray:
+    """Bool mask of the rows fairness reads: the TCP packets resent_packets needs (those that
+    carry data or sequence space, each direction's first analysed packet and first ACK), the
+    UDP datagrams with payload, and of each stream direction its first packet (which names
+    it) and its earliest and latest ones (its span).  Pure ACKs and empty datagrams count for
+    nothing else.  Each rule holds within any run of rows, so a window of the file keeps a
+    superset of what the whole file needs."""
+    need = resent_rows(cap)
+    need |= own_transport(cap, "udp") & (cap.column("payload_len") > 0)
+    t = cap.column("frame_time_ns")
+    for proto in PROTOS:
+        own = np.flatnonzero(own_transport(cap, proto))
+        key = cap.column(f"{proto}_stream")[own] * 2 + cap.column("direction")[own]
+        # the span counts the packets the analyser takes (of TCP, headers of 20 bytes or more)
+        counted = cap.column("tcp_hdr_len")[own] >= 20 if proto == "tcp" else slice(None)
+        size = int(key.max()) + 1 if len(key) else 0  # directions by number: stream ids
+        first = np.full(size, len(cap))               # count packets, a dense table is small
+        earliest = np.full(size, np.iinfo(np.int64).max)
+        latest = np.full(size, np.iinfo(np.int64).min)
+        np.minimum.at(first, key, own)
+        own, key = own[counted], key[counted]
+        np.minimum.at(earliest, key, t[own])
+        np.maximum.at(latest, key, t[own])
+        need[first[first < len(cap)]] = True
+        need[own[(t[own] == earliest[key]) | (t[own] == latest[key])]] = True
+    return need
+
+
+@analysis(needs=Needs(READS, rows_needed))
 def fairness(capture: Capture, *, by: str = "stream", interval: float = 1.0) -> Fairness:
     """Jain's index of the capture's data flows (see the module docstring)."""
     if by not in GROUPINGS:
@@ -104,23 +138,30 @@ def fairness(capture: Capture, *, by: str = "stream", interval: float = 1.0) -> 
         raise UsageError(f"fairness needs two flows or more; {capture.path} has "
                          f"{len(groups)} (flows of {MIN_FLOW_BYTES} payload bytes or more, "
                          f"by {by})", hint="`pcapstats throughput` lists the streams")
-    t0 = int(capture.column("frame_time_ns")[0])
-    firsts = np.array([packets["t"][g["rows"]].min() for g in groups])
-    lasts = np.array([packets["t"][g["rows"]].max() for g in groups])
+    t0 = capture.first_time_ns
+    key, t = packets["key"], packets["t"]
+    n_keys = len(packets["first_row"])
+    earliest = np.full(n_keys, np.iinfo(np.int64).max)
+    latest = np.full(n_keys, np.iinfo(np.int64).min)
+    np.minimum.at(earliest, key, t)
+    np.maximum.at(latest, key, t)
+    firsts = np.array([earliest[g["keys"]].min() for g in groups])
+    lasts = np.array([latest[g["keys"]].max() for g in groups])
     start, end = int(firsts.max()), int(lasts.min())
     common = end > start
     notes = []
     if common:
         spans = np.full(len(groups), (end - start) / 1e9)
-        inside = [(packets["t"][g["rows"]] >= start) & (packets["t"][g["rows"]] <= end)
-                  for g in groups]
+        inside = np.flatnonzero((t >= start) & (t <= end))
     else:
         spans = (lasts - firsts) / 1e9
-        inside = [np.ones(len(g["rows"]), bool) for g in groups]
+        inside = slice(None)
         notes.append("the flows never all sent at once: each is measured over its own first "
                      "to last data packet, so the index compares rates at different times")
-    good = np.array([int(packets["good"][g["rows"]][m].sum()) for g, m in zip(groups, inside)])
-    bps = np.where(spans > 0, good * 8 / np.where(spans > 0, spans, 1), np.nan)
+    delivered = np.zeros(n_keys, np.int64)
+    np.add.at(delivered, key[inside], packets["good"][inside].astype(np.int64))
+    goodput = np.array([int(delivered[g["keys"]].sum()) for g in groups])
+    bps = np.where(spans > 0, goodput * 8 / np.where(spans > 0, spans, 1), np.nan)
     total = float(np.nansum(bps))
     share = bps / total if total > 0 else np.full(len(bps), np.nan)
     summary = {"by": np.array([by], object), "flows": np.array([len(groups)]),
@@ -132,7 +173,7 @@ def fairness(capture: Capture, *, by: str = "stream", interval: float = 1.0) -> 
                "min_share": np.array([np.nanmin(share)]), "max_share": np.array([np.nanmax(share)])}
     flows = {"flow": np.array([g["name"] for g in groups], object),
              "streams": np.array([g["streams"] for g in groups], object),
-             "goodput_bytes": good, "goodput_bps": bps, "share": share}
+             "goodput_bytes": goodput, "goodput_bps": bps, "share": share}
     series = _series(packets, groups, start, end, int(round(interval * 1e9)), t0, notes) \
         if common \
         else {"time_s": np.zeros(0), "active": np.zeros(0, np.int64), "jain_index": np.zeros(0)}
@@ -141,52 +182,65 @@ def fairness(capture: Capture, *, by: str = "stream", interval: float = 1.0) -> 
 
 
 def _data_packets(cap: Capture) -> dict[str, np.ndarray]:
-    """Every TCP and UDP packet: its flow key (proto, stream, direction), time, and goodput
-    bytes (payload delivered for the first time)."""
-    parts = []
-    tcp_rows = np.flatnonzero(own_transport(cap, "tcp"))
-    if len(tcp_rows):
-        rows, resent = resent_packets(cap)
-        parts.append({"proto": np.zeros(len(rows), np.int64),
-                      "stream": cap.column("tcp_stream")[rows].astype(np.int64),
-                      "direction": cap.column("direction")[rows].astype(np.int64),
-                      "t": cap.column("frame_time_ns")[rows].astype(np.int64),
-                      "good": np.where(resent, 0, cap.column("tcp_len")[rows]).astype(np.int64)})
-    udp_rows = np.flatnonzero(own_transport(cap, "udp"))
-    if len(udp_rows):
-        parts.append({"proto": np.ones(len(udp_rows), np.int64),
-                      "stream": cap.column("udp_stream")[udp_rows].astype(np.int64),
-                      "direction": cap.column("direction")[udp_rows].astype(np.int64),
-                      "t": cap.column("frame_time_ns")[udp_rows].astype(np.int64),
-                      "good": cap.column("payload_len")[udp_rows].astype(np.int64)})
+    """Every TCP packet the sequence analysis takes and every UDP packet with its own header:
+    its flow key (stream * 2 + direction; UDP's numbered after TCP's, from ``udp_from``), time,
+    goodput bytes (payload delivered for the first time) and whether it carried payload; and
+    each key's first packet with its own header (``first_row``, which names the flow)."""
+    parts, first_rows, udp_from = [], [], 0
+    for proto in PROTOS:
+        own = own_transport(cap, proto)
+        if not own.any():
+            continue
+        if proto == "tcp":
+            rows, resent = resent_packets(cap)
+            payload = cap.column("tcp_len")[rows]
+            good = np.where(resent, np.uint32(0), payload)
+            del resent
+        else:
+            rows = np.flatnonzero(own)
+            payload = good = cap.column("payload_len")[rows]
+        key = cap.column(f"{proto}_stream")[rows] * 2 + cap.column("direction")[rows]
+        first = np.full(int(key.max()) // 2 * 2 + 2 if len(key) else 0, len(cap))
+        np.minimum.at(first, key, rows)
+        if proto == "tcp":                   # own headers the analyser skips still name it
+            short = np.flatnonzero(own & (cap.column("tcp_hdr_len") < 20))
+            short_key = cap.column("tcp_stream")[short] * 2 + cap.column("direction")[short]
+            known = short_key < len(first)
+            np.minimum.at(first, short_key[known], short[known])
+        key += udp_from
+        parts.append({"key": key, "t": cap.column("frame_time_ns")[rows], "good": good,
+                      "data": payload > 0})
+        del rows, key, payload, good
+        first_rows.append(first)
+        if proto == "tcp":
+            udp_from = len(first)
     if not parts:
         raise UsageError(f"no TCP or UDP packets in {cap.path}",
                          hint="fairness compares the data flows of TCP/UDP streams")
-    out = {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
-    out["key"] = (out["proto"] << 40) | (out["stream"] << 1) | out["direction"]
+    out = {k: parts[0][k] if len(parts) == 1 else np.concatenate([p[k] for p in parts])
+           for k in parts[0]}
+    out["first_row"] = np.concatenate(first_rows)
+    out["udp_from"] = udp_from
     return out
 
 
 def _groups(cap: Capture, packets: dict, by: str) -> list[dict]:
-    """The flows to compare: each a name, the streams it adds up, and its packet rows."""
-    keys, inverse = np.unique(packets["key"], return_inverse=True)
-    payload = np.bincount(inverse, weights=packets["good"], minlength=len(keys))
+    """The flows to compare: each a name, the streams it adds up, and its flow keys."""
+    key, first_row, udp_from = packets["key"], packets["first_row"], packets["udp_from"]
+    n_keys = len(first_row)
+    seen = np.bincount(key, minlength=n_keys)
+    payload = np.bincount(key, weights=packets["good"], minlength=n_keys)
     # a stream's data direction: the one with more payload
-    stream_key = keys >> 1
-    flows = []
-    for k, key in enumerate(keys):
-        other = np.flatnonzero((stream_key == stream_key[k]) & (keys != key))
-        if payload[k] < MIN_FLOW_BYTES or (len(other) and payload[other[0]] > payload[k]):
-            continue
-        flows.append(k)
+    other = np.arange(n_keys) ^ 1
+    flows = np.flatnonzero((payload >= MIN_FLOW_BYTES)
+                           & ~((seen[other] > 0) & (payload[other] > payload)))
     labels = stream_flows(cap.path) if by not in ("stream", "pair") else {}
     said = stream_labels(cap.path) if by == "stream" else {}
     groups: dict[str, dict] = {}
-    for k in flows:
-        rows = np.flatnonzero(inverse == k)
-        proto = "udp" if keys[k] >> 40 else "tcp"
-        stream = int((keys[k] >> 1) & ((1 << 39) - 1))
-        first = _first_row(cap, proto, stream, int(keys[k] & 1))
+    for k in flows.tolist():
+        proto = "udp" if k >= udp_from else "tcp"
+        stream = (k - (udp_from if proto == "udp" else 0)) >> 1
+        first = int(first_row[k])
         src, dst = cap.addresses[cap.column("ip_src")[first]], cap.addresses[cap.column("ip_dst")[first]]
         if by == "stream":
             name = (f"{endpoint(src, cap.column(f'{proto}_srcport')[first])} → "
@@ -202,44 +256,39 @@ def _groups(cap: Capture, packets: dict, by: str) -> list[dict]:
                                  "lab sidecar", hint="group by stream or pair instead")
             value = flow[by]
             name = f"{by} {value + 1 if by == 'pair' else value}"
-        g = groups.setdefault(name, {"name": name, "streams": [], "rows": []})
+        g = groups.setdefault(name, {"name": name, "streams": [], "keys": []})
         g["streams"].append(f"{proto} {stream}")
-        g["rows"].append(rows)
-    out = []
-    for g in groups.values():
-        out.append({"name": g["name"], "streams": ", ".join(g["streams"]),
-                    "rows": np.concatenate(g["rows"])})
-    return out
-
-
-def _first_row(cap: Capture, proto: str, stream: int, direction: int) -> int:
-    rows = np.flatnonzero(own_transport(cap, proto)
-                          & (cap.column(f"{proto}_stream") == stream)
-                          & (cap.column("direction") == direction))
-    return int(rows[0])
+        g["keys"].append(k)
+    return [{"name": g["name"], "streams": ", ".join(g["streams"]),
+             "keys": np.array(g["keys"], np.int64)} for g in groups.values()]
 
 
 def _series(packets, groups, start: int, end: int, step: int, t0: int, notes: list[str]
             ) -> dict:
     """Per interval of the common window: flows with goodput, and the index.  Every interval
-    is listed unless there would be more than DENSE_INTERVALS (or 4 a packet: a clock step
-    or a tiny interval); then only those where some flow sent, with a note."""
+    is listed unless there would be more than DENSE_INTERVALS (or 4 a packet with payload of
+    the flows: a clock step or a tiny interval); then only those where a flow sent payload,
+    with a note."""
     n = max(int((end - start) // step), 1)
-    rows = np.concatenate([g["rows"] for g in groups])
-    flow = np.repeat(np.arange(len(groups)), [len(g["rows"]) for g in groups])
-    t = packets["t"][rows]
-    inside = (t >= start) & (t < start + n * step)
-    k = (t[inside] - start) // step
-    if n <= max(DENSE_INTERVALS, 4 * len(rows)):
-        listed = np.arange(n)
+    group_of = np.full(len(packets["first_row"]), -1, np.int32)
+    for g, group in enumerate(groups):
+        group_of[group["keys"]] = g
+    flow = group_of[packets["key"]]
+    sent = (flow >= 0) & packets["data"]
+    t = packets["t"]
+    rows = np.flatnonzero(sent & (t >= start) & (t < start + n * step))
+    k = (t[rows] - start) // step
+    if n <= max(DENSE_INTERVALS, 4 * int(np.count_nonzero(sent))):
+        listed, column = np.arange(n), k
     else:
         listed = np.unique(k)
+        column = np.searchsorted(listed, k)
         notes.append(f"{n - len(listed)} intervals of {step / 1e9:g} s in which no flow sent "
                      "are not listed (the common window spans far more intervals than there "
                      "are packets: a clock step?)")
-    column = np.searchsorted(listed, k)
-    per_flow = np.zeros((len(groups), len(listed)))
-    np.add.at(per_flow, (flow[inside], column), packets["good"][rows][inside])
+    cell = flow[rows].astype(np.int64) * len(listed) + column
+    per_flow = np.bincount(cell, weights=packets["good"][rows],
+                           minlength=len(groups) * len(listed)).reshape(len(groups), len(listed))
     total, squares = per_flow.sum(axis=0), (per_flow ** 2).sum(axis=0)
     with np.errstate(invalid="ignore", divide="ignore"):
         index = np.where(squares > 0, total ** 2 / (len(groups) * squares), np.nan)

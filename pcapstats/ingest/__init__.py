@@ -259,30 +259,52 @@ def read_needed(path, needs, kernel: str = "auto", window_bytes: int = WINDOW_BY
     ``needs.names`` are kept, so memory follows the rows and columns the analysis uses, not
     the file.  The Capture keeps the file's facts (first time, packets, layer counts) in
     ``whole``; its numbers are those of the whole-file table at those rows."""
-    parts, counts, last = [], {}, []
-
-    def keep(cap: Capture) -> None:
-        part = cap.restricted(needs.rows(cap), needs)
-        for name, n in part.whole.layer_counts.items():
-            counts[name] = counts.get(name, 0) + n
-        parts.append(part)
-        last[:] = [cap]
-
+    kept = _Kept()
     with _collected_warnings() as caught:
-        total = packet_windows(path, keep, kernel, window_bytes, progress)
-        if not parts:                       # an empty file: one empty window's worth of columns
+        total = packet_windows(path, lambda cap: kept.add(cap.restricted(needs.rows(cap), needs),
+                                                          cap), kernel, window_bytes, progress)
+        if kept.first is None:              # an empty file: one empty window's worth of columns
             return read_fast(path, kernel).restricted(np.zeros(0, bool), needs)
-        first = parts[0]
-        cap = Capture(path=first.path, format=first.format, compressed=first.compressed,
-                      file_size=first.file_size, interfaces=last[0].interfaces,
-                      arrays={n: np.concatenate([p.column(n) for p in parts])
-                              for n in first.arrays},
-                      layers={n: np.concatenate([p.layer(n) for p in parts])
-                              for n in first.layers},
-                      addresses=last[0].addresses, engine="fast", kernel=first.kernel,
-                      whole=WholeFile(total, first.whole.first_time_ns, counts))
+        cap = kept.capture(total)
     cap.warnings.extend(str(w.message) for w in caught)
     return cap
+
+
+class _Kept:
+    """The rows kept from each window, written end to end into arrays sized for the most rows
+    the file could hold (rows never written cost no memory: contract.table_array), so the
+    table is built without a list of windows to join (and no second copy at the end)."""
+
+    def __init__(self):
+        self.first, self.last, self.n, self.counts = None, None, 0, {}
+        self.arrays, self.layers = {}, {}
+
+    def add(self, part: Capture, window: Capture) -> None:
+        if self.first is None:
+            self.first, capacity = part, max(window.file_size // 16 + 1, 1 << 16)
+            self.arrays = {n: K.table_array(capacity, a.dtype) for n, a in part.arrays.items()}
+            self.layers = {n: K.table_array(capacity, bool) for n in part.layers}
+        self.last = window
+        k = len(part)
+        for store, given in ((self.arrays, part.arrays), (self.layers, part.layers)):
+            for name, values in given.items():
+                if self.n + k > len(store[name]):       # a gzipped file: more than its size
+                    grown = K.table_array(2 * (self.n + k), store[name].dtype)
+                    grown[:self.n] = store[name][:self.n]
+                    store[name] = grown
+                store[name][self.n:self.n + k] = values
+        self.n += k
+        for name, count in part.whole.layer_counts.items():
+            self.counts[name] = self.counts.get(name, 0) + count
+
+    def capture(self, total: int) -> Capture:
+        first, n = self.first, self.n
+        return Capture(path=first.path, format=first.format, compressed=first.compressed,
+                       file_size=first.file_size, interfaces=self.last.interfaces,
+                       arrays={name: a[:n] for name, a in self.arrays.items()},
+                       layers={name: a[:n] for name, a in self.layers.items()},
+                       addresses=self.last.addresses, engine="fast", kernel=first.kernel,
+                       whole=WholeFile(total, first.whole.first_time_ns, self.counts))
 
 
 class _StreamSides:

@@ -11,10 +11,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 from tests.helpers import craft as c
-from tests.helpers.paths import CAPTURES
+from tests.helpers.partial import assert_answers_as_on_the_whole_file
+from tests.helpers.paths import CAPTURES, DATA, ROOT
 
 import pcapstats as ps
-from pcapstats.analyses.fairness import jain
+from pcapstats.analyses.fairness import GROUPINGS, READS, jain, rows_needed
+from pcapstats.capture import Needs
 from pcapstats.errors import UsageError
 from pcapstats.sidecar import load_sidecar
 
@@ -131,3 +133,33 @@ def test_parallel_connections_equal_iperf3s_per_stream_reports():
         (summary, reported)
     with pytest.raises(UsageError, match="has 1"):
         ps.fairness(path, by="pair")
+
+
+# shipped captures with two flows or more (by stream), the clock-step one among them
+SEVERAL_FLOWS = [CAPTURES / n for n in (
+    "iperf3-4flows.pcap", "pingpong-sweep.pcap", "sp-2pairs-reno+cubic.pcap",
+    "sp-3pairs-reno+cubic+bbr.pcap", "tcp_2streams.pcap")] + [
+    DATA / "fuzz" / "fairness-timestamp-2106.pcap",
+    ROOT / "bench" / "data" / "big-cut50k.pcap"]
+
+
+@pytest.mark.parametrize("by", GROUPINGS)
+@pytest.mark.parametrize("path", SEVERAL_FLOWS, ids=lambda p: p.name)
+def test_the_rows_and_columns_it_names_give_the_whole_files_answers(path, by):
+    """rows_needed's rows and READS' columns alone (cut from the whole table, or read in
+    windows that each decide their own rows) give the whole file's tables bit for bit, the
+    same notes or the same error, at a coarse and a fine interval."""
+    for interval in (1.0, 0.01):
+        assert_answers_as_on_the_whole_file(ps.fairness, Needs(READS, rows_needed), path,
+                                            by=by, interval=interval)
+
+
+def test_pure_acks_are_left_out_but_each_directions_first_packets_kept():
+    cap = ps.read(CAPTURES / "sp-2pairs-reno+cubic.pcap")
+    need = rows_needed(cap)
+    pure_ack = (cap.layer("tcp") & (cap.column("tcp_len") == 0)
+                & ((cap.column("tcp_flags") & 0x003) == 0))
+    assert pure_ack.sum() > 1000 and (need & pure_ack).sum() < 40
+    tcp = np.flatnonzero(cap.layer("tcp"))
+    key = cap.column("tcp_stream")[tcp] * 2 + cap.column("direction")[tcp]
+    assert need[tcp[np.unique(key, return_index=True)[1]]].all()

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import subprocess
 import tempfile
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -43,7 +44,7 @@ from pcapstats.analyses.tcpseq import INPUTS
 from pcapstats.analyses.tcpseq_c import c_analyser_available
 
 from tests.helpers import craft
-from tests.helpers.paths import CAPTURES, DATA, PUBLIC
+from tests.helpers.paths import CAPTURES, DATA, PUBLIC, ROOT
 from tests.helpers import tshark_ref
 from tests.helpers.conversation import (CLIENT, FA, ISN, MS, PA, SA, SERVER, A, P, S_,
                           write_conversation)
@@ -431,3 +432,55 @@ def test_one_stream_analysed_alone_equals_its_rows_of_the_whole_analysis(name):
         assert set(alone) == set(whole)
         for column, values in whole.items():
             np.testing.assert_array_equal(alone[column], values[keep], err_msg=f"{s} {column}")
+
+
+RESENT_CAPTURES = sorted([*CAPTURES.glob("*.pcap*"), *DATA.glob("*.pcap*"),
+                          *(DATA / "fuzz").glob("*.pcap*"),
+                          ROOT / "bench" / "data" / "big-cut50k.pcap"])
+
+
+@pytest.mark.parametrize("path", RESENT_CAPTURES, ids=lambda p: p.name)
+def test_resent_from_the_wires_numbers_equals_the_analysers(path):
+    """resent_packets (no analyser: the wire's sequence numbers, moved where a SYN/ACK moves a
+    direction's base) gives the analyser's ``resent`` on every packet, and so does it on a
+    Capture of resent_rows' rows alone."""
+    from pcapstats.analyses.tcp_analysis import (analysis_inputs, resent_packets, resent_rows,
+                                                 resent_segments)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        cap = ps.read(path)
+    rows, inputs, n_streams = analysis_inputs(cap)
+    want = resent_segments(inputs, run_analyser(inputs, n_streams)["rel_seq"])
+    got_rows, got = resent_packets(cap)
+    assert np.array_equal(got_rows, rows) and np.array_equal(got, want)
+    need = resent_rows(cap)
+    part_rows, part = resent_packets(cap.restricted(need))
+    kept = np.flatnonzero(need)[part_rows]
+    assert np.array_equal(part, want[np.searchsorted(rows, kept)])
+    assert not (want & ~need[rows]).any()                       # every re-send is kept
+
+
+def test_resent_follows_a_synack_that_moves_the_base(tmp_path):
+    """Ports reused with the client's old ISN (so one stream) and a server SYN/ACK with a new
+    one: the analyser counts the server's numbers from the new ISN (reused_ports), so its
+    second SYN/ACK and the data up to where it had been lie below what it had sent: re-sent.
+    The wire's numbers alone would say otherwise (the new ISN is above the old data);
+    resent_packets follows the move, also with only the rows it needs kept."""
+    from pcapstats.analyses.tcp_analysis import resent_packets, resent_rows
+    new_isn = 100_000
+    packets = [P(CLIENT, 0, S_, 0, 0), P(SERVER, 1, SA, 0, 1), P(CLIENT, 2, A, 1, 1),
+               P(SERVER, 3, PA, 1, 1, 1000), P(CLIENT, 4, A, 1, 1001),
+               P(SERVER, 5, PA, 1001, 1, 1000), P(CLIENT, 6, A, 1, 2001),
+               P(CLIENT, 10, S_, 0, 0), P(SERVER, 11, SA, new_isn, 1),
+               P(SERVER, 12, PA, new_isn + 1, 1, 1000), P(SERVER, 13, PA, new_isn + 1001, 1, 1000),
+               P(SERVER, 14, PA, new_isn + 2001, 1, 1000)]
+    cap = ps.read(write_conversation(packets, tmp_path / "reused.pcap"))
+    table = tcp_analysis(cap).to_pandas("packets")
+    assert table["stream"].nunique() == 1 and table["reused_ports"].tolist()[8]
+    expected = [False] * 7 + [True, True, True, True, False]   # the client's SYN again, too
+    assert table["resent"].tolist() == expected
+    assert resent_packets(cap)[1].tolist() == expected
+    need = resent_rows(cap)
+    assert need[2] and not need[[4, 6]].any()       # of the pure ACKs, the first (a base)
+    kept = [e for e, k in zip(expected, need) if k]
+    assert resent_packets(cap.restricted(need))[1].tolist() == kept
