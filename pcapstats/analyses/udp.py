@@ -64,20 +64,23 @@ from __future__ import annotations
 
 import numpy as np
 
+from .. import schema
 from ..batch import analysis
-from ..capture import Capture
+from ..capture import Capture, Needs
 from ..errors import UsageError
-from ..ingest.source import open_source
+from ..ingest.source import Source, open_source
 from ..reader import as_capture
 from ..render import Shown
 from ..results import Result
 from ..schema import Column, TableSpec
 from ..streams import DIRECTIONS, endpoint, own_transport
 from .ping import INITIAL_TTLS
-from .udp_headers import HEAD_BYTES, LAYOUTS, read_headers
+from .udp_headers import HEAD_BYTES, LAYOUTS, Headers, read_headers
 from .udp_match import common_cut, datagram_keys, match
 
 MIN_SPACING_DATAGRAMS = 10
+_HEADS_PER_READ = 1 << 16   # datagrams whose header bytes are gathered at once
+_WALK_PART = 1 << 16        # datagrams of iperf3's lost counter walked at once
 JITTER_MEMORY = 12_000   # (15/16)^12000 < 1e-336: older differences no longer count in J
 MATCHED = "matched captures"
 METHODS = ("iperf3", "iperf3-64", "iperf2", MATCHED, "arrival spacing", "none")
@@ -136,7 +139,36 @@ class Udp(Result):
                        "--all: every column."}
 
 
-@analysis()
+# What udp reads of a capture (a reader may hand it a Capture of only these columns and of
+# the rows rows_needed picks): the layers own_transport reads, and the columns.
+READS = (
+    schema.UDP, schema.TCP, "l4_quoted",                   # own_transport
+    "udp_stream", "direction",                             # the flows
+    "frame_time_ns", "payload_len", "payload_offset", "payload_cap_len",
+    "ip_src", "ip_dst", "udp_srcport", "udp_dstport",      # src and dst
+    "ip_ttl",                                              # side
+    "tcp_dstport", "tcp_len",                              # where iperf3's TEST_END may be
+    "ip_version", "ip_id", "udp_length",                   # matched captures' keys
+)
+
+
+def rows_needed(cap: Capture) -> np.ndarray:
+    """The rows udp reads (a mask), for a reader that keeps no others: every UDP datagram with
+    its own header, the one-byte TCP segments among which iperf3's TEST_END is looked for,
+    and the capture's earliest and latest packets (a receiver capture's span: which sent
+    datagrams it could have seen; given a window at a time, the earliest and latest of each
+    window include the file's).  The same for a sender and a receiver capture."""
+    needed = own_transport(cap, "udp") | _one_byte_segments(cap)
+    times = cap.column("frame_time_ns")
+    if len(times):
+        needed[[int(times.argmin()), int(times.argmax())]] = True
+    return needed
+
+
+NEEDS = Needs(READS, rows_needed)   # a path is read for udp alone (a receiver's too)
+
+
+@analysis(needs=NEEDS)
 def udp(capture: Capture, *, stream: int | None = None, receiver=None,
         counters: bool = True) -> Udp:
     """The UDP flows of a capture (of one stream with ``stream``).
@@ -146,18 +178,18 @@ def udp(capture: Capture, *, stream: int | None = None, receiver=None,
     jitter without iperf's counters ("matched captures" in the module docstring).
     ``counters=False``: iperf's counters are not read (flows are then matched, given a
     receiver capture, else get jitter from their arrival spacing)."""
-    rows = _udp_rows(capture, stream)
-    if receiver is not None:
-        return _paired(capture, rows, as_capture(receiver), counters, every=stream is None)
-    buf = _Bytes(capture)
-    t0 = int(capture.column("frame_time_ns")[0])
-    found = [_flow(capture, flow_rows, stream_id, direction, buf, t0, counters)
-             for stream_id, direction, flow_rows in _flows(capture, rows)]
+    with _Capture(capture) as cap:
+        if receiver is not None:
+            with _Capture(as_capture(receiver, NEEDS)) as at_receiver:
+                return _paired(cap, _udp_rows(cap, stream), at_receiver, counters,
+                               every=stream is None)
+        found = [_flow(cap, flow_rows, stream_id, direction, counters)
+                 for stream_id, direction, flow_rows in _flows(cap, _udp_rows(cap, stream))]
     table = _table(found)
     return Udp({"flows": table}, capture=capture.path, notes=_notes(table))
 
 
-def _udp_rows(capture: Capture, stream: int | None) -> np.ndarray:
+def _udp_rows(capture: _Capture, stream: int | None) -> np.ndarray:
     rows = np.flatnonzero(own_transport(capture, "udp"))
     if stream is not None:
         rows = rows[capture.column("udp_stream")[rows] == stream]
@@ -170,15 +202,20 @@ def _udp_rows(capture: Capture, stream: int | None) -> np.ndarray:
     return rows
 
 
-def _flows(capture: Capture, rows: np.ndarray) -> list[tuple[int, int, np.ndarray]]:
-    """(stream, direction, rows in capture order) of each flow, by stream and direction."""
-    key = capture.column("udp_stream")[rows].astype(np.int64) * 2 \
-        + capture.column("direction")[rows]
-    order = np.argsort(key, kind="stable")          # capture order within each flow
-    keys, starts = np.unique(key[order], return_index=True)
-    bounds = np.r_[starts, len(order)]
-    return [(int(k) // 2, int(k) % 2, rows[order[bounds[i]:bounds[i + 1]]])
-            for i, k in enumerate(keys)]
+def _flows(capture: _Capture, rows: np.ndarray) -> list[tuple[int, int, np.ndarray]]:
+    """(stream, direction, rows in capture order) of each flow, by stream and direction: one
+    stable sort by (stream, direction), skipped when the rows already come in that order."""
+    key = capture.column("udp_stream")[rows].astype(np.int64, copy=False)   # indexed: a copy
+    key *= 2
+    key += capture.column("direction")[rows]
+    if (key[1:] < key[:-1]).any():
+        by_flow = np.argsort(key, kind="stable")
+        key = key[by_flow]
+        rows = rows[by_flow]
+        del by_flow
+    bounds = np.r_[0, np.flatnonzero(key[1:] != key[:-1]) + 1, len(key)].tolist()
+    return [(int(key[a]) // 2, int(key[a]) % 2, rows[a:b])
+            for a, b in zip(bounds[:-1], bounds[1:])]
 
 
 def _table(found: list[dict]) -> dict:
@@ -188,80 +225,163 @@ def _table(found: list[dict]) -> dict:
             for c in FLOWS.columns}
 
 
-class _Bytes:
-    """The capture file's bytes, opened on first use (a flow without iperf headers needs none)."""
+def _one_byte_segments(cap: Capture | _Capture) -> np.ndarray:
+    """Mask of the TCP segments that could be iperf3's TEST_END: an own header and one
+    payload byte, in the file."""
+    return (own_transport(cap, "tcp") & (cap.column("tcp_len") == 1)
+            & (cap.column("payload_cap_len") >= 1) & (cap.column("payload_offset") >= 0))
+
+
+class _Capture:
+    """A capture as one call reads it: each column read from the Capture once and kept (the
+    reader derives some columns, payload_offset for one, anew at each read: a read a flow
+    would cost every flow the whole capture), and on first use the file's bytes (a flow
+    without iperf headers reads none) and the one-byte TCP segments."""
+
     def __init__(self, cap: Capture):
-        self.cap, self._buf = cap, None
+        self.cap, self.path, self.addresses = cap, cap.path, cap.addresses
+        self._columns: dict[str, np.ndarray] = {}
+        self._source: Source | None = None
+        self._segments: np.ndarray | None = None
+
+    @property
+    def first_time_ns(self) -> int | None:
+        return self.cap.first_time_ns
+
+    def column(self, name: str) -> np.ndarray:
+        if name not in self._columns:
+            self._columns[name] = self.cap.column(name)
+        return self._columns[name]
+
+    def layer(self, layer: str) -> np.ndarray:
+        return self.cap.layer(layer)
+
+    def source(self) -> Source:
+        if self._source is None:
+            self._source = open_source(self.cap.path)
+        return self._source
 
     def heads(self, rows: np.ndarray) -> np.ndarray | None:
-        """The first HEAD_BYTES payload bytes of each row, or None if any has fewer captured."""
-        have = self.cap.column("payload_cap_len")[rows]
-        off = self.cap.column("payload_offset")[rows]
-        if (have < HEAD_BYTES).any() or (off < 0).any():
-            return None
-        return self.all()[off[:, None] + np.arange(HEAD_BYTES)]
+        """The first HEAD_BYTES payload bytes of each row, or None if any has fewer captured.
+        Read a part at a time, each part's file pages dropped once read: mapped pages count
+        in the process' memory until dropped (read again, they come back from the file)."""
+        source = self.source()
+        at = np.ndarray((max(len(source.buf) - HEAD_BYTES + 1, 0),), f"V{HEAD_BYTES}",
+                        buffer=source.buf, strides=(1,))       # the bytes from each offset
+        heads = np.empty(len(rows), at.dtype)
+        for a in range(0, len(rows), _HEADS_PER_READ):
+            part = rows[a:a + _HEADS_PER_READ]
+            off = self.column("payload_offset")[part]
+            if (self.column("payload_cap_len")[part] < HEAD_BYTES).any() or (off < 0).any():
+                return None
+            heads[a:a + _HEADS_PER_READ] = at[off]
+            source.drop(int(off.min()), int(off.max()) + HEAD_BYTES)
+        return heads.view(np.uint8).reshape(len(rows), HEAD_BYTES)
 
-    def byte(self, offset: int) -> int:
-        return int(self.all()[offset])
+    def one_byte_segments(self) -> np.ndarray:
+        """Rows (increasing) of the TCP segments TEST_END may be."""
+        if self._segments is None:
+            self._segments = np.flatnonzero(_one_byte_segments(self))
+        return self._segments
 
-    def all(self) -> np.ndarray:
-        if self._buf is None:
-            self._buf = open_source(self.cap.path).buf
-        return self._buf
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        if self._source is not None:
+            self._source.close()
 
 
-def _endpoints(cap: Capture, row: int) -> tuple[str, str]:
+def _endpoints(cap: _Capture, row: int) -> tuple[str, str]:
     """(src, dst) of a datagram as address:port."""
     addresses = cap.addresses
     return (endpoint(addresses[cap.column("ip_src")[row]], cap.column("udp_srcport")[row]),
             endpoint(addresses[cap.column("ip_dst")[row]], cap.column("udp_dstport")[row]))
 
 
-def _side(cap: Capture, rows: np.ndarray) -> str:
-    ttl = int(np.bincount(cap.column("ip_ttl")[rows].astype(np.int64)).argmax())
-    return "sender" if ttl in INITIAL_TTLS else "further on"
+def _side(cap: _Capture, rows: np.ndarray) -> str:
+    ttl = cap.column("ip_ttl")[rows]
+    common = int(ttl[0]) if (ttl == ttl[0]).all() else int(np.bincount(ttl).argmax())
+    return "sender" if common in INITIAL_TTLS else "further on"
 
 
-def _flow(cap: Capture, rows: np.ndarray, stream: int, direction: int, buf: _Bytes, t0: int,
+def _flow(cap: _Capture, rows: np.ndarray, stream: int, direction: int,
           counters: bool = True) -> dict:
     """One row: the flow of ``rows`` (capture order) as ``cap`` saw it."""
-    t = cap.column("frame_time_ns")[rows].astype(np.int64)
-    size = cap.column("payload_len")[rows].astype(np.int64)
+    t = cap.column("frame_time_ns")[rows]
+    size = cap.column("payload_len")[rows]
+    total = size.sum(dtype=np.int64)
     src, dst = _endpoints(cap, rows[0])
     span = (t[-1] - t[0]) / 1e9
     out = {"stream": stream, "direction": DIRECTIONS[direction], "src": src, "dst": dst,
-           "side": _side(cap, rows), "datagrams": len(rows), "bytes": int(size.sum()),
-           "first_s": (t[0] - t0) / 1e9, "duration_s": span,
-           "bps": 8 * size.sum() / span if span > 0 else np.nan}
+           "side": _side(cap, rows), "datagrams": len(rows), "bytes": int(total),
+           "first_s": (t[0] - cap.first_time_ns) / 1e9, "duration_s": span,
+           "bps": 8 * total / span if span > 0 else np.nan}
     data = size >= HEAD_BYTES            # iperf's connect message and reply are 4 bytes
-    heads = buf.heads(rows[data]) if counters and data.sum() >= 2 else None
-    headers = read_headers(heads, t[data]) if heads is not None else None
-    if headers is not None:
-        counted = np.ones(len(headers.count), bool)
-        if headers.layout.startswith("iperf3"):
-            end = _test_end_ns(cap, rows[0], buf, int(t[data][0]))
-            counted = t[data] <= end if end is not None else counted
-        t_data = t[data][counted]
-        counts = headers.count[counted] + (1 if headers.layout == "iperf2" else 0)  # from 0
-        sent, lost, ooo = _iperf3_loss(counts)
-        out.update(method=headers.layout, sent=sent, lost=lost,
-                   loss_pct=100.0 * lost / sent if sent > 0 else np.nan, out_of_order=ooo,
-                   duplicates=_duplicates(counts),
-                   jitter_ms=rfc3550_jitter(t_data - headers.sent_ns[counted]) / 1e6,
-                   after_end=int((~counted).sum()))
-        return out
+    del size
+    if counters and np.count_nonzero(data) >= 2:
+        data_at = _as_slice(data)
+        data_rows, t_data = rows[data_at], t[data_at]
+        heads = cap.heads(data_rows)
+        headers = read_headers(heads, t_data) if heads is not None else None
+        del heads                        # the bytes, once read into counts and send times
+        if headers is not None:
+            out.update(_counted(cap, data_rows, t_data, headers))
+            return out
     out.update(dict.fromkeys(("sent", "lost", "loss_pct", "out_of_order", "duplicates",
                               "after_end"), np.nan))
     if len(rows) >= MIN_SPACING_DATAGRAMS:
-        gaps = np.diff(t)
-        out.update(method="arrival spacing",
-                   jitter_ms=rfc3550_jitter(np.r_[0, np.cumsum(gaps - np.median(gaps))]) / 1e6)
+        out.update(method="arrival spacing", jitter_ms=_spacing_jitter(t) / 1e6)
     else:
         out.update(method="none", jitter_ms=np.nan)
     return out
 
 
-def _paired(sender: Capture, rows: np.ndarray, receiver: Capture, counters: bool,
+def _as_slice(mask: np.ndarray) -> slice | np.ndarray:
+    """``mask`` as a slice when its rows are one run (an iperf flow's 4-byte connect message
+    comes first): indexed by it, a flow's arrays are views, not copies."""
+    first = int(mask.argmax())
+    end = first + int(np.count_nonzero(mask))
+    return slice(first, end) if mask[first:end].all() else mask
+
+
+def _counted(cap: _Capture, rows: np.ndarray, t: np.ndarray, headers: Headers) -> dict:
+    """The iperf columns of a flow whose datagrams (``rows``, captured at ``t``) carry iperf's
+    headers: what iperf3's server counts, up to the client's TEST_END."""
+    counted, after_end = slice(None), 0
+    end = _test_end_ns(cap, rows[0], int(t[0])) if headers.layout.startswith("iperf3") else None
+    if end is not None:
+        late = t > end
+        after_end = int(np.count_nonzero(late))
+        if after_end:
+            counted = ~late
+    counts = headers.count[counted]
+    if headers.layout == "iperf2":
+        counts = counts + 1                                  # from 0
+    sent, lost, ooo, duplicates = _iperf3_counts(counts)
+    # the jitter filter forgets all but the last JITTER_MEMORY differences: only their
+    # transit times are needed
+    last = (np.flatnonzero(counted)[-JITTER_MEMORY - 1:] if after_end
+            else slice(-JITTER_MEMORY - 1, None))
+    return dict(method=headers.layout, sent=sent, lost=lost,
+                loss_pct=100.0 * lost / sent if sent > 0 else np.nan, out_of_order=ooo,
+                duplicates=duplicates,
+                jitter_ms=rfc3550_jitter(t[last] - headers.sent_ns[last]) / 1e6,
+                after_end=after_end)
+
+
+def _spacing_jitter(t: np.ndarray) -> float:
+    """RFC 3550's jitter, in ns, of the arrivals' deviation from the median spacing (summed
+    from the first arrival, whose deviation is 0): only the deviations the filter still
+    remembers are handed to it."""
+    gaps = np.diff(t)
+    deviation = gaps - np.median(gaps)
+    np.cumsum(deviation, out=deviation)
+    return rfc3550_jitter(deviation[-JITTER_MEMORY - 1:] if len(deviation) > JITTER_MEMORY
+                          else np.r_[0, deviation])
+
+
+def _paired(sender: _Capture, rows: np.ndarray, receiver: _Capture, counters: bool,
             every: bool) -> Udp:
     """The sender capture's flows (``rows``; ``every``: all of its UDP) found and matched in
     the receiver capture."""
@@ -273,7 +393,6 @@ def _paired(sender: Capture, rows: np.ndarray, receiver: Capture, counters: bool
     at_receiver: dict[tuple[str, str], list[np.ndarray]] = {}
     for _, _, flow_rows in _flows(receiver, received):
         at_receiver.setdefault(_endpoints(receiver, flow_rows[0]), []).append(flow_rows)
-    sender_bytes, receiver_bytes = _Bytes(sender), _Bytes(receiver)
     times = receiver.column("frame_time_ns")
     span = (int(times.min()), int(times.max()))
     found, notes, seen, missing, reverse = [], [], set(), [], []
@@ -285,8 +404,9 @@ def _paired(sender: Capture, rows: np.ndarray, receiver: Capture, counters: bool
             missing.append(name)
             continue
         seen.add(ends)
-        down = np.sort(np.concatenate(at_receiver[ends]))
-        row = _flow(receiver, down, stream, direction, receiver_bytes, int(times[0]), counters)
+        parts = at_receiver[ends]      # each in capture order
+        down = parts[0] if len(parts) == 1 else np.sort(np.concatenate(parts))
+        row = _flow(receiver, down, stream, direction, counters)
         found.append(row)
         if row["method"] in LAYOUTS:
             continue                       # iperf3's own numbers, at the receiver
@@ -294,10 +414,10 @@ def _paired(sender: Capture, rows: np.ndarray, receiver: Capture, counters: bool
             reverse.append(name)
             continue
         cut = common_cut((sender, up), (receiver, down))
-        m = match(datagram_keys(sender, up, sender_bytes.all(), cut),
-                  sender.column("frame_time_ns")[up].astype(np.int64),
-                  datagram_keys(receiver, down, receiver_bytes.all(), cut),
-                  times[down].astype(np.int64), span)
+        m = match(datagram_keys(sender, up, sender.source(), cut),
+                  sender.column("frame_time_ns")[up],
+                  datagram_keys(receiver, down, receiver.source(), cut),
+                  times[down], span)
         if not m.arrivals:
             notes.append(f"{name}: none of its {len(down)} datagrams in the receiver capture "
                          f"is one of the {len(up)} in the sender capture (changed on the "
@@ -347,32 +467,45 @@ def _not_found(stream: int, direction: int, src: str, dst: str) -> dict:
 TEST_END = 4          # iperf3's control message ending the test: one byte, client -> server
 
 
-def _test_end_ns(cap: Capture, first_row: int, buf: _Bytes, after_ns: int) -> int | None:
+def _test_end_ns(cap: _Capture, first_row: int, after_ns: int) -> int | None:
     """When the client's TEST_END passed the capture point: the first one-byte segment
     carrying 4 on the iperf3 control connection (TCP from the flow's sender to its
     destination port) after the flow's first datagram; None if not captured."""
-    tcp = np.flatnonzero(own_transport(cap, "tcp"))
-    candidates = tcp[(cap.column("ip_src")[tcp] == cap.column("ip_src")[first_row])
-                     & (cap.column("tcp_dstport")[tcp] == cap.column("udp_dstport")[first_row])
-                     & (cap.column("tcp_len")[tcp] == 1)
-                     & (cap.column("frame_time_ns")[tcp] > after_ns)]
-    for row in candidates:
-        off = int(cap.column("payload_offset")[row])
-        if off >= 0 and cap.column("payload_cap_len")[row] >= 1 and buf.byte(off) == TEST_END:
-            return int(cap.column("frame_time_ns")[row])
-    return None
+    rows = cap.one_byte_segments()
+    rows = rows[(cap.column("ip_src")[rows] == cap.column("ip_src")[first_row])
+                & (cap.column("tcp_dstport")[rows] == cap.column("udp_dstport")[first_row])
+                & (cap.column("frame_time_ns")[rows] > after_ns)]
+    ends = rows[cap.source().buf[cap.column("payload_offset")[rows]] == TEST_END]
+    return int(cap.column("frame_time_ns")[ends[0]]) if len(ends) else None
 
 
-def _iperf3_loss(counts: np.ndarray) -> tuple[int, int, int]:
-    """(highest count, lost, out of order) as iperf3's receiver counts them in arrival order:
-    a forward jump adds its gap to lost; a count not above the highest so far is out of order
-    and takes one back from lost while lost is above zero."""
-    before = np.r_[0, np.maximum.accumulate(counts)[:-1]]
-    forward = counts > before
-    step = np.where(forward, counts - before - 1, -1)
-    walk = np.cumsum(step)
-    lost = int(walk[-1] - min(0, int(walk.min()))) if len(walk) else 0   # floored at 0
-    return int(counts.max()), lost, int((~forward).sum())
+def _iperf3_counts(counts: np.ndarray) -> tuple[int, int, int, int]:
+    """(highest count, lost, out of order, duplicates) as iperf3's receiver counts them in
+    arrival order: a forward jump (a count above the highest so far) adds its gap to lost;
+    any other count is out of order and takes one back from lost while lost is above zero.
+
+    One pass, and a sort of the out-of-order counts only: lost is a walk floored at 0 whose
+    forward gaps telescope, so after datagram i it stands at (highest count so far) - (i + 1)
+    (less a first count at or below 0, which is no jump from 0).  A forward count is new; a
+    later one repeats an earlier count if that count was forward (it is then in the running
+    highest) or repeats an earlier late one."""
+    top = np.maximum.accumulate(counts)             # the highest count so far
+    forward = np.empty(len(counts), bool)
+    forward[0] = counts[0] > 0
+    np.greater(counts[1:], top[:-1], out=forward[1:])
+    late = np.sort(counts[~forward])                 # few: the out-of-order counts
+    late = np.concatenate([late[:1], late[1:][late[1:] != late[:-1]]])      # each once
+    at = np.minimum(np.searchsorted(top, late), len(top) - 1)
+    was_forward = (top[at] == late) & ((at > 0) | forward[0])
+    out_of_order = len(counts) - int(np.count_nonzero(forward))
+    duplicates = out_of_order - int(np.count_nonzero(~was_forward))
+    first, low = min(int(counts[0]), 0), None
+    for a in range(0, len(top), _WALK_PART):         # the walk a part at a time
+        walk = top[a:a + _WALK_PART] - np.arange(a + 1, min(a + _WALK_PART, len(top)) + 1)
+        walk -= first
+        low = int(walk.min()) if low is None else min(low, int(walk.min()))
+    lost = int(walk[-1] - min(0, low))               # floored at 0
+    return int(top[-1]), lost, out_of_order, duplicates
 
 
 def rfc3550_jitter(transit_ns: np.ndarray) -> float:
@@ -384,11 +517,6 @@ def rfc3550_jitter(transit_ns: np.ndarray) -> float:
         return float("nan")
     weights = (15 / 16) ** np.arange(len(d) - 1, -1, -1) / 16   # the last packet weighs most
     return float((d * weights).sum())
-
-
-def _duplicates(counts: np.ndarray) -> int:
-    """Datagrams whose count was seen before (one sort, not a hash of every count)."""
-    return int(np.count_nonzero(np.diff(np.sort(counts)) == 0))
 
 
 def _notes(table: dict) -> list[str]:

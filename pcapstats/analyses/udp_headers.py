@@ -38,28 +38,37 @@ class Headers:
     sent_ns: np.ndarray
 
 
+# per layout: the words (big-endian u32 of the header) holding the send seconds and
+# microseconds, and how the count is read from the (n, 4) words
+_FIELDS = {
+    "iperf3": (0, 1, lambda words: words[:, 2].astype(np.int64)),
+    "iperf3-64": (0, 1, lambda words: ((words[:, 2].astype(np.uint64) << np.uint64(32))
+                                       | words[:, 3]).astype(np.int64)),
+    "iperf2": (1, 2, lambda words: np.abs(words.view(">i4")[:, 0].astype(np.int64))),
+}
+
+
 def read_headers(heads: np.ndarray, capture_ns: np.ndarray) -> Headers | None:
     """The layout and fields of one flow's datagrams (``heads``: an (n, 16) uint8 array of
-    their first bytes, in arrival order; ``capture_ns``: their capture times), or None."""
+    their first bytes, in arrival order; ``capture_ns``: their capture times), or None.
+
+    The words are a view of ``heads``, and a layout's count and send times are read from
+    them only once its earlier checks pass: a flow costs one count and one send-time array,
+    not a copy of its headers and every layout's fields."""
     if len(heads) < 2:
         return None
-    words = np.ascontiguousarray(heads[:, :HEAD_BYTES]).view(">u4").astype(np.uint64)
-    candidates = {   # (seconds, microseconds, count) under each layout, read when tried
-        "iperf3": lambda: (words[:, 0], words[:, 1], words[:, 2].astype(np.int64)),
-        "iperf3-64": lambda: (words[:, 0], words[:, 1],
-                              ((words[:, 2] << 32) | words[:, 3]).astype(np.int64)),
-        "iperf2": lambda: (words[:, 1], words[:, 2],
-                           np.abs(words[:, 0].astype(np.int64)
-                                  - ((words[:, 0] >> 31) << 32).astype(np.int64))),
-    }
+    words = np.ascontiguousarray(heads[:, :HEAD_BYTES]).view(">u4")
     span = int(capture_ns[-1] - capture_ns[0])
     for layout in LAYOUTS:
-        sec, usec, count = candidates[layout]()
-        if (usec >= 10**6).any():
+        sec, usec, count_of = _FIELDS[layout]
+        if (words[:, usec] >= 10**6).any():
             continue
+        count = count_of(words)
         if (np.diff(count) == 1).mean() < _STEP_SHARE:
             continue
-        sent = sec.astype(np.int64) * 10**9 + usec.astype(np.int64) * 1000
+        sent = words[:, sec].astype(np.int64)
+        sent *= 10**9
+        sent += words[:, usec] * np.uint32(1000)     # below 10^9 (checked): a u32 holds it
         sent_span = int(sent.max() - sent.min())
         if abs(sent_span - span) > max(_SPAN_SLACK_NS, span // 2):
             continue     # stamps that do not advance with the capture's clock are no clock

@@ -7,7 +7,7 @@ captures"); this module does the work, in numpy, with no loop over datagrams:
   IPv6 --, UDP length, the first ``min(payload length, cut)`` payload bytes), where ``cut``
   (:func:`common_cut`) is the fewest payload bytes any cut datagram of either capture kept, so
   both captures hash bytes they both have.  The bytes are read from the capture files, eight
-  at a time, one length at a time;
+  at a time, one length at a time, each part's file pages dropped once read;
 - :func:`match`: equal keys are paired first-in-first-out in capture order (the k-th arrival
   of a key is the k-th sending of it); arrivals beyond the sendings of their key are
   duplicates (of the last sending), arrivals whose key was never sent are unmatched.
@@ -16,13 +16,14 @@ captures"); this module does the work, in numpy, with no loop over datagrams:
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Protocol
 
 import numpy as np
 
-from ..capture import Capture
 from ..clock import shifted
+from ..ingest.source import Source
 
-_WORDS_PER_CHUNK = 8 << 20       # uint64 words gathered at once (64 MB)
+_WORDS_PER_CHUNK = 1 << 20       # uint64 words gathered at once (8 MB, and 8 MB of offsets)
 _MAX_WORDS = 65536 // 8 + 1     # a UDP payload is below 64 KiB
 # one random odd multiplier per 8-byte word position (fixed: keys are compared across captures)
 _MULTIPLIERS = np.random.default_rng(0x5C0FFEE).integers(0, 2**63, _MAX_WORDS, dtype=np.uint64) \
@@ -31,73 +32,104 @@ _ID_MULT, _LEN_MULT = np.uint64(0x9E3779B97F4A7C15), np.uint64(0xD6E8FEB86659FD9
 _NO_CUT = np.iinfo(np.int64).max
 
 
-def common_cut(*sides: tuple[Capture, np.ndarray]) -> int:
+class Columns(Protocol):
+    """What is read here of a capture: a Capture, or a caller's view of one."""
+    def column(self, name: str) -> np.ndarray: ...
+
+
+def common_cut(*sides: tuple[Columns, np.ndarray]) -> int:
     """The payload bytes every datagram of every (capture, rows) side has in its file up to
     its payload length: the least ``payload_cap_len`` among datagrams whose payload was cut
     (by a snaplen, or an IP first fragment), a very large number when none was."""
     cut = _NO_CUT
     for cap, rows in sides:
-        have = cap.column("payload_cap_len")[rows].astype(np.int64)
-        short = have < cap.column("payload_len")[rows].astype(np.int64)
+        have = cap.column("payload_cap_len")[rows]
+        short = have < cap.column("payload_len")[rows]
         if short.any():
             cut = min(cut, int(have[short].min()))
     return cut
 
 
-def datagram_keys(cap: Capture, rows: np.ndarray, buf: np.ndarray, cut: int) -> np.ndarray:
-    """The key of each datagram (``rows`` of ``cap``, whose file bytes are ``buf``)."""
-    payload = cap.column("payload_len")[rows].astype(np.int64)
-    offset = cap.column("payload_offset")[rows].astype(np.int64)
-    length = np.where(offset >= 0, np.minimum(payload, cut), 0)
-    length = np.minimum(length, cap.column("payload_cap_len")[rows].astype(np.int64))
-    hashed = _payload_hashes(buf, offset, length)
-    ident = np.where(cap.column("ip_version")[rows] == 4,
-                     cap.column("ip_id")[rows].astype(np.uint64), np.uint64(0))
-    udp_len = cap.column("udp_length")[rows].astype(np.uint64)
+def datagram_keys(cap: Columns, rows: np.ndarray, source: Source, cut: int) -> np.ndarray:
+    """The key of each datagram (``rows`` of ``cap``, whose file is ``source``)."""
+    offset = cap.column("payload_offset")[rows].astype(np.int64, copy=False)
+    length = cap.column("payload_len")[rows].astype(np.int64)
+    np.minimum(length, cut, out=length)
+    length[offset < 0] = 0
+    np.minimum(length, cap.column("payload_cap_len")[rows], out=length)
+    hashed = _payload_hashes(source, offset, length)
+    del offset, length
+    key = cap.column("ip_id")[rows].astype(np.uint64)
+    key[cap.column("ip_version")[rows] != 4] = 0     # IPv6: no identification
     with np.errstate(over="ignore"):
-        return _mix(hashed ^ _mix(ident * _ID_MULT + (udp_len + np.uint64(1)) * _LEN_MULT))
+        key *= _ID_MULT
+        udp_len = cap.column("udp_length")[rows].astype(np.uint64)
+        udp_len += np.uint64(1)
+        udp_len *= _LEN_MULT
+        key += udp_len
+        del udp_len
+        key = _mix(key)
+        key ^= hashed
+        return _mix(key)
 
 
-def _payload_hashes(buf: np.ndarray, offset: np.ndarray, length: np.ndarray) -> np.ndarray:
-    """A 64-bit hash of ``buf[offset:offset + length]`` for each datagram: the sum of its
-    8-byte little-endian words times a multiplier a position (the last word read ending at
-    the last byte, overlapping the one before), mixed.  Short payloads a byte at a time."""
+def _payload_hashes(source: Source, offset: np.ndarray, length: np.ndarray) -> np.ndarray:
+    """A 64-bit hash of the file's bytes ``[offset, offset + length)`` for each datagram: the
+    sum of its 8-byte little-endian words times a multiplier a position (the last word read
+    ending at the last byte, overlapping the one before), mixed.  Short payloads a byte at a
+    time.  Datagrams of one length are read together, in file order, a chunk at a time."""
     out = np.zeros(len(offset), np.uint64)
     if not len(offset):
         return out
-    words = np.ndarray((max(len(buf) - 7, 0),), dtype="<u8", buffer=buf, strides=(1,))
-    by_length = np.argsort(length, kind="stable")
-    sizes, starts = np.unique(length[by_length], return_index=True)
-    bounds = np.r_[starts, len(by_length)]
-    for k, size in enumerate(sizes.tolist()):
+    buf = source.buf
+    by_length = None                                 # when they come by length already
+    if (length[1:] < length[:-1]).any():
+        by_length = np.argsort(length, kind="stable")
+    ordered = length if by_length is None else length[by_length]
+    bounds = np.r_[0, np.flatnonzero(ordered[1:] != ordered[:-1]) + 1, len(ordered)].tolist()
+    for lo, hi in zip(bounds[:-1], bounds[1:]):
+        size = int(ordered[lo])
         if size == 0:
             continue
-        at = by_length[bounds[k]:bounds[k + 1]]
-        if size < 8:
-            columns = offset[at][:, None] + np.arange(size)
-            values = buf[columns].astype(np.uint64)
-            nwords = size
-        else:
-            nwords = -(-size // 8)
-            columns = np.minimum(np.arange(nwords) * 8, size - 8)
-        step = max(1, _WORDS_PER_CHUNK // nwords)
-        mult = _MULTIPLIERS[:nwords]
+        payloads = np.ndarray((max(len(buf) - size + 1, 0),), f"V{size}", buffer=buf,
+                              strides=(1,))          # the bytes from each offset
+        mult = _MULTIPLIERS[:size if size < 8 else -(-size // 8)]
+        step = max(1, _WORDS_PER_CHUNK // len(mult))
         with np.errstate(over="ignore"):
-            for a in range(0, len(at), step):
-                part = at[a:a + step]
-                w = values[a:a + step] if size < 8 else words[offset[part][:, None] + columns]
-                out[part] = w @ mult + np.uint64(size)       # wraps modulo 2^64
+            for a in range(lo, hi, step):
+                part = (slice(a, min(a + step, hi)) if by_length is None
+                        else by_length[a:min(a + step, hi)])
+                start = offset[part]
+                out[part] = _weighted_sum(payloads[start], size, mult) + np.uint64(size)
+                source.drop(int(start.min()), int(start.max()) + size)
     with np.errstate(over="ignore"):
         return _mix(out)
 
 
+def _weighted_sum(payloads: np.ndarray, size: int, mult: np.ndarray) -> np.ndarray:
+    """Each payload's units times their multipliers, summed modulo 2^64: its bytes when under
+    8, else its 8-byte little-endian words, the last ending at its last byte (read as views
+    of the payloads, which are gathered whole, not word by word)."""
+    if size < 8:
+        return payloads.view(np.uint8).reshape(len(payloads), size).astype(np.uint64) @ mult
+    full = size // 8
+    total = np.ndarray((len(payloads), full), "<u8", buffer=payloads, strides=(size, 8)) \
+        @ mult[:full]
+    if size % 8:       # the last word overlaps the one before
+        total += np.ndarray((len(payloads),), "<u8", buffer=payloads, offset=size - 8,
+                            strides=(size,)) * mult[full]
+    return total
+
+
 def _mix(k: np.ndarray) -> np.ndarray:
-    """MurmurHash3's 64-bit finaliser: every input bit moves every output bit."""
-    k = k ^ (k >> np.uint64(33))
-    k = k * np.uint64(0xFF51AFD7ED558CCD)
-    k = k ^ (k >> np.uint64(33))
-    k = k * np.uint64(0xC4CEB9FE1A85EC53)
-    return k ^ (k >> np.uint64(33))
+    """MurmurHash3's 64-bit finaliser: every input bit moves every output bit.  In place (a
+    fresh array from each caller)."""
+    k ^= k >> np.uint64(33)
+    k *= np.uint64(0xFF51AFD7ED558CCD)
+    k ^= k >> np.uint64(33)
+    k *= np.uint64(0xC4CEB9FE1A85EC53)
+    k ^= k >> np.uint64(33)
+    return k
 
 
 @dataclass
@@ -127,11 +159,8 @@ class Matched:
     def out_of_order(self) -> int:
         """Arrivals whose sent index is not above every earlier arrival's (iperf3's rule with
         the upstream capture's order as the count: duplicates are out of order too)."""
-        counts = self.sent_index.astype(np.int64) + 1
-        if not len(counts):
-            return 0
-        before = np.r_[0, np.maximum.accumulate(counts)[:-1]]
-        return int((counts <= before).sum())
+        index = self.sent_index       # the first arrival is never out of order
+        return int(np.count_nonzero(index[1:] <= np.maximum.accumulate(index)[:-1]))
 
 
 def match(up_keys: np.ndarray, up_ns: np.ndarray, down_keys: np.ndarray, down_ns: np.ndarray,
@@ -139,38 +168,76 @@ def match(up_keys: np.ndarray, up_ns: np.ndarray, down_keys: np.ndarray, down_ns
     """Pair the downstream datagrams (keys and capture times, in capture order) with the
     upstream ones; ``down_span_ns``: the downstream capture's first and last packet times."""
     n = len(up_keys)
-    groups, inverse = np.unique(np.concatenate([up_keys, down_keys]), return_inverse=True)
-    g_up, g_down = inverse[:n], inverse[n:]
-    sent_count = np.bincount(g_up, minlength=len(groups))
-    up_order = np.argsort(g_up, kind="stable")          # each key's sendings, in capture order
-    group_start = np.r_[0, np.cumsum(sent_count)[:-1]]
-    rank = _rank(g_down)                                 # k-th arrival of its key
-    have = sent_count[g_down]
+    have, rank, sending = _arrivals(up_keys, down_keys)
     matched = have > 0
     first = matched & (rank < have)
-    pick = group_start[g_down] + np.minimum(rank, np.maximum(have - 1, 0))
-    sent_index = up_order[pick[matched]]
-    transit = down_ns[matched].astype(np.int64) - up_ns[sent_index].astype(np.int64)
+    sent_index = sending[matched]
+    transit = (down_ns[matched].astype(np.int64, copy=False)
+               - up_ns[sent_index].astype(np.int64, copy=False))
     seen = np.zeros(n, bool)
-    seen[up_order[pick[first]]] = True
+    seen[sending[first]] = True
     counted = np.ones(n, bool)
     if first.any():        # the earliest and latest a datagram could have arrived
         fastest, slowest = transit[first[matched]].min(), transit[first[matched]].max()
         start, end = down_span_ns
-        up = up_ns.astype(np.int64)
+        up = up_ns.astype(np.int64, copy=False)
         counted = (shifted(up, slowest) >= start) & (shifted(up, fastest) <= end)
     return Matched(sent=int(counted.sum()), lost=int((counted & ~seen).sum()),
                    duplicates=int((matched & ~first).sum()), unmatched=int((~matched).sum()),
                    outside=int((~counted).sum()), sent_index=sent_index, transit_ns=transit)
 
 
-def _rank(groups: np.ndarray) -> np.ndarray:
-    """For each element, how many earlier elements have its group (0 for the first)."""
-    order = np.argsort(groups, kind="stable")
-    ordered = groups[order]
-    starts = np.r_[True, ordered[1:] != ordered[:-1]]
-    position = np.arange(len(groups))
-    first_of_group = np.maximum.accumulate(np.where(starts, position, 0))
-    rank = np.empty(len(groups), np.int64)
-    rank[order] = position - first_of_group
-    return rank
+def _arrivals(up_keys: np.ndarray, down_keys: np.ndarray
+              ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """For each downstream datagram, in capture order: how many upstream datagrams have its
+    key, how many earlier downstream ones have it (its rank), and the upstream datagram it
+    pairs with: its key's rank-th sending in capture order, or the last (meaningless when
+    none has its key).
+
+    One sort of both sides' keys, not stable (several times faster than a stable one); then
+    one sort of (key, place) pairs, packed into one int64 as (the key's rank among the
+    distinct keys, place), puts each key's datagrams in capture order, upstream first.
+    Each answer is then read off a datagram's place in that order.  (Each array, of both
+    captures' datagrams, is let go once used.)"""
+    n, keys = len(up_keys), np.concatenate([up_keys, down_keys])
+    total = len(keys)
+    order = np.argsort(keys)
+    ordered = keys[order]
+    del keys
+    new = np.empty(total, bool)
+    new[:1] = True
+    np.not_equal(ordered[1:], ordered[:-1], out=new[1:])
+    del ordered
+    group = np.cumsum(new, dtype=np.int64)
+    group -= 1                                  # each place's key, ranked
+    starts = np.flatnonzero(new)                # where each key's places begin
+    del new
+    packed = group * total
+    packed += order
+    del order
+    packed.sort()
+    order = np.remainder(packed, total, out=packed)
+    up = order < n
+    sendings = np.bincount(group[up], minlength=len(starts))
+    places = np.flatnonzero(~up)                # of the downstream datagrams
+    del up
+    key = group[places]
+    del group
+    have, first = sendings[key], starts[key]
+    del key, sendings, starts
+    rank = places - first
+    rank -= have
+    pick = np.maximum(have - 1, 0)
+    np.minimum(rank, pick, out=pick)
+    pick += first
+    del first
+    sending = order[pick]
+    del pick
+    arrival = order[places]
+    arrival -= n
+    del order, places
+    out = []
+    for values in (have, rank, sending):          # into the downstream capture's order
+        out.append(np.empty(len(arrival), np.int64))
+        out[-1][arrival] = values
+    return tuple(out)

@@ -14,6 +14,7 @@
 """
 import json
 import struct
+import warnings
 from collections import deque
 import tempfile
 from pathlib import Path
@@ -21,11 +22,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 from tests.helpers import craft as c
-from tests.helpers.paths import CAPTURES
+from tests.helpers.partial import answer, assert_answers_as_on_the_whole_file, partial_captures
+from tests.helpers.paths import CAPTURES, DATA
 
 import pcapstats as ps
+from pcapstats.analyses.udp import NEEDS, rows_needed
 from pcapstats.cli import main
 from pcapstats.errors import UsageError
+from pcapstats.streams import own_transport
 
 T0 = 1_700_000_000 * 10**9
 SND, RCV = "192.0.2.1", "198.51.100.2"
@@ -490,3 +494,144 @@ def test_jitter_of_a_long_flow_equals_the_plain_loop():
     for a, b in zip(transit[:-1], transit[1:]):
         jitter += (abs(float(b) - float(a)) - jitter) / 16
     assert rfc3550_jitter(transit) == pytest.approx(jitter, rel=1e-12)
+
+
+# -- what udp reads --------------------------------------------------------------------------
+
+SHIPPED_UDP = [CAPTURES / f"{n}.pcap" for n in (
+    "iperf3-udp-15mbit-via-10mbit.receiver", "iperf3-udp-15mbit-via-10mbit.sender",
+    "iperf3-udp-5mbit-via-10mbit.receiver", "iperf3-udp-loss1pct", "iperf3-udp-loss30pct")] + [
+    CAPTURES / "udp_ping.pcapng", DATA / "dns_isp_hijack.pcapng",
+    DATA / "fuzz" / "timestamp-past-2262.pcapng"]
+PAIRS = [(CAPTURES / f"{n}.sender.pcap", CAPTURES / f"{n}.receiver.pcap")
+         for n in ("iperf3-udp-15mbit-via-10mbit", "iperf3-udp-5mbit-via-10mbit")]
+
+
+def _read(path):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return ps.read(path)
+
+
+@pytest.mark.parametrize("path", SHIPPED_UDP, ids=lambda p: p.name)
+def test_the_rows_and_columns_it_names_give_the_whole_tables_answers(path):
+    """A Capture of rows_needed's rows (with READS' columns alone, reading any other column
+    or layer raises) gives exactly the whole table's flows, with and without iperf's
+    counters, a stream at a time too."""
+    stream = int(_read(path).column("udp_stream")[own_transport(_read(path), "udp")][0])
+    for options in ({}, {"counters": False}, {"stream": stream}):
+        assert_answers_as_on_the_whole_file(ps.udp, NEEDS, path, **options)
+
+
+def _assert_pairs_answer_as_whole(sender, receiver, **options):
+    """Both captures of only what udp needs, each way (rows_needed is the same for both)."""
+    want = answer(ps.udp, _read(sender), receiver=_read(receiver), **options)
+    for (how, up), (_, down) in zip(partial_captures(sender, NEEDS),
+                                    partial_captures(receiver, NEEDS)):
+        assert answer(ps.udp, up, receiver=down, **options) == want, how
+
+
+@pytest.mark.parametrize("sender, receiver", PAIRS + [p[::-1] for p in PAIRS],
+                         ids=lambda p: p.name)
+def test_matched_captures_of_only_those_rows_give_the_whole_tables_answers(sender, receiver):
+    for counters in (True, False):
+        _assert_pairs_answer_as_whole(sender, receiver, counters=counters)
+
+
+def test_times_count_from_the_captures_first_packet_not_the_first_row_read(tmp_path):
+    """The first packet is a TCP segment udp does not read, and the clock steps back after it
+    (so the earliest packet, which a receiver capture's span needs, is another): first_s still
+    counts from the first packet, and only the rows named are kept."""
+    packets = [(c.ipv4(c.tcp(40000, 5201, flags=0x002), SND, RCV), T0 + 5_000_000),
+               (c.ipv4(c.icmp(4, 8, ident=1, seq=1), SND, RCV), T0)]
+    packets += [(_v4(bytes(20), 64, k), T0 + 7_000_000 + k * 1_000_000) for k in range(12)]
+    path = tmp_path / "step-back.pcap"       # in this order: _capture would sort by time
+    path.write_bytes(c.pcap([c.Record(c.raw(p), t) for p, t in packets], c.LT_RAW,
+                            nano=True).data)
+    assert rows_needed(_read(path)).tolist() == [False] + [True] * 13  # the earliest, datagrams
+    assert ps.udp(_read(path)).to_pandas().iloc[0].first_s == pytest.approx(0.002)  # from row 0
+    assert_answers_as_on_the_whole_file(ps.udp, NEEDS, path)
+
+
+def test_a_receiver_capture_of_only_those_rows_keeps_its_span(tmp_path):
+    """The receiver capture starts with a ping 2 ms after datagram 0 was sent, and has
+    datagrams 20 on (5 ms on the way): 0 and 1 could not have arrived while it ran, 2 to 19
+    were lost.  Its first packet, no datagram, must be read for that."""
+    payloads = [bytes([k]) * 40 for k in range(100)]
+    sender = _capture(tmp_path / "s.pcap", [(_v4(payloads[k], 64, k), T0 + k * 1_000_000)
+                                            for k in range(100)])
+    receiver = _capture(tmp_path / "r.pcap", [(c.ipv4(c.icmp(4, 8, ident=1, seq=1), SND, RCV),
+                                               T0 + 7_000_000)] + [
+        (_v4(payloads[k], 63, k), T0 + k * 1_000_000 + 5_000_000) for k in range(20, 100)])
+    flow = _row(ps.udp(sender, receiver=_read(receiver)))
+    assert (flow.sent, flow.lost) == (98, 18)
+    _assert_pairs_answer_as_whole(sender, receiver)
+
+
+def test_the_rows_needed_are_udp_and_one_byte_tcp_segments():
+    cap = _read(CAPTURES / "iperf3-udp-loss1pct.pcap")
+    need = rows_needed(cap)
+    udp_rows = own_transport(cap, "udp")
+    one_byte = own_transport(cap, "tcp") & (cap.column("tcp_len") == 1)
+    assert need[udp_rows | one_byte].all()
+    assert (need & ~(udp_rows | one_byte)).sum() <= 2        # the earliest and latest packets
+    assert one_byte.sum() < 10 and own_transport(cap, "tcp").sum() > 10
+
+
+def test_iperf3s_counts_equal_the_plain_loop_on_any_order():
+    """Loss, order and duplicates of shuffled, dropped and repeated counts (from 0 or 1)
+    against iperf3's receiver loop and a set, without the sort or the walk of every
+    datagram they are counted with."""
+    from pcapstats.analyses.udp import _iperf3_counts
+    rng = np.random.default_rng(12)
+    for trial in range(500):
+        n = int(rng.integers(1, 300))
+        counts = np.arange(int(rng.integers(0, 2)), n)
+        counts = counts[rng.random(len(counts)) > 0.1]
+        if not len(counts):
+            continue
+        swaps = rng.integers(0, len(counts), (int(rng.integers(0, 8)), 2))
+        for i, j in swaps:
+            counts[i], counts[j] = counts[j], counts[i]
+        counts = np.insert(counts, rng.integers(0, len(counts), 3), rng.choice(counts, 3))
+        top, lost, ooo, _ = iperf3_receiver(counts.tolist(), [0] * len(counts))
+        seen, duplicates = set(), 0
+        for x in counts.tolist():
+            duplicates += x in seen
+            seen.add(x)
+        assert _iperf3_counts(counts) == (top, lost, ooo, duplicates), counts
+
+
+def test_matching_pairs_equal_keys_first_in_first_out_as_a_plain_loop():
+    """match() against a queue a key: the k-th arrival of a key is its k-th sending, later
+    ones are duplicates of its last, arrivals of keys never sent are unmatched."""
+    from pcapstats.analyses.udp_match import match
+    rng = np.random.default_rng(13)
+    for trial in range(300):
+        up = rng.integers(0, int(rng.integers(1, 40)), int(rng.integers(1, 60))).astype(np.uint64)
+        down = rng.integers(0, 45, int(rng.integers(1, 60))).astype(np.uint64)
+        up_ns = np.arange(len(up), dtype=np.int64) * 1000
+        down_ns = np.arange(len(down), dtype=np.int64) * 1000 + 500
+        got = match(up, up_ns, down, down_ns, (0, 10**12))
+        sendings: dict[int, list[int]] = {}
+        for i, k in enumerate(up.tolist()):
+            sendings.setdefault(k, []).append(i)
+        arrived: dict[int, int] = {}
+        pairs, transits, duplicates, unmatched = [], [], 0, 0
+        for j, k in enumerate(down.tolist()):
+            if k not in sendings:
+                unmatched += 1
+                continue
+            rank = arrived.get(k, 0)
+            arrived[k] = rank + 1
+            duplicates += rank >= len(sendings[k])
+            pairs.append(sendings[k][min(rank, len(sendings[k]) - 1)])
+            if rank < len(sendings[k]):
+                transits.append(int(down_ns[j] - up_ns[pairs[-1]]))
+        assert got.sent_index.tolist() == pairs
+        assert (got.duplicates, got.unmatched) == (duplicates, unmatched)
+        # sent: those that could have arrived within the downstream span, by the fastest
+        # and slowest transit seen
+        could = [i for i in range(len(up)) if not transits or (
+            up_ns[i] + max(transits) >= 0 and up_ns[i] + min(transits) <= 10**12)]
+        assert (got.sent, got.lost) == (len(could), len(set(could) - set(pairs)))
