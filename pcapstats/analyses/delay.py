@@ -40,16 +40,22 @@ from __future__ import annotations
 import numpy as np
 
 from ..batch import analysis
-from ..capture import Capture
+from ..capture import Capture, Needs
 from ..errors import UsageError
 from ..render import Shown
 from ..results import Result
-from ..schema import Column, TableSpec
+from ..schema import TCP, UDP, Column, TableSpec
 from ..stats import ols
 from ..streams import endpoint, id_ranges, own_transport, whole_datagrams
-from .ping import ping as ping_of, rows_by_group
+from .ping import READS as PING_READS, echo_sessions, rows_by_group, rows_needed as ping_rows
 
 TRIM = 0.10
+FEWEST_PACKETS = 4        # a ping-pong stream's packets with payload: two exchanges at least
+# What delay reads of the packet table: ping's, and the exchanges' (with what
+# streams.own_transport and the capture's derived ``direction`` read).
+READS = tuple(dict.fromkeys(PING_READS + (
+    TCP, UDP, "l4_quoted", "tcp_stream", "udp_stream", "direction", "tcp_flags", "tcp_seq_raw",
+    "tcp_srcport", "tcp_dstport", "udp_srcport", "udp_dstport")))
 _C = Column
 _SOURCE = _C("source", "str", "where the samples come from: 'icmp A → B' or 'tcp|udp stream N'")
 SAMPLES = TableSpec("samples", "one row per latency sample", (
@@ -116,7 +122,16 @@ class Delay(Result):
         return delay_figure(self, **options)
 
 
-@analysis()
+def rows_needed(cap: Capture) -> np.ndarray:
+    """The rows delay reads: ping's (echoes, and the IP fragments after a first one, which
+    also end a UDP message in fragments) and the TCP/UDP packets with payload under their own
+    header (the exchanges' messages).  Decided row by row, as ping's."""
+    messages = ((own_transport(cap, "tcp") | own_transport(cap, "udp"))
+                & (cap.column("payload_len") > 0))
+    return ping_rows(cap) | messages
+
+
+@analysis(needs=Needs(READS, rows_needed))
 def delay(capture: Capture, *, source: str = "auto") -> Delay:
     """The delay model of a capture's echo sweeps and ping-pong exchanges (``source``:
     "icmp", "exchanges" or "auto": whichever the capture has)."""
@@ -135,25 +150,29 @@ def delay(capture: Capture, *, source: str = "auto") -> Delay:
                          + (f" ({notes[0]})" if notes else ""),
                          hint="capture at the host that sends the requests, with several "
                               "message sizes")
-    t0 = int(capture.column("frame_time_ns")[0])
+    t0 = capture.first_time_ns
     names: dict[str, int] = {}                 # source name -> code, in order of appearance
     codes = np.concatenate([np.array([names.setdefault(n, len(names)) for n in p["names"]],
-                                     np.int64)[p["code"]] for p in parts])
-    joined = {name: np.concatenate([p[name] for p in parts])
-              for name in ("size", "t_ns", "latency_ns", "first_ns", "request_ns")}
+                                     np.int64)[p.pop("code")] for p in parts])
     by_source = rows_by_group(codes, len(names))
     table = {
         "source": np.array(list(names), object)[codes],
-        "size_bytes": joined["size"].astype(np.int64),
-        "time_s": (joined["t_ns"].astype(np.int64) - t0) / 1e9,
-        "latency_ms": joined["latency_ns"].astype(np.float64) / 1e6,
-        "first_answer_ms": joined["first_ns"].astype(np.float64) / 1e6,
-        "request_ms": joined["request_ns"].astype(np.float64) / 1e6}
+        "size_bytes": _joined(parts, "size").astype(np.int64, copy=False),
+        "time_s": (_joined(parts, "t_ns").astype(np.int64, copy=False) - t0) / 1e9,
+        "latency_ms": _joined(parts, "latency_ns").astype(np.float64, copy=False) / 1e6,
+        "first_answer_ms": _joined(parts, "first_ns").astype(np.float64, copy=False) / 1e6,
+        "request_ms": _joined(parts, "request_ns").astype(np.float64, copy=False) / 1e6}
+    del codes, parts
     sizes = _sizes(table, list(names), by_source)
     model = _models(sizes, _overlapping_sources(table, list(names), by_source), notes)
     notes += _paced_sources(table, model, list(names), by_source)
     return Delay({"model": model, "sizes": sizes, "samples": table}, capture=capture.path,
                  notes=notes)
+
+
+def _joined(parts: list[dict], name: str) -> np.ndarray:
+    """The sources' column ``name`` as one (each source's let go once copied)."""
+    return np.concatenate([p.pop(name) for p in parts])
 
 
 def _samples(source, size, t_ns, latency_ns, first_ns=None, request_ns=None,
@@ -173,25 +192,24 @@ def _samples(source, size, t_ns, latency_ns, first_ns=None, request_ns=None,
 
 def _icmp_samples(cap: Capture, notes: list[str], required: bool) -> dict | None:
     try:
-        p = ping_of(cap)
+        tables, _ = echo_sessions(cap)
     except UsageError:
         if required:
             raise
         return None
-    e = p.table("echoes")
-    sessions = p.table("sessions")
+    e, sessions = tables["echoes"], tables["sessions"]
     at_responder = np.unique(sessions["session"][sessions["side"] == "responder"])
     if len(at_responder):
         notes.append(f"ICMP session(s) {id_ranges(at_responder.tolist())} captured at the "
                      "responder: request -> reply there is its turnaround (microseconds), not "
                      "the delay to model; left out")
     keep = ~np.isin(e["session"], at_responder) & ~np.isnan(e["rtt_ms"])
-    t_ns = (e["time_s"][keep] * 1e9).round().astype(np.int64) \
-        + int(cap.column("frame_time_ns")[0])
+    t_ns = (e["time_s"][keep] * 1e9).round().astype(np.int64) + cap.first_time_ns
     name_of = np.zeros(int(sessions["session"].max()) + 1, np.int64)  # session -> its name
     named = [f"icmp {a} → {b}" for a, b in zip(sessions["requester"], sessions["responder"])]
     names = list(dict.fromkeys(named))
-    name_of[sessions["session"]] = [names.index(n) for n in named]
+    code = {name: k for k, name in enumerate(names)}
+    name_of[sessions["session"]] = [code[n] for n in named]
     return _samples(names, e["payload_bytes"][keep], t_ns, e["rtt_ms"][keep] * 1e6,
                     code=name_of[e["session"][keep]])
 
@@ -204,65 +222,83 @@ def _exchange_samples(cap: Capture) -> list[dict]:
         rows = np.flatnonzero(own_transport(cap, proto) & (cap.column("payload_len") > 0))
         if not len(rows):
             continue
+        packets = _exchange_packets(cap, proto, rows)
         streams = cap.column(f"{proto}_stream")[rows]
         order = np.argsort(streams, kind="stable")
         ids, starts = np.unique(streams[order], return_index=True)
         for k, stream in enumerate(ids.tolist()):
-            mine = rows[order[starts[k]:(starts[k + 1] if k + 1 < len(ids) else len(rows))]]
-            found = _pingpong(cap, proto, int(stream), mine)
+            mine = order[starts[k]:(starts[k + 1] if k + 1 < len(ids) else len(rows))]
+            if len(mine) < FEWEST_PACKETS:
+                continue
+            found = _pingpong(cap, proto, int(stream),
+                              {name: column[mine] for name, column in packets.items()})
             if found is not None:
                 out.append(found)
     return out
 
 
-def _pingpong(cap: Capture, proto: str, stream: int, rows: np.ndarray) -> dict | None:
-    """The samples of one stream's requests answered by as many bytes (module docstring)."""
+def _exchange_packets(cap: Capture, proto: str, rows: np.ndarray) -> dict[str, np.ndarray]:
+    """What the exchanges read of ``rows`` (one protocol's packets with payload), each column
+    read once for all its streams."""
+    packets = {
+        "size": cap.column("payload_len")[rows].astype(np.int64),
+        "t": cap.column("frame_time_ns")[rows].astype(np.int64, copy=False),
+        # a datagram in fragments is there at its last
+        "t_whole": whole_datagrams(cap, rows)[1],
+        "direction": cap.column("direction")[rows],
+        "src": cap.column("ip_src")[rows], "dst": cap.column("ip_dst")[rows],
+        "srcport": cap.column(f"{proto}_srcport")[rows],
+        "dstport": cap.column(f"{proto}_dstport")[rows]}
+    if proto == "tcp":
+        packets["flags"] = cap.column("tcp_flags")[rows]
+        packets["seq_raw"] = cap.column("tcp_seq_raw")[rows].astype(np.int64)
+    return packets
+
+
+def _pingpong(cap: Capture, proto: str, stream: int, p: dict[str, np.ndarray]) -> dict | None:
+    """The samples of one stream's requests answered by as many bytes (module docstring);
+    ``p``: its packets with payload (``_exchange_packets``), in capture order."""
     if proto == "tcp":   # a re-sent segment is not new payload: it must not start a message
-        rows = _first_sends(cap, rows)
-    if len(rows) < 4:                         # two exchanges at least
+        keep = _first_sends(p["seq_raw"], p["size"], p["direction"])
+        p = {name: column[keep] for name, column in p.items()}
+    if len(p["size"]) < FEWEST_PACKETS:
         return None
-    size = cap.column("payload_len")[rows].astype(np.int64)
-    t = cap.column("frame_time_ns")[rows].astype(np.int64)
-    t_whole = whole_datagrams(cap, rows)[1]      # a datagram in fragments is there at its last
-    client = cap.column("direction")[rows] == cap.column("direction")[rows[0]]
+    size, t, t_whole = p["size"], p["t"], p["t_whole"]
+    client = p["direction"] == p["direction"][0]
     sent = np.cumsum(np.where(client, size, 0))          # each side's bytes so far, inclusive
     answered_bytes = np.cumsum(np.where(client, 0, size))
     sent_before, answered_before = sent - np.where(client, size, 0), \
         answered_bytes - np.where(client, 0, size)
-    pushed = np.ones(len(rows), bool)                     # the client's last write had ended
+    pushed = np.ones(len(size), bool)                     # the client's last write had ended
     if proto == "tcp":
-        psh = (cap.column("tcp_flags")[rows] & 0x008) != 0
-        last_client = np.maximum.accumulate(np.where(client, np.arange(len(rows)), -1))
+        psh = (p["flags"] & 0x008) != 0
+        last_client = np.maximum.accumulate(np.where(client, np.arange(len(size)), -1))
         previous = np.r_[-1, last_client[:-1]]
         pushed = np.where(previous >= 0, psh[np.maximum(previous, 0)], True)
     starts = np.flatnonzero(client & (answered_before >= sent_before) & pushed)
     if len(starts) < 2:
         return None
-    ends = np.r_[starts[1:], len(rows)]                   # each request's packets and answer's
+    ends = np.r_[starts[1:], len(size)]                   # each request's packets and answer's
     request = sent[ends - 1] - sent_before[starts]
     answer = answered_bytes[ends - 1] - answered_before[starts]
-    index = np.arange(len(rows))
+    index = np.arange(len(size))
     last_answer = np.maximum.reduceat(np.where(client, -1, index), starts)
-    first_answer = np.minimum.reduceat(np.where(client, len(rows), index), starts)
+    first_answer = np.minimum.reduceat(np.where(client, len(size), index), starts)
     last_request = np.maximum.reduceat(np.where(client, index, -1), starts)
     ok = np.flatnonzero((request == answer) & (request > 0))
     if len(ok) < max(2, len(starts) // 2):                # not ping-pong: answers differ
         return None
-    first = rows[0]
-    src = cap.addresses[cap.column("ip_src")[first]]
-    dst = cap.addresses[cap.column("ip_dst")[first]]
-    name = (f"{proto} stream {stream} {endpoint(src, cap.column(f'{proto}_srcport')[first])} → "
-            f"{endpoint(dst, cap.column(f'{proto}_dstport')[first])}")
+    src, dst = cap.addresses[p["src"][0]], cap.addresses[p["dst"][0]]
+    name = (f"{proto} stream {stream} {endpoint(src, p['srcport'][0])} → "
+            f"{endpoint(dst, p['dstport'][0])}")
     return _samples(name, request[ok], t[starts[ok]], t_whole[last_answer[ok]] - t[starts[ok]],
                     t[first_answer[ok]] - t[starts[ok]], t[last_request[ok]] - t[starts[ok]])
 
 
-def _first_sends(cap: Capture, rows: np.ndarray) -> np.ndarray:
-    """TCP rows whose payload reaches past everything their direction sent before."""
-    raw = cap.column("tcp_seq_raw").astype(np.int64)[rows]
-    size = cap.column("payload_len").astype(np.int64)[rows]
-    d = cap.column("direction")[rows]
-    keep = np.ones(len(rows), bool)
+def _first_sends(raw: np.ndarray, size: np.ndarray, d: np.ndarray) -> np.ndarray:
+    """Mask of the TCP segments whose payload reaches past everything their direction sent
+    before (``raw``: sequence numbers as on the wire)."""
+    keep = np.ones(len(raw), bool)
     for side in (0, 1):
         mine = np.flatnonzero(d == side)
         if len(mine) > 1:
@@ -272,7 +308,7 @@ def _first_sends(cap: Capture, rows: np.ndarray) -> np.ndarray:
             end = raw[mine] + wraps * 2**32 + size[mine]
             reach = np.maximum.accumulate(end)
             keep[mine[1:]] = end[1:] > reach[:-1]
-    return rows[keep]
+    return keep
 
 
 def _sizes(samples: dict, names: list[str], by_source: list[np.ndarray]) -> dict:
@@ -282,11 +318,13 @@ def _sizes(samples: dict, names: list[str], by_source: list[np.ndarray]) -> dict
         mine = by_source[k]
         if not len(mine):       # a source named (an ICMP session) with no sample kept
             continue
-        order = np.lexsort((samples["latency_ms"][mine], samples["size_bytes"][mine]))
+        # by size (a sweep's sizes come in runs: a merge), then each size's latencies sorted;
+        # they come from integer nanoseconds (no -0.0), so equal ones are the same bits
+        order = np.argsort(samples["size_bytes"][mine], kind="stable")
         z, x = samples["size_bytes"][mine][order], samples["latency_ms"][mine][order]
         starts = np.flatnonzero(np.r_[True, z[1:] != z[:-1]])
         for a, b in zip(starts.tolist(), np.r_[starts[1:], len(z)].tolist()):
-            lat = x[a:b]                                   # sorted: the trim is a slice
+            lat = np.sort(x[a:b])                          # sorted: the trim is a slice
             cut = int(TRIM * len(lat))
             rows["source"].append(names[k])
             rows["size_bytes"].append(int(z[a]))
@@ -329,8 +367,9 @@ def _paced_sources(samples: dict, model: dict, names: list[str],
     small rate estimate) or held by its window makes the slope its own, not the path's.  The
     sending rate is the request bytes after each first packet over the time to the last."""
     out = []
+    code = {name: k for k, name in enumerate(names)}
     for i, source in enumerate(model["source"].tolist()):
-        rows = by_source[names.index(source)]
+        rows = by_source[code[source]]
         mine = rows[samples["request_ms"][rows] > 0]
         seconds = samples["request_ms"][mine].sum() / 1e3
         if not len(mine) or not seconds > 0 or not model["bandwidth_bps"][i] > 0:
@@ -346,8 +385,10 @@ def _paced_sources(samples: dict, model: dict, names: list[str],
 
 def _models(sizes: dict, overlapping: set[str], notes: list[str]) -> dict:
     rows: dict[str, list] = {c.name: [] for c in MODEL.columns}
-    for source in dict.fromkeys(sizes["source"].tolist()):
-        mine = sizes["source"] == source
+    source_of = sizes["source"].tolist()                  # each source's sizes are together
+    starts = [k for k in range(len(source_of)) if k == 0 or source_of[k] != source_of[k - 1]]
+    for a, b in zip(starts, starts[1:] + [len(source_of)]):
+        source, mine = source_of[a], slice(a, b)
         s = sizes["size_bytes"][mine].astype(np.float64)
         y = sizes["trimmed_ms"][mine].astype(np.float64)
         if len(s) < 2:

@@ -37,19 +37,24 @@ from __future__ import annotations
 import numpy as np
 
 from ..batch import analysis
-from ..capture import Capture
+from ..capture import Capture, Needs
 from ..errors import UsageError
 from ..render import Shown
 from ..results import Result
 from ..ingest.source import open_source
 from ..schema import ICMP, ICMP_ECHO, IP, TCP, UDP, Column, TableSpec
 from ..streams import id_ranges, whole_datagrams
-from .verify.checks import payload
 
 REQUEST, REPLY = {4: 8, 6: 128}, {4: 0, 6: 129}
 INITIAL_TTLS = (32, 64, 128, 255)
 SEND_TIME_SAMPLES = 1000
+SEND_TIME_CHUNK = 256
 SIDES = ("requester", "responder", "path", "unknown")
+# What ping reads of the packet table (its columns and layers, with those of the helpers it
+# calls): a reader can load only these, for only the rows ``rows_needed`` keeps.
+READS = (ICMP_ECHO, IP, "ip_version", "ip_src", "ip_dst", "ip_ttl", "ip_id", "ip_len",
+         "ip_hdr_len", "ip_fragment", "ip_frag_offset", "icmp_type", "icmp_ident", "icmp_seq",
+         "frame_number", "frame_time_ns", "payload_len", "payload_offset", "payload_cap_len")
 _C = Column
 _SESSION = (
     _C("session", "int64", "session number, in order of first request"),
@@ -116,88 +121,111 @@ class Ping(Result):
         return ping_figure(self, **options)
 
 
-@analysis()
+def rows_needed(cap: Capture) -> np.ndarray:
+    """The rows ping reads: ICMP echoes, and the IP fragments after a first one (an echo
+    larger than the MTU ends in those, and they carry no ICMP header to tell).  Each row is
+    decided by its own columns, so a reader can apply this window by window."""
+    later_fragment = (cap.layer(IP) & cap.column("ip_fragment").astype(bool)
+                      & (cap.column("ip_frag_offset") > 0))
+    return cap.layer(ICMP_ECHO) | later_fragment
+
+
+@analysis(needs=Needs(READS, rows_needed))
 def ping(capture: Capture, *, requester: str | None = None) -> Ping:
     """Echo sessions of a capture (only those sent by ``requester``, an address, if given)."""
-    echo = np.flatnonzero(capture.layer(ICMP_ECHO))
-    version = capture.column("ip_version")[echo]
-    kind = capture.column("icmp_type")[echo]
+    tables, notes = echo_sessions(capture, requester)
+    return Ping(tables, capture=capture.path, notes=notes)
+
+
+def _echo_rows(cap: Capture, requester: str | None) -> tuple[np.ndarray, np.ndarray]:
+    """The rows of the echo requests (only ``requester``'s, if given) and of the echo replies;
+    a UsageError saying what the capture has when there is no request."""
+    echo = np.flatnonzero(cap.layer(ICMP_ECHO))
+    version = cap.column("ip_version")[echo]
+    kind = cap.column("icmp_type")[echo]
     is_request = ((version == 4) & (kind == REQUEST[4])) | ((version == 6) & (kind == REQUEST[6]))
     is_reply = ((version == 4) & (kind == REPLY[4])) | ((version == 6) & (kind == REPLY[6]))
     requests, replies = echo[is_request], echo[is_reply]
     if requester is not None:
-        codes = np.flatnonzero(capture.addresses == requester)
-        requests = requests[np.isin(capture.column("ip_src")[requests], codes)]
+        codes = np.flatnonzero(cap.addresses == requester)
+        requests = requests[np.isin(cap.column("ip_src")[requests], codes)]
     if not len(requests):
         raise UsageError(f"no ICMP echo requests{'' if requester is None else ' from ' + requester}"
-                         f" in {capture.path} ({_what_it_has(capture)})",
+                         f" in {cap.path} ({_what_it_has(cap)})",
                          hint="ping sessions are echo requests and their replies; "
                               "`pcapstats throughput` lists the streams it has")
-    return _sessions(capture, requests, replies)
+    return requests, replies
 
 
 def _what_it_has(cap: Capture) -> str:
-    counts = {name: int(cap.layer(layer).sum()) for name, layer in
+    """What the whole file holds (the capture may hold only the rows ping reads)."""
+    counts = {name: cap.layer_count(layer) for name, layer in
               (("TCP", TCP), ("UDP", UDP), ("ICMP", ICMP))}
     has = [f"{n} {name}" for name, n in counts.items() if n]
-    return f"{len(cap)} packets: " + (", ".join(has) if has else "none TCP, UDP or ICMP")
+    return f"{cap.packets_in_file} packets: " + (", ".join(has) if has else "none TCP, UDP or ICMP")
 
 
-def _sessions(cap: Capture, requests: np.ndarray, replies: np.ndarray) -> Ping:
+def echo_sessions(cap: Capture, requester: str | None = None) -> tuple[dict, list[str]]:
+    """Ping's tables and notes (delay reads them: a Result holds itself in ``parts``, so its
+    arrays would wait for the garbage collector)."""
+    requests, replies = _echo_rows(cap, requester)
     keys, session, rep_session = _session_keys(cap, requests, replies)
     answered = rep_session >= 0
     replies, rep_session = replies[answered], rep_session[answered]
 
-    t_ns = cap.column("frame_time_ns").astype(np.int64)
-    seq16 = cap.column("icmp_seq").astype(np.int64)
-    req_seq = _unwrap(seq16[requests], session)
+    e_rows, e_session, e_seq, e_seq16 = _first_requests(cap, requests, session, len(keys))
+    del requests, session                 # (arrays this long are let go once done with)
+    t_ns = cap.column("frame_time_ns")
+    e_t = t_ns[e_rows].astype(np.int64, copy=False)
     # each reply answers the latest request of its session with the same 16-bit number
-    echo = _first_requests(session, req_seq, requests)
-    e_rows, e_session, e_seq = requests[echo], session[echo], req_seq[echo]
-    match = _match(e_session, seq16[e_rows], t_ns[e_rows], rep_session, seq16[replies],
-                   t_ns[replies])
-    size, end_ns = _whole_messages(cap, np.r_[requests, replies])
-    rtt_ns = np.where(match >= 0, end_ns[replies] - t_ns[e_rows[np.maximum(match, 0)]], 0)
-    replies, rtt_ns, match = replies[match >= 0], rtt_ns[match >= 0], match[match >= 0]
-    n_replies = np.bincount(match, minlength=len(e_rows))
-    first_reply = np.full(len(e_rows), -1, np.int64)
+    match = _match(e_session, e_seq16, e_t, rep_session,
+                   cap.column("icmp_seq")[replies].astype(np.int64),
+                   t_ns[replies].astype(np.int64, copy=False))
+    del e_seq16, rep_session
+    replies, match = replies[match >= 0], match[match >= 0]
+    size, end_ns = _whole_messages(cap, e_rows, replies)
+    rtt_ns = end_ns - e_t[match]
+    del end_ns
+    reply_frame = np.full(len(e_rows), np.nan)
     first_rtt = np.full(len(e_rows), np.nan)
     by_time = np.argsort(t_ns[replies], kind="stable")[::-1]   # the earliest written last
-    first_reply[match[by_time]] = cap.column("frame_number")[replies][by_time]
+    reply_frame[match[by_time]] = cap.column("frame_number")[replies][by_time]
     first_rtt[match[by_time]] = rtt_ns[by_time] / 1e6
+    del by_time
 
-    t0 = int(t_ns[0])
     addresses = cap.addresses
     echoes = {
-        "session": e_session, "requester": addresses[keys[e_session, 0]],
-        "responder": addresses[keys[e_session, 1]], "ident": keys[e_session, 2],
+        "session": e_session, "requester": addresses[keys[:, 0]][e_session],
+        "responder": addresses[keys[:, 1]][e_session], "ident": keys[e_session, 2],
         "icmp_seq": e_seq, "frame_number": cap.column("frame_number")[e_rows].astype(np.int64),
-        "time_s": (t_ns[e_rows] - t0) / 1e9, "payload_bytes": size[e_rows],
-        "replies": n_replies, "reply_frame": np.where(first_reply >= 0, first_reply, np.nan),
+        "time_s": (e_t - cap.first_time_ns) / 1e9, "payload_bytes": size,
+        "replies": np.bincount(match, minlength=len(e_rows)), "reply_frame": reply_frame,
         "rtt_ms": first_rtt}
+    del e_t
     sides, evidence = _sides(cap, len(keys), e_session, e_rows, replies, match, rtt_ns)
-    summary = _summary(echoes, keys, rtt_ns / 1e6, e_session[match], size[e_rows][match], sides,
-                       addresses)
+    del e_rows, replies
+    summary = _summary(echoes, keys, rtt_ns, match, sides, addresses)
     said: dict[tuple, list[int]] = {}   # one note for the sessions that share one
     for k in np.flatnonzero(np.asarray(sides, object) != "requester").tolist():
         pair = f"{addresses[keys[k, 0]]} → {addresses[keys[k, 1]]}"
         said.setdefault((pair, sides[k], evidence[k]), []).append(k)
     notes = [f"session{'s' if len(ks) > 1 else ''} {id_ranges(ks)} ({pair}): {_SIDE_SAYS[side]}"
              f" ({why})" for (pair, side, why), ks in said.items()]
-    return Ping({"sessions": summary, "echoes": echoes}, capture=cap.path, notes=notes)
+    return {"sessions": summary, "echoes": echoes}, notes
 
 
 def _session_keys(cap: Capture, requests: np.ndarray, replies: np.ndarray):
     """(keys, session of each request, session of each reply or -1): a session is a
     (requester, responder, identifier) with a request, numbered by its first request; a reply
     belongs to the session whose key it answers."""
-    src, dst = cap.column("ip_src").astype(np.int64), cap.column("ip_dst").astype(np.int64)
-    ident = cap.column("icmp_ident").astype(np.int64)
+    src, dst, ident = cap.column("ip_src"), cap.column("ip_dst"), cap.column("icmp_ident")
     a = max(len(cap.addresses), 1)           # one int64 a key: (requester, responder, ident)
-    code = (np.r_[src[requests], dst[replies]] * a + np.r_[dst[requests], src[replies]]) \
-        * 65536 + np.r_[ident[requests], ident[replies]]
-    unique_code, which = np.unique(code, return_inverse=True)
-    which = which.ravel()
+    code = np.r_[src[requests], dst[replies]].astype(np.int64)
+    code *= a
+    code += np.r_[dst[requests], src[replies]]
+    code *= 65536
+    code += np.r_[ident[requests], ident[replies]]
+    unique_code, which = _unique_by_runs(code)
     unique = np.stack([unique_code // 65536 // a, unique_code // 65536 % a,
                        unique_code % 65536], axis=1)
     n = len(requests)
@@ -220,76 +248,99 @@ _SIDE_SAYS = {
 }
 
 
-def _whole_messages(cap: Capture, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """ICMP data bytes of each packet's whole message, and when its last fragment was
-    captured (ping -s above the MTU sends an echo in IP fragments; ping times the reply when
-    its last fragment arrives).  Arrays over every row of the capture; rows other than
-    ``rows`` keep their own size and time."""
-    size = cap.column("payload_len").astype(np.int64).copy()
-    end = cap.column("frame_time_ns").astype(np.int64).copy()
-    frag = rows[cap.column("ip_fragment")[rows].astype(bool) & cap.layer(IP)[rows]]
-    if len(frag):
-        carried, end[frag] = whole_datagrams(cap, frag)
-        size[frag] = carried - 8                                   # less the ICMP header
+def _whole_messages(cap: Capture, requests: np.ndarray, replies: np.ndarray
+                    ) -> tuple[np.ndarray, np.ndarray]:
+    """ICMP data bytes of each request's whole message, and when each reply's last fragment
+    was captured (ping -s above the MTU sends an echo in IP fragments; ping times the reply
+    when its last fragment arrives)."""
+    size = cap.column("payload_len")[requests].astype(np.int64)
+    end = cap.column("frame_time_ns")[replies].astype(np.int64, copy=False)
+    fragment, ip = cap.column("ip_fragment"), cap.layer(IP)
+    frag_req = fragment[requests].astype(bool) & ip[requests]
+    frag_rep = fragment[replies].astype(bool) & ip[replies]
+    if frag_req.any() or frag_rep.any():
+        carried, last = whole_datagrams(cap, np.r_[requests[frag_req], replies[frag_rep]])
+        n = int(frag_req.sum())
+        size[frag_req] = carried[:n] - 8                            # less the ICMP header
+        end[frag_rep] = last[n:]
     return size, end
 
 
-def _unwrap(seq16: np.ndarray, session: np.ndarray) -> np.ndarray:
+def _unwrap(seq16: np.ndarray, session: np.ndarray, order: np.ndarray) -> np.ndarray:
     """16-bit sequence numbers -> counting numbers, per session in capture order (a step down
-    of more than half the range is a wrap)."""
-    order = np.argsort(session, kind="stable")            # each session's requests, in order
+    of more than half the range is a wrap); ``order`` lists each session's requests in turn."""
     s, q = session[order], seq16[order]
-    same = np.r_[False, s[1:] == s[:-1]]
-    step = np.r_[0, np.diff(q)]
-    wraps = np.cumsum(np.where(same, (step < -32768).astype(np.int64)
-                               - (step > 32768).astype(np.int64), 0))
-    start = np.maximum.accumulate(np.where(same, 0, np.arange(len(s))))
+    first = np.r_[True, s[1:] != s[:-1]]                  # a session's first request
+    step = np.diff(q)
+    wraps = np.zeros(len(q), np.int64)
+    wraps[1:] = step < -32768
+    wraps[1:] -= step > 32768
+    wraps[first] = 0
+    np.cumsum(wraps, out=wraps)
+    starts = np.flatnonzero(first)                          # less those before the session
+    wraps -= np.repeat(wraps[starts], np.diff(np.r_[starts, len(q)]))
+    wraps *= 65536
+    wraps += q
     out = np.empty_like(seq16)
-    out[order] = q + 65536 * (wraps - wraps[start])
+    out[order] = wraps
     return out
 
 
-def _first_requests(session: np.ndarray, seq: np.ndarray, rows: np.ndarray) -> np.ndarray:
-    """Indices of the first request of each (session, sequence number), in capture order."""
-    key = session * (1 << 40) + seq
-    _, first = np.unique(key, return_index=True)
-    return np.sort(first)
+def _first_requests(cap: Capture, requests: np.ndarray, session: np.ndarray, n_sessions: int
+                    ) -> tuple[np.ndarray, ...]:
+    """The first request of each (session, sequence number), in capture order: its row,
+    session, sequence number (unwrapped) and 16-bit number.  Where each session's numbers only
+    rise, as ping sends them, every request is the first with its number: no sort, no copy."""
+    seq16 = cap.column("icmp_seq")[requests].astype(np.int64)
+    # each session's requests, in order (as they come when one session follows another)
+    order = slice(None) if (session[1:] >= session[:-1]).all() else \
+        _group_order(session, n_sessions)
+    seq = _unwrap(seq16, session, order)
+    s, q = session[order], seq[order]
+    first = slice(None)
+    if not ((s[1:] != s[:-1]) | (q[1:] > q[:-1])).all():
+        _, first = np.unique(session * (1 << 40) + seq, return_index=True)
+        first.sort()
+    return requests[first], session[first], seq[first], seq16[first]
 
 
 def _match(e_session, e_seq16, e_t, r_session, r_seq16, r_t) -> np.ndarray:
     """For each reply, the index of the latest request of its session and 16-bit number sent
-    at or before it; -1 when none (a reply to a request the capture missed).  One sort: the
-    requests and replies are ranked by time (a request before a reply at the same instant),
-    and each reply finds the last request at or below (its key, its rank)."""
+    at or before it (of those sent at one instant, the last in capture order); -1 when none (a
+    reply to a request the capture missed).  The requests are ranked by time (a stable sort,
+    a single pass when the clock never stepped back), each reply knows the last rank sent at
+    or before it, and finds the last request at or below (its key, that rank) among the
+    requests' (key, rank) codes, sorted as plain numbers."""
     n = len(e_t)
-    _, key = np.unique(np.r_[e_session * 65536 + e_seq16, r_session * 65536 + r_seq16],
-                       return_inverse=True)
-    key = key.ravel().astype(np.int64)
-    t = np.r_[e_t, r_t]
-    rank = np.empty(len(t), np.int64)
-    rank[np.lexsort((np.r_[np.zeros(n), np.ones(len(r_t))], t))] = np.arange(len(t))
-    span = len(t) + 1
-    code = key * span + rank
-    order = np.argsort(code[:n], kind="stable")
-    sorted_code = code[:n][order]
-    pos = np.searchsorted(sorted_code, code[n:], side="right") - 1
-    found = (pos >= 0) & (sorted_code[np.maximum(pos, 0)] // span == key[n:])
-    return np.where(found, order[np.maximum(pos, 0)], -1)
+    by_time = np.argsort(e_t, kind="stable")
+    rank = np.empty(n, np.int64)
+    rank[by_time] = np.arange(n)
+    before = np.searchsorted(e_t[by_time], r_t, side="right") - 1    # each reply's last rank
+    span = n + 1
+    key, r_key = e_session * 65536 + e_seq16, r_session * 65536 + r_seq16
+    if (max(int(k.max()) for k in (key, r_key) if len(k)) + 1) * span >= 2**63:
+        both = np.unique(np.r_[key, r_key], return_inverse=True)[1].ravel()  # number the keys
+        key, r_key = both[:n].astype(np.int64), both[n:].astype(np.int64)
+    key *= span
+    key += rank
+    sorted_code = np.sort(key)          # no two alike: a code's rank says which request it is
+    r_key *= span
+    pos = np.searchsorted(sorted_code, r_key + before, side="right") - 1
+    at = np.maximum(pos, 0)
+    found = (pos >= 0) & (sorted_code[at] >= r_key)
+    return np.where(found, by_time[sorted_code[at] % span], -1)
 
 
 def _sides(cap, n_sessions, e_session, e_rows, replies, match, rtt_ns
            ) -> tuple[list[str], list[str]]:
     """Each session's capture side and the evidence, from TTLs (and ping's send timestamps
     where no router changed them)."""
-    ttl = cap.column("ip_ttl").astype(np.int64)
-    req_ttl = _mode_per_group(e_session, ttl[e_rows], n_sessions)
-    rep_ttl = _mode_per_group(e_session[match], ttl[replies], n_sessions)
+    ttl = cap.column("ip_ttl")
+    req_ttl = _mode_per_group(e_session, ttl[e_rows].astype(np.int64), n_sessions)
+    rep_ttl = _mode_per_group(e_session[match], ttl[replies].astype(np.int64), n_sessions)
     initial = np.asarray(INITIAL_TTLS)
     req_initial, rep_initial = np.isin(req_ttl, initial), np.isin(rep_ttl, initial)
-    sides, evidence = [], []
-    by_session = rows_by_group(e_session, n_sessions)
-    reply_rtts = rows_by_group(e_session[match], n_sessions)
-    file_bytes: list = []                 # the capture's bytes, opened once if any session asks
+    sides, evidence, no_router = [], [], []
     for k in range(n_sessions):
         said = f"request TTL {req_ttl[k]}" + ("" if rep_ttl[k] < 0 else
                                              f", reply TTL {rep_ttl[k]}")
@@ -300,11 +351,18 @@ def _sides(cap, n_sessions, e_session, e_rows, replies, match, rtt_ns
         elif not req_initial[k]:
             side = "path"
         else:
-            side, more = _side_from_send_times(cap, file_bytes, e_rows[by_session[k]],
-                                               rtt_ns[reply_rtts[k]])
-            said += f" (no router between the hosts); {more}"
+            side = None                           # the send times decide, below
+            no_router.append(k)
         sides.append(side)
         evidence.append(said)
+    if no_router:
+        by_session = rows_by_group(e_session, n_sessions)
+        reply_rtts = rows_by_group(e_session[match], n_sessions)
+        decided = _sides_from_send_times(cap, [e_rows[by_session[k]] for k in no_router],
+                                         [rtt_ns[reply_rtts[k]] for k in no_router])
+        for k, (side, more) in zip(no_router, decided):
+            sides[k] = side
+            evidence[k] += f" (no router between the hosts); {more}"
     return sides, evidence
 
 
@@ -314,7 +372,7 @@ def _mode_per_group(group: np.ndarray, values: np.ndarray, n_groups: int) -> np.
     if not len(group):
         return out
     span = int(values.max()) + 1
-    pairs, counts = np.unique(group * span + values, return_counts=True)
+    pairs, counts = _unique_by_runs(group * span + values, counts=True)
     g, v = pairs // span, pairs % span
     best = np.lexsort((v, -counts, g))
     first = best[np.r_[True, g[best][1:] != g[best][:-1]]]
@@ -324,34 +382,95 @@ def _mode_per_group(group: np.ndarray, values: np.ndarray, n_groups: int) -> np.
 
 def rows_by_group(group: np.ndarray, n_groups: int) -> list[np.ndarray]:
     """For each group 0..n_groups-1, the indices of its members (one sort, no mask per group)."""
-    order = np.argsort(group, kind="stable")
+    order = _group_order(group, n_groups)
     bounds = np.searchsorted(group[order], np.arange(n_groups + 1))
     return [order[bounds[k]:bounds[k + 1]] for k in range(n_groups)]
 
 
-def _side_from_send_times(cap, file_bytes: list, requests, rtt_ns) -> tuple[str, str]:
+def _group_order(group: np.ndarray, n_groups: int) -> np.ndarray:
+    """The indices that sort group numbers 0..n_groups-1 stably: none to sort when they come
+    in order (one session after another), and numpy sorts 8- and 16-bit numbers by radix, in
+    linear time, so a few groups among a million members cost little."""
+    if (group[1:] >= group[:-1]).all():
+        return np.arange(len(group))
+    narrow = np.uint8 if n_groups <= 1 << 8 else np.uint16 if n_groups <= 1 << 16 else None
+    return np.argsort(group if narrow is None else group.astype(narrow), kind="stable")
+
+
+def _unique_by_runs(values: np.ndarray, counts: bool = False
+                    ) -> tuple[np.ndarray, np.ndarray]:
+    """``np.unique(values, return_inverse=True)`` (``return_counts`` with ``counts``), sorting
+    only the first value of each run of equal neighbours: echo traffic comes in long runs
+    (one session, one TTL), so a million values are a few runs to sort."""
+    starts = np.flatnonzero(np.r_[True, values[1:] != values[:-1]]) if len(values) else \
+        np.zeros(0, np.int64)
+    lengths = np.diff(np.r_[starts, len(values)])
+    unique, which = np.unique(values[starts], return_inverse=True)
+    which = which.ravel()
+    if counts:
+        return unique, np.bincount(which, lengths, len(unique)).astype(np.int64)
+    return unique, np.repeat(which, lengths)
+
+
+def _sides_from_send_times(cap, requests: list, rtt_ns: list) -> list[tuple[str, str]]:
     """iputils ping writes its send time (struct timeval, 16 bytes, little-endian on the
     hosts people use) at the start of each request's data.  Where the capture was taken at the
     requester, a request is captured microseconds after that time and its reply a round trip
     later; at the responder the request arrives a one-way delay after it and the reply leaves
-    microseconds later (when the hosts' clocks agree, as in a lab).  The medians of up to
-    SEND_TIME_SAMPLES requests, evenly spread, decide: a flood of a million says no more."""
+    microseconds later (when the hosts' clocks agree, as in a lab).  For each session (its
+    requests, its replies' gaps), the medians of up to SEND_TIME_SAMPLES requests, evenly
+    spread, decide: a flood of a million says no more."""
+    samples = [r[::max(1, len(r) // SEND_TIME_SAMPLES)] if len(gaps) else r[:0]
+               for r, gaps in zip(requests, rtt_ns)]
+    heads = _send_time_heads(cap, samples)
+    return [_side_from_send_times(cap, r, h, gaps) for r, h, gaps in zip(samples, heads, rtt_ns)]
+
+
+def _send_time_heads(cap, samples: list) -> list:
+    """The first 16 data bytes of each session's sampled requests, a row each (None where one
+    has fewer captured, or the file is gone or cut since it was read: the side is then
+    unknown)."""
+    if not any(len(s) for s in samples):
+        return [None] * len(samples)
+    try:
+        src = open_source(cap.path)
+    except Exception:
+        return [None] * len(samples)
+    rows = np.concatenate(samples)
+    off = cap.column("payload_offset")[rows]
+    whole = (off >= 0) & (cap.column("payload_cap_len")[rows] >= 16)
+    bounds = np.cumsum([0] + [len(s) for s in samples]).tolist()
+    with src:
+        return [_gathered(src, off[a:b], 16) if a < b and whole[a:b].all() else None
+                for a, b in zip(bounds[:-1], bounds[1:])]
+
+
+def _gathered(src, offsets: np.ndarray, n: int) -> np.ndarray | None:
+    """``n`` bytes at each file offset, SEND_TIME_CHUNK offsets at a time with the file's
+    pages let go between (touching a mapped page maps the 64 kB around it: a thousand samples
+    would hold 60 MB of the file); None when the file is shorter than it was."""
+    out = np.empty((len(offsets), n), np.uint8)
+    try:
+        for k in range(0, len(offsets), SEND_TIME_CHUNK):
+            at = offsets[k:k + SEND_TIME_CHUNK]
+            out[k:k + len(at)] = src.buf[at[:, None] + np.arange(n)]
+            src.drop(0, len(src.buf))
+    except IndexError:    # a file cut since it was read: just say unknown
+        return None
+    return out
+
+
+def _side_from_send_times(cap, requests, heads, rtt_ns) -> tuple[str, str]:
+    """One session's side from its sampled requests' send times (see above)."""
     if not len(rtt_ns):
         return "unknown", "no reply to compare"
-    requests = requests[::max(1, len(requests) // SEND_TIME_SAMPLES)]
-    try:
-        if not file_bytes:
-            file_bytes.append(open_source(cap.path).buf)
-        heads = payload(cap, file_bytes[0], requests, 16)
-    except Exception:     # a file gone or unreadable since it was read: just say unknown
-        heads = None
     if heads is None:
         return "unknown", "requests carry no send time"
-    seconds, usec = np.frombuffer(b"".join(heads), "<u8").reshape(-1, 2).T
+    seconds, usec = heads.view("<u8").T
     usec_ok = bool((usec < 10**6).all() and (seconds < 2**33).all())   # ns fit in int64
     sent = seconds.astype(np.int64) * 10**9 + usec.astype(np.int64) * 1000 if usec_ok else 0
-    t = cap.column("frame_time_ns").astype(np.int64)
-    lag = float(np.median(t[requests] - sent))       # send -> capture of the request
+    t = cap.column("frame_time_ns")[requests].astype(np.int64)
+    lag = float(np.median(t - sent))                 # send -> capture of the request
     gap = float(np.median(rtt_ns))                    # capture of the request -> its reply
     if not usec_ok or not 0 <= lag < 60e9:
         return "unknown", "requests carry no send time ping's way"
@@ -360,12 +479,11 @@ def _side_from_send_times(cap, file_bytes: list, requests, rtt_ns) -> tuple[str,
     return ("requester" if lag < gap else "responder"), said
 
 
-def _summary(echoes: dict, keys, rtt_ms, rtt_session, rtt_size, sides, addresses) -> dict:
-    """One row per (session, payload size)."""
-    group = echoes["session"] * (1 << 32) + echoes["payload_bytes"]
-    groups, which = np.unique(group, return_inverse=True)
-    which = which.ravel()
-    rtt_which = np.searchsorted(groups, rtt_session * (1 << 32) + rtt_size)
+def _summary(echoes: dict, keys, rtt_ns, match, sides, addresses) -> dict:
+    """One row per (session, payload size); ``rtt_ns``: each reply's, ``match``: its echo."""
+    session, size = echoes["session"], echoes["payload_bytes"]
+    groups, which = _unique_by_runs(session * (1 << 32) + size)
+    rtt_which = np.searchsorted(groups, session[match] * (1 << 32) + size[match])
     echoes_of = rows_by_group(which, len(groups))
     rtts_of = rows_by_group(rtt_which, len(groups))
     rows: dict[str, list] = {c.name: [] for c in SESSIONS.columns}
@@ -377,7 +495,7 @@ def _summary(echoes: dict, keys, rtt_ms, rtt_session, rtt_size, sides, addresses
         rx = int((replies > 0).sum())
         dup = int(np.maximum(replies - 1, 0).sum())
         at_responder = sides[k] == "responder"
-        stats = _ping_stats(rtt_ms[rtts_of[i]])
+        stats = _ping_stats(rtt_ns[rtts_of[i]] / 1e6)
         times = echoes["time_s"][mine]
         rows["session"].append(k)
         rows["requester"].append(addresses[keys[k, 0]])

@@ -3,14 +3,17 @@ a ping-pong exchange over TCP and UDP, and the statistics against numpy's own.""
 import numpy as np
 import pytest
 from tests.helpers import craft as c
-from tests.helpers.paths import CAPTURES
+from tests.helpers.partial import assert_answers_as_on_the_whole_file
+from tests.helpers.paths import CAPTURES, DATA
 
 import pcapstats as ps
+from pcapstats.analyses import delay as delay_module
+from pcapstats.capture import Needs
 from pcapstats.stats import ols, t_quantile
 from pcapstats.errors import UsageError
 
 T0 = 1_700_000_000 * 10**9
-ME, PEER = "192.0.2.1", "198.51.100.2"
+ME, PEER, OTHER = "192.0.2.1", "198.51.100.2", "203.0.113.9"
 RATE_BPS = 10e6                 # the bottleneck the built sweep "crosses" twice
 B_MS = 20.0
 SIZES = (56, 200, 500, 1000, 1400)
@@ -190,6 +193,58 @@ def test_udp_ping_pong_exchange(tmp_path):
     assert model.source.startswith("udp stream 0")
     assert model.bandwidth_bps == pytest.approx(RATE_BPS, rel=1e-6)
     assert model.b_ms == pytest.approx(B_MS, abs=1e-6)
+
+
+DELAY_NEEDS = Needs(delay_module.READS, delay_module.rows_needed)
+
+
+def _fragments(n: int, mtu_payload: int = 1480) -> list[tuple[int, bool, int]]:
+    """craft.ipv4's ``frag`` of each IPv4 fragment of a datagram of ``n`` transport bytes (one,
+    unfragmented, when they fit)."""
+    return [(at // 8, at + mtu_payload < n, min(mtu_payload, n - at))
+            for at in range(0, n, mtu_payload)]
+
+
+def _exchanges_and_pings(tmp_path):
+    """Both sources and what delay's rows must carry: a TCP ping-pong that opens with a SYN (no
+    payload: not among the rows, yet it names side A) and re-sends one segment, a UDP one
+    whose larger datagrams travel in IP fragments, an ICMP sweep, and traffic delay leaves
+    alone."""
+    cli, srv = (ME, 40000), (PEER, 7)
+    records = [(T0 - 10**6, c.ipv4(c.tcp(cli[1], srv[1], seq=999, flags=c.SYN), cli[0], srv[0]))]
+    pingpong = _pingpong_tcp([s for s in (100, 1000, 4000) for _ in range(4)],
+                             lambda s: 2 * s * 8 / RATE_BPS * 1e3 + B_MS)
+    records += pingpong + [(pingpong[5][0] + 50_000, pingpong[5][1])]      # a re-sent segment
+    t = T0 + 10**9
+    for k, size in enumerate([s for s in (64, 1400, 3000) for _ in range(4)]):
+        for i, (a, b, sport, dport) in enumerate(((ME, PEER, 50000, 9000),
+                                                  (PEER, ME, 9000, 50000))):
+            datagram = c.udp(sport, dport, b"q" * size)
+            records += [(t + j * 20_000, c.ipv4(datagram, a, b, ident=2 * k + i, frag=piece))
+                        for j, piece in enumerate(_fragments(size + 8))]
+            t += int(_latency_ms(size) * 1e6)
+        t += 3_000_000
+    for seq, size in enumerate(SIZES):
+        body = b"s" * size
+        records.append((t, c.ipv4(c.icmp(4, 8, ident=1, seq=seq, body=body), ME, PEER)))
+        records.append((t + int(_latency_ms(size) * 1e6),
+                        c.ipv4(c.icmp(4, 0, ident=1, seq=seq, body=body), PEER, ME, ttl=62)))
+        records.append((t + 10**6, c.ipv4(c.udp(53, 5353, b"d" * 40), OTHER, ME)))
+        t += 100_000_000
+    return _write(tmp_path, records, "both.pcap")
+
+
+@pytest.mark.parametrize("name", ["pingpong-sweep.pcap", "ping-sweep-sender.pcap",
+                                  "udp_ping.pcapng", "of13_ericsson.pcapng",
+                                  "sp-reno-loss1pct.pcap", "ping-sweep.pcap",
+                                  "fuzz/delay-session-without-samples.pcap", "built"])
+def test_only_the_rows_and_columns_it_needs_give_the_whole_files_answer(name, tmp_path):
+    """Given only rows_needed's rows and READS' columns (as a path read for delay is), every
+    table is the whole table's bit for bit, and an error says the same."""
+    path = _exchanges_and_pings(tmp_path) if name == "built" else \
+        (CAPTURES if (CAPTURES / name).exists() else DATA) / name
+    for source in ("auto", "icmp", "exchanges"):
+        assert_answers_as_on_the_whole_file(ps.delay, DELAY_NEEDS, path, source=source)
 
 
 @pytest.fixture(scope="module")

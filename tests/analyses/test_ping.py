@@ -16,10 +16,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 from tests.helpers import craft as c
-from tests.helpers.paths import CAPTURES
+from tests.helpers.partial import assert_answers_as_on_the_whole_file
+from tests.helpers.paths import CAPTURES, DATA
 from tests.helpers.tshark_ref import tshark_fields
 
 import pcapstats as ps
+from pcapstats.analyses import ping as ping_module
+from pcapstats.capture import Needs
 from pcapstats.errors import UsageError
 
 T0 = 1_700_000_000 * 10**9
@@ -106,19 +109,23 @@ def test_side_from_ttl(tmp_path):
     assert sessions.loc[9, "side"] == "path"
 
 
+def _stamped(t_sent_ns, seq, capture_lag_ns, rtt_ns, ident):
+    """An echo whose request carries ping's send time, captured ``capture_lag_ns`` after it
+    and answered ``rtt_ns`` later, TTL 64 both ways (no router)."""
+    sec, ns = divmod(t_sent_ns, 10**9)
+    body = struct.pack("<qq", sec, ns // 1000) + b"x" * 40
+    req = c.ipv4(c.icmp(4, 8, ident=ident, seq=seq, body=body), ME, PEER, ttl=64)
+    rep = c.ipv4(c.icmp(4, 0, ident=ident, seq=seq, body=body), PEER, ME, ttl=64)
+    t = t_sent_ns + capture_lag_ns
+    return [(t, req), (t + rtt_ns, rep)]
+
+
 def test_side_from_pings_send_time_when_no_router_is_between(tmp_path):
     """Same TTLs both ways (one link): the timestamp ping writes in each request decides."""
-    def stamped(t_sent_ns, seq, capture_lag_ns, rtt_ns, ident):
-        sec, ns = divmod(t_sent_ns, 10**9)
-        body = struct.pack("<qq", sec, ns // 1000) + b"x" * 40
-        req = c.ipv4(c.icmp(4, 8, ident=ident, seq=seq, body=body), ME, PEER, ttl=64)
-        rep = c.ipv4(c.icmp(4, 0, ident=ident, seq=seq, body=body), PEER, ME, ttl=64)
-        t = t_sent_ns + capture_lag_ns
-        return [(t, req), (t + rtt_ns, rep)]
     records = []
     for k in range(3):
-        records += stamped(T0 + k * 10**9, k, 20_000, 400_000, ident=1)     # at the requester
-        records += stamped(T0 + k * 10**9 + 5 * 10**8, k, 200_000, 25_000, ident=2)  # responder
+        records += _stamped(T0 + k * 10**9, k, 20_000, 400_000, ident=1)     # at the requester
+        records += _stamped(T0 + k * 10**9 + 5 * 10**8, k, 200_000, 25_000, ident=2)  # responder
     sessions = ps.ping(_write(tmp_path, records)).to_pandas("sessions").set_index("ident")
     assert sessions.loc[1, "side"] == "requester"
     assert sessions.loc[2, "side"] == "responder"
@@ -140,6 +147,54 @@ def test_each_echo_equals_tsharks_icmp_resptime(name):
     for _, row in ref.iterrows():
         assert mine[int(row["frame.number"])] == pytest.approx(float(row["icmp.resptime"]),
                                                                abs=1e-6)
+
+
+PING_NEEDS = Needs(ping_module.READS, ping_module.rows_needed)
+
+
+def _fragmented_echo(t_ns, seq, ident, lose_last=False):
+    """An echo of 3000 ICMP bytes each way, in three IP fragments (the request's last one
+    lost, if asked)."""
+    out = []
+    for kind, a, b, ttl, at in ((8, ME, PEER, 64, t_ns), (0, PEER, ME, 61, t_ns + 10**6)):
+        whole = c.icmp(4, kind, ident=ident, seq=seq, body=b"f" * 2992)
+        pieces = [(0, True, 1480), (185, True, 1480), (370, False, 40)]
+        if kind == 8 and lose_last:
+            pieces = pieces[:-1]
+        out += [(at + i * 10_000, c.ipv4(whole, a, b, ttl=ttl, ident=2 * seq + (kind == 0),
+                                         frag=piece)) for i, piece in enumerate(pieces)]
+    return out
+
+
+def _odd_pings(tmp_path):
+    """A capture whose first packet is no echo, with what ping's rows must carry: interleaved
+    sessions (one past a sequence wrap, with a duplicate reply; one with a lost reply), echoes
+    over the MTU in IP fragments (one request's last fragment lost), a session whose side the
+    send times decide, and traffic ping leaves alone."""
+    records = [(T0 - 10**9, c.ipv4(c.udp(53, 5353, b"q" * 30), PEER, ME))]
+    for k, seq in enumerate([65533, 65534, 65535, 0, 1, 2]):
+        t = T0 + k * 10**8
+        records += _echo(t, seq, ident=1, rtt_ns=2_000_000 + k * 1000)
+        records += _echo(t + 10**7, k, ident=2, reply=k != 3, rtt_ns=5_000_000)
+        records += _stamped(t + 3 * 10**7, k, 200_000, 25_000, ident=3)
+        records += _fragmented_echo(t + 4 * 10**7, k, ident=4, lose_last=k == 2)
+        records.append((t + 6 * 10**7, c.ipv4(c.tcp(40000, 80, seq=k, payload=b"t" * 10),
+                                              ME, PEER)))
+    records.append((T0 + 10**8 + 4_000_000, c.ipv4(c.icmp(4, 0, ident=1, seq=65534,
+                                                          body=b"p" * 56), PEER, ME, ttl=63)))
+    return _write(tmp_path, records, "odd.pcap")
+
+
+@pytest.mark.parametrize("name", ["ping-sweep-sender.pcap", "ping-sweep.pcap", "udp_ping.pcapng",
+                                  "chain-3hops.pcap", "tcp_2streams.pcap",
+                                  "fuzz/delay-session-without-samples.pcap", "built"])
+def test_only_the_rows_and_columns_it_needs_give_the_whole_files_answer(name, tmp_path):
+    """Given only rows_needed's rows and READS' columns (as a path read for ping is), every
+    table is the whole table's bit for bit, and an error says what the whole file has."""
+    path = _odd_pings(tmp_path) if name == "built" else \
+        (CAPTURES if (CAPTURES / name).exists() else DATA) / name
+    assert_answers_as_on_the_whole_file(ps.ping, PING_NEEDS, path)
+    assert_answers_as_on_the_whole_file(ps.ping, PING_NEEDS, path, requester=ME)
 
 
 @pytest.fixture(scope="module")
