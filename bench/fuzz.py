@@ -44,6 +44,12 @@ ROOT = Path(__file__).resolve().parents[1]
 COMMANDS = ("throughput", "iograph", "retrans", "rtt", "cwnd", "seqgraph", "wscale", "flavour",
             "verify", "ping", "udp", "fairness", "delay", "compare")
 COMMAND_TIMEOUT_S = 10
+
+
+def set_commands(names: tuple[str, ...]) -> None:
+    """The commands every input goes through (forked children read the module's COMMANDS)."""
+    global COMMANDS
+    COMMANDS = names
 PREFIX_PACKETS = 800              # inputs are the seeds' first 20 to this many packets
 ADDRESS_SPACE = 6 << 30           # a runaway allocation becomes a MemoryError, not a dead machine
 LINK_HEADER = {1: 14, 113: 16, 276: 20, 101: 0, 228: 0, 229: 0, 0: 4, 12: 0, 14: 0}
@@ -548,7 +554,16 @@ def main(argv=None) -> int:
                         help="peak RSS an input may add to the parent's (default 1024)")
     parser.add_argument("--out", default=str(ROOT / "bench" / "fuzz-out"))
     parser.add_argument("--replay", help="run one saved input and print what each command did")
+    parser.add_argument("--commands", default=",".join(COMMANDS), metavar="A,B",
+                        help="only these commands (a campaign after a change to a few of them); "
+                             "default: every one")
     args = parser.parse_args(argv)
+    asked = tuple(c.strip() for c in args.commands.split(",") if c.strip())
+    unknown = [c for c in asked if c not in COMMANDS]
+    if unknown or not asked:
+        parser.error(f"unknown command {unknown[0]!r}: choose from {', '.join(COMMANDS)}"
+                     if unknown else "--commands names none")
+    set_commands(asked)
     if args.replay:
         return replay(args.replay)
     return campaign(args)
