@@ -130,18 +130,26 @@ class Capture:
         """A Capture of only ``rows`` (a bool mask or indices), every column and layer (or
         those ``needs`` names) materialised there; frame numbers and the capture's first time
         are kept, so an analysis given it answers as it would on the whole table."""
+        columns, layers = self.kept_names(needs)
+        whole = self.whole or WholeFile(len(self), self.first_time_ns, self.counted(layers))
+        return Capture(path=self.path, format=self.format, compressed=self.compressed,
+                       file_size=self.file_size, interfaces=self.interfaces,
+                       arrays={n: self.column(n)[rows] for n in columns},
+                       layers={n: self.layer(n)[rows] for n in layers},
+                       addresses=self.addresses, engine=self.engine, kernel=self.kernel,
+                       warnings=list(self.warnings), whole=whole)
+
+    def kept_names(self, needs: Needs | None) -> tuple[list[str], list[str]]:
+        """(columns, layers) a table restricted for ``needs`` holds (None: every one)."""
         names = needs.names if needs is not None else (
             [c.name for c in schema.COLUMNS] + ["direction"] + list(self.layers))
-        arrays = {n: self.column(n)[rows] for n in names if n in self.arrays}
-        layers = {n: self.layer(n)[rows] for n in names if n in self.layers}
-        counted = (*_COUNTED, *layers)
-        whole = self.whole or WholeFile(len(self), self.first_time_ns,
-                                        {n: self.layer_count(n) for n in counted
-                                         if n in self.layers})
-        return Capture(path=self.path, format=self.format, compressed=self.compressed,
-                       file_size=self.file_size, interfaces=self.interfaces, arrays=arrays,
-                       layers=layers, addresses=self.addresses, engine=self.engine,
-                       kernel=self.kernel, warnings=list(self.warnings), whole=whole)
+        return [n for n in names if n in self.arrays], [n for n in names if n in self.layers]
+
+    def counted(self, layers) -> dict[str, int]:
+        """Packets with each layer (those error messages name, and ``layers``) in this table
+        (or, for a partial one, in the whole file)."""
+        return {n: self.layer_count(n) for n in (*_COUNTED, *layers) if n in self.layers
+                or (self.whole is not None and n in self.whole.layer_counts)}
 
     def present(self, name: str) -> np.ndarray:
         """Bool mask of the rows where the column has a value."""

@@ -259,10 +259,9 @@ def read_needed(path, needs, kernel: str = "auto", window_bytes: int = WINDOW_BY
     ``needs.names`` are kept, so memory follows the rows and columns the analysis uses, not
     the file.  The Capture keeps the file's facts (first time, packets, layer counts) in
     ``whole``; its numbers are those of the whole-file table at those rows."""
-    kept = _Kept()
+    kept = _Kept(needs)
     with _collected_warnings() as caught:
-        total = packet_windows(path, lambda cap: kept.add(cap.restricted(needs.rows(cap), needs),
-                                                          cap), kernel, window_bytes, progress)
+        total = packet_windows(path, kept.add, kernel, window_bytes, progress)
         if kept.first is None:              # an empty file: one empty window's worth of columns
             return read_fast(path, kernel).restricted(np.zeros(0, bool), needs)
         cap = kept.capture(total)
@@ -271,40 +270,50 @@ def read_needed(path, needs, kernel: str = "auto", window_bytes: int = WINDOW_BY
 
 
 class _Kept:
-    """The rows kept from each window, written end to end into arrays sized for the most rows
-    the file could hold (rows never written cost no memory: contract.table_array), so the
-    table is built without a list of windows to join (and no second copy at the end)."""
+    """The rows ``needs`` asks for, copied from each window straight into arrays sized for the
+    most rows the file could hold (rows never written cost no memory: contract.table_array),
+    so the table is built without a list of windows to join (no second copy at the end)."""
 
-    def __init__(self):
-        self.first, self.last, self.n, self.counts = None, None, 0, {}
-        self.arrays, self.layers = {}, {}
+    def __init__(self, needs):
+        self.needs, self.first, self.last, self.n, self.counts = needs, None, None, 0, {}
+        self.columns, self.layers = [], []
+        self.store = {}
 
-    def add(self, part: Capture, window: Capture) -> None:
-        if self.first is None:
-            self.first, capacity = part, max(window.file_size // 16 + 1, 1 << 16)
-            self.arrays = {n: K.table_array(capacity, a.dtype) for n, a in part.arrays.items()}
-            self.layers = {n: K.table_array(capacity, bool) for n in part.layers}
+    def add(self, window: Capture) -> None:
+        rows = np.asarray(self.needs.rows(window), bool)
+        if self.first is None:                 # its arrays are reused: keep the facts, not them
+            self.first, self.start_ns = window, window.first_time_ns
+            self.columns, self.layers = window.kept_names(self.needs)
+            capacity = max(window.file_size // 16 + 1, 1 << 16)
+            self.store = {n: K.table_array(capacity, window.column(n).dtype) for n in self.columns}
+            self.store.update({n: K.table_array(capacity, bool) for n in self.layers})
         self.last = window
-        k = len(part)
-        for store, given in ((self.arrays, part.arrays), (self.layers, part.layers)):
-            for name, values in given.items():
-                if self.n + k > len(store[name]):       # a gzipped file: more than its size
-                    grown = K.table_array(2 * (self.n + k), store[name].dtype)
-                    grown[:self.n] = store[name][:self.n]
-                    store[name] = grown
-                store[name][self.n:self.n + k] = values
+        k = int(np.count_nonzero(rows))
+        every = k == len(rows)                          # the usual window of a ping flood, say
+        at = None if every else np.flatnonzero(rows)
+        for name in (*self.columns, *self.layers):
+            values = window.column(name) if name in self.columns else window.layer(name)
+            store = self.store[name]
+            if self.n + k > len(store):                 # a gzipped file: more than its size
+                grown = K.table_array(2 * (self.n + k), store.dtype)
+                grown[:self.n] = store[:self.n]
+                store = self.store[name] = grown
+            if every:
+                store[self.n:self.n + k] = values
+            else:
+                np.take(values, at, out=store[self.n:self.n + k])  # compress(out=) is 10x slower
         self.n += k
-        for name, count in part.whole.layer_counts.items():
+        for name, count in window.counted(self.layers).items():
             self.counts[name] = self.counts.get(name, 0) + count
 
     def capture(self, total: int) -> Capture:
         first, n = self.first, self.n
         return Capture(path=first.path, format=first.format, compressed=first.compressed,
                        file_size=first.file_size, interfaces=self.last.interfaces,
-                       arrays={name: a[:n] for name, a in self.arrays.items()},
-                       layers={name: a[:n] for name, a in self.layers.items()},
+                       arrays={name: self.store[name][:n] for name in self.columns},
+                       layers={name: self.store[name][:n] for name in self.layers},
                        addresses=self.last.addresses, engine="fast", kernel=first.kernel,
-                       whole=WholeFile(total, first.whole.first_time_ns, self.counts))
+                       whole=WholeFile(total, self.start_ns, self.counts))
 
 
 class _StreamSides:
