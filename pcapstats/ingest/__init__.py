@@ -276,7 +276,7 @@ class _Kept:
 
     def __init__(self, needs):
         self.needs, self.first, self.last, self.n, self.counts = needs, None, None, 0, {}
-        self.columns, self.layers = [], []
+        self.columns, self.layers, self.same = [], [], {}
         self.store = {}
 
     def add(self, window: Capture) -> None:
@@ -284,6 +284,11 @@ class _Kept:
         if self.first is None:                 # its arrays are reused: keep the facts, not them
             self.first, self.start_ns = window, window.first_time_ns
             self.columns, self.layers = window.kept_names(self.needs)
+            # columns that are one array in the reader (TCP's and UDP's ports and stream
+            # index) are kept once: a name's first holder
+            holder = {}
+            self.same = {n: holder.setdefault(id(window.arrays[n]), n) for n in self.columns}
+            self.columns = [n for n in self.columns if self.same[n] == n]
             capacity = max(window.file_size // 16 + 1, 1 << 16)
             self.store = {n: K.table_array(capacity, window.column(n).dtype) for n in self.columns}
             self.store.update({n: K.table_array(capacity, bool) for n in self.layers})
@@ -310,7 +315,7 @@ class _Kept:
         first, n = self.first, self.n
         return Capture(path=first.path, format=first.format, compressed=first.compressed,
                        file_size=first.file_size, interfaces=self.last.interfaces,
-                       arrays={name: self.store[name][:n] for name in self.columns},
+                       arrays={name: self.store[held][:n] for name, held in self.same.items()},
                        layers={name: self.store[name][:n] for name in self.layers},
                        addresses=self.last.addresses, engine="fast", kernel=first.kernel,
                        whole=WholeFile(total, self.start_ns, self.counts))
