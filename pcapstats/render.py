@@ -200,9 +200,10 @@ def _ratio(x: float) -> str:
 
 
 def _decimals(x: float) -> int:
-    """Decimals for about three significant digits: 0.123, 1.23, 12.34, 123.4, 1234."""
+    """Decimals for about three significant digits: 0.123, 1.23, 12.34, 123.4, 1234; none for
+    an exact zero (0 B of window, not 0.000 B)."""
     x = abs(x)
-    return 3 if x < 1 else 2 if x < 100 else 1 if x < 1000 else 0
+    return 0 if x == 0 else 3 if x < 1 else 2 if x < 100 else 1 if x < 1000 else 0
 
 
 def _layout(columns: list[_Column], width: int) -> str:
