@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from tests.helpers import craft as c
 from tests.helpers.partial import assert_answers_as_on_the_whole_file
-from tests.helpers.paths import CAPTURES, DATA, ROOT
+from tests.helpers.paths import CAPTURES, DATA
 
 import pcapstats as ps
 from pcapstats.analyses.fairness import GROUPINGS, READS, jain, rows_needed
@@ -139,8 +139,7 @@ def test_parallel_connections_equal_iperf3s_per_stream_reports():
 SEVERAL_FLOWS = [CAPTURES / n for n in (
     "iperf3-4flows.pcap", "pingpong-sweep.pcap", "sp-2pairs-reno+cubic.pcap",
     "sp-3pairs-reno+cubic+bbr.pcap", "tcp_2streams.pcap")] + [
-    DATA / "fuzz" / "fairness-timestamp-2106.pcap",
-    ROOT / "bench" / "data" / "big-cut50k.pcap"]
+    DATA / "fuzz" / "fairness-timestamp-2106.pcap"]
 
 
 @pytest.mark.parametrize("by", GROUPINGS)

@@ -44,7 +44,7 @@ from pcapstats.analyses.tcpseq import INPUTS
 from pcapstats.analyses.tcpseq_c import c_analyser_available
 
 from tests.helpers import craft
-from tests.helpers.paths import CAPTURES, DATA, PUBLIC, ROOT
+from tests.helpers.paths import CAPTURES, DATA, PUBLIC
 from tests.helpers import tshark_ref
 from tests.helpers.conversation import (CLIENT, FA, ISN, MS, PA, SA, SERVER, A, P, S_,
                           write_conversation)
@@ -435,8 +435,7 @@ def test_one_stream_analysed_alone_equals_its_rows_of_the_whole_analysis(name):
 
 
 RESENT_CAPTURES = sorted([*CAPTURES.glob("*.pcap*"), *DATA.glob("*.pcap*"),
-                          *(DATA / "fuzz").glob("*.pcap*"),
-                          ROOT / "bench" / "data" / "big-cut50k.pcap"])
+                          *(DATA / "fuzz").glob("*.pcap*")])
 
 
 @pytest.mark.parametrize("path", RESENT_CAPTURES, ids=lambda p: p.name)
