@@ -451,10 +451,8 @@ def _gathered(src, offsets: np.ndarray, n: int) -> np.ndarray | None:
     would hold 60 MB of the file); None when the file is shorter than it was."""
     out = np.empty((len(offsets), n), np.uint8)
     try:
-        for k in range(0, len(offsets), SEND_TIME_CHUNK):
-            at = offsets[k:k + SEND_TIME_CHUNK]
-            out[k:k + len(at)] = src.buf[at[:, None] + np.arange(n)]
-            src.drop(0, len(src.buf))
+        for k, records in src.records_at(offsets, n, SEND_TIME_CHUNK):
+            out[k:k + len(records)] = records.view(np.uint8).reshape(-1, n)
     except IndexError:    # a file cut since it was read: just say unknown
         return None
     return out

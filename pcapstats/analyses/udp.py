@@ -262,21 +262,15 @@ class _Capture:
         return self._source
 
     def heads(self, rows: np.ndarray) -> np.ndarray | None:
-        """The first HEAD_BYTES payload bytes of each row, or None if any has fewer captured.
-        Read a part at a time, each part's file pages dropped once read: mapped pages count
-        in the process' memory until dropped (read again, they come back from the file)."""
-        source = self.source()
-        at = np.ndarray((max(len(source.buf) - HEAD_BYTES + 1, 0),), f"V{HEAD_BYTES}",
-                        buffer=source.buf, strides=(1,))       # the bytes from each offset
-        heads = np.empty(len(rows), at.dtype)
-        for a in range(0, len(rows), _HEADS_PER_READ):
-            part = rows[a:a + _HEADS_PER_READ]
-            off = self.column("payload_offset")[part]
-            if (self.column("payload_cap_len")[part] < HEAD_BYTES).any() or (off < 0).any():
-                return None
-            heads[a:a + _HEADS_PER_READ] = at[off]
-            source.drop(int(off.min()), int(off.max()) + HEAD_BYTES)
-        return heads.view(np.uint8).reshape(len(rows), HEAD_BYTES)
+        """The first HEAD_BYTES payload bytes of each row, or None if any has fewer captured
+        (read a part at a time, each part's file pages dropped once read)."""
+        off = self.column("payload_offset")[rows]
+        if (self.column("payload_cap_len")[rows] < HEAD_BYTES).any() or (off < 0).any():
+            return None
+        heads = np.empty((len(rows), HEAD_BYTES), np.uint8)
+        for i, records in self.source().records_at(off, HEAD_BYTES, _HEADS_PER_READ):
+            heads[i:i + len(records)] = records.view(np.uint8).reshape(-1, HEAD_BYTES)
+        return heads
 
     def one_byte_segments(self) -> np.ndarray:
         """Rows (increasing) of the TCP segments TEST_END may be."""

@@ -81,7 +81,6 @@ def _payload_hashes(source: Source, offset: np.ndarray, length: np.ndarray) -> n
     out = np.zeros(len(offset), np.uint64)
     if not len(offset):
         return out
-    buf = source.buf
     by_length = None                                 # when they come by length already
     if (length[1:] < length[:-1]).any():
         by_length = np.argsort(length, kind="stable")
@@ -91,17 +90,13 @@ def _payload_hashes(source: Source, offset: np.ndarray, length: np.ndarray) -> n
         size = int(ordered[lo])
         if size == 0:
             continue
-        payloads = np.ndarray((max(len(buf) - size + 1, 0),), f"V{size}", buffer=buf,
-                              strides=(1,))          # the bytes from each offset
         mult = _MULTIPLIERS[:size if size < 8 else -(-size // 8)]
         step = max(1, _WORDS_PER_CHUNK // len(mult))
+        which = np.arange(lo, hi) if by_length is None else by_length[lo:hi]
         with np.errstate(over="ignore"):
-            for a in range(lo, hi, step):
-                part = (slice(a, min(a + step, hi)) if by_length is None
-                        else by_length[a:min(a + step, hi)])
-                start = offset[part]
-                out[part] = _weighted_sum(payloads[start], size, mult) + np.uint64(size)
-                source.drop(int(start.min()), int(start.max()) + size)
+            for i, payloads in source.records_at(offset[which], size, step):
+                part = which[i:i + len(payloads)]
+                out[part] = _weighted_sum(payloads, size, mult) + np.uint64(size)
     with np.errstate(over="ignore"):
         return _mix(out)
 

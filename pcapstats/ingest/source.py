@@ -46,6 +46,19 @@ class Source:
         if mm is not None and end > start:
             mm.madvise(mmap.MADV_DONTNEED, start, end - start)
 
+    def records_at(self, offsets: np.ndarray, size: int, chunk: int):
+        """The ``size`` bytes at each file offset, ``chunk`` offsets at a time: yields (i,
+        records), records[j] (a numpy void; ``.view(np.uint8)`` for its bytes) being those at
+        offsets[i + j].  Each chunk's pages are dropped once the caller is done with it:
+        touching a mapped page maps the ~64 kB around it, so scattered reads would hold much of
+        the file.  Offsets must not be negative; IndexError where the bytes pass the end."""
+        view = np.ndarray((max(len(self.buf) - size + 1, 0),), f"V{size}", buffer=self.buf,
+                          strides=(1,))               # the bytes from each offset
+        for i in range(0, len(offsets), chunk):
+            at = offsets[i:i + chunk]
+            yield i, view[at]
+            self.drop(int(at.min()), int(at.max()) + size)
+
     def close(self) -> None:
         self.buf = np.empty(0, np.uint8)
         for close in reversed(self._closers):
