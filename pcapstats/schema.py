@@ -216,6 +216,11 @@ PACKET_TABLE = TableSpec("packets", "one row per packet, in file order (ps.read(
 # Columns the decoder fills with echo fields only for these ICMP types (echo request/reply).
 ICMP_ECHO_TYPES = {4: (0, 8), 6: (128, 129)}
 
+# The TTLs (hop limits) hosts start packets with: a packet captured where it was sent still
+# carries one, one that crossed a router carries one less (ping, udp and tcp_flow read the
+# capture side from it).
+INITIAL_TTLS = (32, 64, 128, 255)
+
 
 def numpy_dtype(column: Column) -> np.dtype:
     """Storage dtype of a column's raw array (categories are stored as int32 codes)."""

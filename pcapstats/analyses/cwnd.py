@@ -63,12 +63,11 @@ from ..render import Shown
 from ..results import Result
 from ..schema import Column, TableSpec
 from ..streams import DIRECTIONS, choose_stream, stream_names
-from .tcp_flow import capture_side, data_direction, stream_rows
+from .tcp_flow import SIDES, capture_side, data_direction, segment_size, stream_rows
 
 PROMPT_NS = 200_000           # an ACK answered by new data within this is "answered at once"
 ACK_CLOCKED_FRACTION = 0.75   # share of ACKs answered at once, over one RTT, to call it cwnd-limited
 STATES = ("cwnd", "rwnd", "app", "recovery")
-SIDES = ("sender", "receiver", "unknown")
 GRAPHS = ("cwnd", "wscale")
 _ACK, _SYN = 0x010, 0x002
 _RESENT = ("retransmission", "out_of_order", "keep_alive", "zero_window_probe")
@@ -79,10 +78,11 @@ _FRAME = _C("frame_number", "int64", "packet number in the file")
 _TIME = _C("time_s", "float64", "its time, seconds since the capture's first packet", "s")
 SUMMARY = TableSpec("summary", "one row per stream: what its window did", (
     _STREAM,
-    _C("side", "str", "where the capture was taken: sender, receiver, or unknown (then "
-       "analysed as the sender)", values=SIDES),
+    _C("side", "str", "where the capture was taken: sender, receiver (of the data), middle (of "
+       "the path) or unknown; middle and unknown are analysed as the sender", values=SIDES),
     _C("data_direction", "str", "the direction carrying the data", values=DIRECTIONS),
-    _C("mss_bytes", "int64", "largest segment payload", "bytes"),
+    _C("mss_bytes", "int64", "the sender's MSS: the SYNs' MSS option less the options the data "
+       "carries, else the common segment size (not the largest: offload)", "bytes"),
     _C("rtt_ms", "float64", "the smoothed RTT the one-RTT windows use", "ms"),
     _C("samples", "int64", "window samples"),
     _C("cwnd_share", "float64", "share of the samples cwnd-limited (the estimate is the cwnd)"),
@@ -160,7 +160,7 @@ class CwndEstimate:
     stream column); :class:`Cwnd` is what it returns, flavour reads this."""
     stream: int
     data_direction: int       # 0 (a_to_b) or 1
-    side: str                 # "sender" | "receiver" | "unknown" (then analysed as sender)
+    side: str                 # one of SIDES; middle and unknown are analysed as the sender
     side_evidence: str
     mss_bytes: int
     rtt_s: float              # the smoothed RTT used for the one-RTT windows
@@ -336,7 +336,7 @@ class _Views:
         self.new_data = self.data[~resent[self.data]]
         self.acks = np.flatnonzero((d != data_dir) & ((flags & _ACK) != 0) & ((flags & _SYN) == 0))
         self.rev = np.flatnonzero(d != data_dir)
-        self.mss = int(length[self.data].max()) if self.data.size else 0
+        self.mss = segment_size(df, data_dir)[0]
         self.rtt_ns = _smoothed_rtt(df, data_dir)
         self.min_rtt_ns = _min_rtt(df, data_dir, self.rtt_ns)
         # highest byte of the data direction sent so far, at every row

@@ -76,7 +76,7 @@ from .cwnd import SIDES, Cwnd, estimate
 LABELS = ("reno", "cubic", "bbr", "unknown")
 
 # -- thresholds (measured on the tuning split of bench/flavour_eval.py, see bench/README.md) --
-MIN_WINDOW_MSS = {"sender": 8, "receiver": 11, "unknown": 11}
+MIN_WINDOW_MSS = {"sender": 8, "receiver": 11, "middle": 11, "unknown": 11}
                             # a congestion event's window before must hold this many segments
                             # to vote: below, the votes were right < 75 % of the time on the
                             # tuning split (Reno's after is W/2 rounded down, Cubic's 0.7 W:
@@ -114,7 +114,7 @@ MIN_RTTS = 20               # a flow must last this many RTTs
 MAX_LIMITED_SHARE = 0.5     # receiver-window-limited share of the samples above this: unknown
 IDLE_AFTER_ACK_RTTS = 1.5   # see idle_share: the receiver side sees data one RTT after its ACK
 MAX_IDLE_SHARE = 0.3        # idle share of the flow's time above this: application-limited
-SIDE_FACTOR = {"sender": 1.0, "receiver": 0.9, "unknown": 0.8}
+SIDE_FACTOR = {"sender": 1.0, "receiver": 0.9, "middle": 0.8, "unknown": 0.8}
 
 
 MIN_STREAM_BYTES = 65_536   # streams carrying less are not listed by flavour() (nothing to judge)
@@ -127,14 +127,14 @@ STREAMS = TableSpec("streams", "one row per TCP stream that carried MIN_STREAM_B
     _C("confidence", "float64", "0..1: the share of the evidence for the label (see classify), "
        "0 for unknown"),
     _C("reason", "str", "the evidence in words; for unknown, why"),
-    _C("side", "str", "sender | receiver | unknown: where the capture was taken (cwnd analysis)",
-       values=SIDES),
+    _C("side", "str", "sender | receiver | middle | unknown: where the capture was taken (cwnd "
+       "analysis)", values=SIDES),
     _C("side_evidence", "str", "how the side was told"),
     _C("data_segments", "int64", "data segments of the stream (re-sent ones included)",
        "segments"),
     _C("duration_s", "float64", "first to last data segment, seconds", "s"),
     _C("rtt_ms", "float64", "the smoothed RTT the analysis used", "ms"),
-    _C("mss_bytes", "int64", "largest segment payload", "bytes"),
+    _C("mss_bytes", "int64", "the sender's MSS (cwnd analysis)", "bytes"),
     _C("rwnd_limited_share", "float64", "share of the window samples (outside recovery) "
        "receiver-window-limited", optional=True),
     _C("idle_share", "float64", "share of the time in gaps > 1 RTT ended by new data sent long "

@@ -39,7 +39,7 @@ from ..render import Shown
 from ..results import Result
 from ..schema import Column, TableSpec
 from ..streams import DIRECTIONS, stream_names
-from .tcp_flow import capture_side, data_direction, stream_rows
+from .tcp_flow import SIDES, capture_side, data_direction, stream_rows
 
 RTT_SERIES = ("ack_rtt_ms", "ack_rtt_karn_ms", "ts_rtt_ms")
 _C = Column
@@ -72,8 +72,8 @@ SUMMARY = TableSpec("summary", "one row per series and direction with samples", 
 ))
 PATH = TableSpec("path", "one row per stream: the estimate of the path's round trip", (
     _STREAM,
-    _C("side", "str", "where the capture was taken (sender, receiver, unknown: mid-path)",
-       values=("sender", "receiver", "unknown")),
+    _C("side", "str", "where the capture was taken: sender, receiver (of the data), middle "
+       "(of the path) or unknown", values=SIDES),
     _C("path_rtt_ms", "float64", "the path's round trip: the estimate's median", "ms",
        optional=True),
     _C("estimate", "str", "which: 'ack_rtt_karn_ms b_to_a', 'ts_rtt_ms a_to_b' or 'handshake'"),
@@ -181,9 +181,9 @@ def _path(stream: int, side: str, samples: dict, data_dir: str, irtt_ms: float) 
         v = v[~np.isnan(v)]
         if len(v):
             return _row(stream, side, float(np.median(v)), f"{name} {direction}", _WHY[side])
-    why = _WHY["handshake"] + (" (no timestamps to echo)" if side == "receiver" else
-                               " (the capture is in the middle of the path)" if side == "unknown"
-                               else "")
+    why = _WHY["handshake"] + {"receiver": " (no timestamps to echo)",
+                               "middle": " (the capture is in the middle of the path)",
+                               "unknown": " (the capture side is not known)"}.get(side, "")
     return _row(stream, side, irtt_ms, "handshake", why)
 
 

@@ -1,19 +1,36 @@
-"""One TCP stream's rows, which direction carries the data, and where the capture was taken.
+"""One TCP stream's rows, which direction carries the data, its segment size, and where the
+capture was taken.
 
-Shared by the per-stream TCP analyses (cwnd, rtt, seqgraph): they all need one stream's
-sequence analysis, its data direction, and (cwnd) whether the capture saw the data *sender's*
-view or the *receiver's*.  Which stream: pcapstats.streams.choose_stream.
+Shared by the per-stream TCP analyses (cwnd, rtt, seqgraph, flavour): they all need one
+stream's sequence analysis, its data direction, and (cwnd) whether the capture saw the data
+*sender's* view or the *receiver's*.  Which stream: pcapstats.streams.choose_stream.
 
 - :func:`stream_rows`: tcp_analysis of one stream plus the header fields the analyses need;
-- :func:`data_direction`: the direction (0 a_to_b / 1 b_to_a) that sent more payload bytes.
-- :func:`capture_side`: "sender" or "receiver" (of the data), from the handshake's timing.
-  A capture point near a host sees that host's packets leave at once and the peer's answers a
-  full round trip later: near the client, SYN -> SYN/ACK takes about the whole initial RTT
-  and SYN/ACK -> ACK almost nothing; near the server the other way round.  Without a
-  handshake: Wireshark's ack_rtt of the data (data -> its ACK) against the timestamp RTT of
-  the data packets (receiver's ACK -> the data echoing it): near the sender the first is the
-  round trip and the second tiny.  "unknown" when neither is available or the split is even
-  (a capture in the middle of the path).
+- :func:`data_direction`: the direction (0 a_to_b / 1 b_to_a) that sent more payload bytes;
+- :func:`segment_size`: the sender's MSS, from the SYNs' MSS option less the options the data
+  carries, else from the lengths seen.  Not the largest segment: a capture on a host with
+  segmentation offload (TSO/GSO at the sender, GRO at the receiver: the kernel's default)
+  shows segments of several MSS, up to 64 KB;
+- :func:`capture_side`: "sender", "receiver" (of the data), "middle" (of the path) or
+  "unknown", from the first of these that tells:
+
+  1. *the handshake's timing*: a capture point near a host sees that host's packets leave at
+     once and the peer's answers a full round trip later: near the client, SYN -> SYN/ACK
+     takes about the whole initial RTT and SYN/ACK -> ACK almost nothing; near the server the
+     other way round; an even split of a round trip of HANDSHAKE_MIN_NS or more is the middle.
+     A path with no propagation delay (a LAN, Mininet, a shaped link whose RTT is its queue,
+     empty at the start) has a handshake of microseconds that tells nothing;
+  2. *which packets trigger which*: at the sender new data leaves within microseconds of the
+     ACK that opened room for it (an ACK-clocked sender), at the receiver an ACK leaves within
+     microseconds of the data it answers; so the median gap from an ACK to the data right
+     after it is tiny at the sender and the median gap from data to the ACK right after it
+     tiny at the receiver.  A paced sender (BBR) or a point in the middle shows neither;
+  3. *TTLs*: a packet captured where it was sent still carries an initial TTL
+     (schema.INITIAL_TTLS); data with one and ACKs without: the sender; the reverse: the
+     receiver; neither: the middle (routers on both sides); both: no router on the path,
+     nothing told;
+  4. without a handshake: Wireshark's ack_rtt of the data (data -> its ACK) against the
+     timestamp RTT of the data packets (receiver's ACK -> the data echoing it).
 """
 
 from __future__ import annotations
@@ -21,9 +38,19 @@ from __future__ import annotations
 import numpy as np
 
 from ..capture import Capture
+from ..schema import INITIAL_TTLS
 from .tcp_analysis import packet_analysis
 
+SIDES = ("sender", "receiver", "middle", "unknown")
 NEAR_FRACTION = 0.75   # the near side's share of the round trip needed to call the side
+HANDSHAKE_MIN_NS = 1_000_000   # a handshake round trip shorter than this tells no side: the
+                               # hosts' own processing (10-50 us) is then as long as the path
+TRIGGER_NS = 200_000   # the median gap from the packet that triggers to the one triggered is
+                       # at most this (measured: 3-12 us at the host, on veths and tbf paths)
+TRIGGER_RATIO = 4      # ... and the median gap the other way round at least this many times
+                       # longer (measured: 60-200 times at the host; paced BBR: 1.3 times)
+MIN_TRIGGERS = 20      # pairs of each kind needed to judge
+MSS_MIN_BYTES = 536    # a segment size read from the lengths is at least IPv4's default MSS
 
 
 def data_direction(df) -> int:
@@ -41,70 +68,157 @@ def stream_rows(cap: Capture, stream: int):
     df = pd.DataFrame(packet_analysis(cap, stream))
     rows = np.searchsorted(cap.column("frame_number"), df["frame_number"].to_numpy())
     df["tcp_flags"] = cap.column("tcp_flags")[rows]
+    df["tcp_hdr_len"] = cap.column("tcp_hdr_len")[rows]
+    df["ip_ttl"] = cap.column("ip_ttl")[rows]
+    df["mss_option"] = np.where(cap.present("tcp_option_mss")[rows],
+                                cap.column("tcp_option_mss")[rows], np.nan)
     has_ts = cap.present("tcp_option_tsval")[rows]
     for name in ("tsval", "tsecr"):
         df[name] = np.where(has_ts, cap.column(f"tcp_option_{name}")[rows], np.nan)
     return df
 
 
+def segment_size(df, data_dir: int) -> tuple[int, str]:
+    """(the data sender's MSS in payload bytes, how it was found) for one stream's rows (from
+    :func:`stream_rows`); 0 without data.  A sender's segments are at most the smaller of the
+    two SYNs' MSS options less the TCP options each segment carries (RFC 9293 3.7.1); with
+    segmentation offload the capture shows several of them as one packet, whose length is a
+    multiple of the MSS."""
+    d = df["direction"].to_numpy()
+    lens = df["tcp_len"].to_numpy(np.int64)
+    data = (d == data_dir) & (lens > 0)
+    if not data.any():
+        return 0, "no data"
+    largest = int(lens[data].max())
+    flags = df["tcp_flags"].to_numpy()
+    option = df["mss_option"].to_numpy(np.float64)[(flags & 0x02) != 0]
+    option = option[~np.isnan(option)]
+    if len(option):
+        options = int(np.median(df["tcp_hdr_len"].to_numpy(np.int64)[data])) - 20
+        mss = int(option.min()) - max(options, 0)
+        if mss > 0:
+            return mss, (f"SYN MSS option {int(option.min())} less {options} bytes of options"
+                         + (f"; segments of up to {largest} bytes: segmentation offload"
+                            if largest > mss else ""))
+    values, counts = np.unique(lens[data], return_counts=True)
+    frequent = values[(counts >= max(3, 0.01 * data.sum())) & (values >= MSS_MIN_BYTES)]
+    for size in frequent[frequent < largest]:
+        larger = lens[data][lens[data] >= size]
+        if np.mean(larger % size == 0) >= 0.9:
+            return int(size), ("no MSS option seen; the segments are this size or multiples "
+                               f"of it, up to {largest} bytes: segmentation offload")
+    return largest, "no MSS option seen; the largest segment"
+
+
 def capture_side(df, data_dir: int) -> tuple[str, str]:
-    """("sender" | "receiver" | "unknown", the evidence in words) for one stream's rows
-    (from :func:`stream_rows`)."""
-    side = _side_from_handshake(df, data_dir, df["tcp_flags"].to_numpy())
-    if side is not None:
-        return side
-    return _side_from_rtts(df, data_dir)
+    """(one of SIDES, the evidence in words) for one stream's rows (from :func:`stream_rows`):
+    the first evidence of the module docstring's list that tells; what the others said
+    follows it."""
+    flags = df["tcp_flags"].to_numpy()
+    found = [_side_from_handshake(df, data_dir, flags), _side_from_triggers(df, data_dir),
+             _side_from_ttls(df, data_dir)]
+    told = [k for k, (side, _) in enumerate(found) if side is not None]
+    if not told:
+        side, text = _side_from_rtts(df, data_dir)
+        return side, "; ".join([text] + [t for _, t in found if t])
+    first = told[0]
+    return found[first][0], "; ".join([found[first][1]] + [t for k, (_, t) in enumerate(found)
+                                                           if k != first and t])
 
 
-def _side_from_handshake(df, data_dir, flags):
+def _side_from_handshake(df, data_dir, flags) -> tuple[str | None, str]:
     t = df["frame_time_ns"].to_numpy()
     d = df["direction"].to_numpy()
     syn = (flags & 0x12) == 0x02
     synack = (flags & 0x12) == 0x12
     ack = (flags & 0x17) == 0x10
     if not (syn.any() and synack.any()):
-        return None
+        return None, ""
     # the SYN that was answered: the last one before the first SYN/ACK from the other side
     first_synack = np.flatnonzero(synack)[0]
     before = np.flatnonzero(syn[:first_synack])
     if len(before) == 0:
-        return None
+        return None, ""
     i_syn = before[-1]
     client = d[i_syn]
     sa = np.flatnonzero(synack & (np.arange(len(t)) > i_syn) & (d != client))
     if len(sa) == 0:
-        return None
+        return None, ""
     a = np.flatnonzero(ack & (np.arange(len(t)) > sa[0]) & (d == client))
     if len(a) == 0:
-        return None
+        return None, ""
     first, second = t[sa[0]] - t[i_syn], t[a[0]] - t[sa[0]]
     total = first + second
-    if total <= 0:
-        return None
-    near_client = first / total
     text = (f"handshake: SYN -> SYN/ACK {first / 1e6:.3f} ms, SYN/ACK -> ACK "
             f"{second / 1e6:.3f} ms")
+    if first < 0 or second < 0:                # a clock step inside the handshake
+        return None, ""
+    if total < HANDSHAKE_MIN_NS:
+        return None, text + " (too short to tell)"
+    near_client = first / total
     if near_client >= NEAR_FRACTION:
         near = client
     elif near_client <= 1 - NEAR_FRACTION:
         near = 1 - client
     else:
-        return "unknown", text + " (a capture in the middle of the path)"
+        return "middle", text + ": a capture in the middle of the path"
     who = "the client" if near == client else "the server"
     side = "sender" if near == data_dir else "receiver"
     return side, f"{text}: captured near {who}, the data {side}"
 
 
-def _side_from_rtts(df, data_dir):
+def _side_from_triggers(df, data_dir) -> tuple[str | None, str]:
+    """Which packets follow which within microseconds (module docstring, 2.)."""
+    t = df["frame_time_ns"].to_numpy(np.int64)
+    d = df["direction"].to_numpy()
+    lens = df["tcp_len"].to_numpy(np.int64)
+    data = (d == data_dir) & (lens > 0)
+    new = data & ~df["resent"].to_numpy(bool)
+    ack = d != data_dir
+    gap = np.diff(t)
+    ack_to_data = gap[ack[:-1] & new[1:]]
+    data_to_ack = gap[data[:-1] & ack[1:]]
+    if len(ack_to_data) < MIN_TRIGGERS or len(data_to_ack) < MIN_TRIGGERS:
+        return None, ""
+    a, b = float(np.median(ack_to_data)), float(np.median(data_to_ack))
+    text = f"median ACK -> next data {a / 1e3:.0f} us, data -> next ACK {b / 1e3:.0f} us"
+    if a <= TRIGGER_NS and b >= TRIGGER_RATIO * a:
+        return "sender", text + ": the data leaves at the ACKs, captured at the data sender"
+    if b <= TRIGGER_NS and a >= TRIGGER_RATIO * b:
+        return "receiver", text + ": the ACKs answer the data at once, captured at the receiver"
+    return None, text
+
+
+def _side_from_ttls(df, data_dir) -> tuple[str | None, str]:
+    """Initial TTLs on one direction, decremented ones on the other (module docstring, 3.)."""
+    d = df["direction"].to_numpy()
+    ttl = df["ip_ttl"].to_numpy(np.int64)
+    lens = df["tcp_len"].to_numpy(np.int64)
+    data, acks = ttl[(d == data_dir) & (lens > 0)], ttl[d != data_dir]
+    if not len(data) or not len(acks):
+        return None, ""
+    data_ttl, ack_ttl = (int(np.bincount(v).argmax()) for v in (data, acks))
+    data_here, ack_here = data_ttl in INITIAL_TTLS, ack_ttl in INITIAL_TTLS
+    text = f"TTL of the data {data_ttl}, of the ACKs {ack_ttl}"
+    if data_here and not ack_here:
+        return "sender", text + ": the data was captured where it was sent"
+    if ack_here and not data_here:
+        return "receiver", text + ": the ACKs were captured where they were sent"
+    if not data_here and not ack_here:
+        return "middle", text + ": both crossed a router before the capture point"
+    return None, text + " (no router on the path)"
+
+
+def _side_from_rtts(df, data_dir) -> tuple[str, str]:
+    """Wireshark's RTTs of the data and of its timestamp echoes (module docstring, 4.)."""
     d = df["direction"].to_numpy()
     ack_rtt = df["ack_rtt_ns"].to_numpy(np.float64, na_value=np.nan)[d != data_dir]
     ts_rtt = df["ts_rtt_ns"].to_numpy(np.float64, na_value=np.nan)[d == data_dir]
     ack_rtt, ts_rtt = ack_rtt[~np.isnan(ack_rtt)], ts_rtt[~np.isnan(ts_rtt)]
     if len(ack_rtt) == 0 or len(ts_rtt) == 0:
-        return "unknown", "no handshake captured, and no timestamps to tell the side"
+        return "unknown", "nothing tells the side (no handshake, no timestamps)"
     a, b = float(np.median(ack_rtt)), float(np.median(ts_rtt))
-    text = (f"no handshake; median data -> ACK {a / 1e6:.3f} ms, ACK -> data echoing it "
-            f"{b / 1e6:.3f} ms")
+    text = f"median data -> ACK {a / 1e6:.3f} ms, ACK -> data echoing it {b / 1e6:.3f} ms"
     if a >= NEAR_FRACTION * (a + b):
         return "sender", text + ": captured near the data sender"
     if b >= NEAR_FRACTION * (a + b):

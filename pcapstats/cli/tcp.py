@@ -77,7 +77,8 @@ def cwnd(
     window_scaling: bool = typer.Option(False, "--window-scaling",
                                         help="Draw Wireshark's Window Scaling graph instead."),
     side: Side = typer.Option(Side.auto, "--side",
-                              help="Where the capture was taken, when the handshake cannot tell."),
+                              help="Where the capture was taken (auto: from the "
+                                   "handshake, which packets trigger which, and TTLs)."),
     jobs: Optional[int] = JOBS, scheduler: Optional[str] = SCHEDULER, dask: bool = DASK,
 ):
     """Congestion window over time: its peak, loss episodes, limits.

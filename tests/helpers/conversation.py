@@ -19,11 +19,11 @@ A, PA, SA, S_, FA = craft.ACK, craft.PSH | craft.ACK, craft.SYN | craft.ACK, cra
     craft.FIN | craft.ACK
 
 
-def P(who, t_ms, flags, seq, ack, data=0, win=1000, opts=(), expect=(), **values):
+def P(who, t_ms, flags, seq, ack, data=0, win=1000, opts=(), expect=(), ttl=64, **values):
     """One packet of a crafted conversation: relative seq/ack, the flags it must get (all
     others must be absent) and any column values known by construction."""
     return dict(who=who, t_ms=t_ms, flags=flags, seq=seq, ack=ack, data=data, win=win,
-                opts=opts, expect=frozenset(expect), values=values)
+                opts=opts, expect=frozenset(expect), ttl=ttl, values=values)
 
 
 
@@ -37,7 +37,7 @@ def write_conversation(packets, path: Path) -> Path:
         ack = (ISN[1 - p["who"]] + p["ack"]) & 0xFFFFFFFF if p["flags"] & craft.ACK else 0
         segment = craft.tcp(sport, dport, seq=seq, ack=ack, flags=p["flags"], window=p["win"],
                             options=p["opts"], payload=b"x" * p["data"])
-        frame = craft.ether(craft.ipv4(segment, src, dst))
+        frame = craft.ether(craft.ipv4(segment, src, dst, ttl=p.get("ttl", 64)))
         records.append(craft.Record(frame, craft.BASE_NS + round(p["t_ms"] * MS)))
     path.write_bytes(craft.pcap(records, craft.LT_ETHERNET, nano=True).data)
     return path
