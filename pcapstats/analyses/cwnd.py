@@ -473,6 +473,7 @@ def _episodes(v: _Views, *, receiver: bool) -> list[dict]:
     trigger = v.data[v.resent[v.data] | (v.hole[v.data] if receiver else False)]
     acks = v.acks
     ack_vals = np.fmax.accumulate(v.ack[acks].astype(np.float64)) if len(acks) else np.zeros(0)
+    resent_before = np.r_[0, np.cumsum(v.resent[trigger])]   # trigger rows ascend: a slice
     out, i = [], 0
     while i < len(trigger):
         start = trigger[i]
@@ -483,10 +484,10 @@ def _episodes(v: _Views, *, receiver: bool) -> list[dict]:
         after = np.searchsorted(acks, start)
         reach = np.searchsorted(ack_vals[after:], recover, side="left") + after
         end = acks[reach] if reach < len(acks) else None
-        within = trigger[i:] if end is None else trigger[i:][trigger[i:] <= end]
+        j = len(trigger) if end is None else int(np.searchsorted(trigger, end, side="right"))
         out.append({"start": start, "end": end, "recover": recover,
-                    "resent": int(v.resent[within].sum())})
-        i += len(within)
+                    "resent": int(resent_before[j] - resent_before[i])})
+        i = j
     return out
 
 
@@ -495,9 +496,12 @@ def _mark_recovery(samples: dict, episodes: list[dict], v: _Views) -> None:
     inside an episode are in recovery."""
     rows = samples["_at"]
     state = samples["state"]
+    order = np.argsort(rows, kind="stable")     # one sort, two searches an episode
+    by_row = rows[order]
     for e in episodes:
         end = e["end"] if e["end"] is not None else np.iinfo(np.int64).max
-        state[(rows > e["start"]) & (rows <= end)] = "recovery"
+        state[order[np.searchsorted(by_row, e["start"], side="right"):
+                    np.searchsorted(by_row, end, side="right")]] = "recovery"
 
 
 def _loss_table(episodes, samples, v: _Views):

@@ -321,19 +321,36 @@ def growth_fits(t_s, w_bytes, w_max_bytes: float) -> GrowthFit | None:
     scale = float(np.mean(w))
     slope, w0 = np.polyfit(t, w, 1)
     reno = float(np.sqrt(np.mean((w - (w0 + slope * t)) ** 2)) / scale)
-    best = (np.inf, 0.0, 0.0)
-    y = w - w_max_bytes
-    for k in np.linspace(0.0, 2.0 * t.max(), 81):
-        x = (t - k) ** 3
-        denom = float(np.dot(x, x))
-        if denom <= 0:
-            continue
-        c = max(float(np.dot(x, y)) / denom, 0.0)
-        sse = float(np.sum((y - c * x) ** 2))
-        if sse < best[0]:
-            best = (sse, c, float(k))
-    cubic = float(np.sqrt(best[0] / len(t)) / scale)
-    return GrowthFit(reno, cubic, float(slope), float(w0), best[1], best[2], float(w_max_bytes))
+    sse, c, k = _cubic_least_squares(t, w - w_max_bytes)
+    cubic = float(np.sqrt(sse / len(t)) / scale)
+    return GrowthFit(reno, cubic, float(slope), float(w0), c, k, float(w_max_bytes))
+
+
+CUBIC_K_STEPS = 81          # plateau times tried, 0 to twice the epoch's length
+_FIT_CELLS = 1 << 22        # (K, sample) cells computed at once: bounds the temporaries
+
+
+def _cubic_least_squares(t, y) -> tuple[float, float, float]:
+    """(sse, C, K) of the best y = C (t - K)^3, C >= 0, over CUBIC_K_STEPS values of K (the
+    first best on a tie): all of them at once, a block of samples at a time."""
+    ks = np.linspace(0.0, 2.0 * t.max(), CUBIC_K_STEPS)
+    step = max(1, _FIT_CELLS // len(ks))
+    xx, xy = np.zeros(len(ks)), np.zeros(len(ks))
+    for a in range(0, len(t), step):
+        x = (t[None, a:a + step] - ks[:, None]) ** 3
+        xx += np.einsum("ij,ij->i", x, x)
+        xy += x @ y[a:a + step]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        c = np.where(xx > 0, np.maximum(xy / xx, 0.0), 0.0)
+    sse = np.zeros(len(ks))
+    for a in range(0, len(t), step):
+        x = (t[None, a:a + step] - ks[:, None]) ** 3
+        sse += (((y[None, a:a + step] - c[:, None] * x)) ** 2).sum(axis=1)
+    sse[xx <= 0] = np.inf
+    best = int(np.argmin(sse))
+    if not np.isfinite(sse[best]):
+        return np.inf, 0.0, 0.0
+    return float(sse[best]), float(c[best]), float(ks[best])
 
 
 def growth_vote(fit: GrowthFit, duration_s: float, rtt_s: float, mss_bytes: int) -> str:
@@ -539,11 +556,15 @@ def _epochs(samples, losses, mss: int, min_window_mss: int) -> list:
     starts = losses["start_s"].to_numpy()
     ends = losses["end_s"].to_numpy()
     before = losses["cwnd_before_bytes"].to_numpy()
+    windowed = np.flatnonzero(~np.isnan(w))     # the cwnd-limited samples, by time:
+    order = windowed[np.argsort(t[windowed], kind="stable")]   # one sort, a search an epoch
+    by_time = t[order]
     for k in range(len(losses)):
         if np.isnan(ends[k]) or before[k] < min_window_mss * mss:
             continue
         stop = starts[k + 1] if k + 1 < len(losses) else np.inf
-        keep = (t > ends[k]) & (t < stop) & ~np.isnan(w)
+        keep = np.sort(order[np.searchsorted(by_time, ends[k], side="right"):
+                             np.searchsorted(by_time, stop, side="left")])
         fit = growth_fits(t[keep] - ends[k], w[keep], before[k])
         if fit is not None:
             out.append((float(ends[k]), float(min(stop, t[keep].max())), fit))
