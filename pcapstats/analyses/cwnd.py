@@ -67,6 +67,7 @@ from .tcp_flow import SIDES, capture_side, data_direction, segment_size, stream_
 
 PROMPT_NS = 200_000           # an ACK answered by new data within this is "answered at once"
 ACK_CLOCKED_FRACTION = 0.75   # share of ACKs answered at once, over one RTT, to call it cwnd-limited
+MIN_REPAIRS = 5               # holes repaired needed to take the RTT from them (repair_rtts)
 STATES = ("cwnd", "rwnd", "app", "recovery")
 GRAPHS = ("cwnd", "wscale")
 _ACK, _SYN = 0x010, 0x002
@@ -367,15 +368,59 @@ def _carry(n, rows, values) -> np.ndarray:
 
 def _smoothed_rtt(df, data_dir) -> int:
     """The median Karn RTT of the data's ACKs (sender side), else of the timestamp echoes on
-    the data (receiver side), else tshark's initial RTT, else 100 ms."""
+    the data (receiver side), else of the repairs of holes (:func:`repair_rtts`, receiver side
+    without timestamps: under load, where the handshake's RTT has no queue in it), else
+    tshark's initial RTT, else 100 ms."""
     d = df["direction"].to_numpy()
     for name, mask in (("ack_rtt_karn_ns", d != data_dir), ("ts_rtt_ns", d == data_dir),
-                       ("ts_rtt_ns", d != data_dir), ("initial_rtt_ns", np.ones(len(d), bool))):
-        v = df[name].to_numpy(np.float64, na_value=np.nan)[mask]
+                       ("ts_rtt_ns", d != data_dir), ("repair", None),
+                       ("initial_rtt_ns", np.ones(len(d), bool))):
+        if name == "repair":
+            v = repair_rtts(df, data_dir)
+            if len(v) < MIN_REPAIRS:
+                continue
+        else:
+            v = df[name].to_numpy(np.float64, na_value=np.nan)[mask]
         v = v[~np.isnan(v) & (v > 0) & (v < GAP_NS)]   # an "RTT" of an hour is a clock step
         if len(v) >= 1 and np.median(v) > 1e5:   # ignore the near-zero half at the far side
             return int(np.median(v))
     return 100_000_000
+
+
+def repair_rtts(df, data_dir) -> np.ndarray:
+    """Round trips seen at the receiver, ns: for each hole in the data (a segment arriving
+    past one never seen), from the first ACK naming the hole's start (the duplicate ACK that
+    tells the sender) to the arrival of the segment that fills it.  The sender re-sends on
+    that news, so the span is one round trip under load (plus a few segments' wait for the
+    duplicate-ACK threshold)."""
+    d = df["direction"].to_numpy()
+    lens = df["tcp_len"].to_numpy(np.int64)
+    t = df["frame_time_ns"].to_numpy(np.int64)
+    data = (d == data_dir) & (lens > 0)
+    holes = np.flatnonzero(data & df["lost_segment"].to_numpy(bool))
+    if not len(holes):
+        return np.zeros(0)
+    nxt = np.where(data, df["tcp_nxtseq"].to_numpy(np.float64, na_value=0.0), 0.0)
+    start = np.maximum.accumulate(nxt)[holes - 1]          # the first byte missing
+    ack_rows = np.flatnonzero(d != data_dir)
+    seq, ack = df["tcp_seq"].to_numpy(np.float64), df["tcp_ack"].to_numpy(np.float64)
+    j = np.searchsorted(ack_rows, holes, side="right")
+    told = j < len(ack_rows)
+    told[told] = ack[ack_rows[j[told]]] == start[told]
+    fills = np.flatnonzero(data & (df["retransmission"].to_numpy(bool)
+                                   | df["out_of_order"].to_numpy(bool)))
+    by_seq = fills[np.lexsort((fills, seq[fills]))]       # by seq, then by row
+    keys = seq[by_seq]
+    k = np.searchsorted(keys, start, side="left")
+    # the first filling row after the hole among those starting at its first missing byte
+    k = k + np.array([np.searchsorted(by_seq[a:b], h, side="right") for a, b, h in
+                      zip(k, np.searchsorted(keys, start, side="right"), holes)], np.int64)
+    found = told & (k < len(by_seq))
+    found[found] = keys[np.minimum(k[found], len(keys) - 1)] == start[found]
+    fill_t = t[by_seq[np.minimum(k, len(by_seq) - 1)]] if len(by_seq) else np.zeros(len(k))
+    told_t = t[ack_rows[np.minimum(j, len(ack_rows) - 1)]] if len(ack_rows) else np.zeros(len(j))
+    out = (fill_t - told_t)[found]
+    return out[out > 0].astype(np.float64)
 
 
 def _min_rtt(df, data_dir, fallback) -> int:

@@ -152,3 +152,23 @@ def test_window_scaling_figure_says_when_bytes_in_flight_mean_little(reno_run, s
     assert_readable(fig, [capture["file"]])
     note = fig._supxlabel.get_text() if fig._supxlabel else ""
     assert ("Captured at the receiver" in note) == (side == "receiver"), note
+
+
+def test_repair_rtt_is_from_the_duplicate_ack_to_the_segment_that_fills_the_hole(tmp_path):
+    """Captured at the receiver, no timestamps: segment 2 never arrives; the receiver's first
+    ACK naming byte 1001 leaves at 30.01 ms, the re-sent segment arrives 25 ms later.  A second
+    hole (segment 6) is filled 31 ms after its duplicate ACK."""
+    from tests.helpers.conversation import A, CLIENT, PA, SA, S_, SERVER, P
+    from pcapstats.analyses.cwnd import repair_rtts
+    from pcapstats.analyses.tcp_flow import data_direction, stream_rows
+    packets = [P(CLIENT, 0, S_, 0, 0), P(SERVER, 0.01, SA, 0, 1), P(CLIENT, 20, A, 1, 1),
+               P(CLIENT, 30, PA, 1, 1, 1000), P(SERVER, 30.001, A, 1, 1001),
+               P(CLIENT, 30.005, PA, 2001, 1, 1000), P(SERVER, 30.01, A, 1, 1001),
+               P(CLIENT, 30.02, PA, 3001, 1, 1000), P(SERVER, 30.03, A, 1, 1001),
+               P(CLIENT, 55.01, PA, 1001, 1, 1000), P(SERVER, 55.02, A, 1, 4001),
+               P(CLIENT, 60, PA, 4001, 1, 1000), P(SERVER, 60.01, A, 1, 5001),
+               P(CLIENT, 60.02, PA, 6001, 1, 1000), P(SERVER, 60.03, A, 1, 5001),
+               P(CLIENT, 91.03, PA, 5001, 1, 1000), P(SERVER, 91.04, A, 1, 7001)]
+    cap = ps.read(write_conversation(packets, tmp_path / "r.pcap"))
+    df = stream_rows(cap, 0)
+    assert repair_rtts(df, data_direction(df)).tolist() == [25_000_000, 31_000_000]
