@@ -14,6 +14,7 @@ import numpy as np
 from .. import plots
 
 TIME_LABEL = "Time since the capture's first packet (s)"
+MAX_EVENT_LINES = 40    # more congestion events than this are drawn as ticks on the time axis
 
 
 def flavour_figure(result, *, title: str | None = None):
@@ -47,14 +48,16 @@ def flavour_figure(result, *, title: str | None = None):
             ax.plot(t0 + t, np.where((w >= 0) & (w <= ceiling), w, np.nan), style, lw=1.4,
                     color=colour, label=label if k == 0 else None)
     starts = result.event_starts_s
+    many = len(starts) > MAX_EVENT_LINES     # a long flow's events as ticks, not a red wall
     for t in starts:
-        ax.axvline(t, color="tab:red", lw=0.6, ls=":")
+        ax.axvline(t, ymax=0.04 if many else 1.0, color="tab:red", lw=0.6,
+                   ls="-" if many else ":")
     shown = np.r_[cwnd[~np.isnan(cwnd)], 1.0] if receiver else \
         np.r_[flight["bytes_in_flight"].astype(float), cwnd[~np.isnan(cwnd)], 1.0]
     largest = float(np.nanmax(shown))
     ax.set_ylim(0, largest * 1.25)
     plots.rate_axis(ax, largest, "B", "Window")
-    extra = [Line2D([], [], color="tab:red", lw=0.6, ls=":",
+    extra = [Line2D([], [], color="tab:red", lw=0.6, ls="-" if many else ":",
                     label=f"congestion event ({len(starts)})")] if len(starts) else []
     plots.legend(ax, extra=extra, loc="upper right")
     if receiver:
