@@ -7,10 +7,12 @@ Naming.  A run asked to write ``-o DIR/NAME.pcap`` (or ``.pcapng``) writes its s
 ``DIR/NAME.json``, and its capture(s) to
 
 - ``DIR/NAME.pcap`` when one side is captured (``--capture sender|receiver|router``);
-- ``DIR/NAME.sender.pcap`` and ``DIR/NAME.receiver.pcap`` with ``--capture both``.
+- ``DIR/NAME.sender.pcap`` and ``DIR/NAME.receiver.pcap`` with ``--capture both``;
+- ``DIR/NAME.sender.pcap``, ``DIR/NAME.router.pcap`` and ``DIR/NAME.receiver.pcap`` with
+  ``--capture all``.
 
 :func:`sidecar_for` finds the sidecar of any of those capture files.  The sidecar lists its
-captures by file name (relative to its own directory), so the three travel together.
+captures by file name (relative to its own directory), so they travel together.
 
 Versioning.  ``"schema": "pcapstats-lab/1"``.  A field may be *added* within a version; a
 field renamed, removed or changing meaning makes a new version.  :func:`load_sidecar` refuses a
@@ -53,8 +55,8 @@ FIELDS: tuple[tuple[str, str], ...] = (
     ("scenario", "Everything asked, as given to pcapstats.lab.Scenario: tool, loss, delay, "
      "jitter, rate, queue (each one value, or one per router with hops > 1), serialize, hops, "
      "cc, duration_s or bytes, parallel, pairs, udp_rate, ping_count, ping_interval_s, "
-     "ping_sizes, ping_during, sndbuf, rcvbuf, window_scaling, capture, snaplen, format, "
-     "trial, seed (see `pcapstats lab run --help`)."),
+     "ping_sizes, ping_during, sndbuf, rcvbuf, window_scaling, timestamps, sack, app_rate, "
+     "capture, snaplen, format, trial, seed (see `pcapstats lab run --help`)."),
     ("tools", "Versions: kernel (uname -r), python, pcapstats, iperf3 (-v), tcpdump and libpcap "
      "(--version), ping (-V), tc (-V), iptables (--version); null for a tool not installed."),
     ("topology.name", "sender_router_receiver (one pair), dumbbell (pairs > 1) or chain "
@@ -65,8 +67,8 @@ FIELDS: tuple[tuple[str, str], ...] = (
      "egress toward the receivers; a chain's first router)."),
     ("topology.bottlenecks", "A chain only: every router's impaired link, the sender's side "
      "first."),
-    ("topology.window_scaling", "net.ipv4.tcp_window_scaling set in every sender and receiver "
-     "namespace (true/false)."),
+    ("topology.window_scaling / timestamps / sack", "net.ipv4.tcp_window_scaling, "
+     "tcp_timestamps and tcp_sack set in every sender and receiver namespace (true/false)."),
     ("impairment", "The impairment of the (first) router, in the four fields below."),
     ("impairment.asked", "The impairment as parsed: loss (fraction 0..1), delay_ms and "
      "jitter_ms (one way, each direction), rate_bps, serialize (each packet also waits "
@@ -87,7 +89,8 @@ FIELDS: tuple[tuple[str, str], ...] = (
     ("captures[].file", "Capture file name, relative to the sidecar's directory."),
     ("captures[].side", "sender | receiver | router: the sender's own interface (sees every "
      "transmission, before the loss), the receiver's (after the bottleneck), or the router's "
-     "interface toward the senders (after the sender, before the impairment)."),
+     "interface toward the senders (after the sender, before the impairment).  --capture all "
+     "writes one file of each, one pair only."),
     ("captures[].host / interface", "Lab host and interface tcpdump listened on."),
     ("captures[].snaplen / format / timestamps", "Bytes kept a packet; pcap | pcapng; nano | "
      "micro."),
@@ -114,7 +117,8 @@ FIELDS: tuple[tuple[str, str], ...] = (
     ("flows[].retransmits", "iperf3 TCP flows: retransmissions iperf3 read from TCP_INFO."),
     ("reports[]", "One a tool run: tool, mode (tcp | udp | icmp), pair, sender, receiver, "
      "summary (the tool's headline numbers: sent/received bytes, seconds, throughput_bps; "
-     "UDP: lost_packets, lost_percent, jitter_ms; ping: median_ms per size; file: checksum_ok) "
+     "UDP: lost_packets, lost_percent, jitter_ms; iperf3 TCP: target_bps, the app_rate its "
+     "-b was given, else null; ping: median_ms per size; file: checksum_ok) "
      "and raw (the tool's own output: iperf3 -J of client and server, simpleperf --report "
      "files without the TCP_INFO series, ping replies, file transfer reports)."),
     ("measured", "Asked vs measured at a glance: rtt_asked_ms, rtt_ms (the pre-transfer "
@@ -146,7 +150,8 @@ def sidecar_path(output: str | os.PathLike) -> Path:
 
 
 def capture_path(output: str | os.PathLike, side: str | None, fmt: str) -> Path:
-    """A run's capture file: ``x.pcap`` for a single side (None), ``x.<side>.pcap`` for both."""
+    """A run's capture file: ``x.pcap`` for a single side (None), else ``x.<side>.pcap`` (capture
+    both or all)."""
     stem = run_stem(output)
     middle = f".{side}" if side else ""
     return stem.with_name(f"{stem.name}{middle}.{fmt}")

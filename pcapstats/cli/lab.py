@@ -42,6 +42,7 @@ class Side(str, Enum):
     receiver = "receiver"
     both = "both"
     router = "router"
+    all = "all"
 
 
 class CaptureFormat(str, Enum):
@@ -58,7 +59,9 @@ def run_cmd(
     output: Path = typer.Option(..., "--output", "-o", help="Capture file to write, e.g. "
                                 "runs/reno10.pcap; the sidecar goes to runs/reno10.json.",
                                 show_default=False),
-    tool: Tool = typer.Option(Tool.simpleperf, "--tool", help="Traffic to run."),
+    tool: Tool = typer.Option(Tool.simpleperf, "--tool", metavar="<tool>",
+                              help="Traffic to run: simpleperf, iperf3, iperf3-udp, ping, "
+                              "pingpong, pingpong-udp, tcp-file or udp-file."),
     loss: Optional[str] = typer.Option(None, "--loss", help="Random loss on the bottleneck, "
                                        "e.g. 10% or 0.1."),
     delay: Optional[str] = typer.Option(None, "--delay", help="One-way delay, each direction "
@@ -99,7 +102,18 @@ def run_cmd(
     window_scaling: bool = typer.Option(True, "--window-scaling/--no-window-scaling",
                                         help="net.ipv4.tcp_window_scaling in senders and "
                                         "receivers."),
-    capture: Side = typer.Option(Side.sender, "--capture", help="Where tcpdump listens."),
+    timestamps: bool = typer.Option(True, "--timestamps/--no-timestamps",
+                                    help="net.ipv4.tcp_timestamps in senders and receivers."),
+    sack: bool = typer.Option(True, "--sack/--no-sack",
+                              help="net.ipv4.tcp_sack in senders and receivers."),
+    app_rate: Optional[str] = typer.Option(None, "--app-rate", help="An application-limited "
+                                           "TCP sender: iperf3 writes at this rate (its -b), "
+                                           "e.g. 5mbit."),
+    capture: Side = typer.Option(Side.sender, "--capture", metavar="<side>",
+                                 help="Where tcpdump listens: sender, receiver, router (its "
+                                 "interface toward the sender: mid-path), both (sender and "
+                                 "receiver) or all (the three: NAME.sender/.router/"
+                                 ".receiver.pcap)."),
     snaplen: int = typer.Option(262144, "--snaplen", help="Bytes kept a packet (128: headers)."),
     fmt: CaptureFormat = typer.Option(CaptureFormat.pcap, "--format", help="pcap or pcapng."),
     tcp_info_interval: float = typer.Option(0.01, "--tcp-info-interval",
@@ -117,7 +131,8 @@ def run_cmd(
           -o runs/reno10.pcap
       pcapstats lab run --tool ping --delay 10ms --rate 10mbit --serialize \\
           --ping-sizes 56,500,1000,1400 -o runs/sweep.pcap
-      pcapstats lab run --tool ping --hops 3 --delay 2ms,5ms,10ms -o runs/chain.pcap
+      pcapstats lab run --tool ping --hops 3 --delay 2ms,5ms,10ms \\
+          -o runs/chain.pcap
     """
     from ..lab.run import Scenario, run  # lazy: the lab costs 0.04 s of every command's start-up
     cc_list = _list(cc)
@@ -132,8 +147,8 @@ def run_cmd(
             duration_s=duration, bytes=nbytes, parallel=parallel, pairs=pairs,
             udp_rate=udp_rate, ping_count=ping_count, ping_interval_s=ping_interval,
             ping_sizes=sizes, ping_during=ping_during, sndbuf=sndbuf, rcvbuf=rcvbuf,
-            window_scaling=window_scaling,
-            capture=capture.value, snaplen=snaplen, format=fmt.value,
+            window_scaling=window_scaling, timestamps=timestamps, sack=sack,
+            app_rate=app_rate, capture=capture.value, snaplen=snaplen, format=fmt.value,
             tcp_info_interval_s=tcp_info_interval, trial=trial, seed=seed)
         out = output if trials == 1 else _with_trial(output, trial)
         try:
@@ -168,6 +183,7 @@ _OPTION = {"tool": "--tool", "loss": "--loss", "delay": "--delay", "jitter": "--
            "ping_count": "--ping-count", "ping_interval_s": "--ping-interval",
            "ping_sizes": "--ping-sizes", "ping_during": "--ping-during", "sndbuf": "--sndbuf",
            "rcvbuf": "--rcvbuf", "window_scaling": "--no-window-scaling",
+           "timestamps": "--no-timestamps", "sack": "--no-sack", "app_rate": "--app-rate",
            "capture": "--capture", "snaplen": "--snaplen", "format": "--format",
            "tcp_info_interval_s": "--tcp-info-interval", "seed": "--seed"}
 

@@ -22,8 +22,9 @@ scenario filled in; captures/make_captures.py puts it in captures/README.md)::
 A cell's file name is its ``name`` template (``"sp-{cc}-loss{loss}"``, fields of the cell's
 scenario) or else its axis values in axis order, ``cc-reno_loss-10pct_trial-1``; ``%`` becomes
 ``pct``, a list (per-pair cc) is joined with ``+``, anything but letters, digits, ``.+-`` with
-``-``.  Each cell writes ``DIR/<name>.pcap`` (or ``.sender/.receiver.pcap``) and ``DIR/<name>.json``
-(see :mod:`pcapstats.lab.sidecar`).
+``-``.  Each cell writes ``DIR/<name>.pcap`` (or ``.sender/.receiver.pcap`` for capture "both",
+``.sender/.router/.receiver.pcap`` for "all") and ``DIR/<name>.json`` (see
+:mod:`pcapstats.lab.sidecar`).
 
 Resuming: a cell whose sidecar is complete (status complete, every capture present at its
 recorded size) is skipped; any other cell (never run, failed, interrupted, killed half-way) is

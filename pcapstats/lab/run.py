@@ -57,7 +57,9 @@ CLIENT_START_S = 1.0  # pairs' clients start together this long after the last s
 TOOLS = ("simpleperf", "iperf3", "iperf3-udp", "ping", "pingpong", "pingpong-udp", "tcp-file",
          "udp-file")
 PER_HOP = ("loss", "delay", "jitter", "rate", "queue")  # a comma list gives one per router
-CAPTURE_SIDES = ("sender", "receiver", "both", "router")
+CAPTURE_SIDES = ("sender", "receiver", "both", "router", "all")
+# The files each capture choice writes, by side ("both", "all": NAME.<side>.pcap; else NAME.pcap).
+CAPTURE_FILES = {"both": ("sender", "receiver"), "all": ("sender", "router", "receiver")}
 FORMATS = ("pcap", "pcapng")
 PAUSE_AT, PAUSE_S = "PCAPSTATS_LAB_PAUSE_AT", "PCAPSTATS_LAB_PAUSE_S"  # the test hook
 
@@ -74,7 +76,13 @@ class Scenario:
     send ping_count messages of each of ping_sizes, ping_interval_s apart.  ``hops`` > 1 makes
     the path a chain of that many routers (one pair); ``loss``, ``delay``, ``jitter``,
     ``rate`` and ``queue`` then take one value for every router or a comma list (or list)
-    with one per router, each on its link toward the receiver.
+    with one per router, each on its link toward the receiver.  ``window_scaling``,
+    ``timestamps`` and ``sack`` set net.ipv4.tcp_window_scaling / tcp_timestamps / tcp_sack
+    in every sender and receiver.  ``app_rate`` makes the TCP sender application-limited:
+    iperf3 writes at that rate (its ``-b``), below what the path could carry.  ``capture``:
+    "sender", "receiver", "router" (the router's interface toward the sender: mid-path,
+    before the impairment), "both" (sender and receiver) or "all" (sender, router and
+    receiver; one pair).
     """
     tool: str = "simpleperf"
     loss: str | float | None = None
@@ -97,6 +105,9 @@ class Scenario:
     sndbuf: int | None = None
     rcvbuf: int | None = None
     window_scaling: bool = True
+    timestamps: bool = True
+    sack: bool = True
+    app_rate: str | None = None
     capture: str = "sender"
     snaplen: int = 262144
     format: str = "pcap"
@@ -136,6 +147,14 @@ class Scenario:
         if self.snaplen < 64:
             bad(f"snaplen {self.snaplen} is too small to keep the TCP/IP headers",
                 "use 128 (headers only) or more")
+        if self.capture == "all" and int(self.pairs) > 1:
+            bad("capture all (sender, router, receiver) needs one pair: with several pairs the "
+                "sender and router captures are both the router's bridge toward the senders",
+                "give --pairs 1, or --capture both")
+        if self.app_rate and self.tool != "iperf3":
+            bad(f"an application-limited sender (app_rate) needs tool iperf3, not {self.tool}",
+                "iperf3's -b limits what its TCP sender writes; the other tools send as fast "
+                "as they can")
         if self.tool in ("iperf3-udp",) and not self.udp_rate:
             bad("iperf3-udp needs a rate (--udp-rate, e.g. 20mbit)")
         if self.tool.startswith("ping") and not self.ping_sizes:
@@ -148,6 +167,7 @@ class Scenario:
         self.impairments()  # parses loss, delay, jitter, rate, queue or says which is wrong
         self.transfer_bytes()
         self.udp_rate_bps()
+        self.app_rate_bps()
 
     def impairments(self) -> list:
         """One Impairment per router on the path (router 1, the sender's side, first)."""
@@ -185,6 +205,14 @@ class Scenario:
         if not self.udp_rate:
             return None
         return parse_rate(self.udp_rate)
+
+    def app_rate_bps(self) -> float | None:
+        if not self.app_rate:
+            return None
+        try:
+            return parse_rate(self.app_rate)
+        except UsageError as e:
+            raise UsageError(f"bad application rate {self.app_rate!r}: {e}") from None
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
@@ -323,13 +351,16 @@ class _Run:
             for k, (snd, rcv) in enumerate(pairs):
                 for host in (snd, rcv):
                     lab.sysctl(host, "net.ipv4.tcp_window_scaling", int(bool(s.window_scaling)))
+                    lab.sysctl(host, "net.ipv4.tcp_timestamps", int(bool(s.timestamps)))
+                    lab.sysctl(host, "net.ipv4.tcp_sack", int(bool(s.sack)))
             self.doc["topology"] = {
                 "name": name,
                 "pairs": [{"sender": snd, "receiver": rcv, "sender_ip": lab.address(snd),
                            "receiver_ip": lab.address(rcv), "cc": s.cc_of_pair(k)}
                           for k, (snd, rcv) in enumerate(pairs)],
                 "bottleneck": dataclasses.asdict(lab.bottleneck),
-                "window_scaling": bool(s.window_scaling)}
+                "window_scaling": bool(s.window_scaling),
+                "timestamps": bool(s.timestamps), "sack": bool(s.sack)}
             if s.hops > 1:
                 self.doc["topology"]["bottlenecks"] = [dataclasses.asdict(b)
                                                        for b in lab.bottlenecks]
@@ -366,10 +397,9 @@ class _Run:
 
     def _start_captures(self, lab: Lab) -> None:
         s = self.scenario
-        sides = ["sender", "receiver"] if s.capture == "both" else [s.capture]
-        for side in sides:
-            final = sidecar.capture_path(self.out_path, side if s.capture == "both" else None,
-                                         s.format)
+        several = s.capture in CAPTURE_FILES
+        for side in CAPTURE_FILES.get(s.capture, (s.capture,)):
+            final = sidecar.capture_path(self.out_path, side if several else None, s.format)
             host, iface = _capture_point(lab, side, self.pairs)
             partial = sidecar.partial_path(final)
             self.say(f"starting tcpdump on {host}:{iface}")
@@ -416,7 +446,8 @@ class _Run:
             return traffic.start_iperf3(
                 lab, snd, rcv, work, duration_s=s.duration_s, nbytes=nbytes,
                 parallel=s.parallel, cc=None if udp else cc, window=s.sndbuf,
-                udp_rate_bps=s.udp_rate_bps() if udp else None)
+                udp_rate_bps=s.udp_rate_bps() if udp else None,
+                app_rate_bps=None if udp else s.app_rate_bps())
         if s.tool.startswith("pingpong"):
             return traffic.start_pingpong(lab, snd, rcv, work, sizes=s.ping_sizes,
                                           repetitions=s.ping_count,

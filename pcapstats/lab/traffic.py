@@ -237,9 +237,12 @@ def start_iperf3(lab: Lab, sender: str, receiver: str, work: Path, *, port=IPERF
                  duration_s: float | None = 10, nbytes: int | None = None, parallel: int = 1,
                  cc: str | None = None, window: int | None = None,
                  udp_rate_bps: float | None = None,
-                 udp_length: int | None = None, family: int = 4) -> Running:
+                 udp_length: int | None = None, app_rate_bps: float | None = None,
+                 family: int = 4) -> Running:
     """iperf3 server (``-s -1 -J``) in receiver, client (``-J``) in sender; TCP, or UDP if a
-    rate is given (``-u -b``).  ``window`` is ``-w`` (both socket buffers)."""
+    rate is given (``-u -b``).  ``window`` is ``-w`` (both socket buffers).  ``app_rate_bps``
+    makes the TCP sender application-limited: iperf3's ``-b`` (it stops writing whenever it
+    is ahead of that rate, checked every millisecond: bursts, then silence)."""
     run = _Spawner(lab, work)
     tag = f"iperf3-{sender}-{receiver}"
     server = run.start(receiver, f"{tag}.server", ["iperf3", "-s", "-1", "-J", "-p", port])
@@ -250,12 +253,14 @@ def start_iperf3(lab: Lab, sender: str, receiver: str, work: Path, *, port=IPERF
         argv += ["-u", "-b", int(udp_rate_bps)]
         if udp_length:
             argv += ["-l", udp_length]
+    elif app_rate_bps:
+        argv += ["-b", int(app_rate_bps)]
     if cc:
         argv += ["-C", cc]
     if window:
         argv += ["-w", window]
     client: list[subprocess.Popen] = []
-    timeout = _planned_s(duration_s, nbytes, udp_rate_bps) + _margin_s
+    timeout = _planned_s(duration_s, nbytes, udp_rate_bps or app_rate_bps) + _margin_s
 
     def finish() -> dict:
         out = run.wait(client[0], f"iperf3 client in {sender}", timeout)
@@ -311,7 +316,9 @@ def iperf3_report(client: dict, server: dict, sender: str, receiver: str) -> dic
         summary = {"sent_bytes": end["sum_sent"]["bytes"], "received_bytes": got["bytes"],
                    "seconds": got["seconds"], "throughput_bps": got["bits_per_second"],
                    "retransmits": end["sum_sent"].get("retransmits"),
-                   "cc": end.get("sender_tcp_congestion")}
+                   "cc": end.get("sender_tcp_congestion"),
+                   # -b: the application's rate (an application-limited sender); else null
+                   "target_bps": client["start"]["test_start"].get("target_bitrate") or None}
     return {"tool": "iperf3", "mode": "udp" if udp else "tcp", "sender": sender,
             "receiver": receiver, "flows": flows, "summary": summary,
             "raw": {"client": client, "server": server}}
