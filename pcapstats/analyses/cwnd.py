@@ -63,7 +63,8 @@ from ..render import Shown
 from ..results import Result
 from ..schema import Column, TableSpec
 from ..streams import DIRECTIONS, choose_stream, stream_names
-from .tcp_flow import SIDES, capture_side, data_direction, segment_size, stream_rows
+from .tcp_flow import (SIDES, capture_side, data_direction, near_end, segment_size,
+                       stream_rows)
 
 PROMPT_NS = 200_000           # an ACK answered by new data within this is "answered at once"
 ACK_CLOCKED_FRACTION = 0.75   # share of ACKs answered at once, over one RTT, to call it cwnd-limited
@@ -225,26 +226,28 @@ def estimate(cap: Capture, stream: int | None = None, *, side: str = "auto") -> 
     if side not in ("auto", "sender", "receiver"):
         raise UsageError(f"unknown capture side {side!r}", hint="use auto, sender or receiver")
     stream = choose_stream(cap, stream).stream
-    df = stream_rows(cap, stream)
-    data_dir = data_direction(df)
-    found, evidence = capture_side(df, data_dir)
+    flow = stream_rows(cap, stream)
+    data_dir = data_direction(flow)
+    found, evidence = capture_side(flow, data_dir)
     if side != "auto":
         found, evidence = side, f"given: {side}"
+    receiver = found == "receiver" or (found == "middle"    # analysed as the end it is near
+                                       and near_end(flow, data_dir) == "receiver")
     t0 = int(cap.column("frame_time_ns")[0])
-    v = _Views(df, data_dir, t0)
+    v = _Views(flow, data_dir, t0)
     if v.data.size == 0:
         raise UsageError(f"TCP stream {stream} carries no data", path=cap.path,
                          hint="pick a stream with payload (see `pcapstats throughput`)")
-    if found == "receiver":
+    if receiver:
         samples = _receiver_samples(v)
     else:
         samples = _sender_samples(v)
-    episodes = _episodes(v, receiver=(found == "receiver"))
+    episodes = _episodes(v, receiver=receiver)
     _mark_recovery(samples, episodes, v)
     samples["cwnd_bytes"] = np.where(samples["state"] == "cwnd", samples["flight_bytes"], np.nan)
     import pandas as pd  # lazy: see tcp_flow.stream_rows
     table = pd.DataFrame({name: samples[name] for name in SAMPLES.names[1:]})
-    resent = int(df["resent"].to_numpy(bool)[df["direction"].to_numpy() == data_dir].sum())
+    resent = int(np.asarray(flow["resent"], bool)[flow["direction"] == data_dir].sum())
     return CwndEstimate(stream, data_dir, found, evidence, v.mss, v.rtt_ns / 1e9, table,
                         _loss_table(episodes, samples, v), _flight_table(v), _rwnd_table(v),
                         resent)
@@ -315,40 +318,40 @@ def _limited(stream: int, samples: dict) -> dict[str, np.ndarray]:
 class _Views:
     """The stream's rows split into data segments (D) and the other direction (A)."""
 
-    def __init__(self, df, data_dir, t0):
+    def __init__(self, flow, data_dir, t0):
         self.t0 = t0
-        self.t = df["frame_time_ns"].to_numpy(np.int64)
-        self.frame = df["frame_number"].to_numpy(np.int64)
-        d = df["direction"].to_numpy()
-        length = df["tcp_len"].to_numpy(np.int64)
-        flags = df["tcp_flags"].to_numpy()
-        col = lambda name: df[name].to_numpy(np.float64, na_value=np.nan)  # noqa: E731
+        self.t = np.asarray(flow["frame_time_ns"], np.int64)
+        self.frame = np.asarray(flow["frame_number"], np.int64)
+        d = flow["direction"]
+        length = np.asarray(flow["tcp_len"], np.int64)
+        flags = flow["tcp_flags"]
+        col = lambda name: np.asarray(flow[name], np.float64)  # noqa: E731
         self.nxtseq = col("tcp_nxtseq")
-        self.ack = df["tcp_ack"].to_numpy(np.int64)
-        self.win = df["tcp_window_size"].to_numpy(np.int64)
+        self.ack = np.asarray(flow["tcp_ack"], np.int64)
+        self.win = np.asarray(flow["tcp_window_size"], np.int64)
         self.bif = col("bytes_in_flight")
         self.tsval, self.tsecr = col("tsval"), col("tsecr")
-        resent = np.zeros(len(df), bool)
+        resent = np.zeros(len(flow["frame_number"]), bool)
         for name in _RESENT:
-            resent |= df[name].to_numpy(bool)
+            resent |= np.asarray(flow[name], bool)
         self.resent = resent
-        self.hole = df["lost_segment"].to_numpy(bool)
+        self.hole = np.asarray(flow["lost_segment"], bool)
         self.data = np.flatnonzero((d == data_dir) & (length > 0))
         self.new_data = self.data[~resent[self.data]]
         self.acks = np.flatnonzero((d != data_dir) & ((flags & _ACK) != 0) & ((flags & _SYN) == 0))
         self.rev = np.flatnonzero(d != data_dir)
-        self.mss = segment_size(df, data_dir)[0]
-        self.rtt_ns = _smoothed_rtt(df, data_dir)
-        self.min_rtt_ns = _min_rtt(df, data_dir, self.rtt_ns)
+        self.mss = segment_size(flow, data_dir)[0]
+        self.rtt_ns = _smoothed_rtt(flow, data_dir)
+        self.min_rtt_ns = _min_rtt(flow, data_dir, self.rtt_ns)
         # highest byte of the data direction sent so far, at every row
         nx = np.where(d == data_dir, np.nan_to_num(self.nxtseq, nan=0.0), 0.0)
         self.max_nxt = np.maximum.accumulate(nx) if len(nx) else nx
         # the receiver's cumulative ACK and window, at every row (its last packet so far with
         # the ACK flag, the SYN/ACK included: its window, unscaled as SYNs are, counts too)
         told = np.flatnonzero((d != data_dir) & ((flags & _ACK) != 0))
-        self.ack_so_far = _carry(len(df), told, self.ack[told].astype(np.float64))
-        self.ack_so_far = np.fmax.accumulate(self.ack_so_far) if len(df) else self.ack_so_far
-        self.rwnd_so_far = _carry(len(df), told, self.win[told].astype(np.float64))
+        self.ack_so_far = _carry(len(flow["frame_number"]), told, self.ack[told].astype(np.float64))
+        self.ack_so_far = np.fmax.accumulate(self.ack_so_far) if len(flow["frame_number"]) else self.ack_so_far
+        self.rwnd_so_far = _carry(len(flow["frame_number"]), told, self.win[told].astype(np.float64))
 
     def seconds(self, rows):
         return (self.t[rows] - self.t0) / 1e9
@@ -366,49 +369,49 @@ def _carry(n, rows, values) -> np.ndarray:
     return carried
 
 
-def _smoothed_rtt(df, data_dir) -> int:
+def _smoothed_rtt(flow, data_dir) -> int:
     """The median Karn RTT of the data's ACKs (sender side), else of the timestamp echoes on
     the data (receiver side), else of the repairs of holes (:func:`repair_rtts`, receiver side
     without timestamps: under load, where the handshake's RTT has no queue in it), else
     tshark's initial RTT, else 100 ms."""
-    d = df["direction"].to_numpy()
+    d = flow["direction"]
     for name, mask in (("ack_rtt_karn_ns", d != data_dir), ("ts_rtt_ns", d == data_dir),
                        ("ts_rtt_ns", d != data_dir), ("repair", None),
                        ("initial_rtt_ns", np.ones(len(d), bool))):
         if name == "repair":
-            v = repair_rtts(df, data_dir)
+            v = repair_rtts(flow, data_dir)
             if len(v) < MIN_REPAIRS:
                 continue
         else:
-            v = df[name].to_numpy(np.float64, na_value=np.nan)[mask]
+            v = np.asarray(flow[name], np.float64)[mask]
         v = v[~np.isnan(v) & (v > 0) & (v < GAP_NS)]   # an "RTT" of an hour is a clock step
         if len(v) >= 1 and np.median(v) > 1e5:   # ignore the near-zero half at the far side
             return int(np.median(v))
     return 100_000_000
 
 
-def repair_rtts(df, data_dir) -> np.ndarray:
+def repair_rtts(flow, data_dir) -> np.ndarray:
     """Round trips seen at the receiver, ns: for each hole in the data (a segment arriving
     past one never seen), from the first ACK naming the hole's start (the duplicate ACK that
     tells the sender) to the arrival of the segment that fills it.  The sender re-sends on
     that news, so the span is one round trip under load (plus a few segments' wait for the
     duplicate-ACK threshold)."""
-    d = df["direction"].to_numpy()
-    lens = df["tcp_len"].to_numpy(np.int64)
-    t = df["frame_time_ns"].to_numpy(np.int64)
+    d = flow["direction"]
+    lens = np.asarray(flow["tcp_len"], np.int64)
+    t = np.asarray(flow["frame_time_ns"], np.int64)
     data = (d == data_dir) & (lens > 0)
-    holes = np.flatnonzero(data & df["lost_segment"].to_numpy(bool))
+    holes = np.flatnonzero(data & np.asarray(flow["lost_segment"], bool))
     if not len(holes):
         return np.zeros(0)
-    nxt = np.where(data, df["tcp_nxtseq"].to_numpy(np.float64, na_value=0.0), 0.0)
+    nxt = np.where(data, np.nan_to_num(np.asarray(flow["tcp_nxtseq"], np.float64), nan=0.0), 0.0)
     start = np.maximum.accumulate(nxt)[holes - 1]          # the first byte missing
     ack_rows = np.flatnonzero(d != data_dir)
-    seq, ack = df["tcp_seq"].to_numpy(np.float64), df["tcp_ack"].to_numpy(np.float64)
+    seq, ack = np.asarray(flow["tcp_seq"], np.float64), np.asarray(flow["tcp_ack"], np.float64)
     j = np.searchsorted(ack_rows, holes, side="right")
     told = j < len(ack_rows)
     told[told] = ack[ack_rows[j[told]]] == start[told]
-    fills = np.flatnonzero(data & (df["retransmission"].to_numpy(bool)
-                                   | df["out_of_order"].to_numpy(bool)))
+    fills = np.flatnonzero(data & (np.asarray(flow["retransmission"], bool)
+                                   | np.asarray(flow["out_of_order"], bool)))
     by_seq = fills[np.lexsort((fills, seq[fills]))]       # by seq, then by row
     keys = seq[by_seq]
     k = np.searchsorted(keys, start, side="left")
@@ -423,8 +426,8 @@ def repair_rtts(df, data_dir) -> np.ndarray:
     return out[out > 0].astype(np.float64)
 
 
-def _min_rtt(df, data_dir, fallback) -> int:
-    v = df["initial_rtt_ns"].to_numpy(np.float64, na_value=np.nan)
+def _min_rtt(flow, data_dir, fallback) -> int:
+    v = np.asarray(flow["initial_rtt_ns"], np.float64)
     v = v[~np.isnan(v) & (v < GAP_NS)]
     return int(v[0]) if len(v) else fallback
 

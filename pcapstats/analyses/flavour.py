@@ -40,8 +40,11 @@ tcp_analysis.  Nothing here re-derives a window or a loss episode.
    (application-limited), saying which.
 2. Stage 1, does the sender back off on loss?  Every event from BACKOFF_MIN_WINDOW_MSS
    segments votes "backed off" (after <= CUT_FACTOR x before) or "kept" (>= KEPT_FACTOR);
-   a paced sender adds PACING_VOTES "kept" votes; p_bbr = (kept + 1) / (kept + backed + 2).
-   An ACK-clocked sender is not BBR (p_bbr = 0: Linux BBR always paces).  bbr when p_bbr >=
+   a paced sender adds PACING_VOTES "kept" votes, an ACK-clocked one PACING_VOTES "backed
+   off" votes; p_bbr = (kept + 1) / (kept + backed + 2).  (Linux BBR always paces, but where
+   the RTT is short its pacing rate is the rate the ACKs come back at: on a path with no
+   added delay 78-85 % of its segments left at an ACK, and its "kept" events outvoted the
+   "backed off" ones 4 to 1: pacing is evidence, not a veto.)  bbr when p_bbr >=
    MIN_MAJORITY with MIN_VOTES votes (or paced); ``unknown`` when neither side reaches
    MIN_MAJORITY or there are fewer than MIN_VOTES votes (too few loss events).
 3. Stage 2, Reno or Cubic: decrease votes (events of MIN_WINDOW_MSS[side] segments or more:
@@ -617,9 +620,9 @@ def classify(row: dict) -> dict:
             f"{row['votes_reno']}, cubic {row['votes_cubic']}; growth votes reno "
             f"{row['growth_votes_reno']}, cubic {row['growth_votes_cubic']}; {pacing}")
     side_factor = SIDE_FACTOR.get(row["side"], SIDE_FACTOR["unknown"])
-    # stage 1: does the sender back off on loss?  (ACK-clocked: it is not BBR)
-    p_bbr = 0.0 if ack_clocked else (kept + 1 + PACING_VOTES * paced) / (
-        kept + cut + 2 + PACING_VOTES * paced)
+    # stage 1: does the sender back off on loss?  (pacing counts as votes either way)
+    p_bbr = (kept + 1 + PACING_VOTES * paced) / (
+        kept + cut + 2 + PACING_VOTES * (paced or ack_clocked))
     if p_bbr >= MIN_MAJORITY and (kept + cut >= MIN_VOTES or paced):
         return _verdict("bbr", p_bbr * side_factor, text)
     if 1 - p_bbr < MIN_MAJORITY or (kept + cut < MIN_VOTES and not ack_clocked):

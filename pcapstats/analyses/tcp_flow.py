@@ -53,48 +53,49 @@ MIN_TRIGGERS = 20      # pairs of each kind needed to judge
 MSS_MIN_BYTES = 536    # a segment size read from the lengths is at least IPv4's default MSS
 
 
-def data_direction(df) -> int:
+def data_direction(flow) -> int:
     """0 or 1: the direction of the stream's rows (tcp_analysis) that sent more payload."""
-    lens = df["tcp_len"].to_numpy(np.int64)
-    d = df["direction"].to_numpy()
+    lens = np.asarray(flow["tcp_len"], np.int64)
+    d = flow["direction"]
     return 0 if lens[d == 0].sum() >= lens[d == 1].sum() else 1
 
 
-def stream_rows(cap: Capture, stream: int):
-    """tcp_analysis of one stream (packet_analysis' raw columns: direction 0/1, optional
-    numbers NaN where absent) plus the header fields the stream analyses need: ``tcp_flags``,
-    ``tsval``/``tsecr`` (float, NaN without the timestamp option)."""
-    import pandas as pd  # lazy: pandas is loaded only by the analyses that use it (start-up)
-    df = pd.DataFrame(packet_analysis(cap, stream))
-    rows = np.searchsorted(cap.column("frame_number"), df["frame_number"].to_numpy())
-    df["tcp_flags"] = cap.column("tcp_flags")[rows]
-    df["tcp_hdr_len"] = cap.column("tcp_hdr_len")[rows]
-    df["ip_ttl"] = cap.column("ip_ttl")[rows]
-    df["mss_option"] = np.where(cap.present("tcp_option_mss")[rows],
-                                cap.column("tcp_option_mss")[rows], np.nan)
+def stream_rows(cap: Capture, stream: int) -> dict[str, np.ndarray]:
+    """One stream's rows as columns: tcp_analysis (packet_analysis' raw columns: direction
+    0/1, optional numbers NaN where absent) plus the header fields the stream analyses need:
+    ``tcp_flags``, ``tcp_hdr_len``, ``ip_ttl``, ``mss_option``, ``tsval``/``tsecr`` (float,
+    NaN without the option).  Plain arrays, no DataFrame: on a 1M-packet stream a DataFrame
+    copied every column once more."""
+    flow = packet_analysis(cap, stream)
+    rows = np.searchsorted(cap.column("frame_number"), flow["frame_number"])
+    flow["tcp_flags"] = cap.column("tcp_flags")[rows]
+    flow["tcp_hdr_len"] = cap.column("tcp_hdr_len")[rows]
+    flow["ip_ttl"] = cap.column("ip_ttl")[rows]
+    flow["mss_option"] = np.where(cap.present("tcp_option_mss")[rows],
+                                  cap.column("tcp_option_mss")[rows], np.nan)
     has_ts = cap.present("tcp_option_tsval")[rows]
     for name in ("tsval", "tsecr"):
-        df[name] = np.where(has_ts, cap.column(f"tcp_option_{name}")[rows], np.nan)
-    return df
+        flow[name] = np.where(has_ts, cap.column(f"tcp_option_{name}")[rows], np.nan)
+    return flow
 
 
-def segment_size(df, data_dir: int) -> tuple[int, str]:
+def segment_size(flow, data_dir: int) -> tuple[int, str]:
     """(the data sender's MSS in payload bytes, how it was found) for one stream's rows (from
     :func:`stream_rows`); 0 without data.  A sender's segments are at most the smaller of the
     two SYNs' MSS options less the TCP options each segment carries (RFC 9293 3.7.1); with
     segmentation offload the capture shows several of them as one packet, whose length is a
     multiple of the MSS."""
-    d = df["direction"].to_numpy()
-    lens = df["tcp_len"].to_numpy(np.int64)
+    d = flow["direction"]
+    lens = np.asarray(flow["tcp_len"], np.int64)
     data = (d == data_dir) & (lens > 0)
     if not data.any():
         return 0, "no data"
     largest = int(lens[data].max())
-    flags = df["tcp_flags"].to_numpy()
-    option = df["mss_option"].to_numpy(np.float64)[(flags & 0x02) != 0]
+    flags = flow["tcp_flags"]
+    option = np.asarray(flow["mss_option"], np.float64)[(flags & 0x02) != 0]
     option = option[~np.isnan(option)]
     if len(option):
-        options = int(np.median(df["tcp_hdr_len"].to_numpy(np.int64)[data])) - 20
+        options = int(np.median(np.asarray(flow["tcp_hdr_len"], np.int64)[data])) - 20
         mss = int(option.min()) - max(options, 0)
         if mss > 0:
             return mss, (f"SYN MSS option {int(option.min())} less {options} bytes of options"
@@ -110,25 +111,34 @@ def segment_size(df, data_dir: int) -> tuple[int, str]:
     return largest, "no MSS option seen; the largest segment"
 
 
-def capture_side(df, data_dir: int) -> tuple[str, str]:
+def capture_side(flow, data_dir: int) -> tuple[str, str]:
     """(one of SIDES, the evidence in words) for one stream's rows (from :func:`stream_rows`):
-    the first evidence of the module docstring's list that tells; what the others said
-    follows it."""
-    flags = df["tcp_flags"].to_numpy()
-    found = [_side_from_handshake(df, data_dir, flags), _side_from_triggers(df, data_dir),
-             _side_from_ttls(df, data_dir)]
-    told = [k for k, (side, _) in enumerate(found) if side is not None]
-    if not told:
-        side, text = _side_from_rtts(df, data_dir)
-        return side, "; ".join([text] + [t for _, t in found if t])
-    first = told[0]
-    return found[first][0], "; ".join([found[first][1]] + [t for k, (_, t) in enumerate(found)
-                                                           if k != first and t])
+    the first evidence of the module docstring's list that tells, except that TTLs showing
+    both directions past a router (the middle) come before the triggers, which only say which
+    end the point is near (:func:`near_end`); what the others said follows."""
+    flags = flow["tcp_flags"]
+    handshake, triggers, ttls = (_side_from_handshake(flow, data_dir, flags),
+                                 _side_from_triggers(flow, data_dir),
+                                 _side_from_ttls(flow, data_dir))
+    order = [handshake] + ([ttls, triggers] if ttls[0] == "middle" else [triggers, ttls])
+    for k, (side, text) in enumerate(order):
+        if side is not None:
+            return side, "; ".join([text] + [t for j, (_, t) in enumerate(order)
+                                             if j != k and t])
+    side, text = _side_from_rtts(flow, data_dir)
+    return side, "; ".join([text] + [t for _, t in order if t])
 
 
-def _side_from_handshake(df, data_dir, flags) -> tuple[str | None, str]:
-    t = df["frame_time_ns"].to_numpy()
-    d = df["direction"].to_numpy()
+def near_end(flow, data_dir: int) -> str | None:
+    """"sender" or "receiver": the end of the path a capture point is near, from which packets
+    trigger which (module docstring, 2.); None when that does not tell.  A point in the middle
+    is analysed as the end it is near."""
+    return _side_from_triggers(flow, data_dir)[0]
+
+
+def _side_from_handshake(flow, data_dir, flags) -> tuple[str | None, str]:
+    t = flow["frame_time_ns"]
+    d = flow["direction"]
     syn = (flags & 0x12) == 0x02
     synack = (flags & 0x12) == 0x12
     ack = (flags & 0x17) == 0x10
@@ -167,13 +177,13 @@ def _side_from_handshake(df, data_dir, flags) -> tuple[str | None, str]:
     return side, f"{text}: captured near {who}, the data {side}"
 
 
-def _side_from_triggers(df, data_dir) -> tuple[str | None, str]:
+def _side_from_triggers(flow, data_dir) -> tuple[str | None, str]:
     """Which packets follow which within microseconds (module docstring, 2.)."""
-    t = df["frame_time_ns"].to_numpy(np.int64)
-    d = df["direction"].to_numpy()
-    lens = df["tcp_len"].to_numpy(np.int64)
+    t = np.asarray(flow["frame_time_ns"], np.int64)
+    d = flow["direction"]
+    lens = np.asarray(flow["tcp_len"], np.int64)
     data = (d == data_dir) & (lens > 0)
-    new = data & ~df["resent"].to_numpy(bool)
+    new = data & ~np.asarray(flow["resent"], bool)
     ack = d != data_dir
     gap = np.diff(t)
     ack_to_data = gap[ack[:-1] & new[1:]]
@@ -189,11 +199,11 @@ def _side_from_triggers(df, data_dir) -> tuple[str | None, str]:
     return None, text
 
 
-def _side_from_ttls(df, data_dir) -> tuple[str | None, str]:
+def _side_from_ttls(flow, data_dir) -> tuple[str | None, str]:
     """Initial TTLs on one direction, decremented ones on the other (module docstring, 3.)."""
-    d = df["direction"].to_numpy()
-    ttl = df["ip_ttl"].to_numpy(np.int64)
-    lens = df["tcp_len"].to_numpy(np.int64)
+    d = flow["direction"]
+    ttl = np.asarray(flow["ip_ttl"], np.int64)
+    lens = np.asarray(flow["tcp_len"], np.int64)
     data, acks = ttl[(d == data_dir) & (lens > 0)], ttl[d != data_dir]
     if not len(data) or not len(acks):
         return None, ""
@@ -209,11 +219,11 @@ def _side_from_ttls(df, data_dir) -> tuple[str | None, str]:
     return None, text + " (no router on the path)"
 
 
-def _side_from_rtts(df, data_dir) -> tuple[str, str]:
+def _side_from_rtts(flow, data_dir) -> tuple[str, str]:
     """Wireshark's RTTs of the data and of its timestamp echoes (module docstring, 4.)."""
-    d = df["direction"].to_numpy()
-    ack_rtt = df["ack_rtt_ns"].to_numpy(np.float64, na_value=np.nan)[d != data_dir]
-    ts_rtt = df["ts_rtt_ns"].to_numpy(np.float64, na_value=np.nan)[d == data_dir]
+    d = flow["direction"]
+    ack_rtt = np.asarray(flow["ack_rtt_ns"], np.float64)[d != data_dir]
+    ts_rtt = np.asarray(flow["ts_rtt_ns"], np.float64)[d == data_dir]
     ack_rtt, ts_rtt = ack_rtt[~np.isnan(ack_rtt)], ts_rtt[~np.isnan(ts_rtt)]
     if len(ack_rtt) == 0 or len(ts_rtt) == 0:
         return "unknown", "nothing tells the side (no handshake, no timestamps)"
