@@ -115,24 +115,24 @@ def rtt(capture: Capture, *, stream: int | str | None = None) -> Rtt:
 
 
 def _rtt(capture: Capture, stream: int) -> Rtt:
-    df = stream_rows(capture, stream)
-    data_dir = data_direction(df)
-    ns = {name: df[name.replace("_ms", "_ns")].to_numpy(np.float64, na_value=np.nan)
+    flow = stream_rows(capture, stream)
+    data_dir = data_direction(flow)
+    ns = {name: np.asarray(flow[name.replace("_ms", "_ns")], np.float64)
           for name in RTT_SERIES}
-    keep = np.zeros(len(df), bool)
+    keep = np.zeros(len(flow["frame_number"]), bool)
     for v in ns.values():
         keep |= ~np.isnan(v)
     t0 = capture.column("frame_time_ns")[0]
-    d = df["direction"].to_numpy()[keep]
+    d = flow["direction"][keep]
     samples = {
         "stream": np.full(int(keep.sum()), stream, np.int64),
-        "frame_number": df["frame_number"].to_numpy()[keep],
-        "time_s": (df["frame_time_ns"].to_numpy()[keep] - t0) / 1e9,
+        "frame_number": flow["frame_number"][keep],
+        "time_s": (flow["frame_time_ns"][keep] - t0) / 1e9,
         "direction": np.asarray(DIRECTIONS, object)[d], "is_data_ack": d != data_dir,
         **{name: v[keep] / 1e6 for name, v in ns.items()},
     }
-    side, side_evidence = capture_side(df, data_dir)
-    irtt = df["initial_rtt_ns"].to_numpy(np.float64, na_value=np.nan)
+    side, side_evidence = capture_side(flow, data_dir)
+    irtt = np.asarray(flow["initial_rtt_ns"], np.float64)
     irtt = irtt[~np.isnan(irtt)]
     path = _path(stream, side, samples, DIRECTIONS[data_dir],
                  irtt[0] / 1e6 if len(irtt) else np.nan)

@@ -94,26 +94,26 @@ def seqgraph(capture: Capture, *, stream: int | str | None = None) -> SeqGraph:
 
 
 def _seqgraph(capture: Capture, stream: int) -> SeqGraph:
-    df = stream_rows(capture, stream)
-    data_dir = data_direction(df)
+    flow = stream_rows(capture, stream)
+    data_dir = data_direction(flow)
     t0 = int(capture.column("frame_time_ns")[0])
-    d = df["direction"].to_numpy()
-    seconds = (df["frame_time_ns"].to_numpy() - t0) / 1e9
-    frames = df["frame_number"].to_numpy()
-    data = np.flatnonzero((d == data_dir) & (df["tcp_len"].to_numpy() > 0))
-    resent = df["resent"].to_numpy(bool)
+    d = flow["direction"]
+    seconds = (flow["frame_time_ns"] - t0) / 1e9
+    frames = flow["frame_number"]
+    data = np.flatnonzero((d == data_dir) & (flow["tcp_len"] > 0))
+    resent = np.asarray(flow["resent"], bool)
     segments = {
         "frame_number": frames[data], "time_s": seconds[data],
-        "tcp_seq": df["tcp_seq"].to_numpy(np.int64)[data],
-        "tcp_nxtseq": df["tcp_nxtseq"].to_numpy(np.float64, na_value=np.nan)[data],
+        "tcp_seq": np.asarray(flow["tcp_seq"], np.int64)[data],
+        "tcp_nxtseq": np.asarray(flow["tcp_nxtseq"], np.float64)[data],
         "resent": resent[data]}
-    acks = np.flatnonzero((d != data_dir) & ((df["tcp_flags"].to_numpy() & 0x10) != 0))
-    ack = df["tcp_ack"].to_numpy(np.int64)[acks]
+    acks = np.flatnonzero((d != data_dir) & ((flow["tcp_flags"] & 0x10) != 0))
+    ack = np.asarray(flow["tcp_ack"], np.int64)[acks]
     ack_table = {
         "frame_number": frames[acks], "time_s": seconds[acks], "tcp_ack": ack,
-        "window_edge": ack + df["tcp_window_size"].to_numpy(np.int64)[acks]}
+        "window_edge": ack + np.asarray(flow["tcp_window_size"], np.int64)[acks]}
     tables = {"segments": segments, "acks": ack_table,
-              "sacks": _sacks(capture, df, data_dir, acks, seconds)}
+              "sacks": _sacks(capture, flow, data_dir, acks, seconds)}
     for table in tables.values():
         table["stream"] = np.full(len(table["frame_number"]), stream, np.int64)
     tables["summary"] = _summary(stream, DIRECTIONS[data_dir], tables)
@@ -137,10 +137,10 @@ def _summary(stream: int, data_dir: str, tables: dict) -> dict[str, np.ndarray]:
             for c in SUMMARY.columns}
 
 
-def _sacks(cap, df, data_dir, acks, seconds):
+def _sacks(cap, flow, data_dir, acks, seconds):
     """SACK blocks of the ACKs, relative to the data direction's base sequence number."""
-    frames = df["frame_number"].to_numpy()
-    d = df["direction"].to_numpy()
+    frames = flow["frame_number"]
+    d = flow["direction"]
     data_rows = np.flatnonzero(d == data_dir)
     out = {"frame_number": [], "time_s": [], "left": [], "right": []}
     empty = {"frame_number": np.zeros(0, np.int64), "time_s": np.zeros(0),
@@ -148,7 +148,7 @@ def _sacks(cap, df, data_dir, acks, seconds):
     if len(data_rows) and len(acks):
         all_frames = cap.column("frame_number")
         first = np.searchsorted(all_frames, frames[data_rows[0]])
-        base = (int(cap.column("tcp_seq_raw")[first]) - int(df["tcp_seq"].iloc[data_rows[0]])) \
+        base = (int(cap.column("tcp_seq_raw")[first]) - int(flow["tcp_seq"][data_rows[0]])) \
             % (1 << 32)
         rows = np.searchsorted(all_frames, frames[acks])
         for k in (1, 2, 3):

@@ -199,14 +199,16 @@ def tcp_analysis(capture: Capture, *, stream: int | None = None,
     return TcpAnalysis({"packets": table}, capture=capture.path)
 
 
-def packet_analysis(cap: Capture, stream: int | None = None,
-                    kernel: str = "auto") -> dict[str, np.ndarray]:
+def packet_analysis(cap: Capture, stream: int | None = None, kernel: str = "auto", *,
+                    columns: tuple[str, ...] | None = None) -> dict[str, np.ndarray]:
     """The same numbers for the other TCP analyses, as raw numpy columns: ``tcp_stream``,
     ``direction`` as 0 (a_to_b) / 1, optional numbers float64 with NaN where absent (exact:
-    every value is below 2^53)."""
+    every value is below 2^53).  ``columns``: only these (a long stream's unused columns cost
+    8 bytes a packet each)."""
     values, present = _analysis(cap, stream, kernel)
     out = {}
-    for name, v in values.items():
+    for name in list(values) if columns is None else columns:
+        v = values.pop(name)                   # each raw column let go once converted
         out[name] = np.where(present[name], v, np.nan) if name in present else v
     return out
 

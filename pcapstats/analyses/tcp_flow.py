@@ -42,6 +42,11 @@ from ..schema import INITIAL_TTLS
 from .tcp_analysis import packet_analysis
 
 SIDES = ("sender", "receiver", "middle", "unknown")
+# the tcp_analysis columns the stream analyses read (stream_rows adds header fields)
+FLOW_COLUMNS = ("frame_number", "frame_time_ns", "direction", "tcp_len", "tcp_seq", "tcp_ack",
+                "tcp_nxtseq", "tcp_window_size", "bytes_in_flight", "retransmission",
+                "out_of_order", "keep_alive", "zero_window_probe", "lost_segment", "resent",
+                "ack_rtt_ns", "ack_rtt_karn_ns", "ts_rtt_ns", "initial_rtt_ns")
 NEAR_FRACTION = 0.75   # the near side's share of the round trip needed to call the side
 HANDSHAKE_MIN_NS = 1_000_000   # a handshake round trip shorter than this tells no side: the
                                # hosts' own processing (10-50 us) is then as long as the path
@@ -66,7 +71,7 @@ def stream_rows(cap: Capture, stream: int) -> dict[str, np.ndarray]:
     ``tcp_flags``, ``tcp_hdr_len``, ``ip_ttl``, ``mss_option``, ``tsval``/``tsecr`` (float,
     NaN without the option).  Plain arrays, no DataFrame: on a 1M-packet stream a DataFrame
     copied every column once more."""
-    flow = packet_analysis(cap, stream)
+    flow = packet_analysis(cap, stream, columns=FLOW_COLUMNS)
     rows = np.searchsorted(cap.column("frame_number"), flow["frame_number"])
     flow["tcp_flags"] = cap.column("tcp_flags")[rows]
     flow["tcp_hdr_len"] = cap.column("tcp_hdr_len")[rows]
