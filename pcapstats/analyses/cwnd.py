@@ -158,18 +158,19 @@ LIMITED = TableSpec("limited", "one row per run of samples whose state is not cw
 
 @dataclass
 class CwndEstimate:
-    """The estimate of one stream as the analysis computes it (pandas tables without the
-    stream column); :class:`Cwnd` is what it returns, flavour reads this."""
+    """The estimate of one stream as the analysis computes it (tables as dicts of numpy
+    columns, without the stream column); :class:`Cwnd` is what it returns, flavour reads
+    this."""
     stream: int
     data_direction: int       # 0 (a_to_b) or 1
     side: str                 # one of SIDES; middle and unknown are analysed as the sender
     side_evidence: str
     mss_bytes: int
     rtt_s: float              # the smoothed RTT used for the one-RTT windows
-    samples: "object"         # DataFrame: SAMPLES' columns
-    losses: "object"          # DataFrame: LOSSES' columns
-    flight: "object"          # DataFrame: FLIGHT's columns
-    rwnd: "object"            # DataFrame: RWND's columns
+    samples: dict             # SAMPLES' columns
+    losses: dict              # LOSSES' columns
+    flight: dict              # FLIGHT's columns
+    rwnd: dict                # RWND's columns
     resent_segments: int      # the data direction's re-sent segments (tcp_analysis' resent)
 
 
@@ -193,9 +194,8 @@ class Cwnd(Result):
     def __init__(self, est: CwndEstimate, *, capture: str, name: str = ""):
         tables = {"samples": est.samples, "losses": est.losses, "flight": est.flight,
                   "rwnd": est.rwnd}
-        tables = {name: {"stream": np.full(len(t), est.stream, np.int64),
-                         **{c: t[c].to_numpy() for c in t.columns}}
-                  for name, t in tables.items()}
+        tables = {name: {"stream": np.full(len(next(iter(t.values()))), est.stream, np.int64),
+                         **t} for name, t in tables.items()}
         tables["limited"] = _limited(est.stream, tables["samples"])
         tables["summary"] = _summary(est, tables)
         notes = [f"stream {est.stream}: {est.side}-side capture ({est.side_evidence})"]
@@ -245,8 +245,7 @@ def estimate(cap: Capture, stream: int | None = None, *, side: str = "auto") -> 
     episodes = _episodes(v, receiver=receiver)
     _mark_recovery(samples, episodes, v)
     samples["cwnd_bytes"] = np.where(samples["state"] == "cwnd", samples["flight_bytes"], np.nan)
-    import pandas as pd  # lazy: see tcp_flow.stream_rows
-    table = pd.DataFrame({name: samples[name] for name in SAMPLES.names[1:]})
+    table = {name: samples[name] for name in SAMPLES.names[1:]}
     resent = int(np.asarray(flow["resent"], bool)[flow["direction"] == data_dir].sum())
     return CwndEstimate(stream, data_dir, found, evidence, v.mss, v.rtt_ns / 1e9, table,
                         _loss_table(episodes, samples, v), _flight_table(v), _rwnd_table(v),
@@ -552,8 +551,7 @@ def _mark_recovery(samples: dict, episodes: list[dict], v: _Views) -> None:
                     np.searchsorted(by_row, end, side="right")]] = "recovery"
 
 
-def _loss_table(episodes, samples, v: _Views):
-    import pandas as pd  # lazy: see tcp_flow.stream_rows
+def _loss_table(episodes, samples, v: _Views) -> dict[str, np.ndarray]:
     rows, flight = samples["_at"], samples["flight_bytes"]
     out = {name: [] for name in LOSSES.names[1:]}
     for e in episodes:
@@ -571,21 +569,19 @@ def _loss_table(episodes, samples, v: _Views):
         out["cwnd_before_bytes"].append(fb)
         out["cwnd_after_bytes"].append(fa)
         out["ratio"].append(fa / fb if fb > 0 else np.nan)
-    return pd.DataFrame({k: np.array(vals, dtype=np.int64 if k in ("start_frame", "recover_seq",
-                                                                    "resent_segments")
-                                      else np.float64) for k, vals in out.items()})
+    return {k: np.array(vals, dtype=np.int64 if k in ("start_frame", "recover_seq",
+                                                      "resent_segments") else np.float64)
+            for k, vals in out.items()}
 
 
-def _flight_table(v: _Views):
-    import pandas as pd  # lazy: see tcp_flow.stream_rows
+def _flight_table(v: _Views) -> dict[str, np.ndarray]:
     rows = v.data
-    return pd.DataFrame({"frame_number": v.frame[rows], "time_s": v.seconds(rows),
-                         "bytes_in_flight": v.bif[rows], "resent": v.resent[rows]})
+    return {"frame_number": v.frame[rows], "time_s": v.seconds(rows),
+            "bytes_in_flight": v.bif[rows], "resent": v.resent[rows]}
 
 
-def _rwnd_table(v: _Views):
-    import pandas as pd  # lazy: see tcp_flow.stream_rows
+def _rwnd_table(v: _Views) -> dict[str, np.ndarray]:
     rows = v.acks
-    return pd.DataFrame({"frame_number": v.frame[rows], "time_s": v.seconds(rows),
-                         "rwnd_bytes": v.win[rows].astype(np.float64),
-                         "edge_seq": (v.ack[rows] + v.win[rows]).astype(np.float64)})
+    return {"frame_number": v.frame[rows], "time_s": v.seconds(rows),
+            "rwnd_bytes": v.win[rows].astype(np.float64),
+            "edge_seq": (v.ack[rows] + v.win[rows]).astype(np.float64)}

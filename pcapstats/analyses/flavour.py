@@ -476,15 +476,15 @@ def flavour_stream(cap: Capture, stream: int) -> StreamFlavour:
     s, losses, flight = cw.samples, cw.losses, cw.flight
     mss, rtt_s = max(cw.mss_bytes, 1), cw.rtt_s
     t0 = int(cap.column("frame_time_ns")[0])
-    data_t_ns = (flight["time_s"].to_numpy() * 1e9).astype(np.int64) + t0
-    new = ~flight["resent"].to_numpy(bool)
+    data_t_ns = (flight["time_s"] * 1e9).astype(np.int64) + t0
+    new = ~np.asarray(flight["resent"], bool)
     new_t_ns = data_t_ns[new]
-    states = s["state"].to_numpy()
+    states = s["state"]
     n_out = max(int((states != "recovery").sum()), 1)
 
     first, before, after = congestion_events(
-        losses["start_s"].to_numpy(), losses["end_s"].to_numpy(),
-        losses["cwnd_before_bytes"].to_numpy(), losses["cwnd_after_bytes"].to_numpy(), rtt_s)
+        losses["start_s"], losses["end_s"],
+        losses["cwnd_before_bytes"], losses["cwnd_after_bytes"], rtt_s)
     min_window = MIN_WINDOW_MSS.get(cw.side, MIN_WINDOW_MSS["unknown"])
     factors, collapsed = decrease_factors(before, after, mss, min_window)
     coarse, _ = decrease_factors(before, after, mss, BACKOFF_MIN_WINDOW_MSS)
@@ -501,12 +501,12 @@ def flavour_stream(cap: Capture, stream: int) -> StreamFlavour:
         "stream": cw.stream,
         "side": cw.side,
         "side_evidence": cw.side_evidence,
-        "data_segments": int(len(flight)),
+        "data_segments": int(len(flight["time_s"])),
         "duration_s": duration_s,
         "rtt_ms": rtt_s * 1e3,
         "mss_bytes": cw.mss_bytes,
         "rwnd_limited_share": float((states == "rwnd").sum() / n_out),
-        "idle_share": idle_share(flight["time_s"].to_numpy(), ~new, cw.rwnd["time_s"].to_numpy(),
+        "idle_share": idle_share(flight["time_s"], ~new, cw.rwnd["time_s"],
                                  rtt_s),
         "loss_events": int(len(first)),
         "collapses": int(collapsed.sum()),
@@ -516,7 +516,7 @@ def flavour_stream(cap: Capture, stream: int) -> StreamFlavour:
         "backed_off": int((coarse <= CUT_FACTOR).sum()),
         "kept_window": int((coarse >= KEPT_FACTOR).sum()),
         "votes_reno": votes["reno"], "votes_cubic": votes["cubic"], "votes_bbr": votes["bbr"],
-        "loss_frames": _frames(losses["start_frame"].to_numpy()[first]),
+        "loss_frames": _frames(losses["start_frame"][first]),
         "epochs_fitted": len(fits),
         "growth_votes_reno": growth.count("reno"),
         "growth_votes_cubic": growth.count("cubic"),
@@ -526,46 +526,46 @@ def flavour_stream(cap: Capture, stream: int) -> StreamFlavour:
                                               for f in fits]),
         "cubic_c": _nanmedian([f.cubic_c / mss for f in fits]),   # segments / s^3
         "cubic_k_s": _nanmedian([f.cubic_k_s for f in fits]),
-        "ack_clocked_share": (ack_clocked_share(flight["time_s"].to_numpy()[new],
-                                                cw.rwnd["time_s"].to_numpy())
+        "ack_clocked_share": (ack_clocked_share(flight["time_s"][new],
+                                                cw.rwnd["time_s"])
                               if cw.side == "sender" else np.nan),
         "departure_gap_cv": departure_gap_cv(new_t_ns) if cw.side == "sender" else np.nan,
         "gain_cycling_strength": strength,
         "gain_cycling_amplitude": amplitude,
         "probe_rtt_dips": len(dips),
         "probe_rtt_ranges_s": "; ".join(f"{a:.2f}-{b:.2f}" for a, b in dips[:5]),
-        "slow_start_exit_frame": int(losses["start_frame"].iloc[0]) if len(losses) else -1,
-        "slow_start_exit_s": float(losses["start_s"].iloc[0]) if len(losses) else np.nan,
-        "slow_start_exit_bytes": (float(losses["cwnd_before_bytes"].iloc[0]) if len(losses)
+        "slow_start_exit_frame": int(losses["start_frame"][0]) if len(losses["start_s"]) else -1,
+        "slow_start_exit_s": float(losses["start_s"][0]) if len(losses["start_s"]) else np.nan,
+        "slow_start_exit_bytes": (float(losses["cwnd_before_bytes"][0]) if len(losses["start_s"])
                                   else np.nan),
     }
     row.update(classify(row))
     return StreamFlavour(row, Cwnd(cw, capture=cap.path,
                                    name=stream_names(cap).get(("tcp", stream), "")), epochs,
-                         [float(x) for x in losses["start_s"].to_numpy()[first]])
+                         [float(x) for x in losses["start_s"][first]])
 
 
 def _lengths(cap: Capture, flight, mask) -> np.ndarray:
-    rows = np.searchsorted(cap.column("frame_number"), flight["frame_number"].to_numpy()[mask])
+    rows = np.searchsorted(cap.column("frame_number"), flight["frame_number"][mask])
     return cap.column("tcp_len")[rows].astype(np.float64)
 
 
 def _epochs(samples, losses, mss: int, min_window_mss: int) -> list:
     """(t0_s, t1_s, GrowthFit) for each stretch of cwnd-limited samples between the end of one
     loss episode and the start of the next; W_max = the window before the first."""
-    t = samples["sender_time_s"].to_numpy()
-    w = samples["cwnd_bytes"].to_numpy(np.float64)
+    t = samples["sender_time_s"]
+    w = np.asarray(samples["cwnd_bytes"], np.float64)
     out = []
-    starts = losses["start_s"].to_numpy()
-    ends = losses["end_s"].to_numpy()
-    before = losses["cwnd_before_bytes"].to_numpy()
+    starts = losses["start_s"]
+    ends = losses["end_s"]
+    before = losses["cwnd_before_bytes"]
     windowed = np.flatnonzero(~np.isnan(w))     # the cwnd-limited samples, by time:
     order = windowed[np.argsort(t[windowed], kind="stable")]   # one sort, a search an epoch
     by_time = t[order]
-    for k in range(len(losses)):
+    for k in range(len(starts)):
         if np.isnan(ends[k]) or before[k] < min_window_mss * mss:
             continue
-        stop = starts[k + 1] if k + 1 < len(losses) else np.inf
+        stop = starts[k + 1] if k + 1 < len(starts) else np.inf
         keep = np.sort(order[np.searchsorted(by_time, ends[k], side="right"):
                              np.searchsorted(by_time, stop, side="left")])
         fit = growth_fits(t[keep] - ends[k], w[keep], before[k])
