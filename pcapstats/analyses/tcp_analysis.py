@@ -203,8 +203,8 @@ def packet_analysis(cap: Capture, stream: int | None = None, kernel: str = "auto
                     columns: tuple[str, ...] | None = None) -> dict[str, np.ndarray]:
     """The same numbers for the other TCP analyses, as raw numpy columns: ``tcp_stream``,
     ``direction`` as 0 (a_to_b) / 1, optional numbers float64 with NaN where absent (exact:
-    every value is below 2^53).  ``columns``: only these (a long stream's unused columns cost
-    8 bytes a packet each)."""
+    every value is below 2^53); ``row``: each packet's row in ``cap``.  ``columns``: only these
+    (a long stream's unused columns cost 8 bytes a packet each)."""
     values, present = _analysis(cap, stream, kernel)
     out = {}
     for name in list(values) if columns is None else columns:
@@ -254,6 +254,7 @@ def _analysis(cap: Capture, stream: int | None, kernel: str):
     analysed = inputs["analysed"].astype(bool)
     syn = (inputs["flags"] & 0x002) != 0
     values = {
+        "row": rows,                       # the packet table's row of each (not a column)
         "frame_number": inputs["frame"], "frame_time_ns": inputs["t"],
         "tcp_stream": inputs["stream"], "direction": inputs["dir"],
         "tcp_len": inputs["seglen"], "tcp_seq": out["rel_seq"], "tcp_ack": out["rel_ack"],

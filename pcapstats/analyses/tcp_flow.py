@@ -43,8 +43,8 @@ from .tcp_analysis import packet_analysis
 
 SIDES = ("sender", "receiver", "middle", "unknown")
 # the tcp_analysis columns the stream analyses read (stream_rows adds header fields)
-FLOW_COLUMNS = ("frame_number", "frame_time_ns", "direction", "tcp_len", "tcp_seq", "tcp_ack",
-                "tcp_nxtseq", "tcp_window_size", "bytes_in_flight", "retransmission",
+FLOW_COLUMNS = ("row", "frame_number", "frame_time_ns", "direction", "tcp_len", "tcp_seq",
+                "tcp_ack", "tcp_nxtseq", "tcp_window_size", "bytes_in_flight", "retransmission",
                 "out_of_order", "keep_alive", "zero_window_probe", "lost_segment", "resent",
                 "ack_rtt_ns", "ack_rtt_karn_ns", "ts_rtt_ns", "initial_rtt_ns")
 NEAR_FRACTION = 0.75   # the near side's share of the round trip needed to call the side
@@ -72,7 +72,7 @@ def stream_rows(cap: Capture, stream: int) -> dict[str, np.ndarray]:
     NaN without the option).  Plain arrays, no DataFrame: on a 1M-packet stream a DataFrame
     copied every column once more."""
     flow = packet_analysis(cap, stream, columns=FLOW_COLUMNS)
-    rows = np.searchsorted(cap.column("frame_number"), flow["frame_number"])
+    rows = flow["row"]
     flow["tcp_flags"] = cap.column("tcp_flags")[rows]
     flow["tcp_hdr_len"] = cap.column("tcp_hdr_len")[rows]
     flow["ip_ttl"] = cap.column("ip_ttl")[rows]
