@@ -233,7 +233,7 @@ def estimate(cap: Capture, stream: int | None = None, *, side: str = "auto") -> 
         found, evidence = side, f"given: {side}"
     receiver = found == "receiver" or (found == "middle"    # analysed as the end it is near
                                        and near_end(flow, data_dir) == "receiver")
-    t0 = int(cap.column("frame_time_ns")[0])
+    t0 = cap.first_time_ns
     v = _Views(flow, data_dir, t0)
     if v.data.size == 0:
         raise UsageError(f"TCP stream {stream} carries no data", path=cap.path,

@@ -475,7 +475,7 @@ def flavour_stream(cap: Capture, stream: int) -> StreamFlavour:
     cw = estimate(cap, stream)
     s, losses, flight = cw.samples, cw.losses, cw.flight
     mss, rtt_s = max(cw.mss_bytes, 1), cw.rtt_s
-    t0 = int(cap.column("frame_time_ns")[0])
+    t0 = cap.first_time_ns
     data_t_ns = (flight["time_s"] * 1e9).astype(np.int64) + t0
     new = ~np.asarray(flight["resent"], bool)
     new_t_ns = data_t_ns[new]
