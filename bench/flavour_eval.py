@@ -263,8 +263,8 @@ def classify_cell(sidecar_file: Path) -> list[dict]:
                 pairs=int(scenario.get("pairs", 1)) * int(scenario.get("parallel", 1)),
                 loss=scenario.get("loss"), loss_pct=_loss_pct(scenario),
                 delay=scenario.get("delay"),
-                rtt_ms=_rtt_ms(scenario), rate=scenario.get("rate"),
-                duration_s=float(scenario.get("duration_s") or 0),
+                base_rtt_ms=_rtt_ms(scenario), rate=scenario.get("rate"),
+                flow_s=float(scenario.get("duration_s") or 0),
                 timestamps=bool(scenario.get("timestamps", True)),
                 sack=bool(scenario.get("sack", True)), app_rate=scenario.get("app_rate"),
                 app_limited=bool(scenario.get("app_rate")),
@@ -302,7 +302,7 @@ def strata(df):
     """(side, base RTT, loss, flows, duration) -> flows, unknown, correct among labelled; in
     order (side sender, router, receiver; then numbers)."""
     side_order = {"sender": 0, "router": 1, "receiver": 2}
-    keys = ["true_side", "rtt_ms", "loss_pct", "pairs", "duration_s"]
+    keys = ["true_side", "base_rtt_ms", "loss_pct", "pairs", "flow_s"]
     out = []
     for key, g in df.groupby(keys):
         n, unknown, correct, wrong = _shares(g)
