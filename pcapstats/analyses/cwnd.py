@@ -167,6 +167,7 @@ class CwndEstimate:
     side_evidence: str
     mss_bytes: int
     rtt_s: float              # the smoothed RTT used for the one-RTT windows
+    rtt_from: str             # which RTT that is (_smoothed_rtt): "default" if none was measured
     samples: dict             # SAMPLES' columns
     losses: dict              # LOSSES' columns
     flight: dict              # FLIGHT's columns
@@ -234,7 +235,7 @@ def estimate(cap: Capture, stream: int | None = None, *, side: str = "auto") -> 
     receiver = found == "receiver" or (found == "middle"    # analysed as the end it is near
                                        and near_end(flow, data_dir) == "receiver")
     t0 = cap.first_time_ns
-    v = _Views(flow, data_dir, t0)
+    v = _Views(flow, data_dir, t0, receiver)
     if v.data.size == 0:
         raise UsageError(f"TCP stream {stream} carries no data", path=cap.path,
                          hint="pick a stream with payload (see `pcapstats throughput`)")
@@ -247,9 +248,9 @@ def estimate(cap: Capture, stream: int | None = None, *, side: str = "auto") -> 
     samples["cwnd_bytes"] = np.where(samples["state"] == "cwnd", samples["flight_bytes"], np.nan)
     table = {name: samples[name] for name in SAMPLES.names[1:]}
     resent = int(np.asarray(flow["resent"], bool)[flow["direction"] == data_dir].sum())
-    return CwndEstimate(stream, data_dir, found, evidence, v.mss, v.rtt_ns / 1e9, table,
-                        _loss_table(episodes, samples, v), _flight_table(v), _rwnd_table(v),
-                        resent)
+    return CwndEstimate(stream, data_dir, found, evidence, v.mss, v.rtt_ns / 1e9, v.rtt_from,
+                        table, _loss_table(episodes, samples, v), _flight_table(v),
+                        _rwnd_table(v), resent)
 
 
 def tcp_info_errors(samples, t0_ns: int, info_t_ns, info_cwnd_bytes, *, rtt_s: float,
@@ -317,7 +318,7 @@ def _limited(stream: int, samples: dict) -> dict[str, np.ndarray]:
 class _Views:
     """The stream's rows split into data segments (D) and the other direction (A)."""
 
-    def __init__(self, flow, data_dir, t0):
+    def __init__(self, flow, data_dir, t0, receiver: bool):
         self.t0 = t0
         self.t = np.asarray(flow["frame_time_ns"], np.int64)
         self.frame = np.asarray(flow["frame_number"], np.int64)
@@ -340,7 +341,7 @@ class _Views:
         self.acks = np.flatnonzero((d != data_dir) & ((flags & _ACK) != 0) & ((flags & _SYN) == 0))
         self.rev = np.flatnonzero(d != data_dir)
         self.mss = segment_size(flow, data_dir)[0]
-        self.rtt_ns = _smoothed_rtt(flow, data_dir)
+        self.rtt_ns, self.rtt_from = _smoothed_rtt(flow, data_dir, receiver)
         self.min_rtt_ns = _min_rtt(flow, data_dir, self.rtt_ns)
         # highest byte of the data direction sent so far, at every row
         nx = np.where(d == data_dir, np.nan_to_num(self.nxtseq, nan=0.0), 0.0)
@@ -368,25 +369,33 @@ def _carry(n, rows, values) -> np.ndarray:
     return carried
 
 
-def _smoothed_rtt(flow, data_dir) -> int:
-    """The median Karn RTT of the data's ACKs (sender side), else of the timestamp echoes on
-    the data (receiver side), else of the repairs of holes (:func:`repair_rtts`, receiver side
-    without timestamps: under load, where the handshake's RTT has no queue in it), else
-    tshark's initial RTT, else 100 ms."""
+RTT_SOURCES = {   # where the smoothed RTT comes from, in order, by the side analysed
+    "sender": ("ack_rtt_karn_ns", "initial_rtt_ns"),
+    "receiver": ("ts_rtt_ns", "repair", "initial_rtt_ns"),
+}
+DEFAULT_RTT_NS = 100_000_000
+
+
+def _smoothed_rtt(flow, data_dir, receiver: bool) -> tuple[int, str]:
+    """(ns, where from): at the sender the median Karn RTT of the data's ACKs; at the receiver
+    the median timestamp RTT of the data (the receiver's ACK to the data echoing it), else of
+    the repairs of holes (:func:`repair_rtts`, without timestamps: under load, where the
+    handshake's RTT has no queue in it); else tshark's initial RTT; else DEFAULT_RTT_NS
+    ("default": nothing measured one)."""
     d = flow["direction"]
-    for name, mask in (("ack_rtt_karn_ns", d != data_dir), ("ts_rtt_ns", d == data_dir),
-                       ("ts_rtt_ns", d != data_dir), ("repair", None),
-                       ("initial_rtt_ns", np.ones(len(d), bool))):
+    for name in RTT_SOURCES["receiver" if receiver else "sender"]:
         if name == "repair":
             v = repair_rtts(flow, data_dir)
             if len(v) < MIN_REPAIRS:
                 continue
         else:
-            v = np.asarray(flow[name], np.float64)[mask]
+            mask = {"ack_rtt_karn_ns": d != data_dir, "ts_rtt_ns": d == data_dir}.get(name)
+            v = np.asarray(flow[name], np.float64)
+            v = v[mask] if mask is not None else v
         v = v[~np.isnan(v) & (v > 0) & (v < GAP_NS)]   # an "RTT" of an hour is a clock step
-        if len(v) >= 1 and np.median(v) > 1e5:   # ignore the near-zero half at the far side
-            return int(np.median(v))
-    return 100_000_000
+        if len(v):
+            return int(np.median(v)), name.removesuffix("_ns")
+    return DEFAULT_RTT_NS, "default"
 
 
 def repair_rtts(flow, data_dir) -> np.ndarray:

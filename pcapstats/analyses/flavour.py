@@ -48,12 +48,13 @@ tcp_analysis.  Nothing here re-derives a window or a loss episode.
    MIN_MAJORITY with MIN_VOTES votes (or paced); ``unknown`` when neither side reaches
    MIN_MAJORITY or there are fewer than MIN_VOTES votes (too few loss events).
 3. Stage 2, Reno or Cubic: decrease votes (events of MIN_WINDOW_MSS[side] segments or more:
-   after nearest max(W/2, 2) or max(0.7 W, 2)) alone when there are MIN_VOTES of them and
-   they agree (share >= MIN_MAJORITY: on issue 16's matrix, trial 1, such votes were right
-   for all of 115 flows, growth votes for 97 %: at the receiver and where the RTT is mostly
-   queue, growth per RTT is blurred), else with growth votes (epochs growing >=
-   RENO_GROWTH_MIN or within CUBIC_GROWTH segments per RTT); p = (votes + 1) / (all + 2);
-   ``unknown`` under MIN_VOTES votes or when p < MIN_MAJORITY (split evidence).
+   after nearest max(W/2, 2) or max(0.7 W, 2)) plus growth votes (epochs growing >=
+   RENO_GROWTH_MIN or within CUBIC_GROWTH segments per RTT); p = (votes + 1) / (all + 2).
+   Where the decrease votes number MIN_VOTES and agree (share >= MIN_MAJORITY) but the two
+   together do not clearly say the same, the decrease votes alone (issue 16's matrix, trial
+   1: agreeing decrease votes were right for all of 115 flows, growth votes for 97 %: at the
+   receiver and where the RTT is mostly queue, growth per RTT is blurred).  ``unknown``
+   under MIN_VOTES votes or when p < MIN_MAJORITY (split evidence).
 4. confidence = the stage shares multiplied (p_bbr; or (1 - p_bbr) x p) x SIDE_FACTOR[side]
    (a receiver-side capture estimates windows from the receiver's ACKs and the arrivals:
    about one segment blurred, so its votes are fewer and noisier).
@@ -107,6 +108,12 @@ PACING_VOTES = 3            # a paced sender counts as this many votes for "no b
 PACED_WEIGHT = 0.5          # ... or this share of its events' votes, if more (issue 16's
                             # matrix, trial 1: a paced BBR's events at RTT 1 ms "kept" 35-56 %
                             # of the time, Reno's and Cubic's 0-7 %)
+RESPONSE_FACTOR = 3         # goodput at least this many times what Reno or Cubic could send
+                            # at the flow's rate of loss rounds (loss_response): it did not
+                            # back off (issue 16's matrix, trial 1: reno and cubic 0.03-2.1,
+                            # bbr 0.6-15.5, median 4.9; the receiver-side BBR flows that showed
+                            # too few loss episodes to judge, in perpetual recovery: 10-15)
+RESPONSE_VOTES = 3          # ... counted as this many votes for "no back-off"
 GROWTH_MIN_WINDOW_MSS = 3   # an epoch's previous maximum must hold this many segments to vote
 GROWTH_MIN_RTTS = 5         # ... and the epoch last this many RTTs
 RENO_GROWTH_MIN = 0.7       # growth >= this many segments per RTT: a Reno vote (Reno: +1 per RTT;
@@ -123,6 +130,9 @@ MIN_RTTS = 20               # a flow must last this many RTTs
 MAX_LIMITED_SHARE = 0.5     # receiver-window-limited share of the samples above this: unknown
 IDLE_AFTER_ACK_RTTS = 1.5   # see idle_share: the receiver side sees data one RTT after its ACK
 MAX_IDLE_SHARE = 0.3        # idle share of the flow's time above this: application-limited
+IDLE_MIN_S = 0.001          # an idle gap is longer than the RTT and than this (issue 16's
+                            # matrix: at 1 Gbit/s with no path delay the RTT is 30-40 us and a
+                            # busy sender's scheduling left 30-49 % of the time in such gaps)
 SIDE_FACTOR = {"sender": 1.0, "receiver": 0.9, "middle": 0.8, "unknown": 0.8}
 
 
@@ -150,6 +160,11 @@ STREAMS = TableSpec("streams", "one row per TCP stream that carried MIN_STREAM_B
        "after the last ACK: application-limited", optional=True),
     _C("loss_events", "int64", "congestion events: loss episodes, those within one RTT of the "
        "previous merged"),
+    _C("loss_rounds", "int64", "round trips (RTT-long intervals) with a re-sent segment in them"),
+    _C("loss_response", "float64", "the sender's goodput over what Reno or Cubic could send at "
+       "this rate of loss rounds and this RTT (the larger of their response functions): "
+       "about 1 or less for a sender that backs off, far above for one that does not",
+       optional=True),
     _C("collapses", "int64", "events whose window fell under COLLAPSE_FACTOR x before "
        "(timeouts)"),
     _C("decrease_events", "int64", "events with a decrease factor that counts (window before "
@@ -440,10 +455,30 @@ def probe_rtt_dips(t_s, flight_bytes, resent, mss_bytes: int) -> list[tuple[floa
     return out
 
 
+def loss_response(data_t_s, resent, new_bytes: float, rtt_s: float, mss_bytes: int
+                  ) -> tuple[int, float]:
+    """(loss rounds, goodput / the most Reno or Cubic could send): a loss round is an RTT-long
+    interval of the flow with a re-sent segment in it; p = rounds / new segments is the rate
+    of loss events a loss-based sender answers (one decrease a round).  Reno's window
+    sqrt(3 / (2 p)) segments (Mathis et al. 1997) and Cubic's 1.054 (RTT^3 / p^3)^(1/4)
+    (RFC 8312 5.1, C = 0.4, beta 0.7), each sent once an RTT, bound what they deliver; a
+    sender far above the larger has not backed off (BBR).  NaN without a loss round."""
+    t = np.asarray(data_t_s, np.float64)
+    resent = np.asarray(resent, bool)
+    if len(t) < 2 or not rtt_s > 0 or not resent.any():    # NaN: the RTT is not known
+        return 0, np.nan
+    duration = float(t[-1] - t[0])
+    rounds = len(np.unique(((t[resent] - t[0]) // rtt_s).astype(np.int64)))
+    p = rounds / max(int((~resent).sum()), 1)
+    window = max(np.sqrt(1.5 / p), 1.054 * (rtt_s ** 3 / p ** 3) ** 0.25)   # segments
+    most = window * mss_bytes / rtt_s                                      # bytes / s
+    return rounds, (float(new_bytes / duration / most) if duration > 0 else np.nan)
+
+
 def idle_share(data_t_s, resent, ack_t_s, rtt_s: float) -> float:
-    """Share of the flow's time in gaps of more than one RTT before a new data segment that
-    came more than IDLE_AFTER_ACK_RTTS RTTs after the last ACK: the sender had been told and
-    sent nothing (application-limited).  A gap ended by a re-sent segment (a timeout) or by
+    """Share of the flow's time in gaps of more than one RTT (and IDLE_MIN_S) before a new
+    data segment that came more than IDLE_AFTER_ACK_RTTS RTTs after the last ACK: the sender
+    had been told and sent nothing (application-limited).  A gap ended by a re-sent segment (a timeout) or by
     a segment sent at an ACK (a window waiting for it; on the receiver side the data follows
     the ACK by one RTT) is not idle.  The flow's time is the sum of its steps forward; a step
     back or a gap the clock module calls a clock's (clock.GAP_NS) counts neither way."""
@@ -460,6 +495,7 @@ def idle_share(data_t_s, resent, ack_t_s, rtt_s: float) -> float:
         since_ack = np.where(j >= 0, t[1:] - acks[np.maximum(j, 0)], np.inf)
     else:                                   # no window sample at all: nothing to wait for
         since_ack = np.full(len(gap), np.inf)
+    rtt_s = max(rtt_s, IDLE_MIN_S)          # shorter silences are the host's, not the app's
     idle = lived & (gap > rtt_s) & (since_ack > IDLE_AFTER_ACK_RTTS * rtt_s) \
         & ~np.asarray(resent, bool)[1:]
     return float(gap[idle].sum() / gap[lived].sum())
@@ -515,6 +551,9 @@ def flavour_stream(cap: Capture, stream: int) -> StreamFlavour:
         "idle_share": idle_share(flight["time_s"], ~new, cw.rwnd["time_s"],
                                  rtt_s),
         "loss_events": int(len(first)),
+        **dict(zip(("loss_rounds", "loss_response"),
+                   loss_response(flight["time_s"], ~new, _lengths(cap, flight, new).sum(),
+                                 rtt_s if cw.rtt_from != "default" else np.nan, mss))),
         "collapses": int(collapsed.sum()),
         "decrease_events": int((~np.isnan(factors)).sum()),
         "decrease_factor_median": _nanmedian(factors),
@@ -622,6 +661,9 @@ def classify(row: dict) -> dict:
               f"ACK-clocked ({clocked:.0%} sent at an ACK)" if ack_clocked else
               f"pacing unclear ({clocked:.0%} sent at an ACK)" if sender else
               "pacing not visible on this side")
+    if row["loss_response"] == row["loss_response"]:      # not NaN
+        pacing += (f"; goodput {row['loss_response']:.1f} x what Reno or Cubic could send at "
+                   f"{row['loss_rounds']} loss rounds")
     text = (f"{cut} decreases backed off, {kept} did not; decrease votes reno "
             f"{row['votes_reno']}, cubic {row['votes_cubic']}; growth votes reno "
             f"{row['growth_votes_reno']}, cubic {row['growth_votes_cubic']}; {pacing}")
@@ -629,8 +671,10 @@ def classify(row: dict) -> dict:
     # stage 1: does the sender back off on loss?  (pacing counts as votes either way)
     pacing_votes = max(PACING_VOTES, PACED_WEIGHT * (kept + cut)) if paced else \
         PACING_VOTES * ack_clocked
-    p_bbr = (kept + 1 + pacing_votes * paced) / (kept + cut + 2 + pacing_votes)
-    if p_bbr >= MIN_MAJORITY and (kept + cut >= MIN_VOTES or paced):
+    unbowed = bool(row["loss_response"] >= RESPONSE_FACTOR)   # NaN: False
+    p_bbr = (kept + 1 + pacing_votes * paced + RESPONSE_VOTES * unbowed) / (
+        kept + cut + 2 + pacing_votes + RESPONSE_VOTES * unbowed)
+    if p_bbr >= MIN_MAJORITY and (kept + cut >= MIN_VOTES or paced or unbowed):
         return _verdict("bbr", p_bbr * side_factor, text)
     if 1 - p_bbr < MIN_MAJORITY or (kept + cut < MIN_VOTES and not ack_clocked):
         if kept + cut < MIN_VOTES:
@@ -638,11 +682,15 @@ def classify(row: dict) -> dict:
                             f"judge ({row['loss_events']} in all, {row['collapses']} timeouts); "
                             + text)
         return _unknown("evidence split on backing off: " + text)
-    # stage 2: Reno or Cubic, by the decreases where they agree, else decreases and growth
+    # stage 2: Reno or Cubic, by decreases and growth; by the decreases alone where they
+    # agree among themselves and the two together do not say the same clearly
     decrease_reno, decrease_cubic = row["votes_reno"], row["votes_cubic"]
     p_decrease = (decrease_reno + 1) / (decrease_reno + decrease_cubic + 2)
-    if decrease_reno + decrease_cubic >= MIN_VOTES and \
-            max(p_decrease, 1 - p_decrease) >= MIN_MAJORITY:
+    p_both = (reno + 1) / (reno + cubic + 2)
+    decisive = decrease_reno + decrease_cubic >= MIN_VOTES and \
+        max(p_decrease, 1 - p_decrease) >= MIN_MAJORITY
+    if decisive and ((p_both >= 0.5) != (p_decrease >= 0.5)
+                     or max(p_both, 1 - p_both) < MIN_MAJORITY):
         reno, cubic = decrease_reno, decrease_cubic
     if reno + cubic < MIN_VOTES:
         return _unknown("too few loss events and growth epochs to tell reno from cubic: " + text)

@@ -75,20 +75,16 @@ def test_heavy_loss_is_the_cc_or_unknown(name):
 
 def test_side_is_reported_and_lowers_confidence():
     """Receiver-side verdicts carry SIDE_FACTOR: the documented product of the two stages'
-    Laplace shares, times 0.9 (stage 2 on the decrease votes alone where they agree)."""
+    Laplace shares, times 0.9."""
     sender = fl.flavour(ps.read(CAPTURES / "sp-reno-loss1pct.pcap")).to_pandas().iloc[0]
     assert sender["side"] == "sender"
     receiver = fl.flavour(ps.read(CAPTURES / "sp-2pairs-reno+cubic.pcap")).to_pandas()
     assert set(receiver["side"]) == {"receiver"}
     for _, r in receiver.iterrows():
         p_bbr = (r["kept_window"] + 1) / (r["kept_window"] + r["backed_off"] + 2)
-        reno, cubic = r["votes_reno"], r["votes_cubic"]
-        agree = reno + cubic >= fl.MIN_VOTES and \
-            (max(reno, cubic) + 1) / (reno + cubic + 2) >= fl.MIN_MAJORITY
-        if not agree:
-            reno += r["growth_votes_reno"]
-            cubic += r["growth_votes_cubic"]
-        p = (max(reno, cubic) + 1) / (reno + cubic + 2)
+        reno = r["votes_reno"] + r["growth_votes_reno"]
+        cubic = r["votes_cubic"] + r["growth_votes_cubic"]
+        p = (max(reno, cubic) + 1) / (reno + cubic + 2)     # decreases and growth agree here
         assert r["confidence"] == pytest.approx((1 - p_bbr) * p * fl.SIDE_FACTOR["receiver"],
                                                 abs=1e-3)
 
