@@ -50,11 +50,11 @@ tcp_analysis.  Nothing here re-derives a window or a loss episode.
 3. Stage 2, Reno or Cubic: decrease votes (events of MIN_WINDOW_MSS[side] segments or more:
    after nearest max(W/2, 2) or max(0.7 W, 2)) plus growth votes (epochs growing >=
    RENO_GROWTH_MIN or within CUBIC_GROWTH segments per RTT); p = (votes + 1) / (all + 2).
-   Where the decrease votes number MIN_VOTES and agree (share >= MIN_MAJORITY) but the two
-   together do not clearly say the same, the decrease votes alone (issue 16's matrix, trial
-   1: agreeing decrease votes were right for all of 115 flows, growth votes for 97 %: at the
-   receiver and where the RTT is mostly queue, growth per RTT is blurred).  ``unknown``
-   under MIN_VOTES votes or when p < MIN_MAJORITY (split evidence).
+   Where the decrease votes number MIN_VOTES and agree (share >= MIN_MAJORITY), they decide
+   the label and p is the larger of their own share and the combined one (issue 16's matrix,
+   trial 1: agreeing decrease votes were right for all of 115 flows, growth votes for 97 %:
+   at the receiver and where the RTT is mostly queue, growth per RTT is blurred).
+   ``unknown`` under MIN_VOTES votes or when p < MIN_MAJORITY (split evidence).
 4. confidence = the stage shares multiplied (p_bbr; or (1 - p_bbr) x p) x SIDE_FACTOR[side]
    (a receiver-side capture estimates windows from the receiver's ACKs and the arrivals:
    about one segment blurred, so its votes are fewer and noisier).
@@ -682,19 +682,20 @@ def classify(row: dict) -> dict:
                             f"judge ({row['loss_events']} in all, {row['collapses']} timeouts); "
                             + text)
         return _unknown("evidence split on backing off: " + text)
-    # stage 2: Reno or Cubic, by decreases and growth; by the decreases alone where they
-    # agree among themselves and the two together do not say the same clearly
-    decrease_reno, decrease_cubic = row["votes_reno"], row["votes_cubic"]
-    p_decrease = (decrease_reno + 1) / (decrease_reno + decrease_cubic + 2)
-    p_both = (reno + 1) / (reno + cubic + 2)
-    decisive = decrease_reno + decrease_cubic >= MIN_VOTES and \
-        max(p_decrease, 1 - p_decrease) >= MIN_MAJORITY
-    if decisive and ((p_both >= 0.5) != (p_decrease >= 0.5)
-                     or max(p_both, 1 - p_both) < MIN_MAJORITY):
-        reno, cubic = decrease_reno, decrease_cubic
+    # stage 2: Reno or Cubic: by decreases and growth together, or by the decreases alone
+    # where they agree among themselves, whichever says more (growth per RTT is the blurred
+    # evidence: it may weaken agreeing decreases, never overrule them)
     if reno + cubic < MIN_VOTES:
         return _unknown("too few loss events and growth epochs to tell reno from cubic: " + text)
-    p_reno = (reno + 1) / (reno + cubic + 2)
+    decrease_reno, decrease_cubic = row["votes_reno"], row["votes_cubic"]
+    p_both = (reno + 1) / (reno + cubic + 2)
+    p_decrease = (decrease_reno + 1) / (decrease_reno + decrease_cubic + 2)
+    if decrease_reno + decrease_cubic >= MIN_VOTES and \
+            max(p_decrease, 1 - p_decrease) >= MIN_MAJORITY:
+        p_reno = p_decrease if (p_decrease >= 0.5) != (p_both >= 0.5) else \
+            (max(p_both, p_decrease) if p_decrease >= 0.5 else min(p_both, p_decrease))
+    else:
+        p_reno = p_both
     label, p = ("reno", p_reno) if p_reno >= 0.5 else ("cubic", 1 - p_reno)
     if p < MIN_MAJORITY:
         return _unknown("evidence split between reno and cubic: " + text)
