@@ -86,7 +86,7 @@ def test_side_is_reported_and_lowers_confidence():
         cubic = r["votes_cubic"] + r["growth_votes_cubic"]
         p = (max(reno, cubic) + 1) / (reno + cubic + 2)     # decreases and growth agree here
         decreases = r["votes_reno"] + r["votes_cubic"]
-        if decreases >= fl.MIN_VOTES:                       # the larger share counts
+        if decreases >= fl.DECREASES_DECIDE:                # the larger share counts
             p = max(p, (max(r["votes_reno"], r["votes_cubic"]) + 1) / (decreases + 2))
         assert r["confidence"] == pytest.approx((1 - p_bbr) * p * fl.SIDE_FACTOR["receiver"],
                                                 abs=1e-3)
