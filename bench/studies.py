@@ -2,6 +2,7 @@
 
     python bench/studies.py accuracy [--quick] [--keep DIR | --from DIR] [--markdown]
     python bench/studies.py speed [--quick] [--repeat 3] [--remake] [--data bench/data] [--markdown]
+                                  [--only pings|udp|tcp ...] [--no-peers]
 
 **accuracy** runs lab scenarios (root, network namespaces; ~3 minutes, --quick ~1) and sets
 what each command finds in the capture beside what an independent source says: the link rate
@@ -14,6 +15,8 @@ difference and whether it is within the stated target.
 --format csv > /dev/null``), median of --repeat runs, peak RSS by GNU time, beside ``pcapstats
 throughput`` on the same file and tshark's nearest equivalent, on captures of over a million
 packets made once with the lab and cached in --data (see bench/_studies_captures.py).
+``--only pings`` times one capture's rows (throughput beside them stays: the ratio needs it),
+``--no-peers`` leaves tshark out (its 5-15 s a run dominate a quick look at one command).
 
 Both print and never assert: a number outside its target is shown as MISSED. See
 bench/README.md, "Study commands".
@@ -501,10 +504,22 @@ def pcap_packets(path: Path) -> int:
     return n
 
 
-def ensure_captures(data: Path, quick: bool, remake: bool) -> list[Capture]:
+def ensure_captures(data: Path, quick: bool, remake: bool, only=None) -> list[Capture]:
+    """The captures (only those of the kinds in ``only``, if given), made if not cached."""
     data.mkdir(parents=True, exist_ok=True)
     stem = "quick" if quick else "studies"
     out = []
+    wanted = lambda kind: not only or kind in only  # noqa: E731
+    if wanted("pings"):
+        out += _pings_capture(data, stem, quick, remake)
+    if wanted("udp"):
+        out += _udp_capture(data, stem, quick, remake)
+    if wanted("tcp"):
+        out += _tcp_capture(data, quick, remake)
+    return out
+
+
+def _pings_capture(data: Path, stem: str, quick: bool, remake: bool) -> list[Capture]:
     # pings: flood pings in two sizes (+ a short TCP prelude)
     pcap, side = data / f"{stem}-pings.pcap", data / f"{stem}-pings.json"
     facts = _cached(pcap, side, remake)
@@ -515,9 +530,12 @@ def ensure_captures(data: Path, quick: bool, remake: bool) -> list[Capture]:
         side.write_text(json.dumps(facts, indent=2) + "\n")
     p = facts["ping"]
     pace = "-f" if p["interval_s"] is None else f"-i {p['interval_s']:.6f}"
-    out.append(Capture("pings", pcap, facts["packets"], facts,
-                       f"ping {pace} -c {p['count']:,} -s {'/'.join(map(str, p['sizes']))} "
-                       f"between two netns + iperf3 -n {caps.TCP_PRELUDE} TCP"))
+    return [Capture("pings", pcap, facts["packets"], facts,
+                    f"ping {pace} -c {p['count']:,} -s {'/'.join(map(str, p['sizes']))} "
+                    f"between two netns + iperf3 -n {caps.TCP_PRELUDE} TCP")]
+
+
+def _udp_capture(data: Path, stem: str, quick: bool, remake: bool) -> list[Capture]:
     # udp: iperf3 UDP, 200-byte datagrams
     pcap, side = data / f"{stem}-udp.pcap", data / f"{stem}-udp.json"
     facts = _cached(pcap, side, remake)
@@ -527,9 +545,12 @@ def ensure_captures(data: Path, quick: bool, remake: bool) -> list[Capture]:
         facts = caps.make_udp(pcap, caps.UDP_QUICK if quick else caps.UDP_FULL)
         side.write_text(json.dumps(facts, indent=2) + "\n")
     i = facts["iperf3"]
-    out.append(Capture("udp", pcap, facts["packets"], facts,
-                       f"iperf3 -u -b {i['mbit']:g}M -l {i['length']} -t {i['seconds']} "
-                       "between two netns, at the receiver"))
+    return [Capture("udp", pcap, facts["packets"], facts,
+                    f"iperf3 -u -b {i['mbit']:g}M -l {i['length']} -t {i['seconds']} "
+                    "between two netns, at the receiver")]
+
+
+def _tcp_capture(data: Path, quick: bool, remake: bool) -> list[Capture]:
     # tcp: the ingest bench's big capture (its recipe and its cache), or a quick one of ours
     if quick:
         pcap, side = data / "quick-tcp.pcap", data / "quick-tcp.json"
@@ -549,11 +570,10 @@ def ensure_captures(data: Path, quick: bool, remake: bool) -> list[Capture]:
             _make_tcp(pcap, side, _capture.FULL)
             facts = json.loads(side.read_text())
     i = facts["iperf3"]
-    out.append(Capture("tcp", pcap, facts["packets"], facts,
-                       f"iperf3 TCP -P {i['streams']} -b {i['mbit_per_stream']}M between two "
-                       "netns (bench/_capture.py" + (", the ingest bench's capture)"
-                                                     if not quick else ")")))
-    return out
+    return [Capture("tcp", pcap, facts["packets"], facts,
+                    f"iperf3 TCP -P {i['streams']} -b {i['mbit_per_stream']}M between two "
+                    "netns (bench/_capture.py" + (", the ingest bench's capture)"
+                                                  if not quick else ")"))]
 
 
 def _make_tcp(pcap: Path, side: Path, recipe: _capture.Recipe) -> None:
@@ -647,12 +667,12 @@ def speed(a: argparse.Namespace) -> int:
     if not any(Path(p).exists() for p in ingest.pcapstats_cli()[:1]) and \
             not shutil.which("pcapstats"):
         raise Refused("`studies.py speed` needs the pcapstats command (pip install -e .)")
-    captures = ensure_captures(a.data, a.quick, a.remake)
+    captures = ensure_captures(a.data, a.quick, a.remake, a.only)
     for c in captures:
         say(f"{c.kind}: {c.path} {c.packets:,} packets, {c.size / 1e6:.0f} MB")
     if a.capture_only:
         return 0
-    jobs = [j for c in captures for j in speed_jobs(c)]
+    jobs = [j for c in captures for j in speed_jobs(c) if not (a.no_peers and j.role == "peer")]
     for c in captures:   # page cache warm for everyone
         ingest.run_process(["cat", str(c.path)], keep_stdout=False)
     measure(jobs, a.repeat, a.warm_memory_gb)
@@ -718,6 +738,9 @@ def main() -> int:
     sp.add_argument("--warm-memory-gb", type=float, default=1.5,
                     help="touch and free this much memory before each run (0: don't)")
     sp.add_argument("--markdown", action="store_true", help="the table as Markdown")
+    sp.add_argument("--only", action="append", choices=("pings", "udp", "tcp"),
+                    help="only this capture's rows (repeat for several; default: all three)")
+    sp.add_argument("--no-peers", action="store_true", help="leave tshark's rows out")
     a = ap.parse_args()
     signal.signal(signal.SIGTERM, _exit_on_signal)
     try:

@@ -44,6 +44,22 @@ class Needs:
         object.__setattr__(self, "names", tuple(dict.fromkeys((*self.names, *extra))))
 
 
+class AtRows:
+    """A derived column computed when asked, ``f(rows)`` giving it at ``rows`` (a slice, a
+    mask or indices) alone: a reader of a few rows (``Capture.column_at``) need not compute it
+    for every packet."""
+    __slots__ = ("f",)
+
+    def __init__(self, f: Callable[[object], np.ndarray]):
+        self.f = f
+
+    def __call__(self) -> np.ndarray:
+        return self.f(slice(None))
+
+    def at(self, rows) -> np.ndarray:
+        return self.f(rows)
+
+
 @dataclass(frozen=True)
 class WholeFile:
     """Facts of the whole file kept by a Capture that holds only some of its rows."""
@@ -104,6 +120,11 @@ class Capture:
                              hint="`pcapstats columns` lists them") from None
         return value() if callable(value) else value
 
+    def column_at(self, name: str, rows) -> np.ndarray:
+        """``column(name)[rows]``, a derived column computed at those rows alone."""
+        value = self.arrays.get(name)
+        return value.at(rows) if isinstance(value, AtRows) else self.column(name)[rows]
+
     def layer(self, layer: str) -> np.ndarray:
         """Bool mask of the packets that carry a layer (schema.IP, schema.TCP, ...)."""
         if layer == schema.FRAME:
@@ -120,7 +141,7 @@ class Capture:
         when this table holds only some of its rows)."""
         if self.whole is not None:
             return self.whole.layer_counts[layer]
-        return int(self.layer(layer).sum())
+        return int(np.count_nonzero(self.layer(layer)))
 
     @property
     def packets_in_file(self) -> int:

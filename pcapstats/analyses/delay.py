@@ -42,20 +42,26 @@ import numpy as np
 from ..batch import analysis
 from ..capture import Capture, Needs
 from ..errors import UsageError
+from ..ingest import Kept, read_kept
 from ..render import Shown
 from ..results import Result
-from ..schema import TCP, UDP, Column, TableSpec
+from ..schema import IP, TCP, UDP, Column, TableSpec
 from ..stats import ols
 from ..streams import endpoint, id_ranges, own_transport, whole_datagrams
-from .ping import READS as PING_READS, echo_sessions, rows_by_group, rows_needed as ping_rows
+from .ping import (READS as PING_READS, Echoes, echo_sessions, group_slices, later_fragments,
+                   per_group, rows_by_group, rows_needed as ping_rows)
 
 TRIM = 0.10
 FEWEST_PACKETS = 4        # a ping-pong stream's packets with payload: two exchanges at least
-# What delay reads of the packet table: ping's, and the exchanges' (with what
-# streams.own_transport and the capture's derived ``direction`` read).
-READS = tuple(dict.fromkeys(PING_READS + (
-    TCP, UDP, "l4_quoted", "tcp_stream", "udp_stream", "direction", "tcp_flags", "tcp_seq_raw",
-    "tcp_srcport", "tcp_dstport", "udp_srcport", "udp_dstport")))
+# What the exchanges read of the packet table (with what streams.own_transport,
+# streams.whole_datagrams and the capture's derived ``direction`` read); delay reads ping's
+# echoes (ping.Echoes) besides.
+EXCHANGE_READS = (
+    TCP, UDP, IP, "l4_quoted", "tcp_stream", "udp_stream", "direction", "tcp_flags",
+    "tcp_seq_raw", "tcp_srcport", "tcp_dstport", "udp_srcport", "udp_dstport", "payload_len",
+    "frame_time_ns", "ip_src", "ip_dst", "ip_id", "ip_len", "ip_hdr_len", "ip_fragment",
+    "ip_frag_offset")
+READS = tuple(dict.fromkeys(PING_READS + EXCHANGE_READS))
 _C = Column
 _SOURCE = _C("source", "str", "where the samples come from: 'icmp A → B' or 'tcp|udp stream N'")
 SAMPLES = TableSpec("samples", "one row per latency sample", (
@@ -126,53 +132,88 @@ def rows_needed(cap: Capture) -> np.ndarray:
     """The rows delay reads: ping's (echoes, and the IP fragments after a first one, which
     also end a UDP message in fragments) and the TCP/UDP packets with payload under their own
     header (the exchanges' messages).  Decided row by row, as ping's."""
-    messages = ((own_transport(cap, "tcp") | own_transport(cap, "udp"))
-                & (cap.column("payload_len") > 0))
-    return ping_rows(cap) | messages
+    return ping_rows(cap) | _messages(cap)
 
 
-@analysis(needs=Needs(READS, rows_needed))
-def delay(capture: Capture, *, source: str = "auto") -> Delay:
+def _messages(cap: Capture) -> np.ndarray:
+    """The TCP/UDP packets with payload under their own header (streams.own_transport's of
+    either protocol)."""
+    rows = cap.layer(TCP) | cap.layer(UDP)
+    rows &= ~cap.column("l4_quoted")
+    rows &= cap.column("payload_len") > 0
+    return rows
+
+
+# the exchanges' rows (their messages and the IP fragments that end one), read apart from the
+# echoes when delay is given a path
+EXCHANGES = Needs(EXCHANGE_READS, lambda cap: _messages(cap) | later_fragments(cap))
+
+
+@analysis(reads=False)
+def delay(capture, *, source: str = "auto") -> Delay:
     """The delay model of a capture's echo sweeps and ping-pong exchanges (``source``:
-    "icmp", "exchanges" or "auto": whichever the capture has)."""
+    "icmp", "exchanges" or "auto": whichever the capture has).  A path is read in one
+    streaming pass keeping the echoes (ping.Echoes) and the exchanges' rows (EXCHANGES)."""
     if source not in ("auto", "icmp", "exchanges"):
         raise UsageError(f"unknown source {source!r}", hint="use icmp, exchanges or auto")
+    echoes, exchanges = _read(capture, icmp=source != "exchanges",
+                              exchanges=source != "icmp")
     parts: list[dict] = []
     notes: list[str] = []
-    if source in ("auto", "icmp"):
-        parts.append(_icmp_samples(capture, notes, required=source == "icmp"))
-    if source in ("auto", "exchanges"):
-        parts += _exchange_samples(capture)
+    if echoes is not None:
+        parts.append(_icmp_samples(echoes, notes, required=source == "icmp"))
+    if exchanges is not None:
+        parts += _exchange_samples(exchanges)
+    path, t0 = ((echoes.path, echoes.first_time_ns) if echoes is not None
+                else (exchanges.path, exchanges.first_time_ns))
+    del echoes, exchanges
     parts = [p for p in parts if p is not None and len(p["size"])]
     if not parts:
-        raise UsageError(f"no latency samples in {capture.path}: no answered ICMP echoes "
+        raise UsageError(f"no latency samples in {path}: no answered ICMP echoes "
                          "captured at the pinging host and no ping-pong exchange"
                          + (f" ({notes[0]})" if notes else ""),
                          hint="capture at the host that sends the requests, with several "
                               "message sizes")
-    t0 = capture.first_time_ns
     names: dict[str, int] = {}                 # source name -> code, in order of appearance
-    codes = np.concatenate([np.array([names.setdefault(n, len(names)) for n in p["names"]],
-                                     np.int64)[p.pop("code")] for p in parts])
-    by_source = rows_by_group(codes, len(names))
+    codes = _joined(parts, "code", lambda p, code: np.array(
+        [names.setdefault(n, len(names)) for n in p["names"]], np.int64)[code])
+    slices = group_slices(codes, len(names))   # each source's rows: a range where in order
+    by_source = slices or rows_by_group(codes, len(names))
+    # each column in the room of the samples' own arrays (every one of them new, and ours)
+    time_s = _joined(parts, "t_ns").astype(np.int64, copy=False)
+    time_s -= t0
+    latency, first = _joined(parts, "latency_ns"), _joined(parts, "first_ns")
+    first_ms = first / 1e6 if first is latency else np.divide(first, 1e6, out=first)
+    request = _joined(parts, "request_ns")
     table = {
-        "source": np.array(list(names), object)[codes],
+        "source": per_group(np.array(list(names), object), codes, slices),
         "size_bytes": _joined(parts, "size").astype(np.int64, copy=False),
-        "time_s": (_joined(parts, "t_ns").astype(np.int64, copy=False) - t0) / 1e9,
-        "latency_ms": _joined(parts, "latency_ns").astype(np.float64, copy=False) / 1e6,
-        "first_answer_ms": _joined(parts, "first_ns").astype(np.float64, copy=False) / 1e6,
-        "request_ms": _joined(parts, "request_ns").astype(np.float64, copy=False) / 1e6}
-    del codes, parts
+        "time_s": np.divide(time_s, 1e9, out=time_s.view(np.float64)),
+        "latency_ms": np.divide(latency, 1e6, out=latency),
+        "first_answer_ms": first_ms,
+        "request_ms": np.divide(request, 1e6, out=request)}
+    del codes, parts, time_s, latency, first, first_ms, request
     sizes = _sizes(table, list(names), by_source)
     model = _models(sizes, _overlapping_sources(table, list(names), by_source), notes)
     notes += _paced_sources(table, model, list(names), by_source)
-    return Delay({"model": model, "sizes": sizes, "samples": table}, capture=capture.path,
-                 notes=notes)
+    return Delay({"model": model, "sizes": sizes, "samples": table}, capture=path, notes=notes)
 
 
-def _joined(parts: list[dict], name: str) -> np.ndarray:
-    """The sources' column ``name`` as one (each source's let go once copied)."""
-    return np.concatenate([p.pop(name) for p in parts])
+def _read(capture, icmp: bool, exchanges: bool) -> tuple[Echoes | None, Capture | None]:
+    """The echoes (if ``icmp``) and the capture the exchanges are read from (if
+    ``exchanges``): a Capture's own, or a path's, read in one pass for both."""
+    if isinstance(capture, Capture):
+        return (Echoes.of(capture) if icmp else None), (capture if exchanges else None)
+    keepers = ([Echoes()] if icmp else []) + ([Kept(EXCHANGES)] if exchanges else [])
+    kept = read_kept(capture, keepers)
+    return (kept.pop(0) if icmp else None), (kept.pop(0) if exchanges else None)
+
+
+def _joined(parts: list[dict], name: str, each=None) -> np.ndarray:
+    """The sources' column ``name`` as one (each source's let go once copied; one source's as
+    it is), ``each(part, column)`` of each if given."""
+    columns = [p.pop(name) if each is None else each(p, p.pop(name)) for p in parts]
+    return columns[0] if len(columns) == 1 else np.concatenate(columns)
 
 
 def _samples(source, size, t_ns, latency_ns, first_ns=None, request_ns=None,
@@ -190,9 +231,10 @@ def _samples(source, size, t_ns, latency_ns, first_ns=None, request_ns=None,
             else np.asarray(request_ns, np.float64)}
 
 
-def _icmp_samples(cap: Capture, notes: list[str], required: bool) -> dict | None:
+def _icmp_samples(echoes: Echoes, notes: list[str], required: bool) -> dict | None:
     try:
-        tables, _ = echo_sessions(cap)
+        tables, _ = echo_sessions(echoes, columns=("session", "time_s", "payload_bytes",
+                                                   "rtt_ms"))
     except UsageError:
         if required:
             raise
@@ -203,15 +245,24 @@ def _icmp_samples(cap: Capture, notes: list[str], required: bool) -> dict | None
         notes.append(f"ICMP session(s) {id_ranges(at_responder.tolist())} captured at the "
                      "responder: request -> reply there is its turnaround (microseconds), not "
                      "the delay to model; left out")
-    keep = ~np.isin(e["session"], at_responder) & ~np.isnan(e["rtt_ms"])
-    t_ns = (e["time_s"][keep] * 1e9).round().astype(np.int64) + cap.first_time_ns
+    keep = ~np.isnan(e["rtt_ms"])
+    if len(at_responder):
+        keep &= ~np.isin(e["session"], at_responder)
+    every = bool(keep.all())         # (then the echoes' own columns, which are ours to change)
+    pick = (lambda column: column) if every else (lambda column: column[keep])  # noqa: E731
+    t_ns = pick(e.pop("time_s"))
+    t_ns *= 1e9
+    t_ns = np.round(t_ns, out=t_ns).astype(np.int64)
+    t_ns += echoes.first_time_ns
+    latency_ns = pick(e.pop("rtt_ms"))
+    latency_ns *= 1e6
     name_of = np.zeros(int(sessions["session"].max()) + 1, np.int64)  # session -> its name
     named = [f"icmp {a} → {b}" for a, b in zip(sessions["requester"], sessions["responder"])]
     names = list(dict.fromkeys(named))
     code = {name: k for k, name in enumerate(names)}
     name_of[sessions["session"]] = [code[n] for n in named]
-    return _samples(names, e["payload_bytes"][keep], t_ns, e["rtt_ms"][keep] * 1e6,
-                    code=name_of[e["session"][keep]])
+    return _samples(names, pick(e["payload_bytes"]), t_ns, latency_ns,
+                    code=name_of[pick(e["session"])])
 
 
 def _exchange_samples(cap: Capture) -> list[dict]:
@@ -311,34 +362,36 @@ def _first_sends(raw: np.ndarray, size: np.ndarray, d: np.ndarray) -> np.ndarray
     return keep
 
 
-def _sizes(samples: dict, names: list[str], by_source: list[np.ndarray]) -> dict:
-    """One row per (source, size), sorted: n, mean, median, min, trimmed mean."""
+def _sizes(samples: dict, names: list[str], by_source: list) -> dict:
+    """One row per (source, size), sorted: n, mean, median, min, trimmed mean (``by_source``:
+    each source's rows, a slice or indices)."""
     rows: dict[str, list] = {col.name: [] for col in SIZES.columns}
     for k in sorted(range(len(names)), key=lambda k: names[k]):
-        mine = by_source[k]
-        if not len(mine):       # a source named (an ICMP session) with no sample kept
+        z, x = samples["size_bytes"][by_source[k]], samples["latency_ms"][by_source[k]]
+        if not len(z):          # a source named (an ICMP session) with no sample kept
             continue
         # by size (a sweep's sizes come in runs: a merge), then each size's latencies sorted;
         # they come from integer nanoseconds (no -0.0), so equal ones are the same bits
-        order = np.argsort(samples["size_bytes"][mine], kind="stable")
-        z, x = samples["size_bytes"][mine][order], samples["latency_ms"][mine][order]
+        if not (z[1:] >= z[:-1]).all():
+            order = np.argsort(z, kind="stable")
+            z, x = z[order], x[order]
         starts = np.flatnonzero(np.r_[True, z[1:] != z[:-1]])
         for a, b in zip(starts.tolist(), np.r_[starts[1:], len(z)].tolist()):
             lat = np.sort(x[a:b])                          # sorted: the trim is a slice
-            cut = int(TRIM * len(lat))
+            cut, half = int(TRIM * len(lat)), len(lat) // 2
             rows["source"].append(names[k])
             rows["size_bytes"].append(int(z[a]))
             rows["n"].append(len(lat))
             rows["mean_ms"].append(float(lat.mean()))
-            rows["median_ms"].append(float(np.median(lat)))
+            # np.median: the mean of the middle one or two of the sorted values (no NaN here)
+            rows["median_ms"].append(float(lat[half - 1 + len(lat) % 2:half + 1].mean()))
             rows["min_ms"].append(float(lat[0]))
             rows["trimmed_ms"].append(float(lat[cut:len(lat) - cut].mean()))
     return {col.name: np.asarray(rows[col.name], dtype=object if col.dtype == "str" else None)
             for col in SIZES.columns}
 
 
-def _overlapping_sources(samples: dict, names: list[str], by_source: list[np.ndarray]
-                         ) -> set[str]:
+def _overlapping_sources(samples: dict, names: list[str], by_source: list) -> set[str]:
     """Sources whose server answers as data arrives.  Where it reads the whole message first,
     the answer's first packet comes S / rate later for a larger S, as the last one does (half
     the slope of D); where it echoes as data arrives, the first packet comes back after one
@@ -346,12 +399,13 @@ def _overlapping_sources(samples: dict, names: list[str], by_source: list[np.nda
     of the first packet's time against S is under a quarter of D's."""
     out = set()
     for source, mine in zip(names, by_source):
-        several = mine[samples["first_answer_ms"][mine] < samples["latency_ms"][mine]]
-        x = samples["size_bytes"][several].astype(np.float64)
+        latency, first = samples["latency_ms"][mine], samples["first_answer_ms"][mine]
+        several = np.flatnonzero(first < latency)
+        x = samples["size_bytes"][mine][several].astype(np.float64)
         if len(np.unique(x)) < 2:
             continue
-        full = ols(x, samples["latency_ms"][several])["a_ms_per_byte"]
-        first = ols(x, samples["first_answer_ms"][several])["a_ms_per_byte"]
+        full = ols(x, latency[several])["a_ms_per_byte"]
+        first = ols(x, first[several])["a_ms_per_byte"]
         if full > 0 and first < 0.25 * full:
             out.add(source)
     return out
@@ -370,11 +424,12 @@ def _paced_sources(samples: dict, model: dict, names: list[str],
     code = {name: k for k, name in enumerate(names)}
     for i, source in enumerate(model["source"].tolist()):
         rows = by_source[code[source]]
-        mine = rows[samples["request_ms"][rows] > 0]
-        seconds = samples["request_ms"][mine].sum() / 1e3
-        if not len(mine) or not seconds > 0 or not model["bandwidth_bps"][i] > 0:
+        request = samples["request_ms"][rows]
+        sent = request > 0
+        seconds = request[sent].sum() / 1e3
+        if not sent.any() or not seconds > 0 or not model["bandwidth_bps"][i] > 0:
             continue
-        rate = 8 * samples["size_bytes"][mine].sum() / seconds
+        rate = 8 * samples["size_bytes"][rows][sent].sum() / seconds
         if rate < PACED_FACTOR * model["bandwidth_bps"][i]:
             out.append(f"{source}: the client sent its requests at about {rate / 1e6:.3g} "
                        f"Mbit/s within each message, near the {model['bandwidth_bps'][i] / 1e6:.3g}"

@@ -39,6 +39,8 @@ import numpy as np
 from ..batch import analysis
 from ..capture import Capture, Needs
 from ..errors import UsageError
+from ..ingest import Kept, read_kept
+from ..ingest.contract import table_array
 from ..render import Shown
 from ..results import Result
 from ..ingest.source import open_source
@@ -48,8 +50,8 @@ from ..streams import id_ranges, whole_datagrams
 REQUEST, REPLY = {4: 8, 6: 128}, {4: 0, 6: 129}
 INITIAL_TTLS = (32, 64, 128, 255)
 SEND_TIME_SAMPLES = 1000
-SEND_TIME_CHUNK = 256
 SIDES = ("requester", "responder", "path", "unknown")
+MATCH_CHUNK = 1 << 16      # replies matched at a time (the arrays of a few steps of them)
 # What ping reads of the packet table (its columns and layers, with those of the helpers it
 # calls): a reader can load only these, for only the rows ``rows_needed`` keeps.
 READS = (ICMP_ECHO, IP, "ip_version", "ip_src", "ip_dst", "ip_ttl", "ip_id", "ip_len",
@@ -125,117 +127,303 @@ def rows_needed(cap: Capture) -> np.ndarray:
     """The rows ping reads: ICMP echoes, and the IP fragments after a first one (an echo
     larger than the MTU ends in those, and they carry no ICMP header to tell).  Each row is
     decided by its own columns, so a reader can apply this window by window."""
-    later_fragment = (cap.layer(IP) & cap.column("ip_fragment").astype(bool)
-                      & (cap.column("ip_frag_offset") > 0))
-    return cap.layer(ICMP_ECHO) | later_fragment
+    return cap.layer(ICMP_ECHO) | later_fragments(cap)
 
 
-@analysis(needs=Needs(READS, rows_needed))
-def ping(capture: Capture, *, requester: str | None = None) -> Ping:
-    """Echo sessions of a capture (only those sent by ``requester``, an address, if given)."""
-    tables, notes = echo_sessions(capture, requester)
-    return Ping(tables, capture=capture.path, notes=notes)
+def later_fragments(cap: Capture) -> np.ndarray:
+    """The IP fragments after a datagram's first (the only one with a transport header)."""
+    fragment = cap.column("ip_fragment").astype(bool)
+    if not fragment.any():                                # (the usual window)
+        return fragment
+    return cap.layer(IP) & fragment & (cap.column("ip_frag_offset") > 0)
 
 
-def _echo_rows(cap: Capture, requester: str | None) -> tuple[np.ndarray, np.ndarray]:
-    """The rows of the echo requests (only ``requester``'s, if given) and of the echo replies;
-    a UsageError saying what the capture has when there is no request."""
-    echo = np.flatnonzero(cap.layer(ICMP_ECHO))
-    version = cap.column("ip_version")[echo]
-    kind = cap.column("icmp_type")[echo]
-    is_request = ((version == 4) & (kind == REQUEST[4])) | ((version == 6) & (kind == REQUEST[6]))
-    is_reply = ((version == 4) & (kind == REPLY[4])) | ((version == 6) & (kind == REPLY[6]))
-    requests, replies = echo[is_request], echo[is_reply]
+def _fragment_rows(cap: Capture) -> np.ndarray:
+    """The first fragments that are echoes and every later fragment."""
+    fragment = cap.column("ip_fragment").astype(bool)
+    if not fragment.any():                                # (the usual window)
+        return fragment
+    fragment &= cap.layer(IP)
+    return fragment & (cap.layer(ICMP_ECHO) | (cap.column("ip_frag_offset") > 0))
+
+
+# The fragments an echo over the MTU travels in (usually none): its first (an echo row) and
+# those after it, with what streams.whole_datagrams reads of them.
+FRAGMENTS = Needs((IP, "ip_src", "ip_dst", "ip_id", "ip_len", "ip_hdr_len", "ip_fragment",
+                   "ip_frag_offset", "frame_time_ns", "frame_number"), _fragment_rows)
+# what ping keeps of each request and each reply: its name -> the packet-table column
+_REQUEST = {"seq": "icmp_seq", "t": "frame_time_ns", "frame": "frame_number",
+            "size": "payload_len", "ttl": "ip_ttl"}
+_REPLY = {name: column for name, column in _REQUEST.items() if name != "size"}
+
+
+class Echoes:
+    """A capture's ICMP echoes as ping reads them: the requests and the replies apart, each in
+    capture order, in the few columns ping uses of each (``key``: the number of its
+    (requester, responder, identifier) in ``key_table``, a reply's its request's; ``fragment``:
+    a first IP fragment; a request's ``data``: the file offset of its ICMP data where 16
+    bytes of it were captured, else -1), and ``fragments``, the IP fragments of echoes over
+    the MTU (a partial Capture, usually empty).  A keeper of ``ingest.read_kept``, filled a
+    window at a time (memory follows the echoes, in about 40 % of the bytes of their
+    packet-table rows), or at once from a Capture (``of``).  ``taken()`` hands the columns
+    over: ping lets each go once used."""
+
+    def __init__(self):
+        self.seen, self.path, self.first_time_ns, self.packets = False, None, None, 0
+        self.addresses = np.zeros(0, object)
+        self.counts: dict[str, int] = {}
+        self.fragments = Kept(FRAGMENTS)
+        self.requests: dict[str, np.ndarray] = {}
+        self.replies: dict[str, np.ndarray] = {}
+        self.key_table = np.zeros((0, 3), np.int64)
+        self._keys: dict[tuple[int, int, int], int] = {}
+        self._n = [0, 0]
+
+    @classmethod
+    def of(cls, cap: Capture) -> Echoes:
+        echoes = cls()
+        echoes.add(cap)
+        return echoes.done(cap.packets_in_file)
+
+    @classmethod
+    def read(cls, capture) -> Echoes:
+        """The echoes of a Capture, or of a path (read in one streaming pass)."""
+        return cls.of(capture) if isinstance(capture, Capture) else read_kept(capture, [cls()])[0]
+
+    def add(self, window: Capture) -> None:
+        if not self.seen:
+            self.seen, self.path, self.first_time_ns = True, window.path, window.first_time_ns
+            capacity = max(window.file_size // 16 + 1, 1 << 16)
+            for store, names in ((self.requests, _REQUEST), (self.replies, _REPLY)):
+                store.update({name: table_array(capacity, window.column(column).dtype)
+                              for name, column in names.items()})
+                store["key"] = table_array(capacity, np.uint32)
+                store["fragment"] = table_array(capacity, bool)
+            self.requests["data"] = table_array(capacity, np.int64)
+        self.addresses = window.addresses
+        self.fragments.add(window)                  # (it counts the file's layers, too)
+        echo = np.flatnonzero(window.layer(ICMP_ECHO))
+        if not len(echo):
+            return
+        fragment = window.column("ip_fragment")
+        fragment = fragment.astype(bool) & window.layer(IP) if fragment.any() else None
+        kind = window.column("ip_version")[echo].astype(np.uint16)   # version << 8 | type
+        kind <<= 8
+        kind |= window.column("icmp_type")[echo]
+        src, dst, ident = window.column("ip_src"), window.column("ip_dst"), \
+            window.column("icmp_ident")
+        frame = window.column("frame_number")
+        first_frame = int(frame[0]) if int(frame[-1]) - int(frame[0]) == len(frame) - 1 \
+            else None                                   # (a window's frames: one run)
+        for i, (store, names, types) in enumerate(((self.requests, _REQUEST, REQUEST),
+                                                   (self.replies, _REPLY, REPLY))):
+            rows = echo[(kind == (4 << 8 | types[4])) | (kind == (6 << 8 | types[6]))]
+            n, k = self._n[i], len(rows)
+            if not k:
+                continue
+            if n + k > len(store["t"]):                 # a gzipped file: more than its size
+                for name, old in store.items():
+                    store[name] = table_array(2 * (n + k), old.dtype)
+                    store[name][:n] = old[:n]
+            for name, column in names.items():
+                if name == "frame" and first_frame is not None:
+                    np.add(rows, first_frame, out=store[name][n:n + k], casting="unsafe")
+                else:
+                    np.take(window.column(column), rows, out=store[name][n:n + k])
+            requester, responder = (src, dst) if store is self.requests else (dst, src)
+            store["key"][n:n + k] = self._key_ids(requester[rows], responder[rows], ident[rows])
+            if fragment is not None:                    # (else left False, untouched)
+                store["fragment"][n:n + k] = fragment[rows]
+            if store is self.requests:
+                at = window.column_at("payload_offset", rows)
+                whole = (at >= 0) & (window.column_at("payload_cap_len", rows) >= 16)
+                store["data"][n:n + k] = np.where(whole, at, -1)
+            self._n[i] = n + k
+
+    def _key_ids(self, requester, responder, ident) -> np.ndarray | np.uint32:
+        """Each row's key number: its (requester, responder, identifier) numbered as first seen
+        over the windows (a window holds few: they come in long runs; sessions are numbered
+        by their first request, whatever the keys' numbers)."""
+        if ((requester == requester[0]).all() and (responder == responder[0]).all()
+                and (ident == ident[0]).all()):        # (one session's window, the usual)
+            key = int(requester[0]), int(responder[0]), int(ident[0])
+            return np.uint32(self._keys.setdefault(key, len(self._keys)))
+        span = int(max(requester.max(), responder.max())) + 1
+        if span < 1 << 23 and min(requester.min(), responder.min()) >= 0:
+            code = requester.astype(np.int64)      # (fits: span ** 2 * 65536 < 2 ** 63)
+            code *= span
+            code += responder
+            code *= 65536
+            code += ident
+            unique, which = _unique_by_runs(code)
+            triples = zip((unique // 65536 // span).tolist(),
+                          (unique // 65536 % span).tolist(), (unique % 65536).tolist())
+        else:
+            unique, which = np.unique(np.stack([requester, responder, ident], axis=1)
+                                      .astype(np.int64), axis=0, return_inverse=True)
+            which = which.ravel()
+            triples = map(tuple, unique.tolist())
+        keys = self._keys
+        ids = np.array([keys.setdefault(key, len(keys)) for key in triples], np.uint32)
+        return ids[which]
+
+    def done(self, packets: int) -> Echoes:
+        self.packets = packets
+        self.key_table = np.array(list(self._keys), np.int64).reshape(-1, 3)
+        self.fragments = self.fragments.done(packets)
+        counted = self.fragments.whole.layer_counts
+        self.counts = {name: counted.get(layer, 0)
+                       for name, layer in (("TCP", TCP), ("UDP", UDP), ("ICMP", ICMP))}
+        for store, n in zip((self.requests, self.replies), self._n):
+            for name in store:
+                store[name] = store[name][:n]
+        return self
+
+    def taken(self) -> tuple[dict, dict]:
+        """(requests, replies), no longer held here."""
+        out = self.requests, self.replies
+        self.requests, self.replies = {}, {}
+        return out
+
+
+@analysis(reads=False)
+def ping(capture, *, requester: str | None = None) -> Ping:
+    """Echo sessions of a capture (only those sent by ``requester``, an address, if given).
+    A path is read in one streaming pass keeping only the echoes (``Echoes``)."""
+    echoes = Echoes.read(capture)
+    tables, notes = echo_sessions(echoes, requester)
+    return Ping(tables, capture=echoes.path, notes=notes)
+
+
+def _what_it_has(echoes: Echoes) -> str:
+    """What the whole file holds (ping keeps only its echoes)."""
+    has = [f"{n} {name}" for name, n in echoes.counts.items() if n]
+    return f"{echoes.packets} packets: " + (", ".join(has) if has else "none TCP, UDP or ICMP")
+
+
+ECHO_COLUMNS = ECHOES.names
+
+
+def echo_sessions(echoes: Echoes, requester: str | None = None,
+                  columns: tuple[str, ...] = ECHO_COLUMNS) -> tuple[dict, list[str]]:
+    """Ping's tables and notes from a capture's echoes, whose columns it lets go as it is done
+    with them (the echoes table, as long as the capture has echoes, is built last, each column
+    in the room its inputs leave); of the echoes table only ``columns`` (delay reads four, and
+    calls this rather than ``ping``: a Result holds itself in ``parts``, so its arrays would
+    wait for the garbage collector)."""
+    req, rep = echoes.taken()
     if requester is not None:
-        codes = np.flatnonzero(cap.addresses == requester)
-        requests = requests[np.isin(cap.column("ip_src")[requests], codes)]
-    if not len(requests):
+        mine = np.isin(echoes.key_table[:, 0], np.flatnonzero(echoes.addresses == requester))
+        mine = mine[req["key"]]
+        req = {name: column[mine] for name, column in req.items()}
+    if not len(req["t"]):
         raise UsageError(f"no ICMP echo requests{'' if requester is None else ' from ' + requester}"
-                         f" in {cap.path} ({_what_it_has(cap)})",
+                         f" in {echoes.path} ({_what_it_has(echoes)})",
                          hint="ping sessions are echo requests and their replies; "
                               "`pcapstats throughput` lists the streams it has")
-    return requests, replies
-
-
-def _what_it_has(cap: Capture) -> str:
-    """What the whole file holds (the capture may hold only the rows ping reads)."""
-    counts = {name: cap.layer_count(layer) for name, layer in
-              (("TCP", TCP), ("UDP", UDP), ("ICMP", ICMP))}
-    has = [f"{n} {name}" for name, n in counts.items() if n]
-    return f"{cap.packets_in_file} packets: " + (", ".join(has) if has else "none TCP, UDP or ICMP")
-
-
-def echo_sessions(cap: Capture, requester: str | None = None) -> tuple[dict, list[str]]:
-    """Ping's tables and notes (delay reads them: a Result holds itself in ``parts``, so its
-    arrays would wait for the garbage collector)."""
-    requests, replies = _echo_rows(cap, requester)
-    keys, session, rep_session = _session_keys(cap, requests, replies)
+    keys, session, rep_session = _session_keys(echoes.key_table, req.pop("key"),
+                                               rep.pop("key"))
     answered = rep_session >= 0
-    replies, rep_session = replies[answered], rep_session[answered]
+    if not answered.all():
+        rep = {name: column[answered] for name, column in rep.items()}
+        rep_session = rep_session[answered]
+    del answered
 
-    e_rows, e_session, e_seq, e_seq16 = _first_requests(cap, requests, session, len(keys))
-    del requests, session                 # (arrays this long are let go once done with)
-    t_ns = cap.column("frame_time_ns")
-    e_t = t_ns[e_rows].astype(np.int64, copy=False)
+    first, e_session, e_seq, e_seq16 = _first_requests(req.pop("seq"), session, len(keys))
+    del session
+    if not isinstance(first, slice):
+        req = {name: column[first] for name, column in req.items()}
+    e_t = req.pop("t").astype(np.int64, copy=False)
+    r_t = rep.pop("t").astype(np.int64, copy=False)
     # each reply answers the latest request of its session with the same 16-bit number
-    match = _match(e_session, e_seq16, e_t, rep_session,
-                   cap.column("icmp_seq")[replies].astype(np.int64),
-                   t_ns[replies].astype(np.int64, copy=False))
+    match = _match(e_session, e_seq16, e_t, rep_session, rep.pop("seq"), r_t, e_seq)
     del e_seq16, rep_session
-    replies, match = replies[match >= 0], match[match >= 0]
-    size, end_ns = _whole_messages(cap, e_rows, replies)
-    rtt_ns = end_ns - e_t[match]
+    found = match >= 0
+    if not found.all():
+        rep = {name: column[found] for name, column in rep.items()}
+        r_t, match = r_t[found], match[found]
+    del found
+    size, end_ns = _whole_messages(echoes.fragments, req, rep, r_t)
+    rtt_ns = e_t[match]
+    np.subtract(end_ns, rtt_ns, out=rtt_ns)
     del end_ns
-    reply_frame = np.full(len(e_rows), np.nan)
-    first_rtt = np.full(len(e_rows), np.nan)
-    by_time = np.argsort(t_ns[replies], kind="stable")[::-1]   # the earliest written last
-    reply_frame[match[by_time]] = cap.column("frame_number")[replies][by_time]
-    first_rtt[match[by_time]] = rtt_ns[by_time] / 1e6
-    del by_time
+    n, n_sessions = len(e_t), len(keys)
+    # each session's requests and replies (one range each where they come session by session)
+    by_session = group_slices(e_session, n_sessions)
+    r_session = e_session[match]
+    rep_by_session = group_slices(r_session, n_sessions)
+    sides, evidence = _sides(echoes.path, n_sessions, e_session, r_session, by_session,
+                             rep_by_session, req.pop("ttl"), rep.pop("ttl"), rtt_ns,
+                             req.pop("data"), e_t)
+    del r_session, rep_by_session
+    replies = np.bincount(match, minlength=n)
+    summary = _summary(e_session, size, replies, e_t, echoes.first_time_ns, match, rtt_ns,
+                       keys, sides, echoes.addresses)
 
-    addresses = cap.addresses
-    echoes = {
-        "session": e_session, "requester": addresses[keys[:, 0]][e_session],
-        "responder": addresses[keys[:, 1]][e_session], "ident": keys[e_session, 2],
-        "icmp_seq": e_seq, "frame_number": cap.column("frame_number")[e_rows].astype(np.int64),
-        "time_s": (e_t - cap.first_time_ns) / 1e9, "payload_bytes": size,
-        "replies": np.bincount(match, minlength=len(e_rows)), "reply_frame": reply_frame,
-        "rtt_ms": first_rtt}
+    out: dict[str, np.ndarray] = {}              # the echoes table, each input let go once used
+    if "reply_frame" in columns or "rtt_ms" in columns:
+        # the first reply of each echo: the earliest captured written last
+        in_order = bool((r_t[1:] >= r_t[:-1]).all())
+        by_time = slice(None, None, -1) if in_order else \
+            np.argsort(r_t, kind="stable")[::-1]
+        at = match[by_time]
+        if "reply_frame" in columns:
+            out["reply_frame"] = np.full(n, np.nan)
+            out["reply_frame"][at] = rep["frame"][by_time]
+        if "rtt_ms" in columns:                 # (in the room of rtt_ns, done with)
+            out["rtt_ms"] = np.full(n, np.nan)
+            out["rtt_ms"][at] = np.divide(rtt_ns, 1e6, out=rtt_ns.view(np.float64))[by_time]
+        del by_time, at
+    del rep, r_t, rtt_ns, match
+    if "time_s" in columns:             # in the requests' times' own room (they are ours)
+        e_t -= echoes.first_time_ns
+        out["time_s"] = np.divide(e_t, 1e9, out=e_t.view(np.float64))
     del e_t
-    sides, evidence = _sides(cap, len(keys), e_session, e_rows, replies, match, rtt_ns)
-    del e_rows, replies
-    summary = _summary(echoes, keys, rtt_ns, match, sides, addresses)
+    if "frame_number" in columns:
+        out["frame_number"] = req.pop("frame").astype(np.int64)
+    del req
+    out["session"], out["payload_bytes"], out["icmp_seq"], out["replies"] = \
+        e_session, size, e_seq, replies
+    del size, e_seq, replies
+    addresses = echoes.addresses
+    for name, column in (("requester", 0), ("responder", 1), ("ident", 2)):
+        if name in columns:
+            out[name] = per_group(keys[:, column] if column == 2 else
+                                  addresses[keys[:, column]], e_session, by_session)
     said: dict[tuple, list[int]] = {}   # one note for the sessions that share one
     for k in np.flatnonzero(np.asarray(sides, object) != "requester").tolist():
         pair = f"{addresses[keys[k, 0]]} → {addresses[keys[k, 1]]}"
         said.setdefault((pair, sides[k], evidence[k]), []).append(k)
     notes = [f"session{'s' if len(ks) > 1 else ''} {id_ranges(ks)} ({pair}): {_SIDE_SAYS[side]}"
              f" ({why})" for (pair, side, why), ks in said.items()]
-    return {"sessions": summary, "echoes": echoes}, notes
+    return {"sessions": summary, "echoes": {c: out[c] for c in columns}}, notes
 
 
-def _session_keys(cap: Capture, requests: np.ndarray, replies: np.ndarray):
+def per_group(values: np.ndarray, group: np.ndarray, slices) -> np.ndarray:
+    """``values[group]``: each group's value on each of its members, filled a group's range at
+    a time where they come group by group (``slices``: group_slices')."""
+    if slices is None:
+        return values[group]
+    out = np.empty(len(group), values.dtype)
+    for k, rows in enumerate(slices):
+        out[rows] = values[k]
+    return out
+
+
+def _session_keys(key_table: np.ndarray, request_key: np.ndarray, reply_key: np.ndarray):
     """(keys, session of each request, session of each reply or -1): a session is a
     (requester, responder, identifier) with a request, numbered by its first request; a reply
-    belongs to the session whose key it answers."""
-    src, dst, ident = cap.column("ip_src"), cap.column("ip_dst"), cap.column("icmp_ident")
-    a = max(len(cap.addresses), 1)           # one int64 a key: (requester, responder, ident)
-    code = np.r_[src[requests], dst[replies]].astype(np.int64)
-    code *= a
-    code += np.r_[dst[requests], src[replies]]
-    code *= 65536
-    code += np.r_[ident[requests], ident[replies]]
-    unique_code, which = _unique_by_runs(code)
-    unique = np.stack([unique_code // 65536 // a, unique_code // 65536 % a,
-                       unique_code % 65536], axis=1)
-    n = len(requests)
-    first = np.full(len(unique), n, np.int64)
-    np.minimum.at(first, which[:n], np.arange(n))          # requests are in capture order
+    belongs to the session whose key it answers.  ``request_key``, ``reply_key``: each one's
+    row of ``key_table`` (Echoes)."""
+    n = len(request_key)
+    starts = np.flatnonzero(np.r_[True, request_key[1:] != request_key[:-1]])
+    first = np.full(len(key_table), n, np.int64)
+    np.minimum.at(first, request_key[starts], starts)    # requests are in capture order
     sessions = np.flatnonzero(first < n)
     sessions = sessions[np.argsort(first[sessions], kind="stable")]
-    rank = np.full(len(unique), -1, np.int64)
+    rank = np.full(len(key_table), -1, np.int64)
     rank[sessions] = np.arange(len(sessions))
-    return unique[sessions], rank[which[:n]], rank[which[n:]]
+    return key_table[sessions], rank[request_key], rank[reply_key]
 
 
 _SIDE_SAYS = {
@@ -248,50 +436,60 @@ _SIDE_SAYS = {
 }
 
 
-def _whole_messages(cap: Capture, requests: np.ndarray, replies: np.ndarray
+def _whole_messages(fragments: Capture, req: dict, rep: dict, r_t: np.ndarray
                     ) -> tuple[np.ndarray, np.ndarray]:
     """ICMP data bytes of each request's whole message, and when each reply's last fragment
-    was captured (ping -s above the MTU sends an echo in IP fragments; ping times the reply
-    when its last fragment arrives)."""
-    size = cap.column("payload_len")[requests].astype(np.int64)
-    end = cap.column("frame_time_ns")[replies].astype(np.int64, copy=False)
-    fragment, ip = cap.column("ip_fragment"), cap.layer(IP)
-    frag_req = fragment[requests].astype(bool) & ip[requests]
-    frag_rep = fragment[replies].astype(bool) & ip[replies]
+    was captured (``r_t`` itself where none is in fragments: ping -s above the MTU sends an
+    echo in IP fragments; ping times the reply when its last fragment arrives).
+    ``fragments``: the capture's (Echoes.fragments); ``r_t``: the replies' times."""
+    size = req.pop("size").astype(np.int64)
+    end = r_t
+    frag_req, frag_rep = req.pop("fragment"), rep.pop("fragment")
     if frag_req.any() or frag_rep.any():
-        carried, last = whole_datagrams(cap, np.r_[requests[frag_req], replies[frag_rep]])
+        end = r_t.copy()
+        frames = np.r_[req["frame"][frag_req], rep["frame"][frag_rep]]
+        carried, last = whole_datagrams(
+            fragments, np.searchsorted(fragments.column("frame_number"), frames))
         n = int(frag_req.sum())
         size[frag_req] = carried[:n] - 8                            # less the ICMP header
         end[frag_rep] = last[n:]
     return size, end
 
 
-def _unwrap(seq16: np.ndarray, session: np.ndarray, order: np.ndarray) -> np.ndarray:
+def _unwrap(seq16: np.ndarray, session: np.ndarray, order) -> np.ndarray:
     """16-bit sequence numbers -> counting numbers, per session in capture order (a step down
-    of more than half the range is a wrap); ``order`` lists each session's requests in turn."""
+    of more than half the range is a wrap); ``order`` lists each session's requests in turn
+    (a slice of all when they come so)."""
     s, q = session[order], seq16[order]
     first = np.r_[True, s[1:] != s[:-1]]                  # a session's first request
-    step = np.diff(q)
+    step = np.diff(q.astype(np.int32))
     wraps = np.zeros(len(q), np.int64)
     wraps[1:] = step < -32768
     wraps[1:] -= step > 32768
+    del step
     wraps[first] = 0
     np.cumsum(wraps, out=wraps)
     starts = np.flatnonzero(first)                          # less those before the session
-    wraps -= np.repeat(wraps[starts], np.diff(np.r_[starts, len(q)]))
+    if len(starts) <= 64:
+        for a, b in zip(starts.tolist(), starts[1:].tolist() + [len(q)]):
+            wraps[a:b] -= wraps[a]
+    else:
+        wraps -= np.repeat(wraps[starts], np.diff(np.r_[starts, len(q)]))
     wraps *= 65536
     wraps += q
-    out = np.empty_like(seq16)
+    if isinstance(order, slice):
+        return wraps
+    out = np.empty(len(seq16), np.int64)
     out[order] = wraps
     return out
 
 
-def _first_requests(cap: Capture, requests: np.ndarray, session: np.ndarray, n_sessions: int
-                    ) -> tuple[np.ndarray, ...]:
-    """The first request of each (session, sequence number), in capture order: its row,
-    session, sequence number (unwrapped) and 16-bit number.  Where each session's numbers only
-    rise, as ping sends them, every request is the first with its number: no sort, no copy."""
-    seq16 = cap.column("icmp_seq")[requests].astype(np.int64)
+def _first_requests(seq16: np.ndarray, session: np.ndarray, n_sessions: int
+                    ) -> tuple[np.ndarray | slice, ...]:
+    """The first request of each (session, sequence number), in capture order: which of the
+    requests it is (an index, or a slice of all), its session, sequence number (unwrapped) and
+    16-bit number (as given).  Where each session's numbers only rise, as ping sends them,
+    every request is the first with its number: no sort, no copy."""
     # each session's requests, in order (as they come when one session follows another)
     order = slice(None) if (session[1:] >= session[:-1]).all() else \
         _group_order(session, n_sessions)
@@ -301,23 +499,77 @@ def _first_requests(cap: Capture, requests: np.ndarray, session: np.ndarray, n_s
     if not ((s[1:] != s[:-1]) | (q[1:] > q[:-1])).all():
         _, first = np.unique(session * (1 << 40) + seq, return_index=True)
         first.sort()
-    return requests[first], session[first], seq[first], seq16[first]
+    return first, session[first], seq[first], seq16[first]
 
 
-def _match(e_session, e_seq16, e_t, r_session, r_seq16, r_t) -> np.ndarray:
+def _match(e_session, e_seq16, e_t, r_session, r_seq16, r_t, e_seq=None) -> np.ndarray:
     """For each reply, the index of the latest request of its session and 16-bit number sent
     at or before it (of those sent at one instant, the last in capture order); -1 when none (a
-    reply to a request the capture missed).  The requests are ranked by time (a stable sort,
-    a single pass when the clock never stepped back), each reply knows the last rank sent at
-    or before it, and finds the last request at or below (its key, that rank) among the
-    requests' (key, rank) codes, sorted as plain numbers."""
+    reply to a request the capture missed).  ``e_seq``: the requests' unwrapped numbers, for
+    the usual capture (below); ``r_seq16``: the replies' numbers, any integer type."""
+    if (e_seq is not None and len(e_t) > 1 and len(r_t) and (e_t[1:] >= e_t[:-1]).all()
+            and (e_session[1:] >= e_session[:-1]).all()):
+        rising = e_seq[1:] > e_seq[:-1]
+        rising |= e_session[1:] != e_session[:-1]
+        if rising.all():
+            del rising
+            return _match_in_order(e_session, e_seq, e_t, r_session, r_seq16, r_t,
+                                   lambda rows: _match_sorting(e_session, e_seq16, e_t,
+                                                               r_session[rows],
+                                                               r_seq16[rows], r_t[rows]))
+    return _match_sorting(e_session, e_seq16, e_t, r_session, r_seq16, r_t)
+
+
+def _match_in_order(e_session, e_seq, e_t, r_session, r_seq16, r_t, otherwise) -> np.ndarray:
+    """_match where the requests come in time order, session after session, each session's
+    numbers rising (as ping sends them, captured anywhere): the latest request of a reply's
+    session sent at or before it (by index) has number S; the answer is the one numbered the
+    largest c <= S with the reply's 16 bits, found at its place where the session's numbers
+    leave no gap before S, else (``otherwise(rows)``) by _match_sorting."""
+    bounds = np.searchsorted(e_session, np.arange(int(e_session[-1]) + 2))
+    session_last, session_first = bounds[1:] - 1, bounds[:-1]
+    out = np.empty(len(r_t), np.int64)
+    rest = []
+    for a in range(0, len(r_t), MATCH_CHUNK):        # a chunk at a time: little to hold
+        b = a + MATCH_CHUNK
+        s, t = r_session[a:b], r_t[a:b]
+        i, j = np.searchsorted(e_t, [t.min(), t.max()], side="right").tolist()
+        last = np.searchsorted(e_t[i:j], t, side="right")        # requests sent at or before
+        last += i - 1
+        np.minimum(last, session_last[s], out=last)             # its session's latest
+        lo = session_first[s]
+        some = last >= lo
+        np.maximum(last, 0, out=last)
+        top = e_seq[last]
+        back = top - r_seq16[a:b]
+        back &= 0xFFFF                                           # top - c (two's complement)
+        at = np.subtract(last, back, out=last)
+        np.maximum(at, lo, out=at)
+        np.subtract(top, back, out=top)                          # c
+        ok = e_seq[at] == top
+        ok &= some
+        at[~some] = -1
+        out[a:b] = at
+        rest.append(a + np.flatnonzero(some & ~ok))
+    rest = np.concatenate(rest)
+    if len(rest):
+        out[rest] = otherwise(rest)
+    return out
+
+
+def _match_sorting(e_session, e_seq16, e_t, r_session, r_seq16, r_t) -> np.ndarray:
+    """_match for any capture: the requests are ranked by time (a stable sort, a single pass
+    when the clock never stepped back), each reply knows the last rank sent at or before it,
+    and finds the last request at or below (its key, that rank) among the requests' (key,
+    rank) codes, sorted as plain numbers."""
     n = len(e_t)
     by_time = np.argsort(e_t, kind="stable")
     rank = np.empty(n, np.int64)
     rank[by_time] = np.arange(n)
     before = np.searchsorted(e_t[by_time], r_t, side="right") - 1    # each reply's last rank
     span = n + 1
-    key, r_key = e_session * 65536 + e_seq16, r_session * 65536 + r_seq16
+    key = e_session * 65536 + e_seq16
+    r_key = r_session * 65536 + r_seq16.astype(np.int64)
     if (max(int(k.max()) for k in (key, r_key) if len(k)) + 1) * span >= 2**63:
         both = np.unique(np.r_[key, r_key], return_inverse=True)[1].ravel()  # number the keys
         key, r_key = both[:n].astype(np.int64), both[n:].astype(np.int64)
@@ -331,13 +583,13 @@ def _match(e_session, e_seq16, e_t, r_session, r_seq16, r_t) -> np.ndarray:
     return np.where(found, by_time[sorted_code[at] % span], -1)
 
 
-def _sides(cap, n_sessions, e_session, e_rows, replies, match, rtt_ns
-           ) -> tuple[list[str], list[str]]:
+def _sides(path, n_sessions, e_session, r_session, by_session, rep_by_session, req_ttl,
+           rep_ttl, rtt_ns, data, e_t) -> tuple[list[str], list[str]]:
     """Each session's capture side and the evidence, from TTLs (and ping's send timestamps
-    where no router changed them)."""
-    ttl = cap.column("ip_ttl")
-    req_ttl = _mode_per_group(e_session, ttl[e_rows].astype(np.int64), n_sessions)
-    rep_ttl = _mode_per_group(e_session[match], ttl[replies].astype(np.int64), n_sessions)
+    where no router changed them).  ``r_session``: each reply's session; ``by_session``,
+    ``rep_by_session``: each session's requests and replies (_groups)."""
+    req_ttl = _mode_per_group(e_session, req_ttl, n_sessions, by_session)
+    rep_ttl = _mode_per_group(r_session, rep_ttl, n_sessions, rep_by_session)
     initial = np.asarray(INITIAL_TTLS)
     req_initial, rep_initial = np.isin(req_ttl, initial), np.isin(rep_ttl, initial)
     sides, evidence, no_router = [], [], []
@@ -356,21 +608,30 @@ def _sides(cap, n_sessions, e_session, e_rows, replies, match, rtt_ns
         sides.append(side)
         evidence.append(said)
     if no_router:
-        by_session = rows_by_group(e_session, n_sessions)
-        reply_rtts = rows_by_group(e_session[match], n_sessions)
-        decided = _sides_from_send_times(cap, [e_rows[by_session[k]] for k in no_router],
-                                         [rtt_ns[reply_rtts[k]] for k in no_router])
+        by_session = by_session or rows_by_group(e_session, n_sessions)
+        reply_rtts = rep_by_session or rows_by_group(r_session, n_sessions)
+        decided = _sides_from_send_times(
+            path, data, e_t, [_indices(by_session[k]) for k in no_router],
+            [rtt_ns[reply_rtts[k]] for k in no_router])
         for k, (side, more) in zip(no_router, decided):
             sides[k] = side
             evidence[k] += f" (no router between the hosts); {more}"
     return sides, evidence
 
 
-def _mode_per_group(group: np.ndarray, values: np.ndarray, n_groups: int) -> np.ndarray:
-    """The most common value of each group (the smallest on a tie), -1 for an empty group."""
+def _mode_per_group(group: np.ndarray, values: np.ndarray, n_groups: int, slices=None
+                    ) -> np.ndarray:
+    """The most common value of each group (the smallest on a tie), -1 for an empty group;
+    ``values``: small non-negative integers (TTLs); ``slices``: group_slices', if any."""
     out = np.full(n_groups, -1, np.int64)
     if not len(group):
         return out
+    if slices is not None:               # a count of each value, a group at a time
+        for k, rows in enumerate(slices):
+            if rows.stop > rows.start:
+                out[k] = np.bincount(values[rows]).argmax()     # the first of the largest
+        return out
+    values = values.astype(np.int64)
     span = int(values.max()) + 1
     pairs, counts = _unique_by_runs(group * span + values, counts=True)
     g, v = pairs // span, pairs % span
@@ -378,6 +639,20 @@ def _mode_per_group(group: np.ndarray, values: np.ndarray, n_groups: int) -> np.
     first = best[np.r_[True, g[best][1:] != g[best][:-1]]]
     out[g[first]] = v[first]
     return out
+
+
+def group_slices(group: np.ndarray, n_groups: int) -> list[slice] | None:
+    """For each group 0..n_groups-1, the slice of its members where they come group by
+    group (group numbers never fall), else None (rows_by_group lists them)."""
+    if not (group[1:] >= group[:-1]).all():
+        return None
+    bounds = np.searchsorted(group, np.arange(n_groups + 1)).tolist()
+    return [slice(a, b) for a, b in zip(bounds[:-1], bounds[1:])]
+
+
+def _indices(rows) -> np.ndarray:
+    """A group's members as indices (from a slice of _groups, or rows_by_group's)."""
+    return np.arange(rows.start, rows.stop) if isinstance(rows, slice) else rows
 
 
 def rows_by_group(group: np.ndarray, n_groups: int) -> list[np.ndarray]:
@@ -412,33 +687,34 @@ def _unique_by_runs(values: np.ndarray, counts: bool = False
     return unique, np.repeat(which, lengths)
 
 
-def _sides_from_send_times(cap, requests: list, rtt_ns: list) -> list[tuple[str, str]]:
+def _sides_from_send_times(path, data, e_t, requests: list, rtt_ns: list
+                           ) -> list[tuple[str, str]]:
     """iputils ping writes its send time (struct timeval, 16 bytes, little-endian on the
     hosts people use) at the start of each request's data.  Where the capture was taken at the
     requester, a request is captured microseconds after that time and its reply a round trip
     later; at the responder the request arrives a one-way delay after it and the reply leaves
     microseconds later (when the hosts' clocks agree, as in a lab).  For each session (its
     requests, its replies' gaps), the medians of up to SEND_TIME_SAMPLES requests, evenly
-    spread, decide: a flood of a million says no more."""
+    spread, decide: a flood of a million says no more.  ``data``: each request's ICMP data
+    offset in the file (-1: fewer than 16 bytes captured), ``e_t``: its time."""
     samples = [r[::max(1, len(r) // SEND_TIME_SAMPLES)] if len(gaps) else r[:0]
                for r, gaps in zip(requests, rtt_ns)]
-    heads = _send_time_heads(cap, samples)
-    return [_side_from_send_times(cap, r, h, gaps) for r, h, gaps in zip(samples, heads, rtt_ns)]
+    heads = _send_time_heads(path, data, samples)
+    return [_side_from_send_times(e_t[r], h, gaps) for r, h, gaps in zip(samples, heads, rtt_ns)]
 
 
-def _send_time_heads(cap, samples: list) -> list:
+def _send_time_heads(path, data, samples: list) -> list:
     """The first 16 data bytes of each session's sampled requests, a row each (None where one
     has fewer captured, or the file is gone or cut since it was read: the side is then
     unknown)."""
     if not any(len(s) for s in samples):
         return [None] * len(samples)
     try:
-        src = open_source(cap.path)
+        src = open_source(path)
     except Exception:
         return [None] * len(samples)
-    rows = np.concatenate(samples)
-    off = cap.column("payload_offset")[rows]
-    whole = (off >= 0) & (cap.column("payload_cap_len")[rows] >= 16)
+    off = data[np.concatenate(samples)]
+    whole = off >= 0
     bounds = np.cumsum([0] + [len(s) for s in samples]).tolist()
     with src:
         return [_gathered(src, off[a:b], 16) if a < b and whole[a:b].all() else None
@@ -446,20 +722,17 @@ def _send_time_heads(cap, samples: list) -> list:
 
 
 def _gathered(src, offsets: np.ndarray, n: int) -> np.ndarray | None:
-    """``n`` bytes at each file offset, SEND_TIME_CHUNK offsets at a time with the file's
-    pages let go between (touching a mapped page maps the 64 kB around it: a thousand samples
-    would hold 60 MB of the file); None when the file is shorter than it was."""
-    out = np.empty((len(offsets), n), np.uint8)
+    """``n`` bytes at each file offset, read with pread (mapping the pages around a thousand
+    samples would hold 60 MB of the file, and cost ten times as long); None when the file is
+    shorter than it was."""
     try:
-        for k, records in src.records_at(offsets, n, SEND_TIME_CHUNK):
-            out[k:k + len(records)] = records.view(np.uint8).reshape(-1, n)
-    except IndexError:    # a file cut since it was read: just say unknown
+        return src.read_at(offsets, n)
+    except (IndexError, OSError):    # a file cut or gone since it was read: just say unknown
         return None
-    return out
 
 
-def _side_from_send_times(cap, requests, heads, rtt_ns) -> tuple[str, str]:
-    """One session's side from its sampled requests' send times (see above)."""
+def _side_from_send_times(t, heads, rtt_ns) -> tuple[str, str]:
+    """One session's side from its sampled requests' times and send times (see above)."""
     if not len(rtt_ns):
         return "unknown", "no reply to compare"
     if heads is None:
@@ -467,7 +740,7 @@ def _side_from_send_times(cap, requests, heads, rtt_ns) -> tuple[str, str]:
     seconds, usec = heads.view("<u8").T
     usec_ok = bool((usec < 10**6).all() and (seconds < 2**33).all())   # ns fit in int64
     sent = seconds.astype(np.int64) * 10**9 + usec.astype(np.int64) * 1000 if usec_ok else 0
-    t = cap.column("frame_time_ns")[requests].astype(np.int64)
+    t = t.astype(np.int64)
     lag = float(np.median(t - sent))                 # send -> capture of the request
     gap = float(np.median(rtt_ns))                    # capture of the request -> its reply
     if not usec_ok or not 0 <= lag < 60e9:
@@ -477,24 +750,22 @@ def _side_from_send_times(cap, requests, heads, rtt_ns) -> tuple[str, str]:
     return ("requester" if lag < gap else "responder"), said
 
 
-def _summary(echoes: dict, keys, rtt_ns, match, sides, addresses) -> dict:
-    """One row per (session, payload size); ``rtt_ns``: each reply's, ``match``: its echo."""
-    session, size = echoes["session"], echoes["payload_bytes"]
-    groups, which = _unique_by_runs(session * (1 << 32) + size)
-    rtt_which = np.searchsorted(groups, session[match] * (1 << 32) + size[match])
-    echoes_of = rows_by_group(which, len(groups))
-    rtts_of = rows_by_group(rtt_which, len(groups))
+def _summary(session, size, replies, e_t, t0, match, rtt_ns, keys, sides, addresses) -> dict:
+    """One row per (session, payload size), from each echo's session, size, replies and time
+    (``t0``: the capture's first), and each reply's ``rtt_ns`` and echo (``match``)."""
+    groups, echoes_of, rtts_of = _size_groups(session, size, match)
     rows: dict[str, list] = {c.name: [] for c in SESSIONS.columns}
     for i, g in enumerate(groups.tolist()):
         k, size = g >> 32, g & 0xFFFFFFFF
         mine = echoes_of[i]
-        tx = len(mine)
-        replies = echoes["replies"][mine]
-        rx = int((replies > 0).sum())
-        dup = int(np.maximum(replies - 1, 0).sum())
+        mine_replies = replies[mine]
+        tx = len(mine_replies)
+        rx = int((mine_replies > 0).sum())
+        dup = int(np.maximum(mine_replies - 1, 0).sum())
         at_responder = sides[k] == "responder"
         stats = _ping_stats(rtt_ns[rtts_of[i]] / 1e6)
-        times = echoes["time_s"][mine]
+        times = e_t[mine]         # seconds since t0 rise with the time: first and last alike
+        first_s, last_s = (int(times.min()) - t0) / 1e9, (int(times.max()) - t0) / 1e9
         rows["session"].append(k)
         rows["requester"].append(addresses[keys[k, 0]])
         rows["responder"].append(addresses[keys[k, 1]])
@@ -508,10 +779,33 @@ def _summary(echoes: dict, keys, rtt_ns, match, sides, addresses) -> dict:
         for name, value in zip(("rtt_min_ms", "rtt_avg_ms", "rtt_max_ms", "rtt_mdev_ms"), stats):
             rows[name].append(np.nan if at_responder else value)
         rows["turnaround_ms"].append(stats[1] if at_responder else np.nan)
-        rows["first_s"].append(float(times.min()))
-        rows["duration_s"].append(float(times.max() - times.min()))
+        rows["first_s"].append(first_s)
+        rows["duration_s"].append(last_s - first_s)
     return {c.name: np.asarray(rows[c.name], dtype=object if c.dtype == "str" else None)
             for c in SESSIONS.columns}
+
+
+def _size_groups(session, size, match) -> tuple[np.ndarray, list, list]:
+    """The (session, size) groups as session << 32 | size, sorted, with each one's echoes and
+    replies (``match``: each reply's echo): ranges where each group's echoes come in one run
+    and the replies in the order of their echoes (no array as long as the echoes), else
+    indices."""
+    change = np.flatnonzero((session[1:] != session[:-1]) | (size[1:] != size[:-1]))
+    starts = np.r_[0, change + 1]
+    codes = session[starts] * (1 << 32) + size[starts]
+    groups = np.unique(codes)
+    if len(groups) == len(starts) and (match[1:] >= match[:-1]).all():
+        ends = np.r_[starts[1:], len(session)]
+        first_reply = np.searchsorted(match, starts).tolist()
+        last_reply = np.searchsorted(match, ends).tolist()
+        runs = np.argsort(codes).tolist()
+        return (groups, [slice(int(starts[r]), int(ends[r])) for r in runs],
+                [slice(first_reply[r], last_reply[r]) for r in runs])
+    groups, which = _unique_by_runs(session * (1 << 32) + size)
+    echoes_of = group_slices(which, len(groups)) or rows_by_group(which, len(groups))
+    rtt_which = which[match]
+    return groups, echoes_of, group_slices(rtt_which, len(groups)) or rows_by_group(
+        rtt_which, len(groups))
 
 
 def _ping_stats(rtt_ms: np.ndarray) -> tuple[float, float, float, float]:

@@ -16,7 +16,7 @@ import warnings
 import numpy as np
 
 from .. import schema
-from ..capture import Capture, WholeFile
+from ..capture import AtRows, Capture, WholeFile
 from ..clock import ClockCheck
 from ..errors import ClockWarning, SkippedPacketsWarning
 from ..streams import TcpStreams
@@ -232,7 +232,7 @@ def packet_windows(path, on_window, kernel: str = "auto", window_bytes: int = WI
         cap = _capture(src, walker, table, kern, addresses=names.update(table.interner))
         first = table.total - k + 1
         cap.arrays["frame_number"] = np.arange(first, first + k, dtype=np.uint32)
-        cap.arrays["frame_time_relative"] = (ts - start[0]) / 1e9
+        cap.arrays["frame_time_relative"] = lambda: (ts - start[0]) / 1e9
         tcp, udp = cap.layer(schema.TCP), cap.layer(schema.UDP)
         cap.arrays["direction"] = sides.directions(
             tcp, udp, table.stream[:k], table.ip_src[:k],
@@ -252,32 +252,53 @@ def packet_windows(path, on_window, kernel: str = "auto", window_bytes: int = WI
     return table.total
 
 
-def read_needed(path, needs, kernel: str = "auto", window_bytes: int = WINDOW_BYTES,
+def read_needed(path, needs, kernel: str = "auto", window_bytes: int | None = None,
                 progress=None) -> Capture:
     """Read only what one analysis needs (a :class:`pcapstats.capture.Needs`): the file is
     streamed as ``packet_windows`` does, and of each window only ``needs.rows`` and
     ``needs.names`` are kept, so memory follows the rows and columns the analysis uses, not
     the file.  The Capture keeps the file's facts (first time, packets, layer counts) in
     ``whole``; its numbers are those of the whole-file table at those rows."""
-    kept = _Kept(needs)
+    return read_kept(path, [Kept(needs)], kernel, window_bytes, progress)[0]
+
+
+def read_kept(path, keepers, kernel: str = "auto", window_bytes: int | None = None,
+              progress=None) -> list:
+    """One streaming pass (``packet_windows``) handing every window's Capture to each keeper's
+    ``add(window)``, then ``done(packets_in_file)`` of each, in order: what each keeps (a
+    :class:`Kept` gives a partial Capture, an analysis' own keeper what it keeps), so several
+    tables can be read for one analysis in one pass.  An empty file is one empty window.
+    ``window_bytes``: WINDOW_BYTES when None (as it is when this is called)."""
+    window_bytes = WINDOW_BYTES if window_bytes is None else window_bytes
     with _collected_warnings() as caught:
-        total = packet_windows(path, kept.add, kernel, window_bytes, progress)
-        if kept.first is None:              # an empty file: one empty window's worth of columns
-            return read_fast(path, kernel).restricted(np.zeros(0, bool), needs)
-        cap = kept.capture(total)
-    cap.warnings.extend(str(w.message) for w in caught)
-    return cap
+        def add(window: Capture) -> None:
+            for keeper in keepers:
+                keeper.add(window)
+        total = packet_windows(path, add, kernel, window_bytes, progress)
+        if not any(keeper.seen for keeper in keepers):   # an empty file
+            add(read_fast(path, kernel))
+        out = [keeper.done(total) for keeper in keepers]
+    said = [str(w.message) for w in caught]
+    for kept in out:
+        if isinstance(kept, Capture):
+            kept.warnings.extend(said)
+    return out
 
 
-class _Kept:
+class Kept:
     """The rows ``needs`` asks for, copied from each window straight into arrays sized for the
     most rows the file could hold (rows never written cost no memory: contract.table_array),
-    so the table is built without a list of windows to join (no second copy at the end)."""
+    so the table is built without a list of windows to join (no second copy at the end).
+    A keeper of ``read_kept``: ``done(packets_in_file)`` is the partial Capture."""
 
     def __init__(self, needs):
         self.needs, self.first, self.last, self.n, self.counts = needs, None, None, 0, {}
         self.columns, self.layers, self.same = [], [], {}
         self.store = {}
+
+    @property
+    def seen(self) -> bool:
+        return self.first is not None
 
     def add(self, window: Capture) -> None:
         rows = np.asarray(self.needs.rows(window), bool)
@@ -296,7 +317,7 @@ class _Kept:
         k = int(np.count_nonzero(rows))
         every = k == len(rows)                          # the usual window of a ping flood, say
         at = None if every else np.flatnonzero(rows)
-        for name in (*self.columns, *self.layers):
+        for name in (*self.columns, *self.layers) if k else ():
             values = window.column(name) if name in self.columns else window.layer(name)
             store = self.store[name]
             if self.n + k > len(store):                 # a gzipped file: more than its size
@@ -311,7 +332,7 @@ class _Kept:
         for name, count in window.counted(self.layers).items():
             self.counts[name] = self.counts.get(name, 0) + count
 
-    def capture(self, total: int) -> Capture:
+    def done(self, total: int) -> Capture:
         first, n = self.first, self.n
         return Capture(path=first.path, format=first.format, compressed=first.compressed,
                        file_size=first.file_size, interfaces=self.last.interfaces,
@@ -419,11 +440,12 @@ def _capture(src, walker, t: _Table, kern, addresses=None) -> Capture:
         "icmp_type": out["icmp_type"], "icmp_code": out["icmp_code"],
         "icmp_ident": out["icmp_ident"], "icmp_seq": out["icmp_seq"],
         "l4_quoted": lambda: quoted != 0,
-        "payload_offset": lambda: np.where(l4 != 0, rec.data_off + out["payload_rel"], -1),
+        "payload_offset": AtRows(lambda r: np.where(
+            l4[r] != 0, rec.data_off[r] + out["payload_rel"][r], -1)),
         "payload_len": out["payload_len"],
-        "payload_cap_len": lambda: np.where(
-            l4 != 0, np.clip(rec.caplen.astype(np.int64) - out["payload_rel"], 0, out["payload_len"]),
-            0).astype(np.uint32),
+        "payload_cap_len": AtRows(lambda r: np.where(
+            l4[r] != 0, np.clip(rec.caplen[r].astype(np.int64) - out["payload_rel"][r], 0,
+                                out["payload_len"][r]), 0).astype(np.uint32)),
         "radiotap_dbm_antsignal": out["rt_signal"],
         "radiotap_datarate": lambda: np.where((radio & K.RT_RATE) != 0,
                                               K.RATE_MBPS[out["rt_rate"]], 0.0),

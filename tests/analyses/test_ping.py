@@ -152,6 +152,35 @@ def test_each_echo_equals_tsharks_icmp_resptime(name):
 PING_NEEDS = Needs(ping_module.READS, ping_module.rows_needed)
 
 
+def test_matching_requests_in_order_equals_the_sorting_match():
+    """The usual capture (requests in time order, session after session, numbers rising, with
+    gaps, jumps past 65536 and replies to missed or unsent numbers) is matched without a sort:
+    the same request for every reply as the general match, a few replies a chunk."""
+    rng = np.random.default_rng(7)
+    for trial in range(400):
+        session, seq, t = [], [], [0]
+        for s in range(int(rng.integers(1, 4))):
+            k = int(rng.integers(1, 40))
+            steps = rng.choice([1, 1, 1, 2, 7, 30000, 65536, 70000], size=k)
+            seq += list(int(rng.integers(0, 70000)) + np.cumsum(steps) - steps[0])
+            session += [s] * k
+            t += list(t[-1] + np.cumsum(rng.integers(0, 3, size=k)))
+        session, seq, t = np.array(session), np.array(seq), np.array(t[1:])
+        pick = rng.integers(0, len(t), size=int(rng.integers(1, 60)))
+        r_seq16 = ((seq[pick] + rng.choice([0, 0, 0, 1, -1, 5], size=len(pick))) % 65536)
+        r_t = t[pick] + rng.integers(-2, 5, size=len(pick))
+        with mock_chunk(5):
+            fast = ping_module._match(session, seq % 65536, t, session[pick],
+                                      r_seq16.astype(np.uint16), r_t, seq)
+        assert np.array_equal(fast, ping_module._match_sorting(session, seq % 65536, t,
+                                                               session[pick], r_seq16, r_t))
+
+
+def mock_chunk(n):
+    from unittest import mock
+    return mock.patch.object(ping_module, "MATCH_CHUNK", n)
+
+
 def _fragmented_echo(t_ns, seq, ident, lose_last=False):
     """An echo of 3000 ICMP bytes each way, in three IP fragments (the request's last one
     lost, if asked)."""

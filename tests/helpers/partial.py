@@ -1,10 +1,12 @@
 """An analysis that declares its Needs must answer on a table of only the rows and columns it
 names exactly as on the whole file's: the same tables bit for bit, the same notes, or the same
-error (what an error says the capture has is the whole file's)."""
+error (what an error says the capture has is the whole file's); and so must it given the path,
+read as it reads one (for its Needs, or streamed by its own keepers), in small windows."""
 
 from __future__ import annotations
 
 import warnings
+from unittest import mock
 
 import numpy as np
 
@@ -49,3 +51,6 @@ def assert_answers_as_on_the_whole_file(analysis, needs: Needs, path, **options)
         expected = answer(analysis, ps.read(path), **options)
     for how, cap in partial_captures(path, needs):
         assert answer(analysis, cap, **options) == expected, how
+    with warnings.catch_warnings(), mock.patch("pcapstats.ingest.WINDOW_BYTES", SMALL_WINDOW):
+        warnings.simplefilter("ignore")         # (read_kept's windows when none is given)
+        assert answer(analysis, path, **options) == expected, "the path, read in windows"

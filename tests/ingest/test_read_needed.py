@@ -12,7 +12,8 @@ import pytest
 import pcapstats as ps
 from pcapstats import schema
 from pcapstats.capture import Needs
-from pcapstats.ingest import read_needed
+from pcapstats.ingest import Kept, read_kept, read_needed
+from pcapstats.ingest.source import open_source
 
 ROOT = Path(__file__).resolve().parents[2]
 CAPTURES = [ROOT / "captures" / n for n in (
@@ -78,3 +79,47 @@ def test_the_clock_warning_is_said_once_as_for_the_whole_read():
         got = read_needed(path, ECHO)
     assert len([w for w in said if issubclass(w.category, ps.ClockWarning)]) == 1
     assert got.warnings and "1970" in got.warnings[0]
+
+
+UDP_ROWS = Needs(("frame_number", "udp_srcport", "payload_len"), lambda cap: cap.layer(schema.UDP))
+
+
+@pytest.mark.parametrize("path", CAPTURES[:3], ids=lambda p: p.name)
+def test_several_keepers_in_one_pass_keep_what_each_alone_would(path):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        echo, udp = read_kept(path, [Kept(ECHO), Kept(UDP_ROWS)], window_bytes=1 << 16)
+        for got, needs in ((echo, ECHO), (udp, UDP_ROWS)):
+            alone = read_needed(path, needs)
+            assert got.packets_in_file == alone.packets_in_file
+            columns, layers = alone.kept_names(needs)
+            for name in columns:
+                assert np.array_equal(got.column(name), alone.column(name)), name
+            for name in layers:
+                assert np.array_equal(got.layer(name), alone.layer(name)), name
+
+
+def test_derived_columns_at_some_rows_equal_the_whole_columns_there():
+    cap = _read(ROOT / "captures" / "ping-sweep-sender.pcap")
+    rows = np.flatnonzero(cap.layer(schema.ICMP_ECHO))[::3]
+    mask = (cap.column("frame_number") % 2) == 0
+    for name in ("payload_offset", "payload_cap_len", "frame_time_ns", "ip_fragment"):
+        for at in (rows, mask, slice(2, 9)):
+            got, want = cap.column_at(name, at), cap.column(name)[at]
+            assert got.dtype == want.dtype and np.array_equal(got, want), name
+
+
+def test_read_at_gives_the_bytes_at_each_offset_plain_or_gzipped(tmp_path):
+    src = ROOT / "captures" / "ping-sweep-sender.pcap"
+    gz = tmp_path / "x.pcap.gz"
+    with open(src, "rb") as f, gzip.open(gz, "wb") as g:
+        shutil.copyfileobj(f, g)
+    data = src.read_bytes()
+    offsets = np.array([0, 24, 1000, len(data) - 16])
+    for path in (src, gz):
+        with open_source(path) as s:
+            got = s.read_at(offsets, 16)
+            assert got.dtype == np.uint8 and got.shape == (4, 16)
+            assert [bytes(r) for r in got] == [data[o:o + 16] for o in offsets]
+            with pytest.raises(IndexError):
+                s.read_at(np.array([len(data) - 8]), 16)
