@@ -183,7 +183,7 @@ def groups_issue16() -> list[Group]:
     return out
 
 
-def spec_issue16() -> str:
+def spec_issue16(trials=(1, 2, 3)) -> str:
     head = f"""# written by bench/flavour_eval.py: the labelled matrix of issue 16 (see its --plan)
 [base]
 tool = "simpleperf"
@@ -193,7 +193,7 @@ snaplen = 128
 capture = "both"
 """
     groups = groups_issue16()
-    return head + "".join("\n" + g.toml(trial) for trial in (1, 2, 3) for g in groups)
+    return head + "".join("\n" + g.toml(trial) for trial in trials for g in groups)
 
 
 def plan_issue16() -> str:
@@ -216,10 +216,12 @@ def plan_issue16() -> str:
 SPECS = {"issue16": spec_issue16, "issue7": spec_issue7}
 
 
-def run(directory: Path, matrix: str) -> int:
+def run(directory: Path, matrix: str, trials=None) -> int:
+    """Run (or resume: the lab skips complete runs) the matrix, or only some trials of
+    issue 16's (a held-out trial alone fits a working session; trial 1 is the tuning one)."""
     directory.mkdir(parents=True, exist_ok=True)
     spec = directory / "flavour.toml"
-    spec.write_text(SPECS[matrix]())
+    spec.write_text(SPECS[matrix](trials) if trials else SPECS[matrix]())
     return subprocess.run(["pcapstats", "lab", "matrix", str(spec), "-o", str(directory)],
                           check=False).returncode
 
@@ -459,6 +461,8 @@ def main(argv=None) -> int:
                         f"{k} {v}" for k, v in CACHES.items()) + ")")
     ap.add_argument("--split", choices=["held-out", "tune", "all"], default=None,
                     help="report one split only (default: tune and held-out)")
+    ap.add_argument("--trials", default=None,
+                    help="with --run and the issue16 matrix: only these trials, e.g. 2 or 2,3")
     ap.add_argument("--jobs", type=int, default=2)
     args = ap.parse_args(argv)
     if args.plan:
@@ -469,7 +473,10 @@ def main(argv=None) -> int:
         return 0
     directory = args.dir or CACHES[args.matrix]
     if args.run:
-        code = run(directory, args.matrix)
+        trials = tuple(int(t) for t in args.trials.split(",")) if args.trials else None
+        if trials and args.matrix != "issue16":
+            ap.error("--trials is for the issue16 matrix")
+        code = run(directory, args.matrix, trials)
         print(f"pcapstats lab matrix exited with {code}; evaluating what is complete",
               file=sys.stderr, flush=True)
     df = classify_all(directory, args.jobs)
