@@ -20,9 +20,10 @@ import warnings
 from dataclasses import dataclass, field
 from typing import Callable, Iterable, Iterator
 
-from .capture import Needs
+from .capture import Capture, Needs
 from .errors import PcapstatsError, PcapstatsWarning
-from .ingest import reporting_progress
+from .ingest import read_kept, reporting_progress
+from .ingest.groups import ByStream, table_budget
 from .reader import as_capture
 from .results import Result, concat, stack
 from .streams import choose_stream, stream_summary
@@ -30,24 +31,47 @@ from .streams import choose_stream, stream_summary
 __all__ = ["analysis", "each", "each_stream", "concat", "Outcome"]
 
 
-def analysis(*, reads: bool = True, needs: Needs | None = None):
+def analysis(*, reads: bool = True, needs: Needs | None = None,
+             by_stream: Callable[[list], Result] | None = None):
     """Decorator giving an analysis function the input policy of the module docstring.
 
     The function itself takes one ``Capture`` (with ``reads=False``: a Capture or a path, for
     an analysis that can stream a file instead of reading it whole) and keyword options.
     With ``needs``, a path is read for the analysis alone (those rows and columns: a Capture
-    given is used whole)."""
+    given is used whole).  With ``by_stream`` too (a per-stream analysis that keeps no state
+    across TCP streams), a path analysed for every stream (no ``stream`` option) is read
+    grouped by stream and spilled to disk past ``ingest.groups.table_budget``; the function
+    runs on each batch of streams and ``by_stream(results)`` joins them into the whole
+    capture's result.  Asked for one stream, it reads the whole table."""
     def wrap(function: Callable[..., Result]):
         @functools.wraps(function)
         def run(capture, /, **options) -> Result:
             if isinstance(capture, (list, tuple)):
                 return concat([run(one, **options) for one in capture])
+            if by_stream and isinstance(capture, (str, os.PathLike)):
+                if options.get("stream") is None:
+                    return _by_stream(function, capture, needs, by_stream, options)
+                return function(as_capture(capture), **options)
             if reads or not isinstance(capture, (str, os.PathLike)):
                 capture = as_capture(capture, needs)
             return function(capture, **options)
         run.analysis = function.__name__
         return run
     return wrap
+
+
+def _by_stream(function, path, needs: Needs, join, options) -> Result:
+    """``function`` on a path read for ``needs`` by stream group (see ``analysis``)."""
+    try:
+        size = os.path.getsize(path)
+    except OSError:
+        size = 0                                      # the reader says what is wrong with it
+    with ByStream(needs, table_budget(size)) as keeper:
+        kept = read_kept(path, [keeper])[0]
+        if isinstance(kept, Capture):                 # it fitted: one table, as read_needed's
+            return function(kept, **options)
+        parts = [function(cap, **options) for cap in kept.captures()]
+        return join(parts) if parts else function(kept.empty(), **options)
 
 
 def each_stream(capture, stream, analyse: Callable[[int], Result]) -> Result:

@@ -295,6 +295,28 @@ def concat(results: Sequence[Result]) -> Result:
     return combined
 
 
+def joined(parts: Sequence[Result], order: Mapping[str, tuple[str, ...]]) -> Result:
+    """The results of one analysis on batches of one capture's streams (``batch``'s
+    ``by_stream`` reading, pcapstats.ingest.groups) as the one result the whole capture gives:
+    each table's rows put together, then sorted stably by ``order[table]``'s columns (the
+    order the analysis gives them in); notes in turn, each once."""
+    parts = list(parts)
+    first = parts[0]
+    out = object.__new__(type(first))
+    out.__dict__.update(first.__dict__)
+    out._tables = {}
+    for spec in first.table_specs:
+        columns = {c.name: np.concatenate([p.table(spec.name)[c.name] for p in parts])
+                   for c in spec.columns}
+        at = np.arange(render.length(columns))
+        for key in reversed(order.get(spec.name, ())):
+            at = at[np.argsort(columns[key][at], kind="stable")]
+        out._tables[spec.name] = {name: values[at] for name, values in columns.items()}
+    out.notes = list(dict.fromkeys(n for p in parts for n in p.notes))
+    out.parts = [out]
+    return out
+
+
 def describe(analysis: str | None = None) -> str:
     """The tables of an analysis (``"packets"``: the packet table; None: the packet table and
     every analysis), column by column: name, type, unit, meaning, Wireshark field (for

@@ -378,7 +378,7 @@ def _summary_of(cap: "Capture", proto: str, interval_ns: int) -> dict[str, np.nd
     every = bool(mask.all())          # an all-TCP capture: slices of the columns, no gathering
     rows = None if every else np.flatnonzero(mask)
     n = len(mask) if every else len(rows)
-    t0 = int(cap.column("frame_time_ns")[0]) if len(cap) else None
+    t0 = cap.first_time_ns if len(cap) else None
     for chunk in (_CHUNK_ROWS, None):  # in chunks; whole if time goes back between chunks
         totals = StreamTotals(proto, interval_ns, t0)
         step = chunk or max(n, 1)

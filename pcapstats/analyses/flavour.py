@@ -76,10 +76,11 @@ from ..clock import GAP_NS, without_long_gaps
 from ..errors import UsageError
 from ..plots.flavour import flavour_figure
 from ..render import Shown
-from ..results import Result
+from ..results import Result, joined
 from ..schema import Column, TableSpec
 from ..streams import choose_stream, id_ranges, stream_names, stream_summary
 from .cwnd import SIDES, Cwnd, estimate
+from .tcp_analysis import STREAM_NEEDS
 
 LABELS = ("reno", "cubic", "bbr", "unknown")
 
@@ -250,7 +251,13 @@ class Flavour(Result):
         return flavour_figure(self.details[stream], title=title)
 
 
-@analysis()
+def _join(parts: list[Flavour]) -> Flavour:
+    out = joined(parts, {"streams": ("stream",)})
+    out.details = dict(sorted((s, d) for p in parts for s, d in p.details.items()))
+    return out
+
+
+@analysis(needs=STREAM_NEEDS, by_stream=_join)
 def flavour(capture: Capture, *, stream: int | None = None) -> Flavour:
     """One row per TCP stream: every stream that carried MIN_STREAM_BYTES or more (no rows
     when none did), or only ``stream``.  UsageError without TCP."""

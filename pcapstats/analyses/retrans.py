@@ -26,10 +26,10 @@ import numpy as np
 from ..batch import analysis
 from ..capture import Capture
 from ..render import Shown
-from ..results import Result
+from ..results import Result, joined
 from ..schema import Column, TableSpec
 from ..streams import DIRECTIONS, choose_stream
-from .tcp_analysis import PACKETS, packet_analysis
+from .tcp_analysis import PACKETS, STREAM_NEEDS, packet_analysis
 
 # tshark's tcp.analysis flags, counted and listed, in this order (tcp_analysis' columns)
 FLAGS = ("retransmission", "fast_retransmission", "spurious_retransmission", "out_of_order",
@@ -75,7 +75,11 @@ class Retrans(Result):
                         "re-sends are out-of-order, not retransmissions.  --all: every flag."}
 
 
-@analysis()
+def _join(parts: list[Retrans]) -> Retrans:
+    return joined(parts, {"counts": ("stream", "direction"), "events": ("frame_number",)})
+
+
+@analysis(needs=STREAM_NEEDS, by_stream=_join)
 def retrans(capture: Capture, *, stream: int | None = None) -> Retrans:
     """Counts and events of every TCP stream (of one with ``stream``)."""
     if stream is not None:
@@ -103,7 +107,7 @@ def _events(a: dict, cap: Capture) -> dict[str, np.ndarray]:
     rows = np.flatnonzero(flags.any(axis=1))
     names = np.array((RESENT, *FLAGS), dtype=object)
     events = np.array(["+".join(names[f]) for f in flags[rows]], dtype=object)
-    t0 = cap.column("frame_time_ns")[0] if len(cap) else 0
+    t0 = cap.first_time_ns or 0
     return {
         "frame_number": a["frame_number"][rows],
         "time_s": (a["frame_time_ns"][rows] - t0) / 1e9,

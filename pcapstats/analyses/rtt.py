@@ -122,7 +122,7 @@ def _rtt(capture: Capture, stream: int) -> Rtt:
     keep = np.zeros(len(flow["frame_number"]), bool)
     for v in ns.values():
         keep |= ~np.isnan(v)
-    t0 = capture.column("frame_time_ns")[0]
+    t0 = capture.first_time_ns
     d = flow["direction"][keep]
     samples = {
         "stream": np.full(int(keep.sum()), stream, np.int64),

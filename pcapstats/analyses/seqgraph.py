@@ -96,7 +96,7 @@ def seqgraph(capture: Capture, *, stream: int | str | None = None) -> SeqGraph:
 def _seqgraph(capture: Capture, stream: int) -> SeqGraph:
     flow = stream_rows(capture, stream)
     data_dir = data_direction(flow)
-    t0 = int(capture.column("frame_time_ns")[0])
+    t0 = capture.first_time_ns
     d = flow["direction"]
     seconds = (flow["frame_time_ns"] - t0) / 1e9
     frames = flow["frame_number"]

@@ -89,10 +89,10 @@ from __future__ import annotations
 import numpy as np
 
 from ..batch import analysis
-from ..capture import Capture
+from ..capture import Capture, Needs
 from ..errors import UsageError
 from ..results import Result
-from ..schema import TCP, Column, TableSpec
+from ..schema import STREAM, TCP, UDP, Column, TableSpec
 from ..streams import DIRECTIONS, own_transport
 from . import tcpseq_c, tcpseq_python
 from .tcpseq import FLAG_BITS, INPUTS, OUTPUTS, RETRANSMISSIONS
@@ -203,14 +203,90 @@ def packet_analysis(cap: Capture, stream: int | None = None, kernel: str = "auto
                     columns: tuple[str, ...] | None = None) -> dict[str, np.ndarray]:
     """The same numbers for the other TCP analyses, as raw numpy columns: ``tcp_stream``,
     ``direction`` as 0 (a_to_b) / 1, optional numbers float64 with NaN where absent (exact:
-    every value is below 2^53); ``row``: each packet's row in ``cap``.  ``columns``: only these
-    (a long stream's unused columns cost 8 bytes a packet each)."""
-    values, present = _analysis(cap, stream, kernel)
+    every value is below 2^53); ``row``: each packet's row in ``cap``.  ``columns``: only these,
+    each made when asked and every analyser array let go after its last use (a long stream's
+    unused columns cost 8 bytes a packet each, and the analyser's ~140 bytes a packet are not
+    all held beside the answer)."""
+    rows, inputs, n_streams = analysis_inputs(cap, stream)
+    if stream is not None and not len(rows):
+        have = np.unique(cap.column("tcp_stream")[own_transport(cap, "tcp")])
+        raise UsageError(f"no TCP stream {stream} in this capture", path=cap.path,
+                         hint=f"it has TCP streams {have.min()}-{have.max()}" if len(have)
+                         else "it has no TCP packets")
+    src = {**inputs, **run_analyser(inputs, n_streams, kernel), "rows": rows}
+    del inputs
+    names = tuple(_MADE) if columns is None else columns
+    uses: dict[str, int] = {}
+    for name in names:
+        for key in _MADE[name][0]:
+            uses[key] = uses.get(key, 0) + 1
+    for key in [k for k in src if k not in uses]:
+        del src[key]                                # the analyser's own inputs, unasked outputs
     out = {}
-    for name in list(values) if columns is None else columns:
-        v = values.pop(name)                   # each raw column let go once converted
-        out[name] = np.where(present[name], v, np.nan) if name in present else v
+    for name in names:
+        keys, make = _MADE[name]
+        value, present = make(src, cap)
+        out[name] = value if present is None else np.where(present, value, np.nan)
+        for key in keys:
+            uses[key] -= 1
+            if not uses[key]:
+                del src[key]
     return out
+
+
+def _flag(bits: int):
+    return (("aflags",), lambda v, cap: ((v["aflags"] & bits) != 0, None))
+
+
+def _optional(key: str, *also: str, when=None):
+    """A column from the analyser's ``key``, present where ``when(v)`` (default: non-zero)."""
+    test = when or (lambda v: v[key] != 0)
+    return ((key, *also), lambda v, cap: (v[key], test(v)))
+
+
+def _generic_rto(v) -> np.ndarray:
+    return ((v["aflags"] & FLAG_BITS["generic_retransmission"]) != 0) & (v["rto"] != 0)
+
+
+def _timestamp_rtt(v, cap):
+    return timestamp_rtt(cap, v["rows"], v)
+
+
+# each column packet_analysis gives: (the analyser inputs and outputs it reads, how it is made:
+# (values, where present or None)); see the module docstring for what each means
+_MADE = {
+    "row": (("rows",), lambda v, cap: (v["rows"], None)),
+    "frame_number": (("frame",), lambda v, cap: (v["frame"], None)),
+    "frame_time_ns": (("t",), lambda v, cap: (v["t"], None)),
+    "tcp_stream": (("stream",), lambda v, cap: (v["stream"], None)),
+    "direction": (("dir",), lambda v, cap: (v["dir"], None)),
+    "tcp_len": (("seglen",), lambda v, cap: (v["seglen"], None)),
+    "tcp_seq": (("rel_seq",), lambda v, cap: (v["rel_seq"], None)),
+    "tcp_ack": (("rel_ack",), lambda v, cap: (v["rel_ack"], None)),
+    "tcp_nxtseq": _optional("nxtseq", "analysed", when=lambda v: v["analysed"].astype(bool)),
+    "tcp_window_size": (("window_size",), lambda v, cap: (v["window_size"], None)),
+    "window_size_scalefactor": _optional("scalefactor", "flags",
+                                         when=lambda v: (v["flags"] & 0x002) == 0),
+    "retransmission": _flag(RETRANSMISSIONS),
+    **{name: _flag(FLAG_BITS[name]) for name in FLAG_COLUMNS if name != "retransmission"},
+    "duplicate_ack_num": _optional("dupack_num"),
+    "duplicate_ack_frame": _optional("dupack_frame", "dupack_num",
+                                     when=lambda v: v["dupack_num"] != 0),
+    "bytes_in_flight": _optional("bytes_in_flight"),
+    "push_bytes_sent": _optional("push_bytes", "bytes_in_flight",
+                                 when=lambda v: v["bytes_in_flight"] != 0),
+    "acks_frame": _optional("acks_frame"),
+    "ack_rtt_ns": _optional("ack_rtt", "acks_frame",
+                            when=lambda v: (v["acks_frame"] != 0) & (v["ack_rtt"] != 0)),
+    "ack_rtt_karn_ns": _optional("ack_rtt", "acks_frame", "karn", when=lambda v: (
+        (v["acks_frame"] != 0) & (v["ack_rtt"] != 0) & (v["karn"] != 0))),
+    "ts_rtt_ns": (("rows", "stream", "dir", "t", "flags"), _timestamp_rtt),
+    "initial_rtt_ns": _optional("initial_rtt"),
+    "rto_ns": _optional("rto", "aflags", when=_generic_rto),
+    "rto_frame": _optional("rto_frame", "rto", "aflags", when=_generic_rto),
+    "resent": (("flags", "seglen", "analysed", "stream", "dir", "rel_seq"),
+               lambda v, cap: (resent_segments(v, v["rel_seq"]), None)),
+}
 
 
 # -- inputs and assembly ------------------------------------------------------------------------
@@ -245,49 +321,23 @@ def analysis_inputs(cap: Capture, stream: int | None = None
     return rows, inputs, n_streams
 
 
-def _analysis(cap: Capture, stream: int | None, kernel: str):
-    rows, inputs, n_streams = analysis_inputs(cap, stream)
-    out = run_analyser(inputs, n_streams, kernel)
-    fl = out["aflags"]
-    f = lambda name: (fl & FLAG_BITS[name]) != 0  # noqa: E731
-    ts_rtt, ts_present = timestamp_rtt(cap, rows, inputs)
-    analysed = inputs["analysed"].astype(bool)
-    syn = (inputs["flags"] & 0x002) != 0
-    values = {
-        "row": rows,                       # the packet table's row of each (not a column)
-        "frame_number": inputs["frame"], "frame_time_ns": inputs["t"],
-        "tcp_stream": inputs["stream"], "direction": inputs["dir"],
-        "tcp_len": inputs["seglen"], "tcp_seq": out["rel_seq"], "tcp_ack": out["rel_ack"],
-        "tcp_nxtseq": out["nxtseq"], "tcp_window_size": out["window_size"],
-        "window_size_scalefactor": out["scalefactor"],
-        "retransmission": (fl & RETRANSMISSIONS) != 0,
-        **{name: f(name) for name in FLAG_COLUMNS if name != "retransmission"},
-        "duplicate_ack_num": out["dupack_num"], "duplicate_ack_frame": out["dupack_frame"],
-        "bytes_in_flight": out["bytes_in_flight"], "push_bytes_sent": out["push_bytes"],
-        "acks_frame": out["acks_frame"], "ack_rtt_ns": out["ack_rtt"],
-        "ack_rtt_karn_ns": out["ack_rtt"], "ts_rtt_ns": ts_rtt,
-        "initial_rtt_ns": out["initial_rtt"], "rto_ns": out["rto"], "rto_frame": out["rto_frame"],
-        "resent": resent_segments(inputs, out["rel_seq"]),
-    }
-    has_rtt = (out["acks_frame"] != 0) & (out["ack_rtt"] != 0)
-    has_bif = out["bytes_in_flight"] != 0
-    present = {
-        "tcp_nxtseq": analysed, "window_size_scalefactor": ~syn,
-        "duplicate_ack_num": out["dupack_num"] != 0, "duplicate_ack_frame": out["dupack_num"] != 0,
-        "bytes_in_flight": has_bif, "push_bytes_sent": has_bif,
-        "acks_frame": out["acks_frame"] != 0, "ack_rtt_ns": has_rtt,
-        "ack_rtt_karn_ns": has_rtt & (out["karn"] != 0), "ts_rtt_ns": ts_present,
-        "initial_rtt_ns": out["initial_rtt"] != 0,
-        "rto_ns": ((fl & FLAG_BITS["generic_retransmission"]) != 0) & (out["rto"] != 0),
-        "rto_frame": ((fl & FLAG_BITS["generic_retransmission"]) != 0) & (out["rto"] != 0),
-    }
-    if stream is not None and not len(rows):
-        have = np.unique(cap.column("tcp_stream")[own_transport(cap, "tcp")])
-        raise UsageError(f"no TCP stream {stream} in this capture", path=cap.path,
-                         hint=f"it has TCP streams {have.min()}-{have.max()}" if len(have)
-                         else "it has no TCP packets")
-    return values, present
+# the columns and layers the per-stream TCP analyses read (the analyser's inputs, the stream
+# summary and choice, tcp_flow's sides and segment sizes); their rows are the TCP packets
+STREAM_READS = (
+    "tcp_stream", "frame_number", "frame_time_ns", "frame_len", "direction", "ip_src", "ip_dst",
+    "ip_ttl", "ip_fragment", "l4_quoted", "payload_len", "tcp_srcport", "tcp_dstport",
+    "tcp_flags", "tcp_hdr_len", "tcp_len", "tcp_seq_raw", "tcp_ack_raw", "tcp_window_size_value",
+    "tcp_option_mss", "tcp_option_tsval", "tcp_option_tsecr", "tcp_option_wscale_shift",
+    "tcp_sack_count", *(f"tcp_sack_{side}{k}_raw" for k in (1, 2, 3) for side in ("le", "re")),
+    "udp_stream", "udp_srcport", "udp_dstport", TCP, UDP, STREAM)
 
+
+def tcp_rows(cap: Capture) -> np.ndarray:
+    """The rows the per-stream TCP analyses read: every packet with a TCP header."""
+    return cap.layer(TCP)
+
+
+STREAM_NEEDS = Needs(STREAM_READS, tcp_rows)
 
 # columns and layers resent_packets reads (for an analysis' Needs)
 RESENT_READS = (TCP, "l4_quoted", "tcp_hdr_len", "ip_fragment", "tcp_stream", "direction",

@@ -280,7 +280,7 @@ def read_kept(path, keepers, kernel: str = "auto", window_bytes: int | None = No
         out = [keeper.done(total) for keeper in keepers]
     said = [str(w.message) for w in caught]
     for kept in out:
-        if isinstance(kept, Capture):
+        if isinstance(getattr(kept, "warnings", None), list):   # a Capture, a Spilled
             kept.warnings.extend(said)
     return out
 
@@ -333,13 +333,21 @@ class Kept:
             self.counts[name] = self.counts.get(name, 0) + count
 
     def done(self, total: int) -> Capture:
-        first, n = self.first, self.n
-        return Capture(path=first.path, format=first.format, compressed=first.compressed,
-                       file_size=first.file_size, interfaces=self.last.interfaces,
-                       arrays={name: self.store[held][:n] for name, held in self.same.items()},
-                       layers={name: self.store[name][:n] for name in self.layers},
-                       addresses=self.last.addresses, engine="fast", kernel=first.kernel,
-                       whole=WholeFile(total, self.start_ns, self.counts))
+        n = self.n
+        return partial_capture(self.first, self.last,
+                               {name: self.store[held][:n] for name, held in self.same.items()},
+                               {name: self.store[name][:n] for name in self.layers},
+                               WholeFile(total, self.start_ns, self.counts))
+
+
+def partial_capture(first: Capture, last: Capture, arrays: dict, layers: dict,
+                    whole: WholeFile) -> Capture:
+    """A Capture of kept rows: the file's facts from its first and last windows, ``whole``'s
+    for what the file has beyond them."""
+    return Capture(path=first.path, format=first.format, compressed=first.compressed,
+                   file_size=first.file_size, interfaces=last.interfaces, arrays=arrays,
+                   layers=layers, addresses=last.addresses, engine="fast", kernel=first.kernel,
+                   whole=whole)
 
 
 class _StreamSides:

@@ -1,0 +1,215 @@
+"""A per-stream analysis' table of a path, grouped by TCP stream and spilled to disk when it
+would not fit in memory, so a capture larger than memory is analysed a batch of streams at a
+time in bounded memory.
+
+``ByStream`` is a ``read_kept`` keeper.  It keeps the rows and columns a ``Needs`` names as
+``Kept`` does while they fit ``budget`` bytes; past that it moves them to a scratch directory,
+one file for each of ``BUCKETS`` groups of streams (``tcp_stream % BUCKETS``), and writes every
+later window's rows there.  ``done`` gives the whole partial Capture when nothing was spilled,
+else a ``Spilled``: its ``captures()`` load the groups a batch at a time (as many groups as fit
+the budget together, their rows merged back into frame order), so memory holds one batch's
+table, never the file's.  Every batch is a partial Capture with the whole file's facts
+(``WholeFile``), so an analysis that keeps no state across streams answers on each as it does
+on the whole table; ``pcapstats.batch`` joins the answers.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+
+import numpy as np
+
+from . import Kept, partial_capture
+from ..capture import Capture, WholeFile
+
+BUCKETS = 16
+#: kept rows are spilled past this many bytes when the file is small (see table_budget)
+MIN_BUDGET = 64 << 20
+MAX_BUDGET = 1 << 30
+#: bytes; overrides table_budget (tests and a machine with little memory set it)
+BUDGET_ENV = "PCAPSTATS_TABLE_BUDGET"
+
+
+def table_budget(file_size: int) -> int:
+    """How many bytes of kept packet table a per-stream analysis holds in memory at once: 40 %
+    of the file's size, at least 64 MiB and at most 1 GiB (``PCAPSTATS_TABLE_BUDGET`` bytes
+    when set).  The analysis of one batch then adds about as much again (its own columns)."""
+    said = os.environ.get(BUDGET_ENV)
+    if said:
+        return max(int(said), 1)
+    return int(min(max(0.4 * file_size, MIN_BUDGET), MAX_BUDGET))
+
+
+class ByStream:
+    """Keeper of ``read_kept``: ``needs``' rows, in memory while under ``budget`` bytes,
+    spilled by stream group past it.  A context manager: leaving it removes the scratch
+    directory, however the read or the analysis ended."""
+
+    def __init__(self, needs, budget: int, scratch: str | None = None):
+        self.kept, self.budget, self.scratch = Kept(needs), budget, scratch
+        self.spill: _Buckets | None = None
+
+    @property
+    def seen(self) -> bool:
+        return self.kept.seen
+
+    def add(self, window: Capture) -> None:
+        if self.spill is not None:
+            self.spill.add_window(window)
+            return
+        self.kept.add(window)
+        if self.kept.n * self._row_bytes() > self.budget:
+            self.spill = _Buckets(self.kept, self.scratch)
+
+    def _row_bytes(self) -> int:
+        k = self.kept
+        return (sum(k.store[n].dtype.itemsize for n in k.columns) + len(k.layers)) or 1
+
+    def done(self, total: int):
+        if self.spill is None:
+            return self.kept.done(total)
+        return Spilled(self.spill, self.kept, total, self.budget)
+
+    def __enter__(self) -> ByStream:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self.spill is not None:
+            self.spill.remove()
+
+
+class _Buckets:
+    """The scratch files: one a group of streams, written block after block (a block: each
+    kept column's values for the group's rows of one window, in column order), so a group is
+    read back in frame order by one sequential pass."""
+
+    def __init__(self, kept: Kept, scratch: str | None):
+        self.names = [*kept.columns, *kept.layers]
+        self.dtypes = {n: kept.store[n].dtype for n in self.names}
+        self.layers = set(kept.layers)
+        self.needs = kept.needs
+        self.dir = tempfile.mkdtemp(prefix="pcapstats-spill-", dir=scratch)
+        self.files = [open(os.path.join(self.dir, f"{b}.bin"), "wb") for b in range(BUCKETS)]
+        self.blocks: list[list[int]] = [[] for _ in range(BUCKETS)]
+        self.kept = kept
+        # what was kept so far goes first, then the store is let go
+        n = kept.n
+        self._write({name: kept.store[name][:n] for name in self.names},
+                    np.arange(n), kept.store[kept.same["tcp_stream"]][:n])
+        kept.store = {}
+
+    def add_window(self, window: Capture) -> None:
+        k = self.kept
+        k.last = window
+        at = np.flatnonzero(np.asarray(self.needs.rows(window), bool))
+        for name, count in window.counted(k.layers).items():
+            k.counts[name] = k.counts.get(name, 0) + count
+        if not len(at):
+            return
+        values = {n: (window.layer(n) if n in self.layers else window.column(n))
+                  for n in self.names}
+        self._write(values, at, window.column("tcp_stream")[at])
+        k.n += len(at)
+
+    def _write(self, values: dict, at: np.ndarray, stream: np.ndarray) -> None:
+        """Rows ``at`` of ``values`` to their streams' groups, in row order within each."""
+        bucket = (stream % BUCKETS).astype(np.uint8)
+        order = np.argsort(bucket, kind="stable")
+        bounds = np.searchsorted(bucket[order], np.arange(BUCKETS + 1))
+        rows = at[order]
+        for name in self.names:
+            taken = np.asarray(values[name][rows], self.dtypes[name])
+            for b in range(BUCKETS):
+                lo, hi = bounds[b], bounds[b + 1]
+                if hi > lo:
+                    self.files[b].write(memoryview(np.ascontiguousarray(taken[lo:hi])))
+        for b in range(BUCKETS):
+            if bounds[b + 1] > bounds[b]:
+                self.blocks[b].append(int(bounds[b + 1] - bounds[b]))
+
+    def close_files(self) -> None:
+        for f in self.files:
+            if not f.closed:
+                f.close()
+
+    def rows(self, b: int) -> int:
+        return sum(self.blocks[b])
+
+    def load(self, b: int) -> dict[str, np.ndarray]:
+        """Group ``b``'s columns and layers, read back block by block."""
+        n = self.rows(b)
+        out = {name: np.empty(n, self.dtypes[name]) for name in self.names}
+        at = 0
+        with open(os.path.join(self.dir, f"{b}.bin"), "rb", buffering=0) as f:
+            for k in self.blocks[b]:
+                for name in self.names:
+                    view = memoryview(out[name][at:at + k]).cast("B")
+                    got = f.readinto(view)
+                    while got < len(view):          # a short read: go on where it stopped
+                        more = f.readinto(view[got:])
+                        if not more:
+                            raise OSError(f"spill file {f.name} ended early")
+                        got += more
+                at += k
+        return out
+
+    def remove(self) -> None:
+        self.close_files()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+class Spilled:
+    """A partial table spilled by stream group: ``captures()`` yields it a batch of groups at
+    a time, each a partial Capture in frame order; ``warnings`` are the reader's."""
+
+    def __init__(self, buckets: _Buckets, kept: Kept, total: int, budget: int):
+        buckets.close_files()
+        self.buckets, self.budget = buckets, budget
+        self.warnings: list[str] = []
+        self.whole = WholeFile(total, kept.start_ns, dict(kept.counts))
+        self.first, self.last, self.same = kept.first, kept.last, kept.same
+        self.layers = list(kept.layers)
+
+    def batches(self) -> list[list[int]]:
+        """Groups in order, as many together as fit the budget (a group larger than it alone)."""
+        row_bytes = sum(self.buckets.dtypes[n].itemsize for n in self.buckets.names) or 1
+        out, size = [], 0
+        for b in range(BUCKETS):
+            rows = self.buckets.rows(b)
+            if not rows:
+                continue
+            if out and size + rows * row_bytes <= self.budget:
+                out[-1].append(b)
+                size += rows * row_bytes
+            else:
+                out.append([b])
+                size = rows * row_bytes
+        return out
+
+    def captures(self):
+        for batch in self.batches():
+            yield self._capture(batch)
+
+    def _capture(self, batch: list[int]) -> Capture:
+        parts = [self.buckets.load(b) for b in batch]
+        if len(parts) == 1:
+            values = parts[0]
+        else:                                       # merged back into frame order
+            order = np.argsort(np.concatenate([p["frame_number"] for p in parts]), kind="stable")
+            values = {}
+            for name in self.buckets.names:
+                values[name] = np.concatenate([p.pop(name) for p in parts])[order]
+        cap = partial_capture(self.first, self.last,
+                              {name: values[held] for name, held in self.same.items()},
+                              {name: values[name] for name in self.layers}, self.whole)
+        cap.warnings.extend(self.warnings)
+        return cap
+
+    def empty(self) -> Capture:
+        """No rows, the whole file's facts: what an analysis says of a file without its rows."""
+        return partial_capture(
+            self.first, self.last,
+            {name: np.zeros(0, self.buckets.dtypes[held]) for name, held in self.same.items()},
+            {name: np.zeros(0, bool) for name in self.layers}, self.whole)
