@@ -16,6 +16,16 @@ workers over one against the issue's 1.8x.
 overhead per capture, ``(dask - local) / captures``, and checks that every Dask run's CSV is
 byte for byte the local one's.
 
+**capped** runs ``pcapstats retrans`` and ``pcapstats flavour`` on the --factor times larger
+capture inside a memory cgroup (v1, this host's; made for the run and removed on every exit
+path) whose limit, --limit-mb, is below the file's size and below its whole packet table, so
+the whole-table read cannot fit: the per-stream analyses then read by stream group, spilled
+to disk (pcapstats.ingest.groups). It checks them against tshark, run outside the cgroup:
+retrans' packets per stream and direction against ``tshark -z conv,tcp``'s frames, its flag
+totals against ``-z io,stat``'s counts of tcp.analysis.*, and flavour's label of every copy's
+streams against its label of the original capture's. For contrast the same retrans with the
+budget set past the table (``PCAPSTATS_TABLE_BUDGET``: the whole table kept) is run too.
+
 **memory** runs each analysis command on bench/data/big.pcap (or --capture) and on a capture
 --factor times larger (the file over again, each copy shifted in time past the last with
 ``editcap -t`` and joined with ``mergecap -a``; made once, cached in bench/data/scale/), and
@@ -510,6 +520,132 @@ def memory(a: argparse.Namespace) -> int:
                     lambda rows, files, a: memory_report(rows, files, codes, a))
 
 
+CGROUP_V1 = Path("/sys/fs/cgroup/memory")
+CAPPED_FLAGS = ("retransmission", "duplicate_ack", "lost_segment", "out_of_order",
+                "window_update", "window_full")
+
+
+@contextlib.contextmanager
+def memory_cgroup(limit_bytes: int):
+    """A memory cgroup of this run's own, limited to ``limit_bytes`` (swap too, where the
+    kernel accounts it); removed on every exit path once its processes have ended."""
+    if not (CGROUP_V1 / "memory.limit_in_bytes").exists():
+        raise Refused(f"no cgroup v1 memory controller at {CGROUP_V1} (capped needs root and it)")
+    group = CGROUP_V1 / f"pcapstats-bench-{os.getpid()}"
+    group.mkdir()
+    try:
+        (group / "memory.limit_in_bytes").write_text(str(limit_bytes))
+        swap = group / "memory.memsw.limit_in_bytes"
+        if swap.exists():
+            swap.write_text(str(limit_bytes))
+        yield group
+    finally:
+        for _ in range(50):                         # its last process may still be exiting
+            try:
+                group.rmdir()
+                break
+            except OSError:
+                time.sleep(0.1)
+
+
+def capped_run(group: Path, cmd: list[str], env: dict | None = None) -> tuple[Run, dict]:
+    """``cmd`` in ``group`` (it joins, then execs), under GNU time: the run and the group's
+    facts (its peak usage, page cache included; how often it hit the limit; OOM kills)."""
+    (group / "memory.max_usage_in_bytes").write_text("0")
+    (group / "memory.failcnt").write_text("0")
+    joined = ["sh", "-c", f'echo $$ > {group}/cgroup.procs && exec "$@"', "sh", *cmd]
+    run = timed(joined, keep_stdout=True, cwd=OUTSIDE, env=env)
+    oom = (group / "memory.oom_control").read_text()
+    kills = re.search(r"oom_kill (\d+)", oom)
+    return run, {"peak_mb": int((group / "memory.max_usage_in_bytes").read_text()) / 1e6,
+                 "failcnt": int((group / "memory.failcnt").read_text()),
+                 "oom_kills": int(kills.group(1)) if kills else None}
+
+
+def tshark_reference(capture: Path) -> tuple[dict, dict]:
+    """(frames per (A address, A port, B address, B port) and direction from ``-z conv,tcp``,
+    summed over conversations that reuse the ports;
+    the tcp.analysis flag totals from ``-z io,stat,0``)."""
+    conv = _tool(["tshark", "-n", "-r", str(capture), "-q", "-z", "conv,tcp"])
+    frames = {}
+    for line in conv.splitlines():
+        m = re.match(r"\s*(\S+):(\d+)\s+<->\s+(\S+):(\d+)\s+(\d+)\s+\S+(?:\s+\S+)?\s+(\d+)", line)
+        if m:
+            a, pa, b, pb, b_to_a, a_to_b = m.groups()
+            got = frames.setdefault((a, int(pa), b, int(pb)), [0, 0])   # ports reused: summed
+            got[0] += int(a_to_b)
+            got[1] += int(b_to_a)
+    stats = ",".join(f"COUNT(tcp.analysis.{f})tcp.analysis.{f}" for f in CAPPED_FLAGS)
+    io = _tool(["tshark", "-n", "-r", str(capture), "-q", "-z", f"io,stat,0,{stats}"])
+    row = [line for line in io.splitlines() if re.match(r"\|\s*0\.0+\s*<>", line)][0]
+    counts = [int(x) for x in re.findall(r"\|\s*(\d+)\s*(?=\|)", row.split("<>", 1)[1])]
+    return frames, dict(zip(CAPPED_FLAGS, counts[-len(CAPPED_FLAGS):]))
+
+
+def capped(a: argparse.Namespace) -> int:
+    import csv
+    import io
+    base = a.capture.resolve()
+    x = larger(base, a.factor)
+    if x is None:
+        return 1
+    x, linked = without_foreign_sidecar(x)
+    size = x.stat().st_size
+    limit = a.limit_mb * 1_000_000
+    print(f"scale capped, started {time.strftime('%Y-%m-%d %H:%M %Z')}, load {load_average()}")
+    print(f"capture {x.name}: {capinfos(x)['packets']:,} packets, {size / 1e6:.0f} MB; memory "
+          f"cgroup limit {a.limit_mb} MB ({limit / size:.2f}x the file)" + (f"; {linked}"
+                                                                              if linked else ""))
+    cli = [sys.executable, "-m", "pcapstats"]
+    rows, outputs = [], {}
+    with memory_cgroup(limit) as group:
+        for name, args, env in (
+                ("retrans", ["retrans", str(x), "--format", "csv"], None),
+                ("flavour", ["flavour", str(x), "--format", "csv"], None),
+                ("retrans, whole table kept", ["retrans", str(x), "--format", "csv"],
+                 {**os.environ, "PCAPSTATS_TABLE_BUDGET": str(1 << 40)})):
+            run, facts = capped_run(group, cli + args, env)
+            outputs[name] = run
+            rows.append([name, run.returncode, f"{run.wall_s:.1f}", f"{run.rss_kb / 1e3:.0f}",
+                         f"{facts['peak_mb']:.0f}", facts["failcnt"], facts["oom_kills"]])
+            say(f"{name}: exit {run.returncode}, {run.wall_s:.1f} s, peak RSS "
+                f"{run.rss_kb / 1e3:.0f} MB")
+    print(render(["command", "exit", "wall s", "peak RSS MB", "cgroup peak MB (page cache "
+                  "too)", "times at the limit", "OOM kills"], rows, a.markdown))
+    checks = []
+    retrans = list(csv.DictReader(io.StringIO(outputs["retrans"].stdout)))
+    if retrans:
+        say("tshark -z conv,tcp and -z io,stat on the capture (outside the cgroup, a minute or two)")
+        frames, flags = tshark_reference(x)
+        names = {}
+        for r in csv.DictReader(io.StringIO(_tool(cli + ["throughput", str(x), "--proto", "tcp",
+                                                          "--format", "csv"]))):
+            names[int(r["stream"])] = (r["address_a"], int(r["port_a"]), r["address_b"],
+                                       int(r["port_b"]))
+        ours = {}
+        for r in retrans:
+            key = names[int(r["stream"])]
+            got = ours.setdefault(key, [0, 0])
+            got[r["direction"] == "b_to_a"] += int(r["packets"])
+        same = ours == frames
+        checks.append(f"packets per stream and direction ({len(ours)} streams) equal tshark's "
+                      f"conv,tcp frames: {'yes' if same else 'NO'}")
+        for flag in CAPPED_FLAGS:
+            total = sum(int(r[flag]) for r in retrans)
+            checks.append(f"{flag}: {total} (tshark {flags[flag]}): "
+                          f"{'equal' if total == flags[flag] else 'DIFFERENT'}")
+    flavour = list(csv.DictReader(io.StringIO(outputs["flavour"].stdout)))
+    if flavour:
+        original = list(csv.DictReader(io.StringIO(_tool(
+            cli + ["flavour", str(base), "--format", "csv"]))))
+        want = [r["label"] for r in original]
+        got = [r["label"] for r in flavour]
+        checks.append(f"flavour labels of the {a.factor} copies {got} = the original's {want} "
+                      f"each time: {'yes' if got == want * a.factor else 'NO'}")
+    print("\n".join(["", *checks]))
+    return 0
+
+
 def without_foreign_sidecar(capture: Path) -> tuple[Path, str | None]:
     """``capture``, or a hard link to it in SCALE/links when a NAME.json that is not a lab
     sidecar sits beside it (bench/data/big.json is bench/ingest.py's record): verify refuses
@@ -644,11 +780,19 @@ def main() -> int:
                      help="also a capture this many times larger (1: none)")
     mem.add_argument("--before", metavar="COMMIT",
                      help="also run each command from a worktree of COMMIT, interleaved")
+    cap = sub.add_parser("capped", help="retrans and flavour on a capture larger than the "
+                                        "memory they are allowed, against tshark")
+    cap.add_argument("--capture", type=Path, default=BIG,
+                     help="the capture made larger (default bench/data/big.pcap)")
+    cap.add_argument("--factor", type=positive, default=4, help="how many times larger")
+    cap.add_argument("--limit-mb", type=positive, default=600,
+                     help="the cgroup's memory limit, MB (default 600)")
+    cap.add_argument("--markdown", action="store_true", help="the table as Markdown")
     a = ap.parse_args()
     signal.signal(signal.SIGTERM, lambda signum, _frame: sys.exit(128 + signum))
     try:
         check_environment(a)
-        return {"workers": workers, "dask": dask, "memory": memory}[a.part](a)
+        return {"workers": workers, "dask": dask, "memory": memory, "capped": capped}[a.part](a)
     except KeyboardInterrupt:
         print("scale: interrupted", file=sys.stderr)
         return 130

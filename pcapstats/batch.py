@@ -26,32 +26,31 @@ from .ingest import read_kept, reporting_progress
 from .ingest.groups import ByStream, table_budget
 from .reader import as_capture
 from .results import Result, concat, stack
-from .streams import choose_stream, stream_summary
+from .streams import SummaryKeeper, choose_stream, stream_summary
 
 __all__ = ["analysis", "each", "each_stream", "concat", "Outcome"]
 
 
 def analysis(*, reads: bool = True, needs: Needs | None = None,
-             by_stream: Callable[[list], Result] | None = None):
+             by_stream: Callable[[list], Result] | None = None, one_stream: bool = False):
     """Decorator giving an analysis function the input policy of the module docstring.
 
     The function itself takes one ``Capture`` (with ``reads=False``: a Capture or a path, for
     an analysis that can stream a file instead of reading it whole) and keyword options.
     With ``needs``, a path is read for the analysis alone (those rows and columns: a Capture
-    given is used whole).  With ``by_stream`` too (a per-stream analysis that keeps no state
-    across TCP streams), a path analysed for every stream (no ``stream`` option) is read
-    grouped by stream and spilled to disk past ``ingest.groups.table_budget``; the function
-    runs on each batch of streams and ``by_stream(results)`` joins them into the whole
-    capture's result.  Asked for one stream, it reads the whole table."""
+    given is used whole).  A per-stream TCP analysis, which keeps no state across streams,
+    says so with ``one_stream`` (it analyses the ``stream`` option's stream, by default the
+    one with the most payload) or ``by_stream`` (with no ``stream`` option it analyses every
+    stream, and ``by_stream(results)`` joins its results on batches of streams into one):
+    a path is then read grouped by stream, spilled to disk past ``ingest.groups.table_budget``
+    (see :func:`_grouped`)."""
     def wrap(function: Callable[..., Result]):
         @functools.wraps(function)
         def run(capture, /, **options) -> Result:
             if isinstance(capture, (list, tuple)):
                 return concat([run(one, **options) for one in capture])
-            if by_stream and isinstance(capture, (str, os.PathLike)):
-                if options.get("stream") is None:
-                    return _by_stream(function, capture, needs, by_stream, options)
-                return function(as_capture(capture), **options)
+            if (by_stream or one_stream) and isinstance(capture, (str, os.PathLike)):
+                return _grouped(function, capture, needs, by_stream, options)
             if reads or not isinstance(capture, (str, os.PathLike)):
                 capture = as_capture(capture, needs)
             return function(capture, **options)
@@ -60,18 +59,39 @@ def analysis(*, reads: bool = True, needs: Needs | None = None,
     return wrap
 
 
-def _by_stream(function, path, needs: Needs, join, options) -> Result:
-    """``function`` on a path read for ``needs`` by stream group (see ``analysis``)."""
+def _grouped(function, path, needs: Needs, join, options) -> Result:
+    """A per-stream analysis of a path read for ``needs`` in one pass.  When the table fitted
+    the budget, the function runs on it; when it was spilled, on each batch of streams, joined
+    (every stream: a batch's own TCP rows say which streams it has), or on the batch holding
+    the stream asked for, which the whole file's stream summary, summed in the same pass,
+    chooses (so the choice, its error and the streams' names are the whole table's).  Time going back across windows (the summary
+    cannot be streamed) and ``stream="all"`` over a spilled table read the whole table."""
     try:
         size = os.path.getsize(path)
     except OSError:
         size = 0                                      # the reader says what is wrong with it
+    stream = options.get("stream")
+    summary = SummaryKeeper()
     with ByStream(needs, table_budget(size)) as keeper:
-        kept = read_kept(path, [keeper])[0]
-        if isinstance(kept, Capture):                 # it fitted: one table, as read_needed's
+        if join is not None and stream is None:    # every stream: no choice, no summary needed
+            kept = read_kept(path, [keeper])[0]
+            if isinstance(kept, Capture):
+                return function(kept, **options)
+            parts = [function(cap, **options) for cap in kept.captures()]
+            return join(parts) if parts else function(kept.empty(), **options)
+        kept, streams = read_kept(path, [keeper, summary])
+        if streams is None:
+            return function(as_capture(path), **options)
+        if isinstance(kept, Capture):
+            summary.put(kept, streams)
             return function(kept, **options)
-        parts = [function(cap, **options) for cap in kept.captures()]
-        return join(parts) if parts else function(kept.empty(), **options)
+        if stream == "all":
+            return function(as_capture(path), **options)
+        probe = kept.empty()
+        summary.put(probe, streams)
+        cap = kept.capture_of(choose_stream(probe, stream).stream)
+        summary.put(cap, streams)
+        return function(cap, **options)
 
 
 def each_stream(capture, stream, analyse: Callable[[int], Result]) -> Result:

@@ -392,6 +392,54 @@ def _summary_of(cap: "Capture", proto: str, interval_ns: int) -> dict[str, np.nd
     return totals.columns(cap.addresses)
 
 
+class SummaryKeeper:
+    """A keeper of ``ingest.read_kept``: the whole file's stream summary (one interval, both
+    protocols) fed window by window, so an analysis that holds only some rows still chooses
+    and names streams as on the whole table (``put``).  ``done`` gives None where time went
+    back across windows (the summary then needs the whole table)."""
+
+    def __init__(self, interval_ns: int = 1_000_000_000):
+        self.interval_ns, self.totals, self.failed, self.last = interval_ns, {}, False, None
+
+    @property
+    def seen(self) -> bool:
+        return self.last is not None
+
+    def add(self, window: "Capture") -> None:
+        if not self.totals:
+            self.totals = {p: StreamTotals(p, self.interval_ns, window.first_time_ns)
+                           for p in PROTOS}
+        self.last = window
+        if self.failed or not len(window):
+            return
+        names = ("ip_src", "ip_dst", "frame_time_ns", "frame_len", "payload_len")
+        for proto, totals in self.totals.items():
+            rows = np.flatnonzero(own_transport(window, proto))
+            if not len(rows):
+                continue
+            src, dst, t, frame_len, payload = (window.column(n)[rows] for n in names)
+            try:
+                totals.add(window.column(f"{proto}_stream")[rows], src, dst,
+                           window.column(f"{proto}_srcport")[rows],
+                           window.column(f"{proto}_dstport")[rows], t, frame_len, payload,
+                           close=True)
+            except TimeWentBack:
+                self.failed = True
+                return
+
+    def done(self, total: int) -> dict[str, dict] | None:
+        if self.failed:
+            return None
+        parts = {p: self.totals[p].columns(self.last.addresses) if self.totals else
+                 empty_summary() for p in PROTOS}
+        return {**parts, None: stack_summaries([parts[p] for p in PROTOS])}
+
+    def put(self, cap: "Capture", summaries: dict) -> None:
+        """Make ``cap``'s stream summary (at this interval) the whole file's."""
+        for proto, summary in summaries.items():
+            cap.derived[("stream_summary", proto, self.interval_ns)] = summary
+
+
 def empty_summary() -> dict[str, np.ndarray]:
     return {c.name: np.zeros(0, object if c.dtype == "str" else c.dtype)
             for c in STREAM_SUMMARY_COLUMNS}

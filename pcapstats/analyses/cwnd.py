@@ -63,6 +63,7 @@ from ..render import Shown
 from ..results import Result
 from ..schema import Column, TableSpec
 from ..streams import DIRECTIONS, choose_stream, stream_names
+from .tcp_analysis import STREAM_NEEDS
 from .tcp_flow import (SIDES, capture_side, data_direction, near_end, segment_size,
                        stream_rows)
 
@@ -212,7 +213,7 @@ class Cwnd(Result):
         return (cwnd_figure if graph == "cwnd" else wscale_figure)(self, title=title)
 
 
-@analysis()
+@analysis(needs=STREAM_NEEDS, one_stream=True)
 def cwnd(capture: Capture, *, stream: int | str | None = None, side: str = "auto") -> Cwnd:
     """The cwnd estimate of one TCP stream (by default the one with the most payload; "all":
     every stream with data).  ``side`` forces "sender" or "receiver" when the handshake
@@ -321,14 +322,14 @@ class _Views:
     def __init__(self, flow, data_dir, t0, receiver: bool):
         self.t0 = t0
         self.t = np.asarray(flow["frame_time_ns"], np.int64)
-        self.frame = np.asarray(flow["frame_number"], np.int64)
+        self.frame = _Wide(flow["frame_number"])
         d = flow["direction"]
         length = np.asarray(flow["tcp_len"], np.int64)
         flags = flow["tcp_flags"]
         col = lambda name: np.asarray(flow[name], np.float64)  # noqa: E731
         self.nxtseq = col("tcp_nxtseq")
-        self.ack = np.asarray(flow["tcp_ack"], np.int64)
-        self.win = np.asarray(flow["tcp_window_size"], np.int64)
+        self.ack = _Wide(flow["tcp_ack"])
+        self.win = _Wide(flow["tcp_window_size"])
         self.bif = col("bytes_in_flight")
         self.tsval, self.tsecr = col("tsval"), col("tsecr")
         resent = np.zeros(len(flow["frame_number"]), bool)
@@ -355,6 +356,18 @@ class _Views:
 
     def seconds(self, rows):
         return (self.t[rows] - self.t0) / 1e9
+
+
+class _Wide:
+    """A stream's unsigned column read as int64 where it is indexed: the whole column's int64
+    copy (8 bytes a packet, held as long as the views) is never made."""
+    __slots__ = ("values",)
+
+    def __init__(self, values: np.ndarray):
+        self.values = values
+
+    def __getitem__(self, rows):
+        return np.asarray(self.values[rows], np.int64)
 
 
 def _carry(n, rows, values) -> np.ndarray:

@@ -75,6 +75,11 @@ class Retrans(Result):
                         "re-sends are out-of-order, not retransmissions.  --all: every flag."}
 
 
+# the columns of packet_analysis counted and listed
+_READS = ("tcp_stream", "direction", "tcp_len", "frame_number", "frame_time_ns", "tcp_seq",
+          "tcp_nxtseq", "tcp_ack", "duplicate_ack_num", RESENT, *FLAGS)
+
+
 def _join(parts: list[Retrans]) -> Retrans:
     return joined(parts, {"counts": ("stream", "direction"), "events": ("frame_number",)})
 
@@ -84,7 +89,7 @@ def retrans(capture: Capture, *, stream: int | None = None) -> Retrans:
     """Counts and events of every TCP stream (of one with ``stream``)."""
     if stream is not None:
         choose_stream(capture, stream)   # one clear error for a UDP or missing stream
-    a = packet_analysis(capture, stream)
+    a = packet_analysis(capture, stream, columns=_READS)
     return Retrans({"counts": _counts(a), "events": _events(a, capture)}, capture=capture.path)
 
 

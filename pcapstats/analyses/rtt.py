@@ -39,6 +39,7 @@ from ..render import Shown
 from ..results import Result
 from ..schema import Column, TableSpec
 from ..streams import DIRECTIONS, stream_names
+from .tcp_analysis import STREAM_NEEDS
 from .tcp_flow import SIDES, capture_side, data_direction, stream_rows
 
 RTT_SERIES = ("ack_rtt_ms", "ack_rtt_karn_ms", "ts_rtt_ms")
@@ -107,7 +108,7 @@ class Rtt(Result):
         return rtt_figure(self, title=title)
 
 
-@analysis()
+@analysis(needs=STREAM_NEEDS, one_stream=True)
 def rtt(capture: Capture, *, stream: int | str | None = None) -> Rtt:
     """The RTT samples of one TCP stream (by default the one with the most payload; "all":
     every stream with data), their summary per series and direction, and the path's RTT."""

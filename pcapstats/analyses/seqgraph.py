@@ -21,6 +21,7 @@ from ..render import Shown
 from ..results import Result
 from ..schema import Column, TableSpec
 from ..streams import DIRECTIONS, stream_names
+from .tcp_analysis import STREAM_NEEDS
 from .tcp_flow import data_direction, stream_rows
 
 STYLES = ("stevens", "tcptrace")
@@ -86,7 +87,7 @@ class SeqGraph(Result):
         return seqgraph_figure(self, style=style, title=title)
 
 
-@analysis()
+@analysis(needs=STREAM_NEEDS, one_stream=True)
 def seqgraph(capture: Capture, *, stream: int | str | None = None) -> SeqGraph:
     """The segments, ACKs and SACK blocks of one TCP stream (by default the one with the most
     payload; "all": every stream with data), for the Stevens and tcptrace graphs."""

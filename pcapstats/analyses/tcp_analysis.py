@@ -305,9 +305,15 @@ def analysis_inputs(cap: Capture, stream: int | None = None
     stream = col("tcp_stream").astype(np.int64)
     wscale = np.where(cap.present("tcp_option_wscale_shift")[rows],
                       col("tcp_option_wscale_shift").astype(np.int16), np.int16(-1))
-    sack = {side: np.stack([np.where(cap.present(f"tcp_sack_{side}{k}_raw")[rows],
-                                     col(f"tcp_sack_{side}{k}_raw"), 0) for k in (1, 2, 3)],
-                           axis=1).astype(np.uint32) for side in ("le", "re")}
+    # SACK edges: zeros (pages never touched) but on the few packets that carry blocks
+    sack = {side: np.zeros((len(rows), 3), np.uint32) for side in ("le", "re")}
+    with_sack = rows[cap.column("tcp_sack_count")[rows] > 0]
+    at = np.searchsorted(rows, with_sack)
+    for side in ("le", "re"):
+        for k in (1, 2, 3):
+            name = f"tcp_sack_{side}{k}_raw"
+            sack[side][at, k - 1] = np.where(cap.present(name)[with_sack],
+                                             cap.column(name)[with_sack], 0)
     inputs = {
         "stream": stream, "dir": col("direction"),
         "analysed": (~col("ip_fragment").astype(bool)).astype(np.uint8),

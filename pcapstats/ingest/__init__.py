@@ -317,13 +317,16 @@ class Kept:
         k = int(np.count_nonzero(rows))
         every = k == len(rows)                          # the usual window of a ping flood, say
         at = None if every else np.flatnonzero(rows)
-        for name in (*self.columns, *self.layers) if k else ():
-            values = window.column(name) if name in self.columns else window.layer(name)
-            store = self.store[name]
+        for name, store in self.store.items():
             if self.n + k > len(store):                 # a gzipped file: more than its size
                 grown = K.table_array(2 * (self.n + k), store.dtype)
                 grown[:self.n] = store[:self.n]
-                store = self.store[name] = grown
+                self.store[name] = grown
+        for name in (*self.columns, *self.layers) if k else ():
+            values = window.column(name) if name in self.columns else window.layer(name)
+            if not values.any():
+                continue        # the store is zeros already, its pages left untouched: free
+            store = self.store[name]
             if every:
                 store[self.n:self.n + k] = values
             else:

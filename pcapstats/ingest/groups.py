@@ -15,6 +15,8 @@ on the whole table; ``pcapstats.batch`` joins the answers.
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 import os
 import shutil
 import tempfile
@@ -22,6 +24,7 @@ import tempfile
 import numpy as np
 
 from . import Kept, partial_capture
+from .contract import table_array
 from ..capture import Capture, WholeFile
 
 BUCKETS = 16
@@ -119,15 +122,20 @@ class _Buckets:
         order = np.argsort(bucket, kind="stable")
         bounds = np.searchsorted(bucket[order], np.arange(BUCKETS + 1))
         rows = at[order]
+        written = [[] for _ in range(BUCKETS)]     # the names each bucket's block holds
         for name in self.names:
-            taken = np.asarray(values[name][rows], self.dtypes[name])
+            column = values[name]
+            if not column.any():
+                continue                            # zeros (no SACK, say): written as nothing
+            taken = np.asarray(column[rows], self.dtypes[name])
             for b in range(BUCKETS):
                 lo, hi = bounds[b], bounds[b + 1]
-                if hi > lo:
+                if hi > lo and taken[lo:hi].any():
                     self.files[b].write(memoryview(np.ascontiguousarray(taken[lo:hi])))
+                    written[b].append(name)
         for b in range(BUCKETS):
             if bounds[b + 1] > bounds[b]:
-                self.blocks[b].append(int(bounds[b + 1] - bounds[b]))
+                self.blocks[b].append((int(bounds[b + 1] - bounds[b]), frozenset(written[b])))
 
     def close_files(self) -> None:
         for f in self.files:
@@ -135,16 +143,19 @@ class _Buckets:
                 f.close()
 
     def rows(self, b: int) -> int:
-        return sum(self.blocks[b])
+        return sum(k for k, _ in self.blocks[b])
 
     def load(self, b: int) -> dict[str, np.ndarray]:
-        """Group ``b``'s columns and layers, read back block by block."""
+        """Group ``b``'s columns and layers, read back block by block (a column's zeros are
+        never written nor read: its pages stay untouched)."""
         n = self.rows(b)
-        out = {name: np.empty(n, self.dtypes[name]) for name in self.names}
+        out = {name: table_array(n, self.dtypes[name]) for name in self.names}
         at = 0
         with open(os.path.join(self.dir, f"{b}.bin"), "rb", buffering=0) as f:
-            for k in self.blocks[b]:
+            for k, written in self.blocks[b]:
                 for name in self.names:
+                    if name not in written:
+                        continue
                     view = memoryview(out[name][at:at + k]).cast("B")
                     got = f.readinto(view)
                     while got < len(view):          # a short read: go on where it stopped
@@ -192,7 +203,16 @@ class Spilled:
         for batch in self.batches():
             yield self._capture(batch)
 
+    def capture_of(self, stream: int) -> Capture:
+        """The batch that holds TCP stream ``stream`` (empty when none does)."""
+        bucket = stream % BUCKETS
+        for batch in self.batches():
+            if bucket in batch:
+                return self._capture(batch)
+        return self.empty()
+
     def _capture(self, batch: list[int]) -> Capture:
+        _give_back_freed_memory()      # the last batch's analysis, the reader's windows
         parts = [self.buckets.load(b) for b in batch]
         if len(parts) == 1:
             values = parts[0]
@@ -213,3 +233,24 @@ class Spilled:
             self.first, self.last,
             {name: np.zeros(0, self.buckets.dtypes[held]) for name, held in self.same.items()},
             {name: np.zeros(0, bool) for name in self.layers}, self.whole)
+
+
+def _give_back_freed_memory() -> None:
+    """Return the C heap's freed pages to the system (glibc's malloc_trim; elsewhere nothing).
+    Freed arrays under glibc's mmap threshold, which grows to 32 MB as large arrays are freed,
+    stay in the heap: without this a batch's analysis is still resident when the next batch
+    loads (flavour on a 2-stream, 254 MB capture: 412 MB peak, 366 MB with it)."""
+    if _LIBC is not None:
+        _LIBC.malloc_trim(0)
+
+
+def _libc():
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        libc.malloc_trim.argtypes = [ctypes.c_size_t]
+        return libc
+    except (OSError, AttributeError):
+        return None
+
+
+_LIBC = _libc()

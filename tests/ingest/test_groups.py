@@ -1,0 +1,136 @@
+"""ingest.groups: a per-stream analysis of a path read grouped by TCP stream and spilled to disk
+past a table budget answers bit for bit as on the whole table -- every stream, one stream, the
+default stream, their errors -- and its scratch directory goes however the analysis ends.  The
+whole-table answers are checked against tshark and the sender's kernel in tests/analyses; here
+the per-stream flags of a spilled read are also counted against tshark directly."""
+
+import os
+import tempfile
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import pcapstats as ps
+from pcapstats.analyses.tcp_analysis import STREAM_NEEDS
+from pcapstats.ingest import read_kept
+from pcapstats.ingest.groups import BUCKETS, BUDGET_ENV, ByStream, Spilled, table_budget
+from tests.helpers.partial import answer
+from tests.helpers.tshark_ref import tshark_fields
+
+ROOT = Path(__file__).resolve().parents[2]
+MULTI = [ROOT / "captures" / n for n in (
+    "sp-3pairs-reno+cubic+bbr.pcap", "iperf3-4flows.pcap", "tcp_2streams.pcap",
+    "udp_ping.pcapng")] + [ROOT / "tests" / "data" / "tcp_dupack.pcapng"]
+# (analysis, options): every stream, one, the default, all, one missing, the receiver side
+RUNS = [("retrans", {}), ("retrans", {"stream": 1}), ("retrans", {"stream": 42}),
+        ("flavour", {}), ("flavour", {"stream": 2}),
+        ("cwnd", {}), ("cwnd", {"stream": 1, "side": "receiver"}), ("cwnd", {"stream": "all"}),
+        ("rtt", {}), ("rtt", {"stream": 3}), ("seqgraph", {}), ("seqgraph", {"stream": "all"})]
+BUDGETS = ("1", "30000")     # bytes: spill at the first window, or a few windows in
+
+
+@pytest.fixture
+def spill_dir(tmp_path, monkeypatch):
+    """Scratch directories go to a folder of this test's, so what is left is seen."""
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    return tmp_path
+
+
+@pytest.mark.parametrize("path", MULTI, ids=lambda p: p.name)
+def test_spilled_reads_answer_as_the_whole_table(path, spill_dir, monkeypatch):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        whole = ps.read(path)
+        for name, options in RUNS:
+            analysis = getattr(ps, name)
+            want = answer(analysis, whole, **options)
+            for budget in BUDGETS:
+                monkeypatch.setenv(BUDGET_ENV, budget)
+                assert answer(analysis, path, **options) == want, (name, options, budget)
+    assert not list(spill_dir.iterdir())
+
+
+def _spilled(path, budget):
+    keeper = ByStream(STREAM_NEEDS, budget)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        kept = read_kept(path, [keeper], window_bytes=1 << 16)[0]
+    return keeper, kept
+
+
+def test_a_batch_holds_whole_streams_in_frame_order(spill_dir):
+    path = MULTI[1]                                   # four iperf3 flows and the control one
+    whole = ps.read(path)
+    keeper, kept = _spilled(path, 1)
+    with keeper:
+        assert isinstance(kept, Spilled)
+        seen = []
+        for cap in kept.captures():
+            frames = cap.column("frame_number")
+            assert np.all(np.diff(frames) > 0)
+            streams = np.unique(cap.column("tcp_stream"))
+            seen += streams.tolist()
+            rows = np.flatnonzero(whole.layer("tcp") & np.isin(whole.column("tcp_stream"), streams))
+            for name in ("frame_time_ns", "tcp_seq_raw", "tcp_sack_le1_raw", "direction", "ip_ttl"):
+                assert np.array_equal(cap.column(name), whole.column(name)[rows]), name
+            assert cap.packets_in_file == len(whole)
+            assert cap.first_time_ns == whole.first_time_ns
+        assert sorted(seen) == np.unique(whole.column("tcp_stream")[whole.layer("tcp")]).tolist()
+        assert len(os.listdir(keeper.spill.dir)) == BUCKETS
+    assert not list(spill_dir.iterdir())
+
+
+def test_the_scratch_directory_goes_when_the_analysis_is_interrupted(spill_dir, monkeypatch):
+    monkeypatch.setenv(BUDGET_ENV, "1")
+    from pcapstats.analyses import flavour as module
+
+    def interrupted(cap, stream):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(module, "flavour_stream", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        ps.flavour(MULTI[0])
+    assert not list(spill_dir.iterdir())
+
+
+def test_a_file_that_fits_is_not_spilled(spill_dir, monkeypatch):
+    monkeypatch.delenv(BUDGET_ENV, raising=False)
+    keeper, kept = _spilled(MULTI[0], table_budget(os.path.getsize(MULTI[0])))
+    with keeper:
+        assert isinstance(kept, ps.Capture) and keeper.spill is None
+    assert not list(spill_dir.iterdir())
+
+
+def test_the_budget(monkeypatch):
+    monkeypatch.delenv(BUDGET_ENV, raising=False)
+    assert table_budget(10 << 20) == 64 << 20            # small files: 64 MiB
+    assert table_budget(1000 << 20) == 400 << 20         # 40 % of the file
+    assert table_budget(100 << 30) == 1 << 30            # at most 1 GiB
+    monkeypatch.setenv(BUDGET_ENV, "12345")
+    assert table_budget(1 << 30) == 12345
+
+
+def test_spilled_flags_per_stream_equal_tsharks(spill_dir, monkeypatch):
+    """retrans' Wireshark flags of each stream, read spilled a stream group at a time, against
+    tshark's own tcp.analysis fields on the same capture."""
+    path = MULTI[0]
+    monkeypatch.setenv(BUDGET_ENV, "1")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        counts = ps.retrans(path).table("counts")
+    ref = tshark_fields(path, ("tcp.stream", "tcp.analysis.retransmission",
+                               "tcp.analysis.out_of_order", "tcp.analysis.duplicate_ack",
+                               "tcp.analysis.lost_segment"))
+    for flag, field in (("retransmission", "tcp.analysis.retransmission"),
+                        ("out_of_order", "tcp.analysis.out_of_order"),
+                        ("duplicate_ack", "tcp.analysis.duplicate_ack"),
+                        ("lost_segment", "tcp.analysis.lost_segment")):
+        flagged = ref[ref[field].notna()]
+        want = flagged.groupby(flagged["tcp.stream"].astype(int)).size().to_dict()
+        got = {}
+        for s, n in zip(counts["stream"], counts[flag]):
+            got[int(s)] = got.get(int(s), 0) + int(n)
+        assert {s: n for s, n in got.items() if n} == want, flag
+    assert not list(spill_dir.iterdir())
