@@ -16,8 +16,9 @@ workers over one against the issue's 1.8x.
 overhead per capture, ``(dask - local) / captures``, and checks that every Dask run's CSV is
 byte for byte the local one's.
 
-**capped** runs ``pcapstats retrans`` and ``pcapstats flavour`` on the --factor times larger
-capture inside a memory cgroup (v1, this host's; made for the run and removed on every exit
+**capped** runs ``pcapstats retrans`` and ``pcapstats flavour`` on a capture --factor times
+larger (big.pcap over again, each copy's client ports moved so that its connections are streams
+of their own: one 3.6M-packet stream would not fit, see bench/README.md) inside a memory cgroup (v1, this host's; made for the run and removed on every exit
 path) whose limit, --limit-mb, is below the file's size and below its whole packet table, so
 the whole-table read cannot fit: the per-stream analyses then read by stream group, spilled
 to disk (pcapstats.ingest.groups). It checks them against tshark, run outside the cgroup:
@@ -171,11 +172,13 @@ def _cut(source: Path, folder: Path) -> dict:
     return doc
 
 
-def larger(source: Path, factor: int) -> Path | None:
+def larger(source: Path, factor: int, distinct: bool = False) -> Path | None:
     """``source`` ``factor`` times over in one capture, each copy shifted by ``editcap -t`` to
     start a second after the previous one ends (so the whole is in time order) and joined by
-    ``mergecap -a``; made once and cached in SCALE. None (said) when the disk is short."""
-    out = SCALE / f"{source.stem}-x{factor}.pcap"
+    ``mergecap -a``; made once and cached in SCALE. None (said) when the disk is short.
+    ``distinct``: each copy's client ports moved (``distinct_ports``), so its connections are
+    streams of their own rather than the first copy's streams continued."""
+    out = SCALE / f"{source.stem}-x{factor}{'-distinct' if distinct else ''}.pcap"
     manifest = out.with_name(out.stem + ".manifest.json")   # not NAME.json: a lab sidecar's name
     if _vouched(manifest, source):
         return out
@@ -191,6 +194,8 @@ def larger(source: Path, factor: int) -> Path | None:
             copies.append(str(Path(tmp) / f"copy{k}.pcap"))
             _tool(["editcap", "-F", facts["format"], "-t", str(k * shift), str(source),
                    copies[-1]])
+            if distinct:
+                distinct_ports(Path(copies[-1]), k)
         joined = Path(tmp) / out.name
         _tool(["mergecap", "-F", facts["format"], "-a", "-w", str(joined), *copies])
         joined.rename(out)
@@ -199,6 +204,29 @@ def larger(source: Path, factor: int) -> Path | None:
         "shift_s": shift, "packets": facts["packets"] * factor,
         "bytes": {out.name: out.stat().st_size}}, indent=2) + "\n")
     return out
+
+
+def distinct_ports(capture: Path, k: int) -> None:
+    """Move the higher port of every TCP/UDP packet (the client's ephemeral one) by k x 1000,
+    in place, so a copy's connections are new streams (Ethernet without VLANs, as the bench's
+    captures are; the checksums, which neither tshark nor pcapstats checks, are left)."""
+    import numpy as np
+    import pcapstats as ps
+    cap = ps.read(capture)
+    rows = np.flatnonzero((cap.layer("tcp") | cap.layer("udp")) & ~cap.column("l4_quoted"))
+    if (cap.column("link_type")[rows] != 1).any() or cap.column("vlan_count")[rows].any():
+        raise Refused(f"{capture}: distinct ports need Ethernet frames without VLAN tags")
+    tcp = cap.layer("tcp")[rows]
+    src = np.where(tcp, cap.column("tcp_srcport")[rows], cap.column("udp_srcport")[rows])
+    dst = np.where(tcp, cap.column("tcp_dstport")[rows], cap.column("udp_dstport")[rows])
+    at = (cap.column("frame_offset")[rows] + 14 + cap.column("ip_hdr_len")[rows]
+          + np.where(src > dst, 0, 2)).astype(np.int64)
+    moved = ((np.maximum(src, dst).astype(np.int64) + 1000 * k) % 65536).astype(">u2")
+    data = np.memmap(capture, np.uint8, "r+")
+    data[at] = moved.view(np.uint8)[0::2]
+    data[at + 1] = moved.view(np.uint8)[1::2]
+    data.flush()
+    del data
 
 
 # == running =====================================================================================
@@ -586,7 +614,7 @@ def capped(a: argparse.Namespace) -> int:
     import csv
     import io
     base = a.capture.resolve()
-    x = larger(base, a.factor)
+    x = larger(base, a.factor, distinct=True)
     if x is None:
         return 1
     x, linked = without_foreign_sidecar(x)
@@ -606,8 +634,9 @@ def capped(a: argparse.Namespace) -> int:
                  {**os.environ, "PCAPSTATS_TABLE_BUDGET": str(1 << 40)})):
             run, facts = capped_run(group, cli + args, env)
             outputs[name] = run
-            rows.append([name, run.returncode, f"{run.wall_s:.1f}", f"{run.rss_kb / 1e3:.0f}",
-                         f"{facts['peak_mb']:.0f}", facts["failcnt"], facts["oom_kills"]])
+            rows.append([name, str(run.returncode), f"{run.wall_s:.1f}",
+                         f"{run.rss_kb / 1e3:.0f}", f"{facts['peak_mb']:.0f}",
+                         str(facts["failcnt"]), str(facts["oom_kills"])])
             say(f"{name}: exit {run.returncode}, {run.wall_s:.1f} s, peak RSS "
                 f"{run.rss_kb / 1e3:.0f} MB")
     print(render(["command", "exit", "wall s", "peak RSS MB", "cgroup peak MB (page cache "

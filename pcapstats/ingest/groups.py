@@ -37,12 +37,58 @@ BUDGET_ENV = "PCAPSTATS_TABLE_BUDGET"
 
 def table_budget(file_size: int) -> int:
     """How many bytes of kept packet table a per-stream analysis holds in memory at once: 40 %
-    of the file's size, at least 64 MiB and at most 1 GiB (``PCAPSTATS_TABLE_BUDGET`` bytes
-    when set).  The analysis of one batch then adds about as much again (its own columns)."""
+    of the file's size, at least 64 MiB and at most 1 GiB, and at most a quarter of the memory
+    this process can still have (the system's available memory, or its memory cgroup's room):
+    the analysis of a batch adds about as much again as its table, and the file's mapped pages
+    are charged to a cgroup too.  ``PCAPSTATS_TABLE_BUDGET`` (bytes) overrides it."""
     said = os.environ.get(BUDGET_ENV)
     if said:
         return max(int(said), 1)
-    return int(min(max(0.4 * file_size, MIN_BUDGET), MAX_BUDGET))
+    budget = min(max(0.4 * file_size, MIN_BUDGET), MAX_BUDGET)
+    room = memory_room()
+    if room is not None:
+        budget = min(budget, room // 4)
+    return int(max(budget, 1 << 20))
+
+
+def memory_room() -> int | None:
+    """Bytes this process can still be given: the least of the system's MemAvailable and its
+    memory cgroup's limit less its usage (cgroup v2 or v1); None when none can be read."""
+    rooms = []
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    rooms.append(int(line.split()[1]) * 1024)
+    except OSError:
+        pass
+    try:
+        with open("/proc/self/cgroup") as f:
+            lines = f.read().splitlines()
+    except OSError:
+        lines = []
+    for line in lines:
+        _, controllers, path = line.split(":", 2)
+        if controllers == "":                                   # cgroup v2
+            places = [("/sys/fs/cgroup", "memory.max", "memory.current"),
+                      ("/sys/fs/cgroup/unified", "memory.max", "memory.current")]
+        elif "memory" in controllers.split(","):                # cgroup v1
+            places = [("/sys/fs/cgroup/memory", "memory.limit_in_bytes", "memory.usage_in_bytes")]
+        else:
+            continue
+        for root, limit_name, usage_name in places:
+            folder = os.path.join(root, path.lstrip("/"))
+            try:
+                with open(os.path.join(folder, limit_name)) as f:
+                    limit = f.read().strip()
+                with open(os.path.join(folder, usage_name)) as f:
+                    usage = int(f.read())
+            except (OSError, ValueError):
+                continue
+            if limit.isdigit() and int(limit) < 1 << 60:        # "max" / a huge v1 number: none
+                rooms.append(max(int(limit) - usage, 0))
+            break
+    return min(rooms) if rooms else None
 
 
 class ByStream:

@@ -104,12 +104,25 @@ def test_a_file_that_fits_is_not_spilled(spill_dir, monkeypatch):
 
 
 def test_the_budget(monkeypatch):
+    from pcapstats.ingest import groups
     monkeypatch.delenv(BUDGET_ENV, raising=False)
+    monkeypatch.setattr(groups, "memory_room", lambda: None)
     assert table_budget(10 << 20) == 64 << 20            # small files: 64 MiB
     assert table_budget(1000 << 20) == 400 << 20         # 40 % of the file
     assert table_budget(100 << 30) == 1 << 30            # at most 1 GiB
+    monkeypatch.setattr(groups, "memory_room", lambda: 400 << 20)
+    assert table_budget(1000 << 20) == 100 << 20         # a quarter of the room left
     monkeypatch.setenv(BUDGET_ENV, "12345")
     assert table_budget(1 << 30) == 12345
+
+
+def test_the_room_is_the_systems_available_memory_at_most():
+    from pcapstats.ingest.groups import memory_room
+    with open("/proc/meminfo") as f:
+        available = next(int(line.split()[1]) * 1024 for line in f
+                         if line.startswith("MemAvailable:"))
+    room = memory_room()
+    assert room is not None and 0 < room <= available * 1.1
 
 
 def test_spilled_flags_per_stream_equal_tsharks(spill_dir, monkeypatch):
