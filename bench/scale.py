@@ -2,6 +2,7 @@
 
     python bench/scale.py workers [--captures 20] [--repeat 3] [--markdown]
     python bench/scale.py dask    [--captures 20] [--repeat 3] [--markdown]
+    python bench/scale.py capped  [--factor 4] [--limit-mb 600] [--markdown]   # root
     python bench/scale.py memory  [--capture FILE] [--factor 4] [--before COMMIT] [--repeat 3]
                                   [--markdown]
 

@@ -66,6 +66,7 @@ trials 2-3 (held out); results in bench/README.md.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -233,7 +234,8 @@ class Flavour(Result):
                         Shown("reason", "reason", wrap=True))}
     draws = True
 
-    def __init__(self, rows: list[dict], details: dict, *, capture: str, notes=()):
+    def __init__(self, details: StreamDetails, *, capture: str, notes=()):
+        rows = [details.rows[s] for s in details]
         table = {c.name: np.array([r[c.name] for r in rows],
                                   dtype=object if c.dtype == "str" else c.dtype)
                  for c in STREAMS.columns}
@@ -244,16 +246,60 @@ class Flavour(Result):
         if not self.details:
             raise UsageError("no stream to draw: none carried enough data to judge")
         if stream is None:
-            stream = max(self.details, key=lambda s: self.details[s].row["data_segments"])
+            stream = self.details.drawn
         if stream not in self.details:
             raise UsageError(f"no flavour of TCP stream {stream} here",
                              hint=f"streams judged: {id_ranges(self.details)}")
         return flavour_figure(self.details[stream], title=title)
 
 
+class StreamDetails(Mapping):
+    """Per judged stream, in stream order, what its figure draws (a StreamFlavour).  Only the
+    stream drawn by default (the most data segments) is kept; another is made again from the
+    capture when it is asked for: a long stream's window samples take tens of MB, and a
+    capture of many such streams would otherwise hold them all (8 streams of 888k packets:
+    230 MB).  ``source``: a whole Capture, or the capture's path."""
+
+    def __init__(self, source):
+        self.source = source
+        self.rows: dict[int, dict] = {}
+        self.kept: StreamFlavour | None = None
+
+    def add(self, found: StreamFlavour) -> None:
+        self.rows[found.row["stream"]] = found.row
+        if self.kept is None or _drawn_before(found.row, self.kept.row):
+            self.kept = found
+
+    @property
+    def drawn(self) -> int:
+        """The stream a figure shows by default: the most data segments (the first of equals)."""
+        return self.kept.row["stream"]
+
+    def __getitem__(self, stream: int) -> StreamFlavour:
+        if stream not in self.rows:
+            raise KeyError(stream)
+        if self.kept.row["stream"] == stream:
+            return self.kept
+        return flavour(self.source, stream=stream).details.kept
+
+    def __iter__(self):
+        return iter(sorted(self.rows))
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+
+def _drawn_before(a: dict, b: dict) -> bool:
+    return (a["data_segments"], -a["stream"]) > (b["data_segments"], -b["stream"])
+
+
 def _join(parts: list[Flavour]) -> Flavour:
     out = joined(parts, {"streams": ("stream",)})
-    out.details = dict(sorted((s, d) for p in parts for s, d in p.details.items()))
+    out.details = StreamDetails(parts[0].details.source)
+    for part in parts:
+        out.details.rows.update(part.details.rows)
+        if part.details.kept is not None:
+            out.details.add(part.details.kept)
     return out
 
 
@@ -268,8 +314,11 @@ def flavour(capture: Capture, *, stream: int | None = None) -> Flavour:
         tcp = stream_summary(capture, proto="tcp")
         payload = tcp["payload_bytes_a_to_b"] + tcp["payload_bytes_b_to_a"]
         streams = [int(s) for s in tcp["stream"][payload >= MIN_STREAM_BYTES]]
-    details = {s: flavour_stream(capture, s) for s in streams}
-    return Flavour([d.row for d in details.values()], details, capture=capture.path)
+    # made again from the path, not from a partial table (a batch of a spilled read)
+    details = StreamDetails(capture if capture.whole is None else capture.path)
+    for s in streams:
+        details.add(flavour_stream(capture, s))
+    return Flavour(details, capture=capture.path)
 
 
 # -- evidence ------------------------------------------------------------------------------------

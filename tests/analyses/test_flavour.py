@@ -300,3 +300,23 @@ def test_pacing_weighs_with_the_events():
     assert fl.classify(paced)["label"] == "bbr"
     clocked = _judged(ack_clocked_share=0.95, kept_window=311, backed_off=434)
     assert fl.classify(clocked)["label"] == "unknown"
+
+
+def test_only_the_drawn_streams_details_are_kept_and_others_are_made_again_the_same():
+    """A capture of many long streams would hold every stream's window samples: flavour keeps
+    the default figure's stream's and makes another's again when it is asked for."""
+    path = CAPTURES / "sp-3pairs-reno+cubic+bbr.pcap"
+    for source in (path, ps.read(path)):
+        result = ps.flavour(source)
+        details = result.parts[0].details
+        assert list(details) == result.table()["stream"].tolist() and len(details) == 3
+        segments = dict(zip(result.table()["stream"], result.table()["data_segments"]))
+        assert details.drawn == max(segments, key=segments.get)
+        for s in details:
+            alone = ps.flavour(ps.read(path), stream=s).details[s]
+            again = details[s]
+            assert again.row == alone.row
+            for name in again.cwnd.table_names:
+                for column, values in again.cwnd.table(name).items():
+                    assert np.array_equal(values, alone.cwnd.table(name)[column],
+                                          equal_nan=values.dtype.kind == "f"), (s, name, column)
