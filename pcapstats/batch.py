@@ -77,8 +77,12 @@ def _grouped(function, path, needs: Needs, join, options) -> Result:
             kept = read_kept(path, [keeper])[0]
             if isinstance(kept, Capture):
                 return function(kept, **options)
-            parts = [function(cap, **options) for cap in kept.captures()]
-            return join(parts) if parts else function(kept.empty(), **options)
+            joined = None             # joined as it goes: a batch's result held no longer
+            for cap in kept.captures():
+                part = function(cap, **options)
+                del cap                # not held while the next batch loads
+                joined = part if joined is None else join([joined, part])
+            return joined if joined is not None else function(kept.empty(), **options)
         kept, streams = read_kept(path, [keeper, summary])
         if streams is None:
             return function(as_capture(path), **options)
