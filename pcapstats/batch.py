@@ -93,7 +93,11 @@ def _grouped(function, path, needs: Needs, join, options) -> Result:
             return function(as_capture(path), **options)
         probe = kept.empty()
         summary.put(probe, streams)
-        cap = kept.capture_of(choose_stream(probe, stream).stream)
+        try:
+            chosen = choose_stream(probe, stream).stream
+        except PcapstatsError:        # no such TCP stream: the analysis' own error, as it
+            return function(as_capture(path), **options)    # says it on the whole table
+        cap = kept.capture_of(chosen)
         summary.put(cap, streams)
         return function(cap, **options)
 

@@ -91,7 +91,7 @@ import numpy as np
 from ..batch import analysis
 from ..capture import Capture, Needs
 from ..errors import UsageError
-from ..results import Result
+from ..results import Result, joined
 from ..schema import STREAM, TCP, UDP, Column, TableSpec
 from ..streams import DIRECTIONS, own_transport
 from . import tcpseq_c, tcpseq_python
@@ -180,6 +180,25 @@ PACKETS = TableSpec("packets", "one row per TCP packet (ICMP errors quoting a TC
 FLAG_COLUMNS = ("retransmission", *(c for c in FLAG_BITS if c != "generic_retransmission"))
 # Integer columns that have a value only on some packets (<NA> in the DataFrame, NaN in numpy).
 
+# the columns and layers the per-stream TCP analyses read (the analyser's inputs, the stream
+# summary and choice, tcp_flow's sides and segment sizes); their rows are the TCP packets
+STREAM_READS = (
+    "tcp_stream", "frame_number", "frame_time_ns", "frame_len", "direction", "ip_src", "ip_dst",
+    "ip_ttl", "ip_fragment", "l4_quoted", "payload_len", "tcp_srcport", "tcp_dstport",
+    "tcp_flags", "tcp_hdr_len", "tcp_len", "tcp_seq_raw", "tcp_ack_raw", "tcp_window_size_value",
+    "tcp_option_mss", "tcp_option_tsval", "tcp_option_tsecr", "tcp_option_wscale_shift",
+    "tcp_sack_count", *(f"tcp_sack_{side}{k}_raw" for k in (1, 2, 3) for side in ("le", "re")),
+    "udp_stream", "udp_srcport", "udp_dstport", TCP, UDP, STREAM)
+
+
+def tcp_rows(cap: Capture) -> np.ndarray:
+    """The rows the per-stream TCP analyses read: every packet with a TCP header."""
+    return cap.layer(TCP)
+
+
+STREAM_NEEDS = Needs(STREAM_READS, tcp_rows)
+
+
 class TcpAnalysis(Result):
     """tshark's tcp.analysis per TCP packet (table ``packets``; definitions in the module
     docstring, columns named after the tshark fields they equal)."""
@@ -187,7 +206,11 @@ class TcpAnalysis(Result):
     specs = (PACKETS,)
 
 
-@analysis()
+def _join(parts: list[TcpAnalysis]) -> TcpAnalysis:
+    return joined(parts, {"packets": ("frame_number",)})
+
+
+@analysis(needs=STREAM_NEEDS, by_stream=_join)
 def tcp_analysis(capture: Capture, *, stream: int | None = None,
                  kernel: str = "auto") -> TcpAnalysis:
     """The analysis of every TCP packet (of one stream with ``stream``).  kernel: ``"auto"``
@@ -327,23 +350,6 @@ def analysis_inputs(cap: Capture, stream: int | None = None
     return rows, inputs, n_streams
 
 
-# the columns and layers the per-stream TCP analyses read (the analyser's inputs, the stream
-# summary and choice, tcp_flow's sides and segment sizes); their rows are the TCP packets
-STREAM_READS = (
-    "tcp_stream", "frame_number", "frame_time_ns", "frame_len", "direction", "ip_src", "ip_dst",
-    "ip_ttl", "ip_fragment", "l4_quoted", "payload_len", "tcp_srcport", "tcp_dstport",
-    "tcp_flags", "tcp_hdr_len", "tcp_len", "tcp_seq_raw", "tcp_ack_raw", "tcp_window_size_value",
-    "tcp_option_mss", "tcp_option_tsval", "tcp_option_tsecr", "tcp_option_wscale_shift",
-    "tcp_sack_count", *(f"tcp_sack_{side}{k}_raw" for k in (1, 2, 3) for side in ("le", "re")),
-    "udp_stream", "udp_srcport", "udp_dstport", TCP, UDP, STREAM)
-
-
-def tcp_rows(cap: Capture) -> np.ndarray:
-    """The rows the per-stream TCP analyses read: every packet with a TCP header."""
-    return cap.layer(TCP)
-
-
-STREAM_NEEDS = Needs(STREAM_READS, tcp_rows)
 
 # columns and layers resent_packets reads (for an analysis' Needs)
 RESENT_READS = (TCP, "l4_quoted", "tcp_hdr_len", "ip_fragment", "tcp_stream", "direction",

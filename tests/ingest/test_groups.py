@@ -27,7 +27,8 @@ MULTI = [ROOT / "captures" / n for n in (
 RUNS = [("retrans", {}), ("retrans", {"stream": 1}), ("retrans", {"stream": 42}),
         ("flavour", {}), ("flavour", {"stream": 2}),
         ("cwnd", {}), ("cwnd", {"stream": 1, "side": "receiver"}), ("cwnd", {"stream": "all"}),
-        ("rtt", {}), ("rtt", {"stream": 3}), ("seqgraph", {}), ("seqgraph", {"stream": "all"})]
+        ("rtt", {}), ("rtt", {"stream": 3}), ("seqgraph", {}), ("seqgraph", {"stream": "all"}),
+        ("tcp_analysis", {}), ("tcp_analysis", {"stream": 2}), ("tcp_analysis", {"stream": 1})]
 BUDGETS = ("1", "30000")     # bytes: spill at the first window, or a few windows in
 
 
