@@ -73,7 +73,7 @@ import numpy as np
 
 from .. import schema
 from ..batch import analysis
-from ..capture import Capture
+from ..capture import Capture, Needs
 from ..errors import UsageError
 from ..plots.iograph import iograph_figure
 from ..render import Shown
@@ -274,7 +274,17 @@ class Group:
     series: dict[str, np.ndarray]
 
 
-@analysis()
+# the packet-table columns and layers the I/O graph reads; it counts every packet
+READS = ("frame_time_ns", "frame_len", "payload_len", "direction", "ip_src", "ip_dst",
+         "l4_quoted", "tcp_stream", "tcp_srcport", "tcp_dstport", "udp_stream", "udp_srcport",
+         "udp_dstport", schema.IP, schema.TCP, schema.UDP, schema.STREAM)
+
+
+def every_row(cap: Capture) -> np.ndarray:
+    return np.ones(len(cap), bool)
+
+
+@analysis(needs=Needs(READS, every_row))
 def iograph(capture: Capture, *, interval: float = 1.0, unit: str = "bits",
             by: str | None = None, stream: int | None = None, proto: str | None = None,
             host: str | None = None, port: int | None = None,

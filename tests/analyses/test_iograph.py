@@ -579,3 +579,16 @@ def test_lab_capture_equals_tshark_and_counts_transfers(lab_capture):
     assert math.isclose(by_stream[0].capture_span_s, by_stream[1].capture_span_s)
     # the idle gaps lower the capture-span average, not the per-transfer mean
     assert by_stream[0].avg_capture_bps < by_stream[0].mean_transfer_bps
+
+
+@pytest.mark.parametrize("name", ["tcp_2streams.pcap", "udp_ping.pcapng", "sp-3pairs-reno+cubic+bbr.pcap"])
+def test_read_for_its_columns_alone_it_answers_as_on_the_whole_table(name):
+    """A path is read for the I/O graph's columns only (every packet, ~40 bytes of the
+    table's ~120 a packet): the same tables, notes and errors as on the whole table."""
+    from pcapstats.analyses.iograph import READS, every_row
+    from pcapstats.capture import Needs
+    from tests.helpers.partial import assert_answers_as_on_the_whole_file
+    path = CAPTURES / name
+    for options in ({}, {"by": "stream"}, {"by": "direction", "unit": "packets"},
+                    {"stream": 1}, {"proto": "udp"}, {"host": "10.77.1.1", "interval": 0.1}):
+        assert_answers_as_on_the_whole_file(ps.iograph, Needs(READS, every_row), path, **options)
