@@ -20,9 +20,11 @@ import warnings
 from dataclasses import dataclass, field
 from typing import Callable, Iterable, Iterator
 
+import numpy as np
+
 from .capture import Capture, Needs
 from .errors import PcapstatsError, PcapstatsWarning
-from .ingest import read_kept, reporting_progress
+from .ingest import Kept, read_kept, reporting_progress
 from .ingest.groups import ByStream, table_budget
 from .reader import as_capture
 from .results import Result, concat, stack
@@ -83,6 +85,8 @@ def _grouped(function, path, needs: Needs, join, options) -> Result:
                 del cap                # not held while the next batch loads
                 joined = part if joined is None else join([joined, part])
             return joined if joined is not None else function(kept.empty(), **options)
+        if isinstance(stream, (int, np.integer)) and not isinstance(stream, bool):
+            return _one_named_stream(function, path, needs, int(stream), summary, options)
         kept, streams = read_kept(path, [keeper, summary])
         if streams is None:
             return function(as_capture(path), **options)
@@ -100,6 +104,20 @@ def _grouped(function, path, needs: Needs, join, options) -> Result:
         cap = kept.capture_of(chosen)
         summary.put(cap, streams)
         return function(cap, **options)
+
+
+def _one_named_stream(function, path, needs: Needs, stream: int, summary, options) -> Result:
+    """A stream named by number: only its rows are kept (no spill, whatever the file's size),
+    with the whole file's summary; a stream that is not there gets the analysis' own error
+    from the whole table."""
+    def rows(window):
+        return needs.rows(window) & (window.column("tcp_stream") == stream)
+
+    kept, streams = read_kept(path, [Kept(Needs(needs.names, rows)), summary])
+    if streams is None or not len(kept):
+        return function(as_capture(path), **options)
+    summary.put(kept, streams)
+    return function(kept, **options)
 
 
 def each_stream(capture, stream, analyse: Callable[[int], Result]) -> Result:
