@@ -139,7 +139,8 @@ class _Buckets:
         self.dtypes = {n: kept.store[n].dtype for n in self.names}
         self.layers = set(kept.layers)
         self.needs = kept.needs
-        self.dir = tempfile.mkdtemp(prefix="pcapstats-spill-", dir=scratch)
+        remove_dead_spills(scratch)
+        self.dir = tempfile.mkdtemp(prefix=f"{SPILL_PREFIX}{os.getpid()}-", dir=scratch)
         self.files = [open(os.path.join(self.dir, f"{b}.bin"), "wb") for b in range(BUCKETS)]
         self.blocks: list[list[int]] = [[] for _ in range(BUCKETS)]
         self.kept = kept
@@ -215,6 +216,35 @@ class _Buckets:
     def remove(self) -> None:
         self.close_files()
         shutil.rmtree(self.dir, ignore_errors=True)
+
+
+SPILL_PREFIX = "pcapstats-spill-"
+
+
+def remove_dead_spills(scratch: str | None = None) -> list[str]:
+    """Remove the scratch directories of pcapstats processes that are gone (killed with
+    SIGKILL, or by the kernel out of memory, no exit path ran): ``pcapstats-spill-PID-*``
+    whose PID runs no process; a live one's, and anything not named so, are left alone."""
+    folder = scratch or tempfile.gettempdir()
+    removed = []
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return removed
+    for name in names:
+        pid = name[len(SPILL_PREFIX):].split("-", 1)[0]
+        if not name.startswith(SPILL_PREFIX) or not pid.isdigit():
+            continue
+        try:
+            os.kill(int(pid), 0)
+            continue                                    # its process is alive
+        except ProcessLookupError:
+            pass
+        except PermissionError:
+            continue                                    # alive, another user's
+        shutil.rmtree(os.path.join(folder, name), ignore_errors=True)
+        removed.append(name)
+    return removed
 
 
 class Spilled:

@@ -148,3 +148,24 @@ def test_spilled_flags_per_stream_equal_tsharks(spill_dir, monkeypatch):
             got[int(s)] = got.get(int(s), 0) + int(n)
         assert {s: n for s, n in got.items() if n} == want, flag
     assert not list(spill_dir.iterdir())
+
+
+def test_a_killed_processs_scratch_directory_goes_at_the_next_spill(spill_dir, monkeypatch):
+    """SIGKILL (or the kernel's OOM killer) runs no exit path: the next spill removes the
+    directories of processes that are gone, and leaves a live one's and others' alone."""
+    import subprocess
+    import sys
+    from pcapstats.ingest.groups import SPILL_PREFIX
+    child = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                           capture_output=True, text=True, check=True)
+    dead = spill_dir / f"{SPILL_PREFIX}{int(child.stdout)}-abc"
+    alive = spill_dir / f"{SPILL_PREFIX}{os.getpid()}-def"
+    other = spill_dir / "pcapstats-spill-notapid"
+    for d in (dead, alive, other):
+        d.mkdir()
+        (d / "0.bin").write_bytes(b"x")
+    monkeypatch.setenv(BUDGET_ENV, "1")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ps.retrans(MULTI[0])
+    assert not dead.exists() and alive.exists() and other.exists()
