@@ -28,6 +28,7 @@ from .contract import table_array
 from ..capture import Capture, WholeFile
 
 BUCKETS = 16
+SPREAD = 0.75        # spill only while the largest group holds less than this share of the rows
 #: kept rows are spilled past this many bytes when the file is small (see table_budget)
 MIN_BUDGET = 64 << 20
 MAX_BUDGET = 1 << 30
@@ -99,6 +100,7 @@ class ByStream:
     def __init__(self, needs, budget: int, scratch: str | None = None):
         self.kept, self.budget, self.scratch = Kept(needs), budget, scratch
         self.spill: _Buckets | None = None
+        self.rows_in = np.zeros(BUCKETS, np.int64)      # kept rows in each group so far
 
     @property
     def seen(self) -> bool:
@@ -108,9 +110,19 @@ class ByStream:
         if self.spill is not None:
             self.spill.add_window(window)
             return
+        rows = np.asarray(self.kept.needs.rows(window), bool)
+        self.rows_in += np.bincount(window.column("tcp_stream")[rows] % BUCKETS,
+                                    minlength=BUCKETS)
         self.kept.add(window)
-        if self.kept.n * self._row_bytes() > self.budget:
+        if self.kept.n * self._row_bytes() > self.budget and self._worth_spilling():
             self.spill = _Buckets(self.kept, self.scratch)
+
+    def _worth_spilling(self) -> bool:
+        """Past the budget, spilling helps only where the rows are spread over groups: the
+        largest group is loaded whole anyway, so a capture of one long flow (and a small
+        control connection, say) stays in memory rather than being written out and read
+        back whole (until other streams grow to a quarter of the rows)."""
+        return self.rows_in.max() < SPREAD * self.rows_in.sum()
 
     def _row_bytes(self) -> int:
         k = self.kept

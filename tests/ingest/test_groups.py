@@ -169,3 +169,25 @@ def test_a_killed_processs_scratch_directory_goes_at_the_next_spill(spill_dir, m
         warnings.simplefilter("ignore")
         ps.retrans(MULTI[0])
     assert not dead.exists() and alive.exists() and other.exists()
+
+
+def test_one_long_flow_is_not_spilled_for_nothing(spill_dir):
+    """The largest group is loaded whole anyway: a capture of one flow stays in memory past
+    the budget, one whose rows spread over streams is spilled."""
+    one = ROOT / "captures" / "sp-reno-loss1pct.pcap"          # one simpleperf connection
+    keeper, kept = _spilled(one, 1)
+    with keeper:
+        assert isinstance(kept, ps.Capture) and keeper.spill is None
+    keeper, kept = _spilled(MULTI[1], 1)                       # four iperf3 flows
+    with keeper:
+        assert isinstance(kept, Spilled)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for name in ("retrans", "flavour", "cwnd"):
+            want = answer(getattr(ps, name), ps.read(one))
+            os.environ[BUDGET_ENV] = "1"
+            try:
+                assert answer(getattr(ps, name), one) == want, name
+            finally:
+                del os.environ[BUDGET_ENV]
+    assert not list(spill_dir.iterdir())
