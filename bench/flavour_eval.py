@@ -36,6 +36,7 @@ trial 1 ("tune") and trials 2-3 ("held out") separately, the held-out numbers ar
 count.
 
     sudo python3 bench/flavour_eval.py --run            # run the matrix (~3.5 h), then evaluate
+    sudo python3 bench/flavour_eval.py --run --trials 3 --split held-out   # one trial (~70 min)
     python3 bench/flavour_eval.py --plan                # the groups, runs and lab time
     python3 bench/flavour_eval.py                       # evaluate what is in the cache so far
     python3 bench/flavour_eval.py --dir DIR --split all # another cache, every trial together
