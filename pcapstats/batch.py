@@ -66,8 +66,10 @@ def _grouped(function, path, needs: Needs, join, options) -> Result:
     the budget, the function runs on it; when it was spilled, on each batch of streams, joined
     (every stream: a batch's own TCP rows say which streams it has), or on the batch holding
     the stream asked for, which the whole file's stream summary, summed in the same pass,
-    chooses (so the choice, its error and the streams' names are the whole table's).  Time going back across windows (the summary
-    cannot be streamed) and ``stream="all"`` over a spilled table read the whole table."""
+    chooses (so the choice, its error and the streams' names are the whole table's).  A
+    stream named by number keeps only its rows.  Time going back across windows (the summary
+    cannot be streamed), ``stream="all"`` over a spilled table and a stream that is not there
+    (the analysis' own error) read the whole table."""
     try:
         size = os.path.getsize(path)
     except OSError:

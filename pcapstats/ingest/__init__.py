@@ -300,8 +300,10 @@ class Kept:
     def seen(self) -> bool:
         return self.first is not None
 
-    def add(self, window: Capture) -> None:
-        rows = np.asarray(self.needs.rows(window), bool)
+    def add(self, window: Capture, rows: np.ndarray | None = None) -> None:
+        """Keep ``window``'s rows that ``needs`` asks for (``rows``: that mask, when the caller
+        has it already)."""
+        rows = np.asarray(self.needs.rows(window) if rows is None else rows, bool)
         if self.first is None:                 # its arrays are reused: keep the facts, not them
             self.first, self.start_ns = window, window.first_time_ns
             self.columns, self.layers = window.kept_names(self.needs)
@@ -332,6 +334,10 @@ class Kept:
             else:
                 np.take(values, at, out=store[self.n:self.n + k])  # compress(out=) is 10x slower
         self.n += k
+        self.count(window)
+
+    def count(self, window: Capture) -> None:
+        """Add ``window``'s layer counts to the whole file's."""
         for name, count in window.counted(self.layers).items():
             self.counts[name] = self.counts.get(name, 0) + count
 

@@ -16,7 +16,6 @@ on the whole table; ``pcapstats.batch`` joins the answers.
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import os
 import shutil
 import tempfile
@@ -113,8 +112,10 @@ class ByStream:
         rows = np.asarray(self.kept.needs.rows(window), bool)
         self.rows_in += np.bincount(window.column("tcp_stream")[rows] % BUCKETS,
                                     minlength=BUCKETS)
-        self.kept.add(window)
-        if self.kept.n * self._row_bytes() > self.budget and self._worth_spilling():
+        self.kept.add(window, rows)
+        k = self.kept
+        if (k.n * _row_bytes(k.store[n].dtype for n in (*k.columns, *k.layers)) > self.budget
+                and self._worth_spilling()):
             self.spill = _Buckets(self.kept, self.scratch)
 
     def _worth_spilling(self) -> bool:
@@ -123,10 +124,6 @@ class ByStream:
         control connection, say) stays in memory rather than being written out and read
         back whole (until other streams grow to a quarter of the rows)."""
         return self.rows_in.max() < SPREAD * self.rows_in.sum()
-
-    def _row_bytes(self) -> int:
-        k = self.kept
-        return (sum(k.store[n].dtype.itemsize for n in k.columns) + len(k.layers)) or 1
 
     def done(self, total: int):
         if self.spill is None:
@@ -166,8 +163,7 @@ class _Buckets:
         k = self.kept
         k.last = window
         at = np.flatnonzero(np.asarray(self.needs.rows(window), bool))
-        for name, count in window.counted(k.layers).items():
-            k.counts[name] = k.counts.get(name, 0) + count
+        k.count(window)
         if not len(at):
             return
         values = {n: (window.layer(n) if n in self.layers else window.column(n))
@@ -273,7 +269,7 @@ class Spilled:
 
     def batches(self) -> list[list[int]]:
         """Groups in order, as many together as fit the budget (a group larger than it alone)."""
-        row_bytes = sum(self.buckets.dtypes[n].itemsize for n in self.buckets.names) or 1
+        row_bytes = _row_bytes(self.buckets.dtypes.values())
         out, size = [], 0
         for b in range(BUCKETS):
             rows = self.buckets.rows(b)
@@ -323,22 +319,21 @@ class Spilled:
             {name: np.zeros(0, bool) for name in self.layers}, self.whole)
 
 
+def _row_bytes(dtypes) -> int:
+    """Bytes a kept row takes: its columns' and layers' item sizes."""
+    return sum(np.dtype(d).itemsize for d in dtypes) or 1
+
+
 def _give_back_freed_memory() -> None:
     """Return the C heap's freed pages to the system (glibc's malloc_trim; elsewhere nothing).
     Freed arrays under glibc's mmap threshold, which grows to 32 MB as large arrays are freed,
     stay in the heap: without this a batch's analysis is still resident when the next batch
-    loads (flavour on a 2-stream, 254 MB capture: 412 MB peak, 366 MB with it)."""
-    if _LIBC is not None:
-        _LIBC.malloc_trim(0)
-
-
-def _libc():
+    loads (flavour on a 2-stream, 254 MB capture: 412 MB peak, 366 MB with it).  The C
+    library is looked up here, on the first spill, not at import: every command imports this
+    module."""
     try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
-        libc.malloc_trim.argtypes = [ctypes.c_size_t]
-        return libc
+        trim = ctypes.CDLL(None).malloc_trim     # the process's own symbols: libc's, no search
     except (OSError, AttributeError):
-        return None
-
-
-_LIBC = _libc()
+        return                                   # not glibc
+    trim.argtypes = [ctypes.c_size_t]
+    trim(0)
