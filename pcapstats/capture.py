@@ -66,6 +66,7 @@ class WholeFile:
     packets: int
     first_time_ns: int | None
     layer_counts: dict
+    latest_time_ns: int | None = None    # the file's largest timestamp (clocks step back)
 
 
 @dataclass(eq=False)
@@ -152,7 +153,8 @@ class Capture:
         those ``needs`` names) materialised there; frame numbers and the capture's first time
         are kept, so an analysis given it answers as it would on the whole table."""
         columns, layers = self.kept_names(needs)
-        whole = self.whole or WholeFile(len(self), self.first_time_ns, self.counted(layers))
+        whole = self.whole or WholeFile(len(self), self.first_time_ns, self.counted(layers),
+                                        self.latest_time_ns)
         return Capture(path=self.path, format=self.format, compressed=self.compressed,
                        file_size=self.file_size, interfaces=self.interfaces,
                        arrays={n: self.column(n)[rows] for n in columns},
@@ -183,6 +185,14 @@ class Capture:
             return self.whole.first_time_ns
         t = self.arrays["frame_time_ns"]
         return int(t[0]) if len(t) else None
+
+    @property
+    def latest_time_ns(self) -> int | None:
+        """The file's largest timestamp: where it ends, whatever order the clock gave."""
+        if self.whole is not None:
+            return self.whole.latest_time_ns
+        t = self.arrays["frame_time_ns"]
+        return int(t.max()) if len(t) else None
 
     @property
     def packets(self):

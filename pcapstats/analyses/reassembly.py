@@ -34,10 +34,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..capture import Capture
+from .. import schema
+from ..capture import Capture, Needs
 from ..errors import UsageError
+from ..ingest import read_kept
+from ..ingest.groups import ByStream, table_budget
 from ..ingest.source import Source, open_source
-from .tcp_analysis import analysis_inputs, run_analyser
+from .tcp_analysis import analysis_inputs, run_analyser, tcp_rows
 
 FIN, SYN, RST = 0x001, 0x002, 0x004
 HOLE_LOST, HOLE_CUT = 0, 1
@@ -66,11 +69,13 @@ FLOW_COLUMNS: tuple[tuple[str, str], ...] = (
 
 @dataclass
 class Segments:
-    """The data-carrying segments (tcp_len > 0) of all streams, sorted by (key, offset, frame)."""
-    key: np.ndarray          # stream * 2 + direction
+    """The data-carrying segments (tcp_len > 0) of all streams, sorted by (key, offset, frame).
+    Kept for the whole capture, so in the narrowest types that hold them (int32 where a
+    value is a stream key or a segment's length)."""
+    key: np.ndarray          # stream * 2 + direction (int32)
     start: np.ndarray        # offset of the first byte (int64)
-    length: np.ndarray       # tcp_len
-    cap_len: np.ndarray      # payload bytes present in the file (< length when cut)
+    length: np.ndarray       # tcp_len (int32)
+    cap_len: np.ndarray      # payload bytes present in the file (< length when cut; int32)
     frame: np.ndarray
     time_ns: np.ndarray
     flags: np.ndarray
@@ -110,6 +115,23 @@ class Reassembly:
         if not len(hit):
             return None
         return {name: self.flows[name][hit[0]].item() for name, _ in FLOW_COLUMNS}
+
+    def first_packet(self, stream: int) -> tuple[str, str, int, int] | None:
+        """(source, destination, source port, destination port) of the stream's first packet:
+        direction 0's first (swapped from direction 1's when direction 0 sent nothing)."""
+        for direction in (0, 1):
+            hit = np.flatnonzero(self.flows["_key"] == _key(stream, direction))
+            if len(hit):
+                f, i = self.flows, hit[0]
+                src, dst = str(f["_src"][i]), str(f["_dst"][i])
+                sport, dport = int(f["_srcport"][i]), int(f["_dstport"][i])
+                return (src, dst, sport, dport) if direction == 0 else (dst, src, dport, sport)
+        return None
+
+    def syn_flags(self, stream: int, direction: int) -> int:
+        """TCP flags of the direction's first SYN (0: none captured)."""
+        hit = np.flatnonzero(self.flows["_key"] == _key(stream, direction))
+        return int(self.flows["_syn_flags"][hit[0]]) if len(hit) else 0
 
     def piece_map(self, stream: int, direction: int) -> dict:
         """The pieces of one direction: start, length, frame, file_offset (sorted by start)."""
@@ -235,31 +257,97 @@ class Reassembly:
 
 # -- building the map ---------------------------------------------------------------------------
 
+# what reassembly reads of a capture: the TCP packets, the analyser's inputs (for relative
+# sequence numbers), where each payload lies in the file, and each direction's addresses
+READS = ("tcp_stream", "frame_number", "frame_time_ns", "direction", "ip_src", "ip_dst",
+         "ip_fragment", "l4_quoted", "tcp_srcport", "tcp_dstport", "tcp_flags", "tcp_hdr_len",
+         "tcp_len", "tcp_seq_raw", "tcp_ack_raw", "tcp_window_size_value",
+         "tcp_option_wscale_shift", "tcp_sack_count",
+         *(f"tcp_sack_{side}{k}_raw" for k in (1, 2, 3) for side in ("le", "re")),
+         "payload_cap_len", "payload_offset", schema.TCP)
+NEEDS = Needs(READS, tcp_rows)
+
+
 def reassemble(cap: Capture) -> Reassembly:
     """The piece map, holes and per-direction facts of every TCP stream in ``cap``."""
     if cap.engine != "fast":
         raise UsageError("reassembly reads payload bytes from the file: read the capture with "
                          "the fast engine", path=cap.path, hint="ps.read(path) (engine='fast')")
+    return Reassembly(os.fspath(cap.path), *_built(cap))
+
+
+def reassemble_file(path, keepers=(), stream: int | None = None) -> tuple[Reassembly, list]:
+    """The Reassembly of a capture file, read in one pass for it alone, and what ``keepers``
+    (of ``ingest.read_kept``) kept in the same pass.  The TCP rows are kept by stream group,
+    spilled to disk past ``ingest.groups.table_budget``, and reassembled a batch of groups at
+    a time: each stream lies whole in one batch, so the answer is the whole table's while
+    memory holds one batch's working arrays and the (much smaller) maps built so far.
+    ``stream``: that TCP stream's rows alone."""
+    needs = NEEDS if stream is None else Needs(
+        NEEDS.names, lambda w: tcp_rows(w) & (w.column("tcp_stream") == stream))
+    try:
+        size = os.path.getsize(path)
+    except OSError:
+        size = 0                                      # the reader says what is wrong with it
+    with ByStream(needs, table_budget(size)) as keeper:
+        kept, *others = read_kept(path, [keeper, *keepers])
+        if isinstance(kept, Capture):
+            name, whole = kept.path, [kept]
+            del kept                    # _built lets the table go once read: nothing else holds it
+            parts = [_built(whole.pop())]
+        else:
+            name = kept.first.path
+            parts = list(map(_built, kept.captures()))     # (map holds no batch while it runs)
+    return Reassembly(os.fspath(name), *_joined(parts)), others
+
+
+def _built(cap: Capture) -> tuple[dict, dict, Segments, dict]:
+    """(pieces, holes, segments, flows) of the TCP streams in ``cap``; each working array is
+    let go once used (the analyser's inputs are ~50 bytes a packet), and ``cap`` too when
+    the caller holds no other reference to it."""
     rows, inputs, n_streams = analysis_inputs(cap)
     rel = run_analyser(inputs, n_streams)["rel_seq"] if len(rows) else np.zeros(0, np.uint32)
-    key = inputs["stream"] * 2 + inputs["dir"]
+    for name in ("seq", "ack", "win", "wscale", "sack_count", "sack_le", "sack_re"):
+        del inputs[name]
+    key = inputs.pop("stream") * 2 + inputs.pop("dir")
     offset = _unwrapped(key, rel) - 1
+    del rel
     flags, seglen = inputs["flags"], inputs["seglen"].astype(np.int64)
-    analysed = inputs["analysed"].astype(bool)
-    cap_len = cap.column("payload_cap_len")[rows].astype(np.int64)
-    pay_off = cap.column("payload_offset")[rows]
+    analysed = inputs.pop("analysed").astype(bool)
     data = np.flatnonzero(analysed & (seglen > 0))
     order = data[np.lexsort((inputs["frame"][data], offset[data], key[data]))]
-    segs = Segments(key[order], offset[order], seglen[order], np.minimum(cap_len[order],
-                    seglen[order]), inputs["frame"][order], inputs["t"][order], flags[order],
-                    pay_off[order])
+    del data
+    at = rows[order]
+    segs = Segments(key[order].astype(np.int32), offset[order],
+                    seglen[order].astype(np.int32),
+                    np.minimum(cap.column("payload_cap_len")[at], seglen[order]).astype(np.int32),
+                    inputs["frame"][order], inputs["t"][order], flags[order],
+                    cap.column("payload_offset")[at])
+    del order, at
+    flows = _flows(cap, rows, key, offset, flags, seglen, analysed, inputs, segs)
+    del cap, key, offset, flags, seglen, analysed, inputs, rows   # (the caller's table too)
     pieces, captured_runs = _cover(segs.key, segs.start, segs.cap_len, segs.frame,
                                    segs.file_offset)
-    _, seen_runs = _cover(segs.key, segs.start, segs.length, segs.frame, segs.file_offset)
-    flows = _flows(key, offset, flags, seglen, analysed, inputs, segs)
+    seen_runs = _runs(segs.key, segs.start, segs.length)
     holes = _holes(captured_runs, seen_runs, flows)
     _count(flows, pieces, holes)
-    return Reassembly(os.fspath(cap.path), pieces, holes, segs, flows)
+    return pieces, holes, segs, flows
+
+
+def _joined(parts: list[tuple[dict, dict, Segments, dict]]):
+    """One capture's maps from those of its batches: each table's rows put together in key
+    order (a key's rows all come from one batch, in order), a column at a time."""
+    if len(parts) == 1:
+        return parts[0]
+
+    def join(tables: list[dict], key: str) -> dict:
+        order = np.argsort(np.concatenate([t[key] for t in tables]), kind="stable")
+        return {name: np.concatenate([t.pop(name) for t in tables])[order]
+                for name in list(tables[0])}
+
+    segs = join([vars(p[2]) for p in parts], "key")
+    return (join([p[0] for p in parts], "key"), join([p[1] for p in parts], "key"),
+            Segments(**segs), join([p[3] for p in parts], "_key"))
 
 
 def _unwrapped(key: np.ndarray, rel: np.ndarray) -> np.ndarray:
@@ -291,31 +379,59 @@ def _cover(key, start, length, frame, file_offset):
     keep = length > 0
     key, start, frame, file_offset = key[keep], start[keep], frame[keep], file_offset[keep]
     end = start + length[keep]
+    del keep
+    prev_end, first = _ends_before(key, start, end)
+    eff = np.maximum(start, prev_end)
+    new = np.flatnonzero(end > eff)
+    pieces = {"key": key[new], "start": eff[new], "length": (end[new] - eff[new]).astype(np.int32),
+              "frame": frame[new], "file_offset": file_offset[new] + (eff[new] - start[new])}
+    del eff, new
+    return pieces, _merged(key, start, end, prev_end, first)
+
+
+def _runs(key, start, length) -> dict:
+    """The merged runs (key, start, end) of the intervals [start, start + length), in (key,
+    start) order: what _cover gives besides the pieces."""
+    keep = length > 0
+    key, start = key[keep], start[keep]
+    end = start + length[keep]
+    return _merged(key, start, end, *_ends_before(key, start, end))
+
+
+def _ends_before(key, start, end) -> tuple[np.ndarray, np.ndarray]:
+    """(the largest end of the key's intervals before each one, -1 for a key's first; where
+    each key begins), by one accumulate over all keys, each shifted into its own range."""
     if not len(key):
-        empty = np.zeros(0, np.int64)
-        return ({"key": empty, "start": empty, "length": empty, "frame": empty.astype(np.uint32),
-                 "file_offset": empty}, {"key": empty, "start": empty, "end": empty})
-    # one accumulate over all keys: shift each key's positions into its own range
+        return np.zeros(0, np.int64), np.zeros(0, bool)
     lift = key.astype(np.int64) * _KEY_SPAN
-    running = np.maximum.accumulate(end + lift) - lift
-    prev_end = np.r_[np.int64(-1), running[:-1]]
+    running = end + lift
+    np.maximum.accumulate(running, out=running)
+    running -= lift
+    del lift
+    prev_end = np.empty_like(running)
+    prev_end[0] = -1
+    prev_end[1:] = running[:-1]
+    del running
     first = np.r_[True, key[1:] != key[:-1]]
     prev_end[first] = -1
-    eff = np.maximum(start, prev_end)
-    new = end > eff
-    pieces = {"key": key[new].astype(np.int64), "start": eff[new], "length": (end - eff)[new],
-              "frame": frame[new], "file_offset": (file_offset + (eff - start))[new]}
-    run_start = first | (start > prev_end)
-    idx = np.flatnonzero(run_start)
-    runs = {"key": key[idx].astype(np.int64), "start": start[idx],
-            "end": np.maximum.reduceat(end, idx)}
-    return pieces, runs
+    return prev_end, first
 
 
-def _flows(key, offset, flags, seglen, analysed, inputs, segs: Segments) -> dict:
-    """FLOW_COLUMNS for every key that has a packet."""
-    keys = np.unique(key)
+def _merged(key, start, end, prev_end, first) -> dict:
+    idx = np.flatnonzero(first | (start > prev_end))
+    if not len(idx):
+        empty = np.zeros(0, np.int64)
+        return {"key": empty.astype(key.dtype), "start": empty, "end": empty}
+    return {"key": key[idx], "start": start[idx], "end": np.maximum.reduceat(end, idx)}
+
+
+def _flows(cap: Capture, rows, key, offset, flags, seglen, analysed, inputs,
+           segs: Segments) -> dict:
+    """FLOW_COLUMNS for every key that has a packet, and (``_``-named) the key's first
+    packet's addresses and ports and its first SYN's flags."""
+    keys, first = np.unique(key, return_index=True)
     n = len(keys)
+    first_row = rows[first]
 
     def first_frame(mask):
         out = np.zeros(n, np.uint32)
@@ -353,25 +469,39 @@ def _flows(key, offset, flags, seglen, analysed, inputs, segs: Segments) -> dict
         "end_offset": fin_offset, "seen_end": seen_end, "data_segments": data_segments,
         "wire_bytes": wire, "captured_bytes": np.zeros(n, np.int64),
         "cut_bytes": np.zeros(n, np.int64), "lost_bytes": np.zeros(n, np.int64),
-        "_key": keys,
+        "_key": keys, "_src": cap.addresses[cap.column("ip_src")[first_row]],
+        "_dst": cap.addresses[cap.column("ip_dst")[first_row]],
+        "_srcport": cap.column("tcp_srcport")[first_row].astype(np.int64),
+        "_dstport": cap.column("tcp_dstport")[first_row].astype(np.int64),
+        "_syn_flags": first_value(syn, flags, 0),
     }
 
 
 def _holes(captured: dict, seen: dict, flows: dict) -> dict:
     """Holes of the captured bytes: cut (inside a seen run) and lost (between seen runs, and
     before the first / after the last when the SYN / FIN mark the stream's ends)."""
-    # cut: within each seen run, the gaps between the captured runs it contains.
-    # Per seen run the sorted positions s.start, c1.start, c1.end, ..., s.end pair up as gaps.
-    pos = np.concatenate([seen["start"], captured["start"], captured["end"], seen["end"]])
-    kind = np.concatenate([np.zeros(len(seen["start"])), np.ones(len(captured["start"])),
-                           np.full(len(captured["end"]), 2), np.full(len(seen["end"]), 3)])
-    k = np.concatenate([seen["key"], captured["key"], captured["key"], seen["key"]])
-    order = np.lexsort((kind, pos, k))
-    pos, k = pos[order], k[order]
-    a, b, kk = pos[0::2], pos[1::2], k[0::2]
-    cut = b > a
-    holes_key, holes_start, holes_end = [kk[cut]], [a[cut]], [b[cut]]
-    reasons = [np.full(int(cut.sum()), HOLE_CUT, np.uint8)]
+    # cut: within each seen run, what the captured runs it holds leave uncovered (no sort:
+    # both run lists are in (key, start) order, and each captured run lies in one seen run)
+    cap_key, cap_start, cap_end = captured["key"], captured["start"], captured["end"]
+    inside = np.searchsorted(seen["key"] * _KEY_SPAN + seen["start"],
+                             cap_key * _KEY_SPAN + cap_start, side="right") - 1
+    opens = np.r_[True, inside[1:] != inside[:-1]] if len(inside) else np.zeros(0, bool)
+    before = np.where(opens, seen["start"][inside], np.r_[np.int64(0), cap_end[:-1]])
+    del opens
+    closes = np.r_[inside[1:] != inside[:-1], True] if len(inside) else np.zeros(0, bool)
+    bare = np.ones(len(seen["key"]), bool)                # seen runs with nothing captured
+    bare[inside] = False
+    holes_key = [cap_key, cap_key[closes], seen["key"][bare]]
+    holes_start = [before, cap_end[closes], seen["start"][bare]]
+    holes_end = [cap_start, seen["end"][inside[closes]], seen["end"][bare]]
+    del inside, closes, bare
+    for i in range(3):
+        cut = holes_end[i] > holes_start[i]
+        holes_key[i], holes_start[i], holes_end[i] = (
+            holes_key[i][cut], holes_start[i][cut], holes_end[i][cut])
+    reasons = [np.full(sum(len(k) for k in holes_key), HOLE_CUT, np.uint8)]
+    holes_key = [np.concatenate(holes_key)]
+    holes_start, holes_end = [np.concatenate(holes_start)], [np.concatenate(holes_end)]
     # lost: between consecutive seen runs of a key, and at the known ends
     same = seen["key"][1:] == seen["key"][:-1]
     holes_key.append(seen["key"][1:][same])
@@ -395,9 +525,9 @@ def _holes(captured: dict, seen: dict, flows: dict) -> dict:
     holes_end.append(flows["end_offset"][tail])
     for extra in range(3):
         reasons.append(np.full(len(holes_key[1 + extra]), HOLE_LOST, np.uint8))
-    key = np.concatenate(holes_key).astype(np.int64)
-    start = np.concatenate(holes_start).astype(np.int64)
-    end = np.concatenate(holes_end).astype(np.int64)
+    key = np.concatenate(holes_key).astype(np.int32)
+    start = np.concatenate(holes_start).astype(np.int64, copy=False)
+    end = np.concatenate(holes_end).astype(np.int64, copy=False)
     reason = np.concatenate(reasons)
     order = np.lexsort((start, key))
     return {"key": key[order], "start": start[order], "length": (end - start)[order],

@@ -324,7 +324,10 @@ def analysis_inputs(cap: Capture, stream: int | None = None
     if stream is not None:
         analysed &= cap.column("tcp_stream") == stream
     rows = np.flatnonzero(analysed)
-    col = lambda name: cap.column(name)[rows]  # noqa: E731
+    if len(rows) == len(cap):     # a table of TCP rows alone (read for Needs): no copies
+        col = cap.column
+    else:
+        col = lambda name: cap.column(name)[rows]  # noqa: E731
     stream = col("tcp_stream").astype(np.int64)
     wscale = np.where(cap.present("tcp_option_wscale_shift")[rows],
                       col("tcp_option_wscale_shift").astype(np.int16), np.int16(-1))

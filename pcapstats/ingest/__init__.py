@@ -293,6 +293,7 @@ class Kept:
 
     def __init__(self, needs):
         self.needs, self.first, self.last, self.n, self.counts = needs, None, None, 0, {}
+        self.latest_ns = None
         self.columns, self.layers, self.same = [], [], {}
         self.store = {}
 
@@ -337,7 +338,10 @@ class Kept:
         self.count(window)
 
     def count(self, window: Capture) -> None:
-        """Add ``window``'s layer counts to the whole file's."""
+        """Add ``window``'s layer counts and latest time to the whole file's."""
+        latest = window.latest_time_ns
+        if latest is not None and (self.latest_ns is None or latest > self.latest_ns):
+            self.latest_ns = latest
         for name, count in window.counted(self.layers).items():
             self.counts[name] = self.counts.get(name, 0) + count
 
@@ -346,7 +350,7 @@ class Kept:
         return partial_capture(self.first, self.last,
                                {name: self.store[held][:n] for name, held in self.same.items()},
                                {name: self.store[name][:n] for name in self.layers},
-                               WholeFile(total, self.start_ns, self.counts))
+                               WholeFile(total, self.start_ns, self.counts, self.latest_ns))
 
 
 def partial_capture(first: Capture, last: Capture, arrays: dict, layers: dict,

@@ -263,7 +263,7 @@ class Spilled:
         buckets.close_files()
         self.buckets, self.budget = buckets, budget
         self.warnings: list[str] = []
-        self.whole = WholeFile(total, kept.start_ns, dict(kept.counts))
+        self.whole = WholeFile(total, kept.start_ns, dict(kept.counts), kept.latest_ns)
         self.first, self.last, self.same = kept.first, kept.last, kept.same
         self.layers = list(kept.layers)
 

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 import pcapstats as ps
+from pcapstats.analyses.reassembly import reassemble, reassemble_file
 from pcapstats.analyses.tcp_analysis import STREAM_NEEDS
 from pcapstats.ingest import read_kept
 from pcapstats.ingest.groups import BUCKETS, BUDGET_ENV, ByStream, Spilled, table_budget
@@ -23,12 +24,14 @@ ROOT = Path(__file__).resolve().parents[2]
 MULTI = [ROOT / "captures" / n for n in (
     "sp-3pairs-reno+cubic+bbr.pcap", "iperf3-4flows.pcap", "tcp_2streams.pcap",
     "udp_ping.pcapng")] + [ROOT / "tests" / "data" / "tcp_dupack.pcapng"]
+MANY = ROOT / "tests" / "data" / "of13_ericsson.pcapng"   # 21 TCP streams: groups hold two
 # (analysis, options): every stream, one, the default, all, one missing, the receiver side
 RUNS = [("retrans", {}), ("retrans", {"stream": 1}), ("retrans", {"stream": 42}),
         ("flavour", {}), ("flavour", {"stream": 2}),
         ("cwnd", {}), ("cwnd", {"stream": 1, "side": "receiver"}), ("cwnd", {"stream": "all"}),
         ("rtt", {}), ("rtt", {"stream": 3}), ("seqgraph", {}), ("seqgraph", {"stream": "all"}),
-        ("tcp_analysis", {}), ("tcp_analysis", {"stream": 2}), ("tcp_analysis", {"stream": 1})]
+        ("tcp_analysis", {}), ("tcp_analysis", {"stream": 2}), ("tcp_analysis", {"stream": 1}),
+        ("verify", {}), ("verify", {"stream": 1}), ("verify", {"app": "iperf3"})]
 BUDGETS = ("1", "30000")     # bytes: spill at the first window, or a few windows in
 
 
@@ -50,6 +53,29 @@ def test_spilled_reads_answer_as_the_whole_table(path, spill_dir, monkeypatch):
             for budget in BUDGETS:
                 monkeypatch.setenv(BUDGET_ENV, budget)
                 assert answer(analysis, path, **options) == want, (name, options, budget)
+    assert not list(spill_dir.iterdir())
+
+
+@pytest.mark.parametrize("path", MULTI + [MANY], ids=lambda p: p.name)
+def test_verify_reassembles_a_spilled_read_as_the_whole_table(path, spill_dir, monkeypatch):
+    """Every map reassembly keeps (in its own types) and verify's whole report, evidence lines
+    included, from batches of stream groups equal those of the whole table."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        whole = reassemble(ps.read(path))
+        report = ps.verify(ps.read(path)).to_text(width=200)
+        for budget in BUDGETS:
+            monkeypatch.setenv(BUDGET_ENV, budget)
+            grouped, _ = reassemble_file(path)
+            for name in ("pieces", "holes", "flows"):
+                want, got = getattr(whole, name), getattr(grouped, name)
+                assert list(got) == list(want), name
+                for column in want:
+                    assert got[column].dtype == want[column].dtype, (name, column)
+                    assert np.array_equal(got[column], want[column]), (name, column, budget)
+            for column, values in vars(whole.segments).items():
+                assert np.array_equal(getattr(grouped.segments, column), values), column
+            assert ps.verify(path).to_text(width=200) == report, budget
     assert not list(spill_dir.iterdir())
 
 

@@ -104,16 +104,18 @@ import warnings
 
 import numpy as np
 
+from ... import schema
 from ...batch import analysis
-from ...capture import Capture
+from ...capture import Capture, Needs
 from ...errors import PcapstatsWarning, UsageError
+from ...ingest import Kept
 from ...render import Shown, path_shown, terminal_width
 from ...results import Result
 from ...schema import Column, TableSpec
 from ...sidecar import SidecarError, load_sidecar, sidecar_for
 from ...streams import id_ranges
 from ...tools.wire import SIMPLEPERF_PORT
-from ..reassembly import reassemble
+from ..reassembly import reassemble, reassemble_file
 from . import iperf3, ping, report, simpleperf
 from .checks import CANNOT_TELL, FAIL, PASS, RANK, Check, Context, Expected, StreamVerdict
 from .report import ClientOutput, parse_client_output
@@ -190,10 +192,10 @@ APPS = ("simpleperf", "iperf3-control", "iperf3-data")   # the TCP app protocols
 APP_CHOICES = ("simpleperf", "iperf3", "ping")           # what ``app`` / --app may name
 
 
-@analysis()
-def verify(capture: Capture, *, sidecar="auto", expected: Expected | None = None,
-           stream: int | None = None, app: str | None = None, port: int | None = None,
-           client_output=None) -> Verification:
+@analysis(reads=False)
+def verify(capture: Capture | str | os.PathLike, *, sidecar="auto",
+           expected: Expected | None = None, stream: int | None = None, app: str | None = None,
+           port: int | None = None, client_output=None) -> Verification:
     """Check every recognised stream of a capture (see the module docstring for the rules).
 
     sidecar: the lab sidecar (a path or the loaded dict) saying what was asked (-t / -n / -P
@@ -205,18 +207,37 @@ def verify(capture: Capture, *, sidecar="auto", expected: Expected | None = None
     simpleperf).  client_output: the simpleperf client's printed report (a path, or a
     ClientOutput), checked against the wire."""
     _check_force(app, port)
+    path = capture.path if isinstance(capture, Capture) else os.fspath(capture)
     told = Expected()
     if isinstance(sidecar, str) and sidecar == "auto":
-        sidecar = _sidecar_beside(capture.path)
+        sidecar = _sidecar_beside(path)
     if sidecar is not None:
         doc = sidecar if isinstance(sidecar, dict) else load_sidecar(sidecar)
-        told = Expected.from_sidecar(doc, capture.path)
+        told = Expected.from_sidecar(doc, path)
     expected = expected.over(told) if expected is not None else told
     printed = parse_client_output(client_output) if client_output is not None else None
-    with reassemble(capture) as r:
-        ctx = Context(capture, r, expected)
+    if isinstance(capture, Capture):
+        r, others = reassemble(capture), capture
+    else:       # read for verify alone: the TCP streams a group at a time, the rest kept
+        r, (others,) = reassemble_file(capture, [Kept(OTHERS_NEEDS)], stream)
+    with r:
+        ctx = Context(others, r, expected)
         _verify(ctx, stream, app, port, printed)
-    return Verification(ctx.out, capture=os.fspath(capture.path), notes=ctx.notes)
+    return Verification(ctx.out, capture=os.fspath(path), notes=ctx.notes)
+
+
+def _others(cap: Capture) -> np.ndarray:
+    """The packets verify reads besides the TCP streams' bytes: UDP (iperf3's UDP tests), ICMP
+    echoes (ping) and TCP packets with an MSS option (each side's largest segment)."""
+    return (cap.layer(schema.UDP) | (cap.layer(schema.ICMP_ECHO) & cap.layer(schema.IP))
+            | (cap.layer(schema.TCP) & cap.present("tcp_option_mss")))
+
+
+OTHERS_NEEDS = Needs(("frame_number", "frame_time_ns", "ip_src", "ip_dst", "ip_version",
+                      "l4_quoted", "payload_offset", "payload_cap_len", "icmp_type",
+                      "icmp_ident", "icmp_seq", "udp_stream", "udp_srcport", "udp_dstport",
+                      "tcp_stream", "tcp_option_mss", "tcp_option_tsval", schema.UDP,
+                      schema.ICMP_ECHO, schema.IP, schema.TCP), _others)
 
 
 def _sidecar_beside(path) -> dict | None:

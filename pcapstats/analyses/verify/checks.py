@@ -100,24 +100,17 @@ class Expected:
 
 
 class Context:
-    """One capture being verified: its packets, its reassembled TCP streams, what was asked,
-    and the verdicts and notes found so far."""
+    """One capture being verified: its reassembled TCP streams (``r``), the packets besides
+    them that the checks read (``cap``: UDP, ICMP echoes and the TCP packets that carry an MSS
+    option, or the whole table), what was asked, and the verdicts and notes found so far."""
 
     def __init__(self, cap: Capture, r: Reassembly, expected: Expected):
         self.cap, self.r, self.exp = cap, r, expected
         self.out: list[StreamVerdict] = []
         self.notes: list[str] = []
-        self.time = cap.column("frame_time_ns")
-
-    def t(self, frame: int) -> float:
-        """Seconds since the epoch of a frame (1-based)."""
-        return int(self.time[frame - 1]) / 1e9
 
     def endpoints(self, s: int, client_dir: int) -> tuple[str, str]:
-        row = int(np.flatnonzero(self.rows_of(s))[0])
-        src = self.cap.addresses[self.cap.column("ip_src")[row]]
-        dst = self.cap.addresses[self.cap.column("ip_dst")[row]]
-        sp, dp = self.cap.column("tcp_srcport")[row], self.cap.column("tcp_dstport")[row]
+        src, dst, sp, dp = self.r.first_packet(s)
         a, b = endpoint(src, sp), endpoint(dst, dp)
         return (a, b) if client_dir == 0 else (b, a)
 
@@ -125,9 +118,7 @@ class Context:
         """The direction that sent a SYN without ACK; direction 0 (the first packet's source)
         when that is not in the capture."""
         def opens(d):
-            f = self.r.flow(s, d)
-            return bool(f and f["syn_frame"]
-                        and not self.cap.column("tcp_flags")[f["syn_frame"] - 1] & 0x010)
+            return bool(self.r.syn_flags(s, d) and not self.r.syn_flags(s, d) & 0x010)
         return 1 if opens(1) and not opens(0) else 0
 
     def head(self, s: int, d: int, n: int) -> bytes | None:
@@ -150,20 +141,15 @@ class Context:
         return repr(got)[1:] if got else "(not captured)"
 
     def ports(self, s: int) -> set[int]:
-        rows = np.flatnonzero(self.rows_of(s))
-        return {int(self.cap.column("tcp_srcport")[rows[0]]),
-                int(self.cap.column("tcp_dstport")[rows[0]])} if len(rows) else set()
+        first = self.r.first_packet(s)
+        return set() if first is None else {first[2], first[3]}
 
     def server_port(self, s: int) -> int | None:
         """The port of the side that did not open stream s (see client_dir)."""
-        rows = np.flatnonzero(self.rows_of(s))
-        if not len(rows):
+        first = self.r.first_packet(s)
+        if first is None:
             return None
-        which = "tcp_dstport" if self.client_dir(s) == 0 else "tcp_srcport"
-        return int(self.cap.column(which)[rows[0]])
-
-    def rows_of(self, s: int) -> np.ndarray:
-        return (self.cap.column("tcp_stream") == s) & self.cap.layer(schema.TCP)
+        return first[3] if self.client_dir(s) == 0 else first[2]
 
     def tail(self, s, d, end, n) -> bytes | None:
         if end < n or self.r.holes_in(s, d, end - n, end)["start"].size:
@@ -194,17 +180,19 @@ class Context:
         v.add(name, PASS, expected, f"{end - start} bytes, all {chr(allowed)!r}")
 
     def mss(self, s, d) -> int | None:
-        rows = np.flatnonzero((self.cap.column("tcp_stream") == s) & self.cap.layer(schema.TCP)
-                              & self.cap.present("tcp_option_mss"))
+        """The largest payload direction d may send: the MSS its peer announced (the first
+        MSS option from an address other than d's), less a timestamp option's 12 bytes."""
+        cap = self.cap
+        rows = np.flatnonzero((cap.column("tcp_stream") == s) & cap.layer(schema.TCP)
+                              & cap.present("tcp_option_mss"))
         if not len(rows):
             return None
-        # the MSS a side may send is the one its peer announced
-        client_syn = self.r.flow(s, d)
-        src = self.cap.column("ip_src")[rows]
-        peer_rows = rows[src != self.cap.column("ip_src")[(client_syn or {}).get("syn_frame", 1) - 1]]
+        first = self.r.first_packet(s)
+        own = None if first is None or self.r.flow(s, d) is None else first[d]
+        peer_rows = rows[cap.addresses[cap.column("ip_src")[rows]] != own]
         pick = peer_rows if len(peer_rows) else rows
-        mss = int(self.cap.column("tcp_option_mss")[pick[0]])
-        ts = self.cap.present("tcp_option_tsval")[pick[0]]
+        mss = int(cap.column("tcp_option_mss")[pick[0]])
+        ts = cap.present("tcp_option_tsval")[pick[0]]
         return mss - (12 if ts else 0)
 
 

@@ -26,7 +26,7 @@ def check(ctx: Context) -> None:
     ident, seq = cap.column("icmp_ident")[echo], cap.column("icmp_seq")[echo]
     frame = cap.column("frame_number")[echo]
     t = cap.column("frame_time_ns")[echo]
-    last_t = int(cap.column("frame_time_ns").max())
+    last_t = cap.latest_time_ns
     req_rows = np.flatnonzero(request)
     groups = sorted({(int(src[i]), int(dst[i]), int(ident[i])) for i in req_rows},
                     key=lambda g: min(frame[req_rows][(src[req_rows] == g[0]) & (

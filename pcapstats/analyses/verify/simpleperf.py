@@ -261,7 +261,9 @@ def _duration(ctx, v, s, c, bye_frame, start_seen) -> None:
         return
     first = int(segs.frame.min())
     t = ctx.exp.time_s
-    span = ctx.t(bye_frame) - ctx.t(first) if bye_frame else None
+    t_first = int(segs.time_ns[segs.frame == first][0])
+    span = (int(segs.time_ns[segs.frame == bye_frame][0]) / 1e9 - t_first / 1e9 if bye_frame
+            else None)
     if span is not None:
         v.evidence.append(f"first data frame {first}, BYE frame {bye_frame}: {span:.3f} s")
     if t is None or ctx.exp.num_bytes is not None:
@@ -278,9 +280,8 @@ def _duration(ctx, v, s, c, bye_frame, start_seen) -> None:
     else:
         # Late on the wire need not be late in the program: the client writes BYE at -t seconds,
         # behind whatever its send buffer still holds.  Only a backlog no buffer holds is late.
-        when = ctx.time[segs.frame - 1]
         sent_by_hi = segs.start + segs.length
-        sent_by_hi = int(sent_by_hi[when <= ctx.time[first - 1] + hi * 1e9].max(initial=0))
+        sent_by_hi = int(sent_by_hi[segs.time_ns <= t_first + hi * 1e9].max(initial=0))
         backlog = int((segs.start + segs.length).max()) - sent_by_hi
         if backlog <= SEND_BUFFER_MAX_BYTES:
             v.add("duration", CANNOT_TELL, expected, f"{span:.3f} s on the wire (frames "
