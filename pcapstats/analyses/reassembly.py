@@ -341,7 +341,10 @@ def _joined(parts: list[tuple[dict, dict, Segments, dict]]):
         return parts[0]
 
     def join(tables: list[dict], key: str) -> dict:
-        order = np.argsort(np.concatenate([t[key] for t in tables]), kind="stable")
+        keys = np.concatenate([t[key] for t in tables])
+        if (keys[1:] >= keys[:-1]).all():        # batches in key order (streams under 16)
+            return {name: np.concatenate([t.pop(name) for t in tables]) for name in list(tables[0])}
+        order = np.argsort(keys, kind="stable")
         return {name: np.concatenate([t.pop(name) for t in tables])[order]
                 for name in list(tables[0])}
 
@@ -452,14 +455,9 @@ def _flows(cap: Capture, rows, key, offset, flags, seglen, analysed, inputs,
     syn = analysed & ((flags & SYN) != 0)
     fin = analysed & ((flags & FIN) != 0)
     rst = (flags & RST) != 0
-    seen_end = np.full(n, 0, np.int64)
-    data_segments = np.zeros(n, np.int64)
-    wire = np.zeros(n, np.int64)
-    if len(segs):
-        at = np.searchsorted(keys, segs.key)
-        np.maximum.at(seen_end, at, segs.start + segs.length)
-        np.add.at(data_segments, at, 1)
-        np.add.at(wire, at, segs.length)
+    seen_end = np.maximum(_per_key(keys, segs.key, segs.start + segs.length, np.maximum), 0)
+    data_segments = _per_key(keys, segs.key, np.ones(len(segs), np.int64))
+    wire = _per_key(keys, segs.key, segs.length.astype(np.int64))
     # a FIN sits at offset + its payload length
     fin_offset = first_value(fin, offset + seglen, -1)
     return {
@@ -529,14 +527,27 @@ def _holes(captured: dict, seen: dict, flows: dict) -> dict:
     start = np.concatenate(holes_start).astype(np.int64, copy=False)
     end = np.concatenate(holes_end).astype(np.int64, copy=False)
     reason = np.concatenate(reasons)
-    order = np.lexsort((start, key))
+    lifted = key * _KEY_SPAN + start
+    if (lifted[1:] > lifted[:-1]).all():      # no lost hole: the cut ones came in order
+        return {"key": key, "start": start, "length": end - start, "reason": reason}
+    order = np.argsort(lifted, kind="stable")
     return {"key": key[order], "start": start[order], "length": (end - start)[order],
             "reason": reason[order]}
 
 
 def _count(flows: dict, pieces: dict, holes: dict) -> None:
     keys = flows["_key"]
-    np.add.at(flows["captured_bytes"], np.searchsorted(keys, pieces["key"]), pieces["length"])
+    flows["captured_bytes"] = _per_key(keys, pieces["key"], pieces["length"].astype(np.int64))
     for reason, column in ((HOLE_CUT, "cut_bytes"), (HOLE_LOST, "lost_bytes")):
         m = holes["reason"] == reason
-        np.add.at(flows[column], np.searchsorted(keys, holes["key"][m]), holes["length"][m])
+        flows[column] = _per_key(keys, holes["key"][m], holes["length"][m])
+
+
+def _per_key(keys: np.ndarray, key: np.ndarray, values: np.ndarray, ufunc=np.add) -> np.ndarray:
+    """``ufunc`` (sum, maximum) of int64 ``values`` over each run of one ``key`` (sorted), at
+    that key's position in ``keys``; 0 for a key with none (ufunc.at is ~20x slower)."""
+    out = np.zeros(len(keys), np.int64)
+    if len(key):
+        starts = np.flatnonzero(np.r_[True, key[1:] != key[:-1]])
+        out[np.searchsorted(keys, key[starts])] = ufunc.reduceat(values, starts)
+    return out
