@@ -66,10 +66,10 @@ def _grouped(function, path, needs: Needs, join, options) -> Result:
     the budget, the function runs on it; when it was spilled, on each batch of streams, joined
     (every stream: a batch's own TCP rows say which streams it has), or on the batch holding
     the stream asked for, which the whole file's stream summary, summed in the same pass,
-    chooses (so the choice, its error and the streams' names are the whole table's).  A
-    stream named by number keeps only its rows.  Time going back across windows (the summary
-    cannot be streamed), ``stream="all"`` over a spilled table and a stream that is not there
-    (the analysis' own error) read the whole table."""
+    chooses (so the choice, its error and the streams' names are the whole table's), or
+    (``stream="all"``) on each batch for the streams it holds.  A stream named by number keeps
+    only its rows.  Time going back across windows (the summary cannot be streamed) and a
+    stream that is not there (the analysis' own error) read the whole table."""
     try:
         size = os.path.getsize(path)
     except OSError:
@@ -96,7 +96,7 @@ def _grouped(function, path, needs: Needs, join, options) -> Result:
             summary.put(kept, streams)
             return function(kept, **options)
         if stream == "all":
-            return function(as_capture(path), **options)
+            return _every_stream(function, kept, streams, summary, options)
         probe = kept.empty()
         summary.put(probe, streams)
         try:
@@ -106,6 +106,24 @@ def _grouped(function, path, needs: Needs, join, options) -> Result:
         cap = kept.capture_of(chosen)
         summary.put(cap, streams)
         return function(cap, **options)
+
+
+def _every_stream(function, kept, streams, summary, options) -> Result:
+    """``stream="all"`` over a spilled table: every stream with data analysed on the batch
+    that holds it (each batch loaded once, the whole file's summary in its cache), stacked as
+    ``each_stream`` stacks them."""
+    probe = kept.empty()
+    summary.put(probe, streams)
+    ids = data_streams(probe)
+    results: dict = {}
+    for cap in kept.captures():
+        summary.put(cap, streams)
+        here = set(np.unique(cap.column("tcp_stream")).tolist())
+        for s in ids:
+            if s in here:
+                results[s] = _attempt(lambda s: function(cap, **{**options, "stream": s}), s)
+        del cap                        # not held while the next batch loads
+    return stacked_streams(probe.path, ids, results)
 
 
 def _one_named_stream(function, path, needs: Needs, stream: int, summary, options) -> Result:
@@ -132,20 +150,37 @@ def each_stream(capture, stream, analyse: Callable[[int], Result]) -> Result:
         result = analyse(choice.stream)
         result.notes[:0] = [n for n in (choice.note(),) if n]   # say which stream was picked
         return result
+    ids = data_streams(capture)
+    return stacked_streams(capture.path, ids, {s: _attempt(analyse, s) for s in ids})
+
+
+def data_streams(capture) -> list[int]:
+    """The TCP streams with data, which ``stream="all"`` analyses (by the capture's stream
+    summary: the whole file's); the one clear error when the capture has no TCP."""
     tcp = stream_summary(capture, proto="tcp")
     ids = tcp["stream"][(tcp["payload_bytes_a_to_b"] + tcp["payload_bytes_b_to_a"]) > 0]
     if len(ids) == 0:
         choose_stream(capture, None)       # the one clear error: no TCP, or none with data
-    results, skipped = [], []
-    for s in ids.tolist():
-        try:
-            results.append(analyse(s))
-        except PcapstatsError as e:
-            skipped.append(f"stream {s} left out: {e}")
-    if not results:
-        raise PcapstatsError(f"no TCP stream could be analysed in {capture.path}",
+    return ids.tolist()
+
+
+def _attempt(analyse: Callable[[int], Result], s: int) -> Result | PcapstatsError:
+    try:
+        return analyse(s)
+    except PcapstatsError as e:
+        return e
+
+
+def stacked_streams(path, ids: list[int], results: dict) -> Result:
+    """``stream="all"``'s answer: each stream's result (or the error that left it out, said
+    in a note) stacked in the order of ``ids``; an error when none could be analysed."""
+    done = [results[s] for s in ids if not isinstance(results[s], PcapstatsError)]
+    skipped = [f"stream {s} left out: {results[s]}" for s in ids
+               if isinstance(results[s], PcapstatsError)]
+    if not done:
+        raise PcapstatsError(f"no TCP stream could be analysed in {path}",
                              hint=skipped[0] if skipped else None)
-    result = stack(results)
+    result = stack(done)
     result.notes += skipped
     return result
 

@@ -29,7 +29,8 @@ MANY = ROOT / "tests" / "data" / "of13_ericsson.pcapng"   # 21 TCP streams: grou
 RUNS = [("retrans", {}), ("retrans", {"stream": 1}), ("retrans", {"stream": 42}),
         ("flavour", {}), ("flavour", {"stream": 2}),
         ("cwnd", {}), ("cwnd", {"stream": 1, "side": "receiver"}), ("cwnd", {"stream": "all"}),
-        ("rtt", {}), ("rtt", {"stream": 3}), ("seqgraph", {}), ("seqgraph", {"stream": "all"}),
+        ("rtt", {}), ("rtt", {"stream": 3}), ("rtt", {"stream": "all"}),
+        ("seqgraph", {}), ("seqgraph", {"stream": "all"}),
         ("tcp_analysis", {}), ("tcp_analysis", {"stream": 2}), ("tcp_analysis", {"stream": 1}),
         ("verify", {}), ("verify", {"stream": 1}), ("verify", {"app": "iperf3"})]
 BUDGETS = ("1", "30000")     # bytes: spill at the first window, or a few windows in
@@ -42,7 +43,7 @@ def spill_dir(tmp_path, monkeypatch):
     return tmp_path
 
 
-@pytest.mark.parametrize("path", MULTI, ids=lambda p: p.name)
+@pytest.mark.parametrize("path", MULTI + [MANY], ids=lambda p: p.name)
 def test_spilled_reads_answer_as_the_whole_table(path, spill_dir, monkeypatch):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
