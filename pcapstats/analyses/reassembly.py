@@ -293,7 +293,7 @@ def reassemble_file(path, keepers=(), stream: int | None = None) -> tuple[Reasse
         kept, *others = read_kept(path, [keeper, *keepers])
         if isinstance(kept, Capture):
             name, whole = kept.path, [kept]
-            del kept                    # _built lets the table go once read: nothing else holds it
+            del kept             # (_built lets the table go once read: nothing else holds it)
             parts = [_built(whole.pop())]
         else:
             name = kept.first.path
@@ -342,9 +342,8 @@ def _joined(parts: list[tuple[dict, dict, Segments, dict]]):
 
     def join(tables: list[dict], key: str) -> dict:
         keys = np.concatenate([t[key] for t in tables])
-        if (keys[1:] >= keys[:-1]).all():        # batches in key order (streams under 16)
-            return {name: np.concatenate([t.pop(name) for t in tables]) for name in list(tables[0])}
-        order = np.argsort(keys, kind="stable")
+        order = (slice(None) if (keys[1:] >= keys[:-1]).all()   # (streams under 16: in order)
+                 else np.argsort(keys, kind="stable"))
         return {name: np.concatenate([t.pop(name) for t in tables])[order]
                 for name in list(tables[0])}
 
@@ -386,8 +385,9 @@ def _cover(key, start, length, frame, file_offset):
     prev_end, first = _ends_before(key, start, end)
     eff = np.maximum(start, prev_end)
     new = np.flatnonzero(end > eff)
-    pieces = {"key": key[new], "start": eff[new], "length": (end[new] - eff[new]).astype(np.int32),
-              "frame": frame[new], "file_offset": file_offset[new] + (eff[new] - start[new])}
+    pieces = {"key": key[new], "start": eff[new],
+              "length": (end[new] - eff[new]).astype(np.int32), "frame": frame[new],
+              "file_offset": file_offset[new] + (eff[new] - start[new])}
     del eff, new
     return pieces, _merged(key, start, end, prev_end, first)
 
@@ -421,6 +421,7 @@ def _ends_before(key, start, end) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _merged(key, start, end, prev_end, first) -> dict:
+    """The runs: a new one where a key begins or an interval starts past every end before it."""
     idx = np.flatnonzero(first | (start > prev_end))
     if not len(idx):
         empty = np.zeros(0, np.int64)
