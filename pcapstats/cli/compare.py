@@ -90,7 +90,7 @@ def plan_study(files, *, by, metrics, label, study, interval):
 
 
 def run_study(plan, *, jobs: Optional[int], scheduler: Optional[str] = None, keep=frozenset(),
-              function=None, preload=("pandas",), failures: list | None = None):
+              function=None, preload=(), failures: list | None = None):
     """(the comparison of every capture that was read, or None; how many failed), saying each
     capture's warnings and errors on stderr, one line each, as they come (and adding the
     errors to ``failures``).  ``function``: the worker (default: the metrics alone);

@@ -336,7 +336,7 @@ class Study:
         return [f"the study file's {p!r} matches none of the captures"
                 for p in self.labelling.unmatched(self.sources)]
 
-    def outcomes(self, *, jobs: int = 1, function=None, preload=("pandas",),
+    def outcomes(self, *, jobs: int = 1, function=None, preload=(),
                  **options) -> Iterator[Outcome]:
         """Each capture's Outcome (result: its Measured) in the order given."""
         return outcomes(function or M.measure, self.sources, jobs=jobs, metrics=self.metrics,
