@@ -268,19 +268,23 @@ class Spilled:
         self.layers = list(kept.layers)
 
     def batches(self) -> list[list[int]]:
-        """Groups in order, as many together as fit the budget (a group larger than it alone)."""
+        """Groups in order, small ones together as many as fit the budget; a group past a
+        quarter of it is a batch of its own (a batch of several is merged back into frame
+        order, a gather of every column: ~0.1 s to add a 29-row group to an 896k-row one)."""
         row_bytes = _row_bytes(self.buckets.dtypes.values())
-        out, size = [], 0
+        out, packing, size = [], None, 0
         for b in range(BUCKETS):
-            rows = self.buckets.rows(b)
-            if not rows:
+            group = self.buckets.rows(b) * row_bytes
+            if not group:
                 continue
-            if out and size + rows * row_bytes <= self.budget:
-                out[-1].append(b)
-                size += rows * row_bytes
-            else:
+            if group > self.budget // 4:
                 out.append([b])
-                size = rows * row_bytes
+            elif packing is not None and size + group <= self.budget:
+                packing.append(b)
+                size += group
+            else:
+                packing, size = [b], group
+                out.append(packing)
         return out
 
     def captures(self):
