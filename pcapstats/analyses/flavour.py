@@ -597,7 +597,8 @@ def flavour_stream(cap: Capture, stream: int) -> StreamFlavour:
     fits = [f for _, _, f in epochs]
     growth = [growth_vote(f, t1 - t0, rtt_s, mss) for t0, t1, f in epochs]
     dips = probe_rtt_dips(flight["time_s"], flight["bytes_in_flight"], flight["resent"], mss)
-    strength, amplitude = gain_cycling(new_t_ns, _lengths(cap, flight, new), int(rtt_s * 1e9))
+    new_lengths = _lengths(cap, flight, new)
+    strength, amplitude = gain_cycling(new_t_ns, new_lengths, int(rtt_s * 1e9))
     duration_s = float((data_t_ns[-1] - data_t_ns[0]) / 1e9) if len(data_t_ns) > 1 else 0.0
     row = {
         "stream": cw.stream,
@@ -612,7 +613,7 @@ def flavour_stream(cap: Capture, stream: int) -> StreamFlavour:
                                  rtt_s),
         "loss_events": int(len(first)),
         **dict(zip(("loss_rounds", "loss_response"),
-                   loss_response(flight["time_s"], ~new, _lengths(cap, flight, new).sum(),
+                   loss_response(flight["time_s"], ~new, new_lengths.sum(),
                                  rtt_s if cw.rtt_from != "default" else np.nan, mss))),
         "collapses": int(collapsed.sum()),
         "decrease_events": int((~np.isnan(factors)).sum()),
