@@ -108,21 +108,25 @@ class Reassembly:
         self._source: Source | None = None
 
     # -- lookups -------------------------------------------------------------------------------
+    def _flow_row(self, stream: int, direction: int) -> int | None:
+        """The row of ``flows`` of one direction (they are in key order), None if it sent
+        nothing."""
+        keys, key = self.flows["_key"], _key(stream, direction)
+        at = int(np.searchsorted(keys, key))
+        return at if at < len(keys) and keys[at] == key else None
+
     def flow(self, stream: int, direction: int) -> dict | None:
         """The FLOW_COLUMNS of one direction as plain values, or None if it sent nothing."""
-        hit = np.flatnonzero((self.flows["stream"] == stream)
-                             & (self.flows["direction"] == direction))
-        if not len(hit):
-            return None
-        return {name: self.flows[name][hit[0]].item() for name, _ in FLOW_COLUMNS}
+        i = self._flow_row(stream, direction)
+        return None if i is None else {name: self.flows[name][i].item() for name, _ in FLOW_COLUMNS}
 
     def first_packet(self, stream: int) -> tuple[str, str, int, int] | None:
         """(source, destination, source port, destination port) of the stream's first packet:
         direction 0's first (swapped from direction 1's when direction 0 sent nothing)."""
         for direction in (0, 1):
-            hit = np.flatnonzero(self.flows["_key"] == _key(stream, direction))
-            if len(hit):
-                f, i = self.flows, hit[0]
+            i = self._flow_row(stream, direction)
+            if i is not None:
+                f = self.flows
                 src, dst = str(f["_src"][i]), str(f["_dst"][i])
                 sport, dport = int(f["_srcport"][i]), int(f["_dstport"][i])
                 return (src, dst, sport, dport) if direction == 0 else (dst, src, dport, sport)
@@ -130,8 +134,8 @@ class Reassembly:
 
     def syn_flags(self, stream: int, direction: int) -> int:
         """TCP flags of the direction's first SYN (0: none captured)."""
-        hit = np.flatnonzero(self.flows["_key"] == _key(stream, direction))
-        return int(self.flows["_syn_flags"][hit[0]]) if len(hit) else 0
+        i = self._flow_row(stream, direction)
+        return 0 if i is None else int(self.flows["_syn_flags"][i])
 
     def piece_map(self, stream: int, direction: int) -> dict:
         """The pieces of one direction: start, length, frame, file_offset (sorted by start)."""

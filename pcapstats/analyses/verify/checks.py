@@ -118,7 +118,8 @@ class Context:
         """The direction that sent a SYN without ACK; direction 0 (the first packet's source)
         when that is not in the capture."""
         def opens(d):
-            return bool(self.r.syn_flags(s, d) and not self.r.syn_flags(s, d) & 0x010)
+            flags = self.r.syn_flags(s, d)
+            return bool(flags and not flags & 0x010)
         return 1 if opens(1) and not opens(0) else 0
 
     def head(self, s: int, d: int, n: int) -> bytes | None:

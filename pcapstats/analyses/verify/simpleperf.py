@@ -259,9 +259,9 @@ def _duration(ctx, v, s, c, bye_frame, start_seen) -> None:
     segs = ctx.r.segments_of(s, c)
     if not len(segs):
         return
-    first = int(segs.frame.min())
+    at = int(segs.frame.argmin())
+    first, t_first = int(segs.frame[at]), int(segs.time_ns[at])
     t = ctx.exp.time_s
-    t_first = int(segs.time_ns[segs.frame == first][0])
     span = (int(segs.time_ns[segs.frame == bye_frame][0]) / 1e9 - t_first / 1e9 if bye_frame
             else None)
     if span is not None:
