@@ -354,11 +354,11 @@ HALVES = f"{WORKERS} x -j 1"     # the machine's ceiling: independent processes,
 def workers(a: argparse.Namespace) -> int:
     files = pieces_for(a)
     cli = ingest.pcapstats_cli()
+    shares = [files[k::WORKERS] for k in range(WORKERS)]     # (dealt for HALVES)
     rows = []
     for cmd in BATCH:
         rows += [Row((cmd, f"-j {j}"), [*cli, cmd, *map(str, files), "-j", str(j), "--format",
                                         "csv"]) for j in (1, WORKERS)]
-        shares = [files[k::WORKERS] for k in range(WORKERS)]
         at_once = " & ".join(shlex.join([*cli, cmd, *map(str, share), "-j", "1", "--format",
                                          "csv"]) + " > /dev/null" for share in shares)
         rows.append(Row((cmd, HALVES), ["sh", "-c", f"{at_once}; wait"]))
