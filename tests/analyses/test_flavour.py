@@ -292,6 +292,28 @@ def test_agreeing_decreases_outweigh_growth():
     assert fl.classify(split)["label"] == "cubic"     # decreases split: growth decides
 
 
+def test_decreases_against_strong_growth_need_a_clear_share():
+    """Trial 2's two wrong labels: 10 decrease votes for Reno against 4, growth 13 to 1 for
+    Cubic; the decreases no longer decide at a share of 0.69 (unknown), but still do at 0.9."""
+    row = _judged(side="receiver", ack_clocked_share=np.nan, votes_reno=10, votes_cubic=4,
+                  growth_votes_reno=1, growth_votes_cubic=13)
+    verdict = fl.classify(row)
+    assert verdict["label"] == "unknown" and "disagree" in verdict["reason"]
+    clear = _judged(side="receiver", ack_clocked_share=np.nan, votes_reno=123, votes_cubic=13,
+                    growth_votes_reno=144, growth_votes_cubic=271)
+    assert fl.classify(clear)["label"] == "reno"
+
+
+def test_goodput_far_above_a_backing_off_sender_weighs_with_the_events():
+    """A 1 Gbit/s receiver-side BBR flow: 535 events kept their window, 362 backed off (noise
+    at that rate) and its goodput was 5x what Reno or Cubic could send; that counts for half
+    the events, so it is bbr.  The same events with a goodput Reno could reach are not."""
+    row = _judged(side="receiver", ack_clocked_share=np.nan, kept_window=535, backed_off=362,
+                  loss_response=5.0)
+    assert fl.classify(row)["label"] == "bbr"
+    assert fl.classify({**row, "loss_response": 0.7})["label"] == "unknown"
+
+
 def test_pacing_weighs_with_the_events():
     """A paced sender's many events: BBR at RTT 1 ms kept its window in 311 of 745 events;
     pacing (37 % of segments at an ACK) counts for half the events, so it is bbr; an
