@@ -174,6 +174,7 @@ class CwndEstimate:
     flight: dict              # FLIGHT's columns
     rwnd: dict                # RWND's columns
     resent_segments: int      # the data direction's re-sent segments (tcp_analysis' resent)
+    flight_rows: np.ndarray   # each flight row's row in the capture (its other columns there)
 
 
 class Cwnd(Result):
@@ -251,7 +252,7 @@ def estimate(cap: Capture, stream: int | None = None, *, side: str = "auto") -> 
     resent = int(np.asarray(flow["resent"], bool)[flow["direction"] == data_dir].sum())
     return CwndEstimate(stream, data_dir, found, evidence, v.mss, v.rtt_ns / 1e9, v.rtt_from,
                         table, _loss_table(episodes, samples, v), _flight_table(v),
-                        _rwnd_table(v), resent)
+                        _rwnd_table(v), resent, flow["row"][v.data])
 
 
 def tcp_info_errors(samples, t0_ns: int, info_t_ns, info_cwnd_bytes, *, rtt_s: float,

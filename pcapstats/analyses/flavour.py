@@ -597,7 +597,7 @@ def flavour_stream(cap: Capture, stream: int) -> StreamFlavour:
     fits = [f for _, _, f in epochs]
     growth = [growth_vote(f, t1 - t0, rtt_s, mss) for t0, t1, f in epochs]
     dips = probe_rtt_dips(flight["time_s"], flight["bytes_in_flight"], flight["resent"], mss)
-    new_lengths = _lengths(cap, flight, new)
+    new_lengths = cap.column("tcp_len")[cw.flight_rows[new]].astype(np.float64)
     strength, amplitude = gain_cycling(new_t_ns, new_lengths, int(rtt_s * 1e9))
     duration_s = float((data_t_ns[-1] - data_t_ns[0]) / 1e9) if len(data_t_ns) > 1 else 0.0
     row = {
@@ -649,11 +649,6 @@ def flavour_stream(cap: Capture, stream: int) -> StreamFlavour:
     return StreamFlavour(row, Cwnd(cw, capture=cap.path,
                                    name=stream_names(cap).get(("tcp", stream), "")), epochs,
                          [float(x) for x in losses["start_s"][first]])
-
-
-def _lengths(cap: Capture, flight, mask) -> np.ndarray:
-    rows = np.searchsorted(cap.column("frame_number"), flight["frame_number"][mask])
-    return cap.column("tcp_len")[rows].astype(np.float64)
 
 
 def _epochs(samples, losses, mss: int, min_window_mss: int) -> list:
