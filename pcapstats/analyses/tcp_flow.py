@@ -70,17 +70,22 @@ def stream_rows(cap: Capture, stream: int) -> dict[str, np.ndarray]:
     0/1, optional numbers NaN where absent) plus the header fields the stream analyses need:
     ``tcp_flags``, ``tcp_hdr_len``, ``ip_ttl``, ``mss_option``, ``tsval``/``tsecr`` (float,
     NaN without the option).  Plain arrays, no DataFrame: on a 1M-packet stream a DataFrame
-    copied every column once more."""
+    copied every column once more; on a table of the stream's rows alone the header fields
+    are the capture's own arrays, not copies (read them, never write them)."""
     flow = packet_analysis(cap, stream, columns=FLOW_COLUMNS)
     rows = flow["row"]
-    flow["tcp_flags"] = cap.column("tcp_flags")[rows]
-    flow["tcp_hdr_len"] = cap.column("tcp_hdr_len")[rows]
-    flow["ip_ttl"] = cap.column("ip_ttl")[rows]
-    flow["mss_option"] = np.where(cap.present("tcp_option_mss")[rows],
-                                  cap.column("tcp_option_mss")[rows], np.nan)
-    has_ts = cap.present("tcp_option_tsval")[rows]
+    if len(rows) == len(cap):   # a table of this stream's rows alone (a batch): no gathering
+        at = lambda column: column  # noqa: E731
+    else:
+        at = lambda column: column[rows]  # noqa: E731
+    flow["tcp_flags"] = at(cap.column("tcp_flags"))
+    flow["tcp_hdr_len"] = at(cap.column("tcp_hdr_len"))
+    flow["ip_ttl"] = at(cap.column("ip_ttl"))
+    flow["mss_option"] = np.where(at(cap.present("tcp_option_mss")),
+                                  at(cap.column("tcp_option_mss")), np.nan)
+    has_ts = at(cap.present("tcp_option_tsval"))
     for name in ("tsval", "tsecr"):
-        flow[name] = np.where(has_ts, cap.column(f"tcp_option_{name}")[rows], np.nan)
+        flow[name] = np.where(has_ts, at(cap.column(f"tcp_option_{name}")), np.nan)
     return flow
 
 
