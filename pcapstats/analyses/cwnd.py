@@ -325,7 +325,6 @@ class _Views:
         self.t = np.asarray(flow["frame_time_ns"], np.int64)
         self.frame = _Wide(flow["frame_number"])
         d = flow["direction"]
-        length = np.asarray(flow["tcp_len"], np.int64)
         flags = flow["tcp_flags"]
         col = lambda name: np.asarray(flow[name], np.float64)  # noqa: E731
         self.nxtseq = col("tcp_nxtseq")
@@ -338,7 +337,7 @@ class _Views:
             resent |= np.asarray(flow[name], bool)
         self.resent = resent
         self.hole = np.asarray(flow["lost_segment"], bool)
-        self.data = np.flatnonzero((d == data_dir) & (length > 0))
+        self.data = np.flatnonzero((d == data_dir) & (flow["tcp_len"] > 0))
         self.new_data = self.data[~resent[self.data]]
         self.acks = np.flatnonzero((d != data_dir) & ((flags & _ACK) != 0) & ((flags & _SYN) == 0))
         self.rev = np.flatnonzero(d != data_dir)
@@ -351,9 +350,9 @@ class _Views:
         # the receiver's cumulative ACK and window, at every row (its last packet so far with
         # the ACK flag, the SYN/ACK included: its window, unscaled as SYNs are, counts too)
         told = np.flatnonzero((d != data_dir) & ((flags & _ACK) != 0))
-        self.ack_so_far = _carry(len(flow["frame_number"]), told, self.ack[told].astype(np.float64))
+        self.ack_so_far, self.rwnd_so_far = _carry(len(flow["frame_number"]), told,
+                                                   self.ack[told], self.win[told])
         self.ack_so_far = np.fmax.accumulate(self.ack_so_far) if len(flow["frame_number"]) else self.ack_so_far
-        self.rwnd_so_far = _carry(len(flow["frame_number"]), told, self.win[told].astype(np.float64))
 
     def seconds(self, rows):
         return (self.t[rows] - self.t0) / 1e9
@@ -371,16 +370,14 @@ class _Wide:
         return np.asarray(self.values[rows], np.int64)
 
 
-def _carry(n, rows, values) -> np.ndarray:
-    """An array of n: values[k] from rows[k] on, carried forward; NaN before rows[0]."""
-    out = np.full(n, np.nan)
-    out[rows] = values
-    idx = np.where(~np.isnan(out), np.arange(n), 0)
-    np.maximum.accumulate(idx, out=idx)
-    carried = out[idx]
-    if rows.size:
-        carried[:rows[0]] = np.nan
-    return carried
+def _carry(n, rows, *values) -> list[np.ndarray]:
+    """For each of ``values`` (numbers, one for each of ``rows``, which ascend): an array of n
+    floats, values[k] from rows[k] on, carried forward; NaN before rows[0].  The rows are
+    found once for all of them."""
+    last = np.zeros(n, np.intp)                 # 1 + the index of the last row so far, 0 before
+    last[rows] = np.arange(1, len(rows) + 1)
+    np.maximum.accumulate(last, out=last)
+    return [np.r_[np.nan, np.asarray(v, np.float64)][last] for v in values]
 
 
 RTT_SOURCES = {   # where the smoothed RTT comes from, in order, by the side analysed
@@ -503,13 +500,14 @@ def _receiver_samples(v: _Views) -> dict:
         base = v.tsval[rev_ts[0]]
         sent_val = np.maximum.accumulate(_unwrap(v.tsval[rev_ts], base))
         echo = _unwrap(v.tsecr[with_ts], base)
-        # the last receiver ACK carrying the echoed TSval (or an earlier one)
-        r = np.searchsorted(sent_val, echo, side="right") - 1
-        ok = r >= 0
-        with_ts, echo, r = with_ts[ok], echo[ok], r[ok]
-        # one sample per group of segments echoing the same value: its last segment
+        # segments echoing a TSval the receiver had sent (sent_val ascends: at or past its first)
+        ok = echo >= sent_val[0]
+        with_ts, echo = with_ts[ok], echo[ok]
+        # one sample per group of segments echoing the same value: its last segment, and the
+        # last receiver ACK carrying the echoed TSval (or an earlier one)
         last_of_group = np.r_[echo[1:] != echo[:-1], len(echo) > 0][:len(echo)]
-        rows, ref = with_ts[last_of_group], rev_ts[r[last_of_group]]
+        rows = with_ts[last_of_group]
+        ref = rev_ts[np.searchsorted(sent_val, echo[last_of_group], side="right") - 1]
     else:   # no timestamps: the ACK sent one initial RTT before each arrival
         ref_i = np.searchsorted(v.t[rev], shifted(v.t[new], -v.min_rtt_ns), side="right") - 1
         ok = ref_i >= 0
@@ -519,9 +517,9 @@ def _receiver_samples(v: _Views) -> dict:
     edge = ref_ack + v.rwnd_so_far[ref]
     rwnd_limited = v.max_nxt[rows] >= edge - v.mss
     # idle sender: no data arrived in the half RTT before this sample's first segment
-    prev_data = np.searchsorted(v.t[v.data], shifted(v.t[rows], -(v.rtt_ns // 2)),
-                                side="right")
-    this_data = np.searchsorted(v.t[v.data], v.t[rows], side="left")
+    data_t = v.t[v.data]
+    prev_data = np.searchsorted(data_t, shifted(v.t[rows], -(v.rtt_ns // 2)), side="right")
+    this_data = np.searchsorted(data_t, v.t[rows], side="left")
     idle = this_data - prev_data <= 0
     state = np.where(rwnd_limited, "rwnd", np.where(idle, "app", "cwnd")).astype(object)
     return {"frame_number": v.frame[rows], "time_s": v.seconds(rows),
@@ -532,8 +530,11 @@ def _receiver_samples(v: _Views) -> dict:
 
 def _unwrap(values, base) -> np.ndarray:
     """TSvals as int64 relative to the first one (they wrap at 2^32)."""
-    d = (values.astype(np.int64) - int(base)) % (1 << 32)
-    return np.where(d >= 1 << 31, d - (1 << 32), d)
+    d = values.astype(np.int64)
+    d -= int(base)
+    d &= (1 << 32) - 1                  # mod 2^32, in place
+    d[d >= 1 << 31] -= 1 << 32
+    return d
 
 
 # -- loss episodes ---------------------------------------------------------------------------
