@@ -507,12 +507,11 @@ def probe_rtt_dips(t_s, flight_bytes, resent, mss_bytes: int) -> list[tuple[floa
     t = np.asarray(t_s, np.float64)
     low = np.asarray(flight_bytes, np.float64) <= PROBE_RTT_MSS * mss_bytes
     resent = np.asarray(resent, bool)
-    out = []
     edges = np.flatnonzero(np.diff(np.r_[0, low.astype(np.int8), 0]))
-    for a, b in zip(edges[::2], edges[1::2]):
-        if t[b - 1] - t[a] >= PROBE_RTT_MIN_S and not resent[a:b].any():
-            out.append((float(t[a]), float(t[b - 1])))
-    return out
+    a, b = edges[::2], edges[1::2]              # each run of low flight: rows a to b - 1
+    resent_before = np.r_[0, np.cumsum(resent)]
+    dip = (t[b - 1] - t[a] >= PROBE_RTT_MIN_S) & (resent_before[b] == resent_before[a])
+    return list(zip(t[a[dip]].tolist(), t[b[dip] - 1].tolist()))
 
 
 def loss_response(data_t_s, resent, new_bytes: float, rtt_s: float, mss_bytes: int
@@ -550,14 +549,16 @@ def idle_share(data_t_s, resent, ack_t_s, rtt_s: float) -> float:
     lived = (gap > 0) & (gap < GAP_NS / 1e9)
     if not gap[lived].sum() > 0:
         return np.nan
-    if len(acks):
-        j = np.searchsorted(acks, t[1:], side="right") - 1
-        since_ack = np.where(j >= 0, t[1:] - acks[np.maximum(j, 0)], np.inf)
-    else:                                   # no window sample at all: nothing to wait for
-        since_ack = np.full(len(gap), np.inf)
     rtt_s = max(rtt_s, IDLE_MIN_S)          # shorter silences are the host's, not the app's
-    idle = lived & (gap > rtt_s) & (since_ack > IDLE_AFTER_ACK_RTTS * rtt_s) \
-        & ~np.asarray(resent, bool)[1:]
+    # the gaps long enough, ended by new data; of those, the ones long after the last ACK
+    long = np.flatnonzero(lived & (gap > rtt_s) & ~np.asarray(resent, bool)[1:])
+    end = t[1:][long]
+    if len(acks):
+        j = np.searchsorted(acks, end, side="right") - 1
+        since_ack = np.where(j >= 0, end - acks[np.maximum(j, 0)], np.inf)
+    else:                                   # no window sample at all: nothing to wait for
+        since_ack = np.full(len(long), np.inf)
+    idle = long[since_ack > IDLE_AFTER_ACK_RTTS * rtt_s]
     return float(gap[idle].sum() / gap[lived].sum())
 
 
