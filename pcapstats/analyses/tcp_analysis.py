@@ -328,7 +328,7 @@ def analysis_inputs(cap: Capture, stream: int | None = None
         col = cap.column
     else:
         col = lambda name: cap.column(name)[rows]  # noqa: E731
-    stream = col("tcp_stream").astype(np.int64)
+    stream = np.asarray(col("tcp_stream"), np.int64)     # a batch's own column: not copied
     wscale = np.where(cap.present("tcp_option_wscale_shift")[rows],
                       col("tcp_option_wscale_shift").astype(np.int16), np.int16(-1))
     # SACK edges: zeros (pages never touched) but on the few packets that carry blocks
