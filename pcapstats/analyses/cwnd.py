@@ -344,18 +344,29 @@ class _Views:
         self.mss = segment_size(flow, data_dir)[0]
         self.rtt_ns, self.rtt_from = _smoothed_rtt(flow, data_dir, receiver)
         self.min_rtt_ns = _min_rtt(flow, data_dir, self.rtt_ns)
-        # highest byte of the data direction sent so far, at every row
-        nx = np.where(d == data_dir, np.nan_to_num(self.nxtseq, nan=0.0), 0.0)
-        self.max_nxt = np.maximum.accumulate(nx) if len(nx) else nx
-        # the receiver's cumulative ACK and window, at every row (its last packet so far with
-        # the ACK flag, the SYN/ACK included: its window, unscaled as SYNs are, counts too)
-        told = np.flatnonzero((d != data_dir) & ((flags & _ACK) != 0))
-        self.ack_so_far, self.rwnd_so_far = _carry(len(flow["frame_number"]), told,
-                                                   self.ack[told], self.win[told])
-        self.ack_so_far = np.fmax.accumulate(self.ack_so_far) if len(flow["frame_number"]) else self.ack_so_far
+        # the highest byte of the data direction sent so far, as of each of its rows; the
+        # receiver's cumulative ACK and window as of each of its packets with the ACK flag (the
+        # SYN/ACK included: its window, unscaled as SYNs are, counts too).  Read at the rows
+        # asked (max_nxt, told): the samples are a fraction of a stream's rows
+        self._sent = np.flatnonzero(d == data_dir)
+        self._sent_max = np.r_[0.0, np.maximum.accumulate(
+            np.nan_to_num(self.nxtseq[self._sent], nan=0.0))]
+        self._told = np.flatnonzero((d != data_dir) & ((flags & _ACK) != 0))
+        self._told_ack = np.r_[np.nan, np.fmax.accumulate(self.ack[self._told].astype(np.float64))]
+        self._told_win = np.r_[np.nan, self.win[self._told].astype(np.float64)]
 
     def seconds(self, rows):
         return (self.t[rows] - self.t0) / 1e9
+
+    def max_nxt(self, rows):
+        """The highest byte of the data direction sent up to each of ``rows`` (0 before any)."""
+        return self._sent_max[np.searchsorted(self._sent, rows, side="right")]
+
+    def told(self, rows):
+        """(the receiver's cumulative ACK, its window) as of each of ``rows``: its last packet
+        with the ACK flag at or before it; NaN before its first."""
+        k = np.searchsorted(self._told, rows, side="right")
+        return self._told_ack[k], self._told_win[k]
 
 
 class _Wide:
@@ -368,16 +379,6 @@ class _Wide:
 
     def __getitem__(self, rows):
         return np.asarray(self.values[rows], np.int64)
-
-
-def _carry(n, rows, *values) -> list[np.ndarray]:
-    """For each of ``values`` (numbers, one for each of ``rows``, which ascend): an array of n
-    floats, values[k] from rows[k] on, carried forward; NaN before rows[0].  The rows are
-    found once for all of them."""
-    last = np.zeros(n, np.intp)                 # 1 + the index of the last row so far, 0 before
-    last[rows] = np.arange(1, len(rows) + 1)
-    np.maximum.accumulate(last, out=last)
-    return [np.r_[np.nan, np.asarray(v, np.float64)][last] for v in values]
 
 
 RTT_SOURCES = {   # where the smoothed RTT comes from, in order, by the side analysed
@@ -471,12 +472,13 @@ def _sender_samples(v: _Views) -> dict:
         nxt = v.new_data[np.minimum(j, len(v.new_data) - 1)]
         prompt = (j < len(v.new_data)) & (v.t[nxt] - v.t[acks] <= PROMPT_NS)
     clocked = _share_in_window(v.t[acks], prompt, v.rtt_ns) >= ACK_CLOCKED_FRACTION
-    edge = v.ack_so_far[last] + v.rwnd_so_far[last]
-    rwnd_limited = v.max_nxt[last] >= edge - v.mss
+    ack_at, window_at = v.told(last)
+    edge = ack_at + window_at
+    rwnd_limited = v.max_nxt(last) >= edge - v.mss
     state = np.where(rwnd_limited, "rwnd", np.where(clocked, "cwnd", "app")).astype(object)
     return {"frame_number": v.frame[acks], "time_s": v.seconds(acks),
             "sender_time_s": v.seconds(acks), "flight_bytes": flight,
-            "rwnd_bytes": v.rwnd_so_far[acks], "state": state, "_at": acks}
+            "rwnd_bytes": v.told(acks)[1], "state": state, "_at": acks}
 
 
 def _share_in_window(t, flag, window_ns) -> np.ndarray:
@@ -512,10 +514,11 @@ def _receiver_samples(v: _Views) -> dict:
         ref_i = np.searchsorted(v.t[rev], shifted(v.t[new], -v.min_rtt_ns), side="right") - 1
         ok = ref_i >= 0
         rows, ref = new[ok], rev[ref_i[ok]]
-    ref_ack = v.ack_so_far[ref]
-    flight = v.max_nxt[rows] - ref_ack
-    edge = ref_ack + v.rwnd_so_far[ref]
-    rwnd_limited = v.max_nxt[rows] >= edge - v.mss
+    ref_ack, ref_window = v.told(ref)
+    sent = v.max_nxt(rows)
+    flight = sent - ref_ack
+    edge = ref_ack + ref_window
+    rwnd_limited = sent >= edge - v.mss
     # idle sender: no data arrived in the half RTT before this sample's first segment
     data_t = v.t[v.data]
     prev_data = np.searchsorted(data_t, shifted(v.t[rows], -(v.rtt_ns // 2)), side="right")
@@ -524,7 +527,7 @@ def _receiver_samples(v: _Views) -> dict:
     state = np.where(rwnd_limited, "rwnd", np.where(idle, "app", "cwnd")).astype(object)
     return {"frame_number": v.frame[rows], "time_s": v.seconds(rows),
             "sender_time_s": v.seconds(ref) + v.min_rtt_ns / 2e9,
-            "flight_bytes": flight, "rwnd_bytes": v.rwnd_so_far[ref], "state": state,
+            "flight_bytes": flight, "rwnd_bytes": ref_window, "state": state,
             "_at": ref}
 
 
@@ -548,9 +551,9 @@ def _episodes(v: _Views, *, receiver: bool) -> list[dict]:
     out, i = [], 0
     while i < len(trigger):
         start = trigger[i]
-        recover = v.max_nxt[start - 1] if start > 0 else v.max_nxt[start]
+        recover = v.max_nxt(start - 1) if start > 0 else v.max_nxt(start)
         if receiver and v.hole[start]:
-            recover = v.max_nxt[start]
+            recover = v.max_nxt(start)
         # first ACK after the start reaching the recovery point
         after = np.searchsorted(acks, start)
         reach = np.searchsorted(ack_vals[after:], recover, side="left") + after
