@@ -539,13 +539,13 @@ def timestamp_rtt(cap: Capture, rows: np.ndarray, inputs) -> tuple[np.ndarray, n
 
     # first packet of each (stream, direction) to send each TSval
     senders = np.flatnonzero(has_ts)
-    keys, first = np.unique(key(senders, "tcp_option_tsval", False), return_index=True)
+    keys, first = _first_of_each(key(senders, "tcp_option_tsval", False))
     first_row = senders[first]
     # first packet of each (stream, direction) to echo each value, as an ACK
     echo = np.flatnonzero(has_ts & ((inputs["flags"] & 0x010) != 0)
                           & (column("tcp_option_tsecr") != 0))
     echo_key = key(echo, "tcp_option_tsecr", True)
-    _, first_echo = np.unique(echo_key, return_index=True)
+    _, first_echo = _first_of_each(echo_key)
     echo, echo_key = echo[first_echo], echo_key[first_echo]
     at = np.searchsorted(keys, echo_key)
     found = at < len(keys)
@@ -555,6 +555,26 @@ def timestamp_rtt(cap: Capture, rows: np.ndarray, inputs) -> tuple[np.ndarray, n
     rtt[echo[ok]] = t[echo[ok]] - t[sent[ok]]
     present[echo[ok]] = True
     return rtt, present
+
+
+def _first_of_each(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``np.unique(keys, return_index=True)`` (the distinct keys, the index of each one's first
+    occurrence) for keys ``(stream x 2 + direction) << 32 | value`` whose values ascend within
+    each direction, as TSvals do with the sender's clock: then the first of each run of a
+    direction's keys, without a sort, when a few directions hold them all (one stream's);
+    else, or where a value goes back, np.unique."""
+    side = keys >> np.uint64(32)
+    if not len(keys) or int(side.max()) - int(side.min()) >= 8:
+        return np.unique(keys, return_index=True)
+    firsts = []
+    for s in range(int(side.min()), int(side.max()) + 1):     # in key order: sides ascend
+        at = np.flatnonzero(side == s)
+        k = keys[at]
+        if (k[1:] < k[:-1]).any():
+            return np.unique(keys, return_index=True)
+        firsts.append(at[np.r_[True, k[1:] != k[:-1]]] if len(at) else at)
+    first = np.concatenate(firsts)
+    return keys[first], first
 
 
 # -- the analyser ---------------------------------------------------------------------------------
