@@ -419,6 +419,7 @@ def _cubic_least_squares(t, y) -> tuple[float, float, float]:
     first best on a tie): all of them at once, a block of samples at a time."""
     ks = np.linspace(0.0, 2.0 * t.max(), CUBIC_K_STEPS)
     step = max(1, _FIT_CELLS // len(ks))
+    one = len(t) <= step            # one block (most epochs): its cubes serve both passes
     xx, xy = np.zeros(len(ks)), np.zeros(len(ks))
     for a in range(0, len(t), step):
         x = (t[None, a:a + step] - ks[:, None]) ** 3
@@ -428,7 +429,8 @@ def _cubic_least_squares(t, y) -> tuple[float, float, float]:
         c = np.where(xx > 0, np.maximum(xy / xx, 0.0), 0.0)
     sse = np.zeros(len(ks))
     for a in range(0, len(t), step):
-        x = (t[None, a:a + step] - ks[:, None]) ** 3
+        if not one:                 # made again a block at a time: bounded temporaries
+            x = (t[None, a:a + step] - ks[:, None]) ** 3
         sse += (((y[None, a:a + step] - c[:, None] * x)) ** 2).sum(axis=1)
     sse[xx <= 0] = np.inf
     best = int(np.argmin(sse))
