@@ -355,12 +355,16 @@ def stream_summary(cap: "Capture", *, proto: str | None = None,
     """One row per TCP/UDP stream (TCP first, each by stream index), columns
     STREAM_SUMMARY_COLUMNS; the busiest interval is counted on intervals of ``interval_ns``
     aligned to the capture's first packet.  Packets whose header is quoted in an ICMP error
-    are left out, as in Wireshark's conversation tables.  Cached on the capture."""
+    are left out, as in Wireshark's conversation tables.  Cached on the capture, each
+    protocol's apart: both protocols' summary stacks theirs (a TCP analysis asks for TCP's,
+    then names its streams from both: TCP's rows are summed once)."""
     key = ("stream_summary", proto, interval_ns)
     if key not in cap.derived:
-        protos = PROTOS if proto is None else (proto,)
         own_transport(cap, proto)   # one clear error for an unknown protocol
-        cap.derived[key] = stack_summaries([_summary_of(cap, p, interval_ns) for p in protos])
+        cap.derived[key] = (stack_summaries([_summary_of(cap, proto, interval_ns)])
+                            if proto is not None else
+                            stack_summaries([stream_summary(cap, proto=p, interval_ns=interval_ns)
+                                             for p in PROTOS]))
     return cap.derived[key]
 
 

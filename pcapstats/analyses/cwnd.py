@@ -174,6 +174,7 @@ class CwndEstimate:
     flight: dict              # FLIGHT's columns
     rwnd: dict                # RWND's columns
     resent_segments: int      # the data direction's re-sent segments (tcp_analysis' resent)
+    flight_rows: np.ndarray   # each flight row's row in the capture (its other columns there)
 
 
 class Cwnd(Result):
@@ -251,7 +252,7 @@ def estimate(cap: Capture, stream: int | None = None, *, side: str = "auto") -> 
     resent = int(np.asarray(flow["resent"], bool)[flow["direction"] == data_dir].sum())
     return CwndEstimate(stream, data_dir, found, evidence, v.mss, v.rtt_ns / 1e9, v.rtt_from,
                         table, _loss_table(episodes, samples, v), _flight_table(v),
-                        _rwnd_table(v), resent)
+                        _rwnd_table(v), resent, flow["row"][v.data])
 
 
 def tcp_info_errors(samples, t0_ns: int, info_t_ns, info_cwnd_bytes, *, rtt_s: float,
@@ -324,7 +325,6 @@ class _Views:
         self.t = np.asarray(flow["frame_time_ns"], np.int64)
         self.frame = _Wide(flow["frame_number"])
         d = flow["direction"]
-        length = np.asarray(flow["tcp_len"], np.int64)
         flags = flow["tcp_flags"]
         col = lambda name: np.asarray(flow[name], np.float64)  # noqa: E731
         self.nxtseq = col("tcp_nxtseq")
@@ -337,25 +337,36 @@ class _Views:
             resent |= np.asarray(flow[name], bool)
         self.resent = resent
         self.hole = np.asarray(flow["lost_segment"], bool)
-        self.data = np.flatnonzero((d == data_dir) & (length > 0))
+        self.data = np.flatnonzero((d == data_dir) & (flow["tcp_len"] > 0))
         self.new_data = self.data[~resent[self.data]]
         self.acks = np.flatnonzero((d != data_dir) & ((flags & _ACK) != 0) & ((flags & _SYN) == 0))
         self.rev = np.flatnonzero(d != data_dir)
         self.mss = segment_size(flow, data_dir)[0]
         self.rtt_ns, self.rtt_from = _smoothed_rtt(flow, data_dir, receiver)
         self.min_rtt_ns = _min_rtt(flow, data_dir, self.rtt_ns)
-        # highest byte of the data direction sent so far, at every row
-        nx = np.where(d == data_dir, np.nan_to_num(self.nxtseq, nan=0.0), 0.0)
-        self.max_nxt = np.maximum.accumulate(nx) if len(nx) else nx
-        # the receiver's cumulative ACK and window, at every row (its last packet so far with
-        # the ACK flag, the SYN/ACK included: its window, unscaled as SYNs are, counts too)
-        told = np.flatnonzero((d != data_dir) & ((flags & _ACK) != 0))
-        self.ack_so_far = _carry(len(flow["frame_number"]), told, self.ack[told].astype(np.float64))
-        self.ack_so_far = np.fmax.accumulate(self.ack_so_far) if len(flow["frame_number"]) else self.ack_so_far
-        self.rwnd_so_far = _carry(len(flow["frame_number"]), told, self.win[told].astype(np.float64))
+        # the highest byte of the data direction sent so far, as of each of its rows; the
+        # receiver's cumulative ACK and window as of each of its packets with the ACK flag (the
+        # SYN/ACK included: its window, unscaled as SYNs are, counts too).  Read at the rows
+        # asked (max_nxt, told): the samples are a fraction of a stream's rows
+        self._sent = np.flatnonzero(d == data_dir)
+        self._sent_max = np.r_[0.0, np.maximum.accumulate(
+            np.nan_to_num(self.nxtseq[self._sent], nan=0.0))]
+        self._told = np.flatnonzero((d != data_dir) & ((flags & _ACK) != 0))
+        self._told_ack = np.r_[np.nan, np.fmax.accumulate(self.ack[self._told].astype(np.float64))]
+        self._told_win = np.r_[np.nan, self.win[self._told].astype(np.float64)]
 
     def seconds(self, rows):
         return (self.t[rows] - self.t0) / 1e9
+
+    def max_nxt(self, rows):
+        """The highest byte of the data direction sent up to each of ``rows`` (0 before any)."""
+        return self._sent_max[np.searchsorted(self._sent, rows, side="right")]
+
+    def told(self, rows):
+        """(the receiver's cumulative ACK, its window) as of each of ``rows``: its last packet
+        with the ACK flag at or before it; NaN before its first."""
+        k = np.searchsorted(self._told, rows, side="right")
+        return self._told_ack[k], self._told_win[k]
 
 
 class _Wide:
@@ -368,18 +379,6 @@ class _Wide:
 
     def __getitem__(self, rows):
         return np.asarray(self.values[rows], np.int64)
-
-
-def _carry(n, rows, values) -> np.ndarray:
-    """An array of n: values[k] from rows[k] on, carried forward; NaN before rows[0]."""
-    out = np.full(n, np.nan)
-    out[rows] = values
-    idx = np.where(~np.isnan(out), np.arange(n), 0)
-    np.maximum.accumulate(idx, out=idx)
-    carried = out[idx]
-    if rows.size:
-        carried[:rows[0]] = np.nan
-    return carried
 
 
 RTT_SOURCES = {   # where the smoothed RTT comes from, in order, by the side analysed
@@ -473,12 +472,13 @@ def _sender_samples(v: _Views) -> dict:
         nxt = v.new_data[np.minimum(j, len(v.new_data) - 1)]
         prompt = (j < len(v.new_data)) & (v.t[nxt] - v.t[acks] <= PROMPT_NS)
     clocked = _share_in_window(v.t[acks], prompt, v.rtt_ns) >= ACK_CLOCKED_FRACTION
-    edge = v.ack_so_far[last] + v.rwnd_so_far[last]
-    rwnd_limited = v.max_nxt[last] >= edge - v.mss
+    ack_at, window_at = v.told(last)
+    edge = ack_at + window_at
+    rwnd_limited = v.max_nxt(last) >= edge - v.mss
     state = np.where(rwnd_limited, "rwnd", np.where(clocked, "cwnd", "app")).astype(object)
     return {"frame_number": v.frame[acks], "time_s": v.seconds(acks),
             "sender_time_s": v.seconds(acks), "flight_bytes": flight,
-            "rwnd_bytes": v.rwnd_so_far[acks], "state": state, "_at": acks}
+            "rwnd_bytes": v.told(acks)[1], "state": state, "_at": acks}
 
 
 def _share_in_window(t, flag, window_ns) -> np.ndarray:
@@ -502,37 +502,42 @@ def _receiver_samples(v: _Views) -> dict:
         base = v.tsval[rev_ts[0]]
         sent_val = np.maximum.accumulate(_unwrap(v.tsval[rev_ts], base))
         echo = _unwrap(v.tsecr[with_ts], base)
-        # the last receiver ACK carrying the echoed TSval (or an earlier one)
-        r = np.searchsorted(sent_val, echo, side="right") - 1
-        ok = r >= 0
-        with_ts, echo, r = with_ts[ok], echo[ok], r[ok]
-        # one sample per group of segments echoing the same value: its last segment
+        # segments echoing a TSval the receiver had sent (sent_val ascends: at or past its first)
+        ok = echo >= sent_val[0]
+        with_ts, echo = with_ts[ok], echo[ok]
+        # one sample per group of segments echoing the same value: its last segment, and the
+        # last receiver ACK carrying the echoed TSval (or an earlier one)
         last_of_group = np.r_[echo[1:] != echo[:-1], len(echo) > 0][:len(echo)]
-        rows, ref = with_ts[last_of_group], rev_ts[r[last_of_group]]
+        rows = with_ts[last_of_group]
+        ref = rev_ts[np.searchsorted(sent_val, echo[last_of_group], side="right") - 1]
     else:   # no timestamps: the ACK sent one initial RTT before each arrival
         ref_i = np.searchsorted(v.t[rev], shifted(v.t[new], -v.min_rtt_ns), side="right") - 1
         ok = ref_i >= 0
         rows, ref = new[ok], rev[ref_i[ok]]
-    ref_ack = v.ack_so_far[ref]
-    flight = v.max_nxt[rows] - ref_ack
-    edge = ref_ack + v.rwnd_so_far[ref]
-    rwnd_limited = v.max_nxt[rows] >= edge - v.mss
+    ref_ack, ref_window = v.told(ref)
+    sent = v.max_nxt(rows)
+    flight = sent - ref_ack
+    edge = ref_ack + ref_window
+    rwnd_limited = sent >= edge - v.mss
     # idle sender: no data arrived in the half RTT before this sample's first segment
-    prev_data = np.searchsorted(v.t[v.data], shifted(v.t[rows], -(v.rtt_ns // 2)),
-                                side="right")
-    this_data = np.searchsorted(v.t[v.data], v.t[rows], side="left")
+    data_t = v.t[v.data]
+    prev_data = np.searchsorted(data_t, shifted(v.t[rows], -(v.rtt_ns // 2)), side="right")
+    this_data = np.searchsorted(data_t, v.t[rows], side="left")
     idle = this_data - prev_data <= 0
     state = np.where(rwnd_limited, "rwnd", np.where(idle, "app", "cwnd")).astype(object)
     return {"frame_number": v.frame[rows], "time_s": v.seconds(rows),
             "sender_time_s": v.seconds(ref) + v.min_rtt_ns / 2e9,
-            "flight_bytes": flight, "rwnd_bytes": v.rwnd_so_far[ref], "state": state,
+            "flight_bytes": flight, "rwnd_bytes": ref_window, "state": state,
             "_at": ref}
 
 
 def _unwrap(values, base) -> np.ndarray:
     """TSvals as int64 relative to the first one (they wrap at 2^32)."""
-    d = (values.astype(np.int64) - int(base)) % (1 << 32)
-    return np.where(d >= 1 << 31, d - (1 << 32), d)
+    d = values.astype(np.int64)
+    d -= int(base)
+    d &= (1 << 32) - 1                  # mod 2^32, in place
+    d[d >= 1 << 31] -= 1 << 32
+    return d
 
 
 # -- loss episodes ---------------------------------------------------------------------------
@@ -546,9 +551,9 @@ def _episodes(v: _Views, *, receiver: bool) -> list[dict]:
     out, i = [], 0
     while i < len(trigger):
         start = trigger[i]
-        recover = v.max_nxt[start - 1] if start > 0 else v.max_nxt[start]
+        recover = v.max_nxt(start - 1) if start > 0 else v.max_nxt(start)
         if receiver and v.hole[start]:
-            recover = v.max_nxt[start]
+            recover = v.max_nxt(start)
         # first ACK after the start reaching the recovery point
         after = np.searchsorted(acks, start)
         reach = np.searchsorted(ack_vals[after:], recover, side="left") + after

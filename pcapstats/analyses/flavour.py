@@ -431,6 +431,7 @@ def _cubic_least_squares(t, y) -> tuple[float, float, float]:
     first best on a tie): all of them at once, a block of samples at a time."""
     ks = np.linspace(0.0, 2.0 * t.max(), CUBIC_K_STEPS)
     step = max(1, _FIT_CELLS // len(ks))
+    one = len(t) <= step            # one block (most epochs): its cubes serve both passes
     xx, xy = np.zeros(len(ks)), np.zeros(len(ks))
     for a in range(0, len(t), step):
         x = (t[None, a:a + step] - ks[:, None]) ** 3
@@ -440,7 +441,8 @@ def _cubic_least_squares(t, y) -> tuple[float, float, float]:
         c = np.where(xx > 0, np.maximum(xy / xx, 0.0), 0.0)
     sse = np.zeros(len(ks))
     for a in range(0, len(t), step):
-        x = (t[None, a:a + step] - ks[:, None]) ** 3
+        if not one:                 # made again a block at a time: bounded temporaries
+            x = (t[None, a:a + step] - ks[:, None]) ** 3
         sse += (((y[None, a:a + step] - c[:, None] * x)) ** 2).sum(axis=1)
     sse[xx <= 0] = np.inf
     best = int(np.argmin(sse))
@@ -519,12 +521,11 @@ def probe_rtt_dips(t_s, flight_bytes, resent, mss_bytes: int) -> list[tuple[floa
     t = np.asarray(t_s, np.float64)
     low = np.asarray(flight_bytes, np.float64) <= PROBE_RTT_MSS * mss_bytes
     resent = np.asarray(resent, bool)
-    out = []
     edges = np.flatnonzero(np.diff(np.r_[0, low.astype(np.int8), 0]))
-    for a, b in zip(edges[::2], edges[1::2]):
-        if t[b - 1] - t[a] >= PROBE_RTT_MIN_S and not resent[a:b].any():
-            out.append((float(t[a]), float(t[b - 1])))
-    return out
+    a, b = edges[::2], edges[1::2]              # each run of low flight: rows a to b - 1
+    resent_before = np.r_[0, np.cumsum(resent)]
+    dip = (t[b - 1] - t[a] >= PROBE_RTT_MIN_S) & (resent_before[b] == resent_before[a])
+    return list(zip(t[a[dip]].tolist(), t[b[dip] - 1].tolist()))
 
 
 def loss_response(data_t_s, resent, new_bytes: float, rtt_s: float, mss_bytes: int
@@ -562,14 +563,16 @@ def idle_share(data_t_s, resent, ack_t_s, rtt_s: float) -> float:
     lived = (gap > 0) & (gap < GAP_NS / 1e9)
     if not gap[lived].sum() > 0:
         return np.nan
-    if len(acks):
-        j = np.searchsorted(acks, t[1:], side="right") - 1
-        since_ack = np.where(j >= 0, t[1:] - acks[np.maximum(j, 0)], np.inf)
-    else:                                   # no window sample at all: nothing to wait for
-        since_ack = np.full(len(gap), np.inf)
     rtt_s = max(rtt_s, IDLE_MIN_S)          # shorter silences are the host's, not the app's
-    idle = lived & (gap > rtt_s) & (since_ack > IDLE_AFTER_ACK_RTTS * rtt_s) \
-        & ~np.asarray(resent, bool)[1:]
+    # the gaps long enough, ended by new data; of those, the ones long after the last ACK
+    long = np.flatnonzero(lived & (gap > rtt_s) & ~np.asarray(resent, bool)[1:])
+    end = t[1:][long]
+    if len(acks):
+        j = np.searchsorted(acks, end, side="right") - 1
+        since_ack = np.where(j >= 0, end - acks[np.maximum(j, 0)], np.inf)
+    else:                                   # no window sample at all: nothing to wait for
+        since_ack = np.full(len(long), np.inf)
+    idle = long[since_ack > IDLE_AFTER_ACK_RTTS * rtt_s]
     return float(gap[idle].sum() / gap[lived].sum())
 
 
@@ -609,7 +612,7 @@ def flavour_stream(cap: Capture, stream: int) -> StreamFlavour:
     fits = [f for _, _, f in epochs]
     growth = [growth_vote(f, t1 - t0, rtt_s, mss) for t0, t1, f in epochs]
     dips = probe_rtt_dips(flight["time_s"], flight["bytes_in_flight"], flight["resent"], mss)
-    new_lengths = _lengths(cap, flight, new)
+    new_lengths = cap.column("tcp_len")[cw.flight_rows[new]].astype(np.float64)
     strength, amplitude = gain_cycling(new_t_ns, new_lengths, int(rtt_s * 1e9))
     duration_s = float((data_t_ns[-1] - data_t_ns[0]) / 1e9) if len(data_t_ns) > 1 else 0.0
     row = {
@@ -661,11 +664,6 @@ def flavour_stream(cap: Capture, stream: int) -> StreamFlavour:
     return StreamFlavour(row, Cwnd(cw, capture=cap.path,
                                    name=stream_names(cap).get(("tcp", stream), "")), epochs,
                          [float(x) for x in losses["start_s"][first]])
-
-
-def _lengths(cap: Capture, flight, mask) -> np.ndarray:
-    rows = np.searchsorted(cap.column("frame_number"), flight["frame_number"][mask])
-    return cap.column("tcp_len")[rows].astype(np.float64)
 
 
 def _epochs(samples, losses, mss: int, min_window_mss: int) -> list:

@@ -328,7 +328,7 @@ def analysis_inputs(cap: Capture, stream: int | None = None
         col = cap.column
     else:
         col = lambda name: cap.column(name)[rows]  # noqa: E731
-    stream = col("tcp_stream").astype(np.int64)
+    stream = np.asarray(col("tcp_stream"), np.int64)     # a batch's own column: not copied
     wscale = np.where(cap.present("tcp_option_wscale_shift")[rows],
                       col("tcp_option_wscale_shift").astype(np.int16), np.int16(-1))
     # SACK edges: zeros (pages never touched) but on the few packets that carry blocks
@@ -512,22 +512,40 @@ def timestamp_rtt(cap: Capture, rows: np.ndarray, inputs) -> tuple[np.ndarray, n
     """ts_rtt_ns (see the module docstring) and where it has a value, vectorised."""
     n = len(rows)
     rtt, present = np.zeros(n, np.int64), np.zeros(n, bool)
-    has_ts = cap.present("tcp_option_tsval")[rows]
+    every = n == len(cap)        # a table of the analysed rows alone: no gathering
+
+    def column(name: str, at=None) -> np.ndarray:     # a column at the analysed rows ``at``
+        if at is None:
+            return cap.column(name) if every else cap.column(name)[rows]
+        return cap.column(name)[at if every else rows[at]]
+
+    has_ts = cap.present("tcp_option_tsval") if every else cap.present("tcp_option_tsval")[rows]
     if not has_ts.any():
         return rtt, present
-    tsval = cap.column("tcp_option_tsval")[rows].astype(np.uint64)
-    tsecr = cap.column("tcp_option_tsecr")[rows].astype(np.uint64)
-    side = inputs["stream"].astype(np.uint64) * 2 + inputs["dir"]
     t = inputs["t"]
+
+    def key(at: np.ndarray, value: str, peer: bool) -> np.ndarray:
+        """(stream x 2 + direction (the peer's, when ``peer``)) << 32 | the ``value`` option,
+        at rows ``at``: made there alone, in place (a long stream's packets, 8 bytes each,
+        are not copied several times over)."""
+        out = inputs["stream"][at].astype(np.uint64)
+        out *= 2
+        out += inputs["dir"][at]
+        if peer:
+            out ^= np.uint64(1)
+        out <<= np.uint64(32)
+        out |= column(value, at)
+        return out
+
     # first packet of each (stream, direction) to send each TSval
-    sent_key = (side << np.uint64(32)) | tsval
     senders = np.flatnonzero(has_ts)
-    keys, first = np.unique(sent_key[senders], return_index=True)
+    keys, first = _first_of_each(key(senders, "tcp_option_tsval", False))
     first_row = senders[first]
     # first packet of each (stream, direction) to echo each value, as an ACK
-    echo = np.flatnonzero(has_ts & ((inputs["flags"] & 0x010) != 0) & (tsecr != 0))
-    echo_key = ((side[echo] ^ np.uint64(1)) << np.uint64(32)) | tsecr[echo]
-    _, first_echo = np.unique(echo_key, return_index=True)
+    echo = np.flatnonzero(has_ts & ((inputs["flags"] & 0x010) != 0)
+                          & (column("tcp_option_tsecr") != 0))
+    echo_key = key(echo, "tcp_option_tsecr", True)
+    _, first_echo = _first_of_each(echo_key)
     echo, echo_key = echo[first_echo], echo_key[first_echo]
     at = np.searchsorted(keys, echo_key)
     found = at < len(keys)
@@ -537,6 +555,26 @@ def timestamp_rtt(cap: Capture, rows: np.ndarray, inputs) -> tuple[np.ndarray, n
     rtt[echo[ok]] = t[echo[ok]] - t[sent[ok]]
     present[echo[ok]] = True
     return rtt, present
+
+
+def _first_of_each(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``np.unique(keys, return_index=True)`` (the distinct keys, the index of each one's first
+    occurrence) for keys ``(stream x 2 + direction) << 32 | value`` whose values ascend within
+    each direction, as TSvals do with the sender's clock: then the first of each run of a
+    direction's keys, without a sort, when a few directions hold them all (one stream's);
+    else, or where a value goes back, np.unique."""
+    side = keys >> np.uint64(32)
+    if not len(keys) or int(side.max()) - int(side.min()) >= 8:
+        return np.unique(keys, return_index=True)
+    firsts = []
+    for s in range(int(side.min()), int(side.max()) + 1):     # in key order: sides ascend
+        at = np.flatnonzero(side == s)
+        k = keys[at]
+        if (k[1:] < k[:-1]).any():
+            return np.unique(keys, return_index=True)
+        firsts.append(at[np.r_[True, k[1:] != k[:-1]]] if len(at) else at)
+    first = np.concatenate(firsts)
+    return keys[first], first
 
 
 # -- the analyser ---------------------------------------------------------------------------------

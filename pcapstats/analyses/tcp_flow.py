@@ -60,7 +60,7 @@ MSS_MIN_BYTES = 536    # a segment size read from the lengths is at least IPv4's
 
 def data_direction(flow) -> int:
     """0 or 1: the direction of the stream's rows (tcp_analysis) that sent more payload."""
-    lens = np.asarray(flow["tcp_len"], np.int64)
+    lens = flow["tcp_len"]                  # unsigned: summed as uint64, no int64 copy
     d = flow["direction"]
     return 0 if lens[d == 0].sum() >= lens[d == 1].sum() else 1
 
@@ -70,17 +70,22 @@ def stream_rows(cap: Capture, stream: int) -> dict[str, np.ndarray]:
     0/1, optional numbers NaN where absent) plus the header fields the stream analyses need:
     ``tcp_flags``, ``tcp_hdr_len``, ``ip_ttl``, ``mss_option``, ``tsval``/``tsecr`` (float,
     NaN without the option).  Plain arrays, no DataFrame: on a 1M-packet stream a DataFrame
-    copied every column once more."""
+    copied every column once more; on a table of the stream's rows alone the header fields
+    are the capture's own arrays, not copies (read them, never write them)."""
     flow = packet_analysis(cap, stream, columns=FLOW_COLUMNS)
     rows = flow["row"]
-    flow["tcp_flags"] = cap.column("tcp_flags")[rows]
-    flow["tcp_hdr_len"] = cap.column("tcp_hdr_len")[rows]
-    flow["ip_ttl"] = cap.column("ip_ttl")[rows]
-    flow["mss_option"] = np.where(cap.present("tcp_option_mss")[rows],
-                                  cap.column("tcp_option_mss")[rows], np.nan)
-    has_ts = cap.present("tcp_option_tsval")[rows]
+    if len(rows) == len(cap):   # a table of this stream's rows alone (a batch): no gathering
+        at = lambda column: column  # noqa: E731
+    else:
+        at = lambda column: column[rows]  # noqa: E731
+    flow["tcp_flags"] = at(cap.column("tcp_flags"))
+    flow["tcp_hdr_len"] = at(cap.column("tcp_hdr_len"))
+    flow["ip_ttl"] = at(cap.column("ip_ttl"))
+    flow["mss_option"] = np.where(at(cap.present("tcp_option_mss")),
+                                  at(cap.column("tcp_option_mss")), np.nan)
+    has_ts = at(cap.present("tcp_option_tsval"))
     for name in ("tsval", "tsecr"):
-        flow[name] = np.where(has_ts, cap.column(f"tcp_option_{name}")[rows], np.nan)
+        flow[name] = np.where(has_ts, at(cap.column(f"tcp_option_{name}")), np.nan)
     return flow
 
 
@@ -91,21 +96,21 @@ def segment_size(flow, data_dir: int) -> tuple[int, str]:
     segmentation offload the capture shows several of them as one packet, whose length is a
     multiple of the MSS."""
     d = flow["direction"]
-    lens = np.asarray(flow["tcp_len"], np.int64)
-    data = (d == data_dir) & (lens > 0)
+    data = (d == data_dir) & (flow["tcp_len"] > 0)
     if not data.any():
         return 0, "no data"
-    largest = int(lens[data].max())
+    largest = int(flow["tcp_len"][data].max())
     flags = flow["tcp_flags"]
     option = np.asarray(flow["mss_option"], np.float64)[(flags & 0x02) != 0]
     option = option[~np.isnan(option)]
     if len(option):
-        options = int(np.median(np.asarray(flow["tcp_hdr_len"], np.int64)[data])) - 20
+        options = int(np.median(flow["tcp_hdr_len"][data])) - 20
         mss = int(option.min()) - max(options, 0)
         if mss > 0:
             return mss, (f"SYN MSS option {int(option.min())} less {options} bytes of options"
                          + (f"; segments of up to {largest} bytes: segmentation offload"
                             if largest > mss else ""))
+    lens = np.asarray(flow["tcp_len"], np.int64)
     values, counts = np.unique(lens[data], return_counts=True)
     frequent = values[(counts >= max(3, 0.01 * data.sum())) & (values >= MSS_MIN_BYTES)]
     for size in frequent[frequent < largest]:
@@ -156,10 +161,10 @@ def _side_from_handshake(flow, data_dir, flags) -> tuple[str | None, str]:
         return None, ""
     i_syn = before[-1]
     client = d[i_syn]
-    sa = np.flatnonzero(synack & (np.arange(len(t)) > i_syn) & (d != client))
+    sa = np.flatnonzero(synack[i_syn + 1:] & (d[i_syn + 1:] != client)) + i_syn + 1
     if len(sa) == 0:
         return None, ""
-    a = np.flatnonzero(ack & (np.arange(len(t)) > sa[0]) & (d == client))
+    a = np.flatnonzero(ack[sa[0] + 1:] & (d[sa[0] + 1:] == client)) + sa[0] + 1
     if len(a) == 0:
         return None, ""
     first, second = t[sa[0]] - t[i_syn], t[a[0]] - t[sa[0]]
@@ -186,8 +191,7 @@ def _side_from_triggers(flow, data_dir) -> tuple[str | None, str]:
     """Which packets follow which within microseconds (module docstring, 2.)."""
     t = np.asarray(flow["frame_time_ns"], np.int64)
     d = flow["direction"]
-    lens = np.asarray(flow["tcp_len"], np.int64)
-    data = (d == data_dir) & (lens > 0)
+    data = (d == data_dir) & (flow["tcp_len"] > 0)
     new = data & ~np.asarray(flow["resent"], bool)
     ack = d != data_dir
     gap = np.diff(t)
@@ -207,9 +211,8 @@ def _side_from_triggers(flow, data_dir) -> tuple[str | None, str]:
 def _side_from_ttls(flow, data_dir) -> tuple[str | None, str]:
     """Initial TTLs on one direction, decremented ones on the other (module docstring, 3.)."""
     d = flow["direction"]
-    ttl = np.asarray(flow["ip_ttl"], np.int64)
-    lens = np.asarray(flow["tcp_len"], np.int64)
-    data, acks = ttl[(d == data_dir) & (lens > 0)], ttl[d != data_dir]
+    ttl = flow["ip_ttl"]                    # bytes: counted as they are, no int64 copy
+    data, acks = ttl[(d == data_dir) & (flow["tcp_len"] > 0)], ttl[d != data_dir]
     if not len(data) or not len(acks):
         return None, ""
     data_ttl, ack_ttl = (int(np.bincount(v).argmax()) for v in (data, acks))

@@ -5,10 +5,11 @@ time in bounded memory.
 ``ByStream`` is a ``read_kept`` keeper.  It keeps the rows and columns a ``Needs`` names as
 ``Kept`` does while they fit ``budget`` bytes; past that it moves them to a scratch directory,
 one file for each of ``BUCKETS`` groups of streams (``tcp_stream % BUCKETS``), and writes every
-later window's rows there.  ``done`` gives the whole partial Capture when nothing was spilled,
-else a ``Spilled``: its ``captures()`` load the groups a batch at a time (as many groups as fit
-the budget together, their rows merged back into frame order), so memory holds one batch's
-table, never the file's.  Every batch is a partial Capture with the whole file's facts
+later window's rows there, but for the group largest then (the *resident* group, loaded whole
+anyway), whose rows stay in memory.  ``done`` gives the whole partial Capture when nothing was
+spilled, else a ``Spilled``: its ``captures()`` give the resident group first, then load the
+others a batch at a time (as many groups as fit the budget together, their rows merged back
+into frame order), so memory holds one batch's table, never the file's.  Every batch is a partial Capture with the whole file's facts
 (``WholeFile``), so an analysis that keeps no state across streams answers on each as it does
 on the whole table; ``pcapstats.batch`` joins the answers.
 """
@@ -116,7 +117,7 @@ class ByStream:
         k = self.kept
         if (k.n * _row_bytes(k.store[n].dtype for n in (*k.columns, *k.layers)) > self.budget
                 and self._worth_spilling()):
-            self.spill = _Buckets(self.kept, self.scratch)
+            self.spill = _Buckets(self.kept, self.scratch, int(np.argmax(self.rows_in)))
 
     def _worth_spilling(self) -> bool:
         """Past the budget, spilling helps only where the rows are spread over groups: the
@@ -141,9 +142,12 @@ class ByStream:
 class _Buckets:
     """The scratch files: one a group of streams, written block after block (a block: each
     kept column's values for the group's rows of one window, in column order), so a group is
-    read back in frame order by one sequential pass."""
+    read back in frame order by one sequential pass.  The ``resident`` group is not written:
+    its rows stay in ``kept``'s store (the largest group is loaded whole anyway, so writing it
+    out and reading it back bought no memory; on a capture of two long flows that was half
+    the scratch files' bytes)."""
 
-    def __init__(self, kept: Kept, scratch: str | None):
+    def __init__(self, kept: Kept, scratch: str | None, resident: int):
         self.names = [*kept.columns, *kept.layers]
         self.dtypes = {n: kept.store[n].dtype for n in self.names}
         self.layers = set(kept.layers)
@@ -152,24 +156,32 @@ class _Buckets:
         self.dir = tempfile.mkdtemp(prefix=f"{SPILL_PREFIX}{os.getpid()}-", dir=scratch)
         self.files = [open(os.path.join(self.dir, f"{b}.bin"), "wb") for b in range(BUCKETS)]
         self.blocks: list[list[int]] = [[] for _ in range(BUCKETS)]
-        self.kept = kept
-        # what was kept so far goes first, then the store is let go
+        self.kept, self.resident = kept, resident
+        # what was kept so far goes first; the resident group's rows move to the store's front
         n = kept.n
-        self._write({name: kept.store[name][:n] for name in self.names},
-                    np.arange(n), kept.store[kept.same["tcp_stream"]][:n])
-        kept.store = {}
+        stream = kept.store[kept.same["tcp_stream"]][:n]
+        mine = stream % BUCKETS == resident
+        others = np.flatnonzero(~mine)
+        self._write({name: kept.store[name][:n] for name in self.names}, others, stream[others])
+        del stream, others
+        mine = np.flatnonzero(mine)
+        for name in self.names:
+            store = kept.store[name]
+            if store[:n].any():                 # a column of zeros stays untouched
+                store[:len(mine)] = store[mine]
+                store[len(mine):n] = 0          # later windows write only their non-zeros
+        kept.n = len(mine)
 
     def add_window(self, window: Capture) -> None:
-        k = self.kept
-        k.last = window
-        at = np.flatnonzero(np.asarray(self.needs.rows(window), bool))
-        k.count(window)
+        rows = np.asarray(self.needs.rows(window), bool)
+        mine = rows & (window.column("tcp_stream") % BUCKETS == self.resident)
+        self.kept.add(window, mine)             # the resident group's rows; the window counted
+        at = np.flatnonzero(rows & ~mine)
         if not len(at):
             return
         values = {n: (window.layer(n) if n in self.layers else window.column(n))
                   for n in self.names}
         self._write(values, at, window.column("tcp_stream")[at])
-        k.n += len(at)
 
     def _write(self, values: dict, at: np.ndarray, stream: np.ndarray) -> None:
         """Rows ``at`` of ``values`` to their streams' groups, in row order within each."""
@@ -198,7 +210,8 @@ class _Buckets:
                 f.close()
 
     def rows(self, b: int) -> int:
-        return sum(k for k, _ in self.blocks[b])
+        """Rows of group ``b`` (the resident group's in memory, the others' in their files)."""
+        return self.kept.n if b == self.resident else sum(k for k, _ in self.blocks[b])
 
     def load(self, b: int) -> dict[str, np.ndarray]:
         """Group ``b``'s columns and layers, read back block by block (a column's zeros are
@@ -257,11 +270,15 @@ def remove_dead_spills(scratch: str | None = None) -> list[str]:
 
 class Spilled:
     """A partial table spilled by stream group: ``captures()`` yields it a batch of groups at
-    a time, each a partial Capture in frame order; ``warnings`` are the reader's."""
+    a time, each a partial Capture in frame order, the resident group (in memory) first;
+    ``warnings`` are the reader's.  Read once: the resident group's table is let go once
+    given (or once another batch is loaded), as each loaded batch is."""
 
     def __init__(self, buckets: _Buckets, kept: Kept, total: int, budget: int):
         buckets.close_files()
         self.buckets, self.budget = buckets, budget
+        self.resident, self.store = buckets.resident, kept.store
+        kept.store = {}                         # held here alone: let go once given
         self.warnings: list[str] = []
         self.whole = WholeFile(total, kept.start_ns, dict(kept.counts), kept.latest_ns)
         self.first, self.last, self.same = kept.first, kept.last, kept.same
@@ -272,10 +289,10 @@ class Spilled:
         quarter of it is a batch of its own (a batch of several is merged back into frame
         order, a gather of every column: ~0.1 s to add a 29-row group to an 896k-row one)."""
         row_bytes = _row_bytes(self.buckets.dtypes.values())
-        out, packing, size = [], None, 0
+        out, packing, size = [[self.resident]], None, 0
         for b in range(BUCKETS):
             group = self.buckets.rows(b) * row_bytes
-            if not group:
+            if not group or b == self.resident:
                 continue
             if group > self.budget // 4:
                 out.append([b])
@@ -300,6 +317,12 @@ class Spilled:
         return self.empty()
 
     def _capture(self, batch: list[int]) -> Capture:
+        if batch == [self.resident]:
+            if self.store is None:
+                raise RuntimeError("a spilled table's resident group is given once")
+            n, store, self.store = self.buckets.rows(self.resident), self.store, None
+            return self._partial({name: store[name][:n] for name in self.buckets.names})
+        self.store = None              # the resident group's table, if not yet given: let go
         _give_back_freed_memory()      # the last batch's analysis, the reader's windows
         parts = [self.buckets.load(b) for b in batch]
         if len(parts) == 1:
@@ -309,6 +332,9 @@ class Spilled:
             values = {}
             for name in self.buckets.names:
                 values[name] = np.concatenate([p.pop(name) for p in parts])[order]
+        return self._partial(values)
+
+    def _partial(self, values: dict) -> Capture:
         cap = partial_capture(self.first, self.last,
                               {name: values[held] for name, held in self.same.items()},
                               {name: values[name] for name in self.layers}, self.whole)
