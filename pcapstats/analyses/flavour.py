@@ -64,8 +64,9 @@ tcp_analysis.  Nothing here re-derives a window or a loss episode.
    (a receiver-side capture estimates windows from the receiver's ACKs and the arrivals:
    about one segment blurred, so its votes are fewer and noisier).
 
-Thresholds were chosen on trial 1 of bench/flavour_eval.py's matrix and are reported on
-trials 2-3 (held out); results in bench/README.md.
+Thresholds were chosen on trial 1 of bench/flavour_eval.py's matrix and reported on trials
+2-3 (held out); RESPONSE_WEIGHT and DECREASES_OVERRULE were then chosen on trials 2-3 and are
+reported on trial 4 (held out); results in bench/README.md.
 """
 
 from __future__ import annotations
