@@ -39,7 +39,7 @@ import numpy as np
 
 from ..capture import Capture
 from ..schema import INITIAL_TTLS
-from .tcp_analysis import packet_analysis
+from .tcp_analysis import packet_analysis, table_index
 
 SIDES = ("sender", "receiver", "middle", "unknown")
 # the tcp_analysis columns the stream analyses read (stream_rows adds header fields)
@@ -73,19 +73,15 @@ def stream_rows(cap: Capture, stream: int) -> dict[str, np.ndarray]:
     copied every column once more; on a table of the stream's rows alone the header fields
     are the capture's own arrays, not copies (read them, never write them)."""
     flow = packet_analysis(cap, stream, columns=FLOW_COLUMNS)
-    rows = flow["row"]
-    if len(rows) == len(cap):   # a table of this stream's rows alone (a batch): no gathering
-        at = lambda column: column  # noqa: E731
-    else:
-        at = lambda column: column[rows]  # noqa: E731
-    flow["tcp_flags"] = at(cap.column("tcp_flags"))
-    flow["tcp_hdr_len"] = at(cap.column("tcp_hdr_len"))
-    flow["ip_ttl"] = at(cap.column("ip_ttl"))
-    flow["mss_option"] = np.where(at(cap.present("tcp_option_mss")),
-                                  at(cap.column("tcp_option_mss")), np.nan)
-    has_ts = at(cap.present("tcp_option_tsval"))
+    at = table_index(cap, flow["row"])
+    flow["tcp_flags"] = cap.column("tcp_flags")[at]
+    flow["tcp_hdr_len"] = cap.column("tcp_hdr_len")[at]
+    flow["ip_ttl"] = cap.column("ip_ttl")[at]
+    flow["mss_option"] = np.where(cap.present("tcp_option_mss")[at],
+                                  cap.column("tcp_option_mss")[at], np.nan)
+    has_ts = cap.present("tcp_option_tsval")[at]
     for name in ("tsval", "tsecr"):
-        flow[name] = np.where(has_ts, at(cap.column(f"tcp_option_{name}")), np.nan)
+        flow[name] = np.where(has_ts, cap.column(f"tcp_option_{name}")[at], np.nan)
     return flow
 
 
