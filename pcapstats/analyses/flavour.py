@@ -47,9 +47,9 @@ tcp_analysis.  Nothing here re-derives a window or a loss episode.
    "backed off" ones 4 to 1: pacing is evidence, not a veto.)  A goodput RESPONSE_FACTOR x
    or more above what Reno or Cubic could send at the flow's rate of loss rounds adds
    RESPONSE_VOTES "kept" votes, or RESPONSE_WEIGHT of the events' votes if more: where the
-   windows are noise (1 Gbit/s, no path delay) a thousand events must not drown it.  bbr when p_bbr >=
-   MIN_MAJORITY with MIN_VOTES votes (or paced); ``unknown`` when neither side reaches
-   MIN_MAJORITY or there are fewer than MIN_VOTES votes (too few loss events).
+   windows are noise (1 Gbit/s, no path delay) a thousand events must not drown it.  bbr
+   when p_bbr >= MIN_MAJORITY with MIN_VOTES votes (or paced); ``unknown`` when neither side
+   reaches MIN_MAJORITY or there are fewer than MIN_VOTES votes (too few loss events).
 3. Stage 2, Reno or Cubic: decrease votes (events of MIN_WINDOW_MSS[side] segments or more:
    after nearest max(W/2, 2) or max(0.7 W, 2)) plus growth votes (epochs growing >=
    RENO_GROWTH_MIN or within CUBIC_GROWTH segments per RTT); p = (votes + 1) / (all + 2).
@@ -58,8 +58,8 @@ tcp_analysis.  Nothing here re-derives a window or a loss episode.
    matrix, trial 1: such decrease votes were right for all of 270 flows, growth votes for
    97 %: at the receiver and where the RTT is mostly queue, growth per RTT is blurred); against
    the growth votes they decide only with a share of DECREASES_OVERRULE; fewer agreeing
-   decrease votes, or a smaller share, against the combined verdict make it ``unknown``.  ``unknown``
-   under MIN_VOTES votes or when p < MIN_MAJORITY (split evidence).
+   decrease votes, or a smaller share, against the combined verdict make it ``unknown``.
+   ``unknown`` under MIN_VOTES votes or when p < MIN_MAJORITY (split evidence).
 4. confidence = the stage shares multiplied (p_bbr; or (1 - p_bbr) x p) x SIDE_FACTOR[side]
    (a receiver-side capture estimates windows from the receiver's ACKs and the arrivals:
    about one segment blurred, so its votes are fewer and noisier).
@@ -763,11 +763,11 @@ def classify(row: dict) -> dict:
     decrease_reno, decrease_cubic = row["votes_reno"], row["votes_cubic"]
     p_both = (reno + 1) / (reno + cubic + 2)
     p_decrease = (decrease_reno + 1) / (decrease_reno + decrease_cubic + 2)
-    agree = decrease_reno + decrease_cubic >= MIN_VOTES and \
-        max(p_decrease, 1 - p_decrease) >= MIN_MAJORITY
+    decrease_share = max(p_decrease, 1 - p_decrease)
+    agree = decrease_reno + decrease_cubic >= MIN_VOTES and decrease_share >= MIN_MAJORITY
     against = agree and (p_decrease >= 0.5) != (p_both >= 0.5)
-    overrule = max(p_decrease, 1 - p_decrease) >= DECREASES_OVERRULE
-    if agree and decrease_reno + decrease_cubic >= DECREASES_DECIDE and (overrule or not against):
+    if agree and decrease_reno + decrease_cubic >= DECREASES_DECIDE and \
+            (decrease_share >= DECREASES_OVERRULE or not against):
         p_reno = p_decrease if against else \
             (max(p_both, p_decrease) if p_decrease >= 0.5 else min(p_both, p_decrease))
     elif against:

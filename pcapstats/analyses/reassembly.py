@@ -118,7 +118,9 @@ class Reassembly:
     def flow(self, stream: int, direction: int) -> dict | None:
         """The FLOW_COLUMNS of one direction as plain values, or None if it sent nothing."""
         i = self._flow_row(stream, direction)
-        return None if i is None else {name: self.flows[name][i].item() for name, _ in FLOW_COLUMNS}
+        if i is None:
+            return None
+        return {name: self.flows[name][i].item() for name, _ in FLOW_COLUMNS}
 
     def first_packet(self, stream: int) -> tuple[str, str, int, int] | None:
         """(source, destination, source port, destination port) of the stream's first packet:

@@ -9,9 +9,10 @@ later window's rows there, but for the group largest then (the *resident* group,
 anyway), whose rows stay in memory.  ``done`` gives the whole partial Capture when nothing was
 spilled, else a ``Spilled``: its ``captures()`` give the resident group first, then load the
 others a batch at a time (as many groups as fit the budget together, their rows merged back
-into frame order), so memory holds one batch's table, never the file's.  Every batch is a partial Capture with the whole file's facts
-(``WholeFile``), so an analysis that keeps no state across streams answers on each as it does
-on the whole table; ``pcapstats.batch`` joins the answers.
+into frame order), so memory holds one batch's table, never the file's.  Every batch is a
+partial Capture with the whole file's facts (``WholeFile``), so an analysis that keeps no state
+across streams answers on each as it does on the whole table; ``pcapstats.batch`` joins the
+answers.
 """
 
 from __future__ import annotations
