@@ -55,6 +55,7 @@ class Column:
     layer: str | None = None     # packet table: the layer a packet needs for a value
     optional: bool = False       # results: a number that may be missing (NaN, <NA> in pandas)
     values: tuple[str, ...] = ()  # results: the words a text column can hold, when few
+    heading: str | None = None   # results: a human table's heading (None: derived from the name)
 
 
 @dataclass(frozen=True)
