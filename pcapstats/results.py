@@ -51,7 +51,7 @@ from typing import ClassVar, Iterable, Mapping, Sequence
 import numpy as np
 
 from . import render
-from .errors import UsageError
+from .errors import Note, UsageError
 from .schema import PACKET_TABLE, Column, TableSpec
 
 HTML_ROWS = 50          # rows a notebook shows of a table
@@ -290,7 +290,7 @@ def concat(results: Sequence[Result]) -> Result:
             columns[c.name] = np.concatenate([p.table(spec.name)[c.name] for p in parts])
         combined._tables[spec.name] = columns
     combined.captures = [p.captures[0] for p in parts]
-    combined.notes = [f"{p.captures[0]}: {n}" for p in parts for n in p.notes]
+    combined.notes = [Note.of(n).under(p.captures[0]) for p in parts for n in p.notes]
     combined.parts = parts
     return combined
 

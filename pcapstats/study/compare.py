@@ -30,7 +30,7 @@ import numpy as np
 
 from .. import render
 from ..batch import Outcome
-from ..errors import PcapstatsWarning, UsageError
+from ..errors import Note, PcapstatsWarning, UsageError
 from ..plots.compare import stem
 from ..render import Shown
 from ..results import Result
@@ -264,9 +264,11 @@ def _groups(table: dict, by: list[str], columns, order) -> tuple[dict, list[str]
             out.setdefault(f"ci95_{c.name}", []).append(s.ci95)
             if by and 0 < s.n < len(rows):
                 partial.setdefault(s.n, []).append(c.name)
-        notes += [f"{where}: {', '.join(names)} {'applies' if len(names) == 1 else 'apply'} to "
-                  f"{k} of its {len(rows)} captures (mean and interval over those)"
-                  for k, names in partial.items()]
+        if partial:
+            notes.append(Note("metrics missing in some captures", about=where,
+                              detail="; ".join(f"{', '.join(names)}: {k} of its {len(rows)}"
+                                               for k, names in partial.items())
+                              + " (the mean and its interval are over those)"))
     return {k: np.array(v, object if k in by or k in M.TEXT else np.float64 if k != "n"
                         else np.int64) for k, v in out.items()}, notes
 
