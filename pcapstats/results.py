@@ -157,23 +157,23 @@ class Result:
         integers = frozenset(c.name for c in spec.columns if c.dtype.startswith(("int", "uint")))
         if fmt != "table":
             return render.render(table, fmt, integers)
-        shown = None if all_columns else self.view.get(spec.name)
-        units = {c.name: c.unit for c in spec.columns if c.unit}
+        view = self.view.get(spec.name)
+        complete = all_columns or not view
+        shown = render.every_column(table, view) if complete else view
         width = width or render.terminal_width()
+        sections = None
         if "capture" in table and len(self.captures) > 1 and len(table["capture"]):
-            # a block a capture, titled
-            blocks, captures = [], table["capture"]
+            # a block a capture, titled, all in the same units and widths
+            captures = table["capture"]
             edges = np.flatnonzero(np.r_[True, captures[1:] != captures[:-1], True])
-            for a, b in zip(edges[:-1], edges[1:]):
-                capture = captures[a]
-                part = {k: v[a:b] for k, v in table.items() if k != "capture"}
-                blocks.append(f"{capture}:\n" + render.render(part, "table", integers, units,
-                                                               shown, width))
-            text = "\n".join(blocks)
-        else:
-            text = render.render(table, "table", integers, units, shown, width)
+            sections = [(captures[a], np.arange(a, b)) for a, b in zip(edges[:-1], edges[1:])]
+            shown = [s for s in shown if s.column != "capture"]
+        units = {c.name: c.unit for c in spec.columns if c.unit}
+        headings = {c.name: c.heading for c in spec.columns if c.heading}
+        text = render.human(table, units, shown, width, headings=headings, sections=sections,
+                            complete=complete)
         legend = self.legend.get(spec.name)
-        if legend and shown:
+        if legend and not complete:
             text += textwrap.fill(legend, width) + "\n"
         return text
 
