@@ -347,13 +347,10 @@ def _decimals(v: np.ndarray, cap: int, near_one: bool = False) -> int | None:
 def _cells(values: np.ndarray, scale: _Scale) -> list[str]:
     v = values / scale.divisor
     if scale.decimals is None:
-        return ["" if x != x else str(int(round(x))) for x in v]
-    zero = f"{0:.{scale.decimals}f}"
-    out = []
-    for x in v:
-        text = "" if x != x else f"{x:.{scale.decimals}f}"
-        out.append(zero if text == "-" + zero else text)    # no -0.00
-    return out
+        return ["" if x != x else str(int(x)) for x in np.rint(v).tolist()]
+    d, negative_zero = scale.decimals, f"-{0:.{scale.decimals}f}"
+    out = ["" if x != x else f"{x:.{d}f}" for x in v.tolist()]
+    return [text[1:] if text == negative_zero else text for text in out]    # no -0.00
 
 
 # -- the table ------------------------------------------------------------------------------------
@@ -414,7 +411,7 @@ def _natural(c: Formatted) -> int:
 
 
 def _cells_width(c: Formatted) -> int:
-    return max([len(c.unit)] + [len(x) for x in c.cells])
+    return max(len(c.unit), max(map(len, c.cells), default=0))
 
 
 def _heading_width(c: Formatted, heading: str | None = None) -> int:
