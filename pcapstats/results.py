@@ -169,13 +169,25 @@ class Result:
             sections = [(captures[a], np.arange(a, b)) for a, b in zip(edges[:-1], edges[1:])]
             shown = [s for s in shown if s.column != "capture"]
         units = {c.name: c.unit for c in spec.columns if c.unit}
-        headings = {c.name: c.heading for c in spec.columns if c.heading}
-        text = render.human(table, units, shown, width, headings=headings, sections=sections,
-                            complete=complete)
+        text = render.human(table, units, shown, width, headings=self.headings(spec.name),
+                            sections=sections, complete=complete)
         legend = self.legend.get(spec.name)
         if legend and not complete:
             text += textwrap.fill(legend, width) + "\n"
         return text
+
+    def headings(self, name: str | None = None) -> dict[str, str]:
+        """Column -> its heading where one is declared, for a table's human text: the
+        column's own ``heading``, else the one a view of another of this result's tables gives
+        the same column (so ``--series`` and ``--losses`` head a column as the summary does);
+        a table's own view may still head it otherwise."""
+        spec = self.spec(name)
+        out = {c.name: c.heading for c in spec.columns if c.heading}
+        for view in self.view.values():
+            for s in view:
+                if s.heading and s.column in spec.names and s.join is None and not s.endpoints:
+                    out.setdefault(s.column, s.heading)
+        return out
 
     def __len__(self) -> int:
         return self.rows()

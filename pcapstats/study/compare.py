@@ -166,8 +166,7 @@ class Compare(Result):
         if "capture" in table:
             table = {**table, "capture": np.array([stem(c) for c in table["capture"]], object)}
         text = render.human(table, {c.name: c.unit for c in spec.columns if c.unit}, shown,
-                            width, headings={c.name: c.heading for c in spec.columns
-                                             if c.heading}, complete=all_columns)
+                            width, headings=self.headings(spec.name), complete=all_columns)
         legend = self.legend.get(spec.name)
         if legend and not all_columns:
             text += "\n".join(textwrap.wrap(legend, width)) + "\n"

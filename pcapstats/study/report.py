@@ -228,17 +228,19 @@ def _table(result: Result, name: str, defined, *, links: bool = False) -> str:
         names = [Path(c).name for c in table["capture"]]
         table["capture"] = np.array(names, object)
     return _html_table(table, spec, shown, defined, f"{result.analysis}.{name}",
-                       links=links)
+                       links=links, headings=result.headings(name))
 
 
-def _html_table(table: dict, spec, shown, defined, where: str, *, links: bool = False) -> str:
+def _html_table(table: dict, spec, shown, defined, where: str, *, links: bool = False,
+                headings: dict | None = None) -> str:
     """A table in the units the terminal shows (render's own formatting: one unit and one
     number of decimals a unit family over the whole table, so the numbers read as in
     `pcapstats`), its columns remembered for the definitions."""
     n = render.length(table)
     heads, cols = [], []
     for c in render.formatted(table, {c.name: c.unit for c in spec.columns if c.unit}, shown,
-                              headings={c.name: c.heading for c in spec.columns if c.heading}):
+                              headings=headings or {c.name: c.heading for c in spec.columns
+                                                    if c.heading}):
         heading = c.heading.replace("\n", " ")
         long = any(len(x) > 40 and " " in x for x in c.cells)        # free text, not a name
         heads.append((heading, c.unit, "num" if c.numeric else "long" if long else "text"))

@@ -7,7 +7,8 @@ one line, said once.
 
 The columns an option asks for are read from the result's own spec and view (not written
 here), and their headings derived here by the rule render documents, so a column renamed in
-an analysis is still checked."""
+an analysis is still checked: a view's heading, else the column's declared one, else the one
+another of the result's views gives it, else one derived from its name."""
 import contextlib
 import io
 import re
@@ -355,13 +356,18 @@ def asked_headings(command: str, options: list[str], table: str) -> list[str]:
     spec, view = result.spec(table), result.view.get(table)
     every = "--all" in options or not view
     by_column = {s.column: s for s in (view or ()) if s.column and not s.join}
+    elsewhere = {}              # the heading another table's view gives the column, first
+    for s in (s for v in result.view.values() for s in v):
+        if s.column and s.heading and not s.join and not s.endpoints:
+            elsewhere.setdefault(s.column, s.heading)
     names = [c.name for c in spec.columns if c.name != "capture" or command == "compare"] \
         if every else [s.column for s in view if s.column and not s.minor]
     headings = {}
     for name in names:
         column, s = spec.column(name), by_column.get(name)
         headings[name] = (s.heading if s is not None and s.heading else
-                          getattr(column, "heading", None) or derived(name))
+                          getattr(column, "heading", None) or elsewhere.get(name)
+                          or derived(name))
     counts = {}
     for h in headings.values():
         counts[h] = counts.get(h, 0) + 1
