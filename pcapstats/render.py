@@ -162,7 +162,9 @@ def human(table: dict, units: dict, shown: Sequence[Shown] | None, width: int, *
         names = ", ".join(dict.fromkeys(c.heading.replace("\n", " ") for c in left_out))
         said = f"(left out to fit {width} columns: {names}; --all shows them)"
         if len(said) > width:
-            said = f"(left out to fit {width} columns: {len(left_out)} minor; --all shows them)"
+            n = len(left_out)
+            said = textwrap.fill(f"({n} minor column{'s' if n > 1 else ''} left out to fit "
+                                 f"{width} columns; --all shows them)", width)
         text += said + "\n"
     return text
 
@@ -304,7 +306,7 @@ def _scales(measured: dict) -> dict:
     scales = {}
     for family, arrays in families.items():
         v = np.abs(np.concatenate(arrays))
-        v = v[~np.isnan(v)]
+        v = v[np.isfinite(v)]
         largest = float(v.max()) if len(v) else 0.0
         shown_unit, divisor = family if isinstance(family, str) else "", 1.0
         if family in COUNTS:
@@ -347,7 +349,8 @@ def _decimals(v: np.ndarray, cap: int, near_one: bool = False) -> int | None:
 def _cells(values: np.ndarray, scale: _Scale) -> list[str]:
     v = values / scale.divisor
     if scale.decimals is None:
-        return ["" if x != x else str(int(x)) for x in np.rint(v).tolist()]
+        return ["" if x != x else str(int(x)) if abs(x) != math.inf else str(x)
+                for x in np.rint(v).tolist()]
     d, negative_zero = scale.decimals, f"-{0:.{scale.decimals}f}"
     out = ["" if x != x else f"{x:.{d}f}" for x in v.tolist()]
     return [text[1:] if text == negative_zero else text for text in out]    # no -0.00
