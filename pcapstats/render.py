@@ -103,12 +103,14 @@ def length(table: dict) -> int:
 def render(table: dict, fmt: str, integers: frozenset = frozenset(), units: dict | None = None,
            shown: Sequence[Shown] | None = None, width: int | None = None, *,
            headings: Mapping[str, str] | None = None,
-           sections: Sequence[tuple[str, np.ndarray]] | None = None) -> str:
+           sections: Sequence[tuple[str, np.ndarray]] | None = None,
+           more: str = "--all shows them") -> str:
     """The table as text in ``fmt``.  ``integers``: columns of whole numbers stored as floats
     (so that they can be missing); ``units``: column -> unit, for the human table;
     ``shown``: its columns (all, under their headings, without); ``width``: its width (the
     terminal's); ``headings``: column -> its declared heading; ``sections``: (title, rows)
-    printed one after the other, in the same units and widths (a capture each)."""
+    printed one after the other, in the same units and widths (a capture each); ``more``:
+    how to see the columns a view leaves out when narrow."""
     if fmt == "csv":
         return delimited(table, integers)
     if fmt == "json":
@@ -117,7 +119,7 @@ def render(table: dict, fmt: str, integers: frozenset = frozenset(), units: dict
         lines = (json.dumps(dict(zip(names, row)), allow_nan=False) for row in rows)
         return "[" + ",\n ".join(lines) + "]\n"
     return human(table, units or {}, shown, width or terminal_width(), headings=headings,
-                 sections=sections)
+                 sections=sections, more=more)
 
 
 def delimited(table: dict, integers: frozenset = frozenset()) -> str:
@@ -147,7 +149,7 @@ def terminal_width() -> int:
 def human(table: dict, units: dict, shown: Sequence[Shown] | None, width: int, *,
           headings: Mapping[str, str] | None = None,
           sections: Sequence[tuple[str, np.ndarray]] | None = None,
-          complete: bool | None = None) -> str:
+          complete: bool | None = None, more: str = "--all shows them") -> str:
     """The human table (module docstring).  ``complete`` (default: without ``shown``): every
     column asked for, none left out (one without a value is shown empty); else ``shown`` is a
     view, whose minor columns, and columns with no value at all, may be left out."""
@@ -160,11 +162,11 @@ def human(table: dict, units: dict, shown: Sequence[Shown] | None, width: int, *
     text = _layout(columns, width, sections)
     if left_out:
         names = ", ".join(dict.fromkeys(c.heading.replace("\n", " ") for c in left_out))
-        said = f"(left out to fit {width} columns: {names}; --all shows them)"
+        said = f"(left out to fit {width} columns: {names}; {more})"
         if len(said) > width:
             n = len(left_out)
             said = textwrap.fill(f"({n} minor column{'s' if n > 1 else ''} left out to fit "
-                                 f"{width} columns; --all shows them)", width)
+                                 f"{width} columns; {more})", width)
         text += said + "\n"
     return text
 
@@ -398,6 +400,10 @@ def _layout(columns: list[Formatted], width: int,
         squeeze(WRAP_COMFORT, whole=False)      # free text first, to a comfortable width
     if over() > 0:
         squeeze(MIN_WRAP, whole=True)           # endpoints onto two lines
+    narrow = sum(max(MIN_WRAP, _heading_width(c)) if c.wrap and not c.whole else w
+                 for c, w in zip(columns, widths)) + GAP * (len(widths) - 1)
+    if over() > 0 and narrow <= width:
+        squeeze(MIN_WRAP, whole=False)          # text narrower, when that spares a block
     blocks = _blocks(columns, widths, width)
     rows = [(None, np.arange(len(columns[0].cells)))] if sections is None else sections
     parts = []
