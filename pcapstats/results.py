@@ -50,7 +50,7 @@ from typing import ClassVar, Iterable, Mapping, Sequence
 
 import numpy as np
 
-from . import render
+from . import catalogue, render
 from .errors import Note, UsageError
 from .schema import PACKET_TABLE, Column, TableSpec
 
@@ -262,6 +262,12 @@ class Result:
         return buf.getvalue()
 
 
+def shown(column: str, **options) -> render.Shown:
+    """A human table's column under its metric's heading (pcapstats.catalogue), so a metric is
+    headed the same in every command; a column that is no metric under its own name."""
+    return render.Shown(catalogue.heading(column) or column, column, **options)
+
+
 def stack(results: Sequence[Result]) -> Result:
     """Results of one analysis on several streams of one capture as one: tables one after the
     other (their ``stream`` column tells them apart), ``.parts`` the streams' results."""
@@ -332,7 +338,10 @@ def joined(parts: Sequence[Result], order: Mapping[str, tuple[str, ...]]) -> Res
 def describe(analysis: str | None = None) -> str:
     """The tables of an analysis (``"packets"``: the packet table; None: the packet table and
     every analysis), column by column: name, type, unit, meaning, Wireshark field (for
-    ``pcapstats columns``)."""
+    ``pcapstats columns``); ``"metrics"``: the metric catalogue; a metric's name, heading or
+    alias: that metric and every table that carries it."""
+    if analysis == "metrics":
+        return _describe_metrics(m.name for m in catalogue.METRICS)
     if analysis == "packets":
         tables = [("packets", PACKET_TABLE)]
     elif analysis is None:
@@ -341,8 +350,14 @@ def describe(analysis: str | None = None) -> str:
     elif analysis in RESULT_TYPES:
         tables = [(analysis, s) for s in RESULT_TYPES[analysis].specs]
     else:
-        raise UsageError(f"no analysis named {analysis!r}",
-                         hint="use one of " + ", ".join(["packets", *sorted(RESULT_TYPES)]))
+        try:
+            return _describe_metrics([catalogue.lookup(analysis)])
+        except UsageError:
+            raise UsageError(f"no analysis or metric named {analysis!r}",
+                             hint="use one of " + ", ".join(["packets", "metrics",
+                                                             *sorted(RESULT_TYPES)])
+                             + ", or a metric (`pcapstats columns metrics` lists them)"
+                             ) from None
     out = []
     for name, spec in tables:
         out.append(textwrap.fill(f"{name} / {spec.name}: {spec.doc}", render.terminal_width(),
@@ -350,6 +365,18 @@ def describe(analysis: str | None = None) -> str:
         out.append(_describe_columns(spec.columns))
         out.append("")
     return "\n".join(out).rstrip() + "\n"
+
+
+def _describe_metrics(names) -> str:
+    """Each metric: its name, heading and unit, then its definition and where it is computed,
+    wrapped to the terminal."""
+    width = render.terminal_width()
+    out = []
+    for name, heading, unit, text in catalogue.describe():
+        if name in names:
+            out.append(f"{name}  ({heading}, {unit})")
+            out += textwrap.wrap(text, width, initial_indent="    ", subsequent_indent="    ")
+    return "\n".join(out) + "\n"
 
 
 def _describe_columns(columns: Sequence[Column]) -> str:

@@ -28,7 +28,7 @@ from typing import Iterator, Sequence
 
 import numpy as np
 
-from .. import render
+from .. import catalogue, render
 from ..batch import Outcome
 from ..errors import Note, PcapstatsWarning, UsageError
 from ..plots.compare import stem
@@ -45,24 +45,21 @@ from ..pool import outcomes
 _C = Column
 LABEL_DOC = ("one column a label: cc, loss, delay, rate, pairs, trial, tool from the lab "
              "sidecar, and the names a study file or --label pattern gives")
-HEADINGS = {"avg_bps": "avg", "mean_transfer_bps": "active", "peak_bps": "peak",
-            "goodput_bps": "goodput", "resent": "re-sent segs", "resent_share": "re-sent",
-            "rtt_ms": "RTT", "udp_loss_pct": "UDP loss", "jitter_ms": "jitter",
-            "jain_index": "Jain", "flavour": "flavour", "flavour_confidence": "conf",
-            "verdict": "verify", "signal_dbm": "signal"}
-MINOR = {"mean_transfer_bps", "resent", "flavour_confidence", "jain_index", "verdict"}
+MINOR = {"avg_transfer_bps", "resent", "flavour_confidence", "jain_index", "verdict",
+         "rtt_min_ms"}
 WIDE = 120               # a terminal this wide shows capture names unwrapped
-GROUP_HIDDEN = {"mean_transfer_bps", "resent", "flavour_confidence"}   # a group's table: --all
+GROUP_HIDDEN = {"avg_transfer_bps", "resent", "flavour_confidence"}   # a group's table: --all
+HEADLINE = "goodput_bps"      # what a study reads first: its ± is never left out
 
 
 def _group_columns(metric: Column) -> tuple[Column, ...]:
     """A metric's columns in the groups table: its mean, sd and CI (text: its values)."""
     m = metric.name
     if metric.dtype == "str":
-        return (_C(m, "str", f"the captures' {m} values, each with how many had it (one value "
-                   f"alone when all agree): {metric.doc}"),)
-    return (_C(m, "float64", f"mean over the group's captures where it applies of: "
-               f"{metric.doc}", metric.unit, optional=True),
+        return (_C(m, "str", f"{metric.doc}; here the captures' values, each with how many "
+                   "had it (one value alone when all agree)", heading=metric.heading),)
+    return (_C(m, "float64", f"{metric.doc}; here the mean over the group's captures where "
+               "it applies", metric.unit, optional=True, heading=metric.heading),
             _C(f"sd_{m}", "float64", f"sample standard deviation of {m} (n - 1); empty for "
                "one value", metric.unit, optional=True),
             _C(f"ci95_{m}", "float64", f"half-width of the 95 % confidence interval of {m}'s "
@@ -211,9 +208,9 @@ def _view(columns, labels, by, several: bool, *, ci: bool) -> tuple[Shown, ...]:
     for c in columns:
         if c.name not in M.NAMES or (ci and c.name in GROUP_HIDDEN):
             continue
-        shown.append(Shown(HEADINGS[c.name], c.name, minor=c.name in MINOR))
+        shown.append(Shown(c.heading or c.name, c.name, minor=c.name in MINOR))
         if ci and c.dtype != "str" and c.name not in MINOR:
-            shown.append(Shown("±", f"ci95_{c.name}", minor=c.name != "avg_bps"))
+            shown.append(Shown("±", f"ci95_{c.name}", minor=c.name != HEADLINE))
     # the other labels that tell captures apart last: the first left out when narrow
     shown += [Shown(n, n, minor=True) for n in labels if n not in by]
     return tuple(shown)
@@ -222,13 +219,14 @@ def _view(columns, labels, by, several: bool, *, ci: bool) -> tuple[Shown, ...]:
 def _legend(result: Compare, name: str) -> str:
     """The sentence under a human table: what its headings mean, for the metrics shown."""
     peak = f"the busiest {result.interval_s:g} s interval"
-    said = {"avg_bps": "avg: every packet's bits over the capture span (Wireshark's I/O "
-                       "graph average)", "peak_bps": f"peak: {peak}",
-            "goodput_bps": "goodput: payload delivered the first time over the same span",
-            "resent_share": "re-sent: share of the data packets that re-send",
-            "rtt_ms": "RTT, flavour: the main TCP stream",
-            "udp_loss_pct": "UDP loss, jitter: the main UDP flow",
-            "signal_dbm": "signal: the median radiotap signal of the frames"}
+    said = {"goodput_bps": "goodput: payload delivered the first time, over the capture span",
+            "utilisation": "link use: goodput / the bottleneck rate the run asked",
+            "avg_capture_bps": f"capture avg, peak ({peak}): frames at this capture point, "
+                               "headers included (Wireshark's I/O graph)",
+            "resent_share": "re-sent share: of the data packets",
+            "rtt_median_ms": "RTT min, median: the main TCP transfer's base RTT and RTT under "
+                             "load (their difference is queueing)",
+            "datagram_loss": "UDP loss, jitter: the main UDP flow"}
     table = result.table("captures")
     parts = [text for m, text in said.items() if m in table and (table[m] == table[m]).any()]
     if name == "groups":
@@ -306,11 +304,8 @@ class Study:
         sources = list(sources)
         if not sources:
             raise UsageError("compare needs one capture or more")
-        chosen = parse_names(metrics, "--metrics") or list(M.NAMES)
-        unknown = [m for m in chosen if m not in M.NAMES]
-        if unknown:
-            raise UsageError(f"unknown metric {unknown[0]!r}",
-                             hint="metrics: " + ", ".join(M.NAMES))
+        chosen = [catalogue.lookup(m, M.NAMES)
+                  for m in parse_names(metrics, "--metrics")] or list(M.NAMES)
         interval_s = interval_ns(interval) / 1e9         # the iograph's own check and rounding
         labelling = Labelling.of(study, labels)
         with warnings.catch_warnings(record=True) as caught:

@@ -179,8 +179,14 @@ def _verify(result: Result, defined) -> str:
     if not result.verdicts:
         return "<h4>Verify</h4><p class=\"na\">Nothing recognised to verify (simpleperf, " \
                "iperf3, ping).</p>"
-    out = [f"<h4>Verify: <span class=\"{_verdict_class(result.verdict)}\">"
-           f"{_e(result.verdict)}</span></h4>", _table(result, "streams", defined)]
+    if result.verdict == "cannot tell":      # e.g. headers only: a note, not a headline
+        why = "; ".join(dict.fromkeys(str(w) for w in result.table("streams")["why"] if w))
+        out = [f"<p class=\"na\">Verify: cannot tell{': ' + _e(why) if why else ''}.</p>",
+               "<details><summary>Verify's streams and checks</summary>",
+               _table(result, "streams", defined)]
+    else:
+        out = [f"<h4>Verify: <span class=\"{_verdict_class(result.verdict)}\">"
+               f"{_e(result.verdict)}</span></h4>", _table(result, "streams", defined)]
     checks = result.table("checks")
     shown = (Shown("check", "check"), Shown("verdict", "verdict"),
              Shown("expected", "expected"), Shown("found", "found"),
@@ -195,6 +201,8 @@ def _verify(result: Result, defined) -> str:
         if v.evidence:
             out.append("<ul class=\"evidence\">" + "".join(f"<li>{_e(e)}</li>"
                                                            for e in v.evidence) + "</ul>")
+        out.append("</details>")
+    if result.verdict == "cannot tell":
         out.append("</details>")
     return "\n".join(out)
 

@@ -87,8 +87,8 @@ def test_iograph_lists_the_intervals_with_packets_not_66_days_of_empty_ones(step
 
 
 def test_flavour_and_every_command_finish_with_the_originals_verdict(stepped, capsys):
-    assert ps.flavour(stepped).to_pandas()["label"].tolist() == \
-        ps.flavour(ORIGINAL).to_pandas()["label"].tolist()
+    assert ps.flavour(stepped).to_pandas()["flavour"].tolist() == \
+        ps.flavour(ORIGINAL).to_pandas()["flavour"].tolist()
     for command in ("throughput", "iograph", "retrans", "rtt", "cwnd", "seqgraph", "wscale",
                     "flavour", "verify"):
         assert main([command, str(stepped)]) in (0, 1), command

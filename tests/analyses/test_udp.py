@@ -232,7 +232,7 @@ def test_matched_captures_count_drops_a_swap_a_duplicate_and_the_jitter(tmp_path
     assert flow.method == "matched captures"
     assert (flow.sent, flow.lost, flow.duplicates, flow.out_of_order) == (n, 4, 2, ooo)
     assert ooo == 3                             # 30 after 31, and the copies of 60 and 150
-    assert flow.loss_pct == pytest.approx(100 * 4 / n)
+    assert flow.datagram_loss == pytest.approx(4 / n)
     assert flow.jitter_ms == pytest.approx(jitter_ns / 1e6, rel=1e-9)
     assert (flow.datagrams, flow.side) == (len(events), "further on")   # what arrived
     assert result.notes == []

@@ -362,16 +362,19 @@ def asked_headings(command: str, options: list[str], table: str) -> list[str]:
             elsewhere.setdefault(s.column, s.heading)
     names = [c.name for c in spec.columns if c.name != "capture" or command == "compare"] \
         if every else [s.column for s in view if s.column and not s.minor]
-    headings = {}
+    headings, declared = {}, set()
     for name in names:
         column, s = spec.column(name), by_column.get(name)
-        headings[name] = (s.heading if s is not None and s.heading else
-                          getattr(column, "heading", None) or elsewhere.get(name)
-                          or derived(name))
+        given = (s.heading if s is not None and s.heading else
+                 getattr(column, "heading", None) or elsewhere.get(name))
+        headings[name] = given or derived(name)
+        if given:
+            declared.add(name)
     counts = {}
     for h in headings.values():
         counts[h] = counts.get(h, 0) + 1
-    return [derived(n, keep_unit=True) if counts[h] > 1 and h == derived(n) else h
+    # a derived heading another column also has keeps its unit word
+    return [derived(n, keep_unit=True) if counts[h] > 1 and n not in declared else h
             for n, h in headings.items()]
 
 

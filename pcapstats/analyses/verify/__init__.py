@@ -104,7 +104,7 @@ import warnings
 
 import numpy as np
 
-from ... import schema
+from ... import catalogue, schema
 from ...batch import analysis
 from ...capture import Capture, Needs
 from ...errors import Note, PcapstatsWarning, UsageError
@@ -135,7 +135,8 @@ STREAMS = TableSpec("streams", "one row per recognised stream: its verdict", (
     _APP,
     _C("client", "str", "address:port of the side that opened it (ping: the requester)"),
     _C("server", "str", "the other side"),
-    _C("verdict", "str", "pass, fail or cannot tell (the worst of its checks)", values=VERDICTS),
+    catalogue.column("verdict", doc="a stream's is the worst of its checks'",
+                     values=VERDICTS),
     _C("passed", "int64", "checks passed"),
     _C("failed", "int64", "checks failed"),
     _C("cannot_tell", "int64", "checks the capture cannot decide"),
@@ -145,7 +146,7 @@ STREAMS = TableSpec("streams", "one row per recognised stream: its verdict", (
 CHECKS = TableSpec("checks", "one row per check of every recognised stream", (
     _STREAM, _APP,
     _C("check", "str", "the rule's name (see pcapstats.analyses.verify)"),
-    _C("verdict", "str", "pass, fail or cannot tell", values=VERDICTS),
+    catalogue.column("verdict", doc="here of this check", values=VERDICTS),
     _C("expected", "str", "what the rule asks"),
     _C("found", "str", "what the capture shows"),
     _C("frames", "str", "frame numbers of the evidence, space-separated"),
