@@ -190,7 +190,9 @@ class Result:
                **options):
         """The analysis' figure as a matplotlib Figure (it displays itself in a notebook); given
         ``ax`` (a matplotlib Axes, or a list of them for a figure of several panels), drawn into
-        it instead, and ``ax`` returned, as pandas' ``plot(ax=...)`` does.  A result of several
+        it instead, and ``ax`` returned, as pandas' ``plot(ax=...)`` does (its legend goes beside
+        the Axes: make the figure with ``layout="constrained"``, or save it with
+        ``bbox_inches="tight"``, to keep it whole).  A result of several
         streams or captures that one figure cannot show draws the part ``stream`` /
         ``capture`` pick.  The time figures (iograph, cwnd, rtt, seqgraph) take ``from_s`` /
         ``to_s``: a zoom, in seconds since the capture's first packet."""

@@ -181,8 +181,7 @@ def seqgraph_figure(result, *, style: str = "stevens", ax=None, from_s=None, to_
     window = plots.time_window(from_s, to_s)
     kind = "Stevens" if style == "stevens" else "tcptrace"
     fig, axes = plots.figure(title or _title(f"Sequence numbers ({kind})", result), TIME_LABEL,
-                             "Relative sequence number (bytes)", subtitle=_subtitle(result),
-                             ax=ax)
+                             "Relative sequence number", subtitle=_subtitle(result), ax=ax)
     seg, acks = result.table("segments"), result.table("acks")
     span = plots.zoom(axes, window, *_extent(seg["time_s"], acks["time_s"]),
                       f"stream {result.stream}'s data")
@@ -205,8 +204,10 @@ def seqgraph_figure(result, *, style: str = "stevens", ax=None, from_s=None, to_
         if len(sacks["left"]):
             axes.vlines(sacks["time_s"], sacks["left"], sacks["right"], color="tab:olive",
                         lw=2.5, alpha=0.7, label="SACK block")
+    here = plots.in_view(seg["time_s"], span)
+    plots.rate_axis(axes, _top(seg["tcp_nxtseq"][here], seg["tcp_seq"][here]), "B",
+                    "Relative sequence number")         # kB, MB: no 1e6 over the axis
     if span is not None:          # the y axis fits the segments and ACKs in the window
-        here = plots.in_view(seg["time_s"], span)
         values = [seg["tcp_seq"][here], seg["tcp_nxtseq"][here]]
         if style == "tcptrace":
             values.append(acks["tcp_ack"][plots.in_view(acks["time_s"], span)])
