@@ -14,7 +14,7 @@ from typing import List, Optional
 
 import typer
 
-from .app import (ALL_COLUMNS, CAPTURE_FILES, DASK, JOBS, SCHEDULER, TABLE_FILE, Fmt, app,
+from .app import (ALL_COLUMNS, CAPTURE_FILES, DASK, EXPLAIN, JOBS, SCHEDULER, TABLE_FILE, Fmt, app,
                   workers)
 from .output import FROM, TO, emit, finish, output_kind, run, stream_choice, zoom
 
@@ -49,6 +49,7 @@ def retrans(
     fmt: Fmt = FORMAT, all_columns: bool = ALL_COLUMNS,
     output: Optional[Path] = TABLE_FILE,
     jobs: Optional[int] = JOBS, scheduler: Optional[str] = SCHEDULER, dask: bool = DASK,
+    explain: bool = EXPLAIN,
 ):
     """Re-sent segments and Wireshark's tcp.analysis flags.
 
@@ -81,6 +82,7 @@ def cwnd(
                                    "handshake, which packets trigger which, and TTLs)."),
     from_s: Optional[float] = FROM, to_s: Optional[float] = TO,
     jobs: Optional[int] = JOBS, scheduler: Optional[str] = SCHEDULER, dask: bool = DASK,
+    explain: bool = EXPLAIN,
 ):
     """Congestion window over time: its peak, loss episodes, limits.
 
@@ -115,7 +117,7 @@ def wscale(files: List[Path] = CAPTURE_FILES, stream: Optional[str] = STREAM,
            output: Optional[Path] = OUTPUT, fmt: Fmt = FORMAT, series: bool = SERIES,
            all_columns: bool = ALL_COLUMNS, from_s: Optional[float] = FROM,
            to_s: Optional[float] = TO, jobs: Optional[int] = JOBS,
-           scheduler: Optional[str] = SCHEDULER, dask: bool = DASK):
+           scheduler: Optional[str] = SCHEDULER, dask: bool = DASK, explain: bool = EXPLAIN):
     """Wireshark's Window Scaling graph: bytes in flight and rwnd.
 
     Bytes in flight per data segment and the receiver's
@@ -145,7 +147,7 @@ def rtt(files: List[Path] = CAPTURE_FILES, stream: Optional[str] = STREAM,
         output: Optional[Path] = OUTPUT, fmt: Fmt = FORMAT, series: bool = SERIES,
         all_columns: bool = ALL_COLUMNS, from_s: Optional[float] = FROM,
         to_s: Optional[float] = TO, jobs: Optional[int] = JOBS,
-        scheduler: Optional[str] = SCHEDULER, dask: bool = DASK):
+        scheduler: Optional[str] = SCHEDULER, dask: bool = DASK, explain: bool = EXPLAIN):
     """Round-trip times per stream and direction, and the path RTT.
 
     Wireshark's ACK RTT, the Karn-filtered one and the timestamp RTT, per
@@ -173,7 +175,7 @@ def seqgraph(files: List[Path] = CAPTURE_FILES, stream: Optional[str] = STREAM,
              style: Style = typer.Option(Style.stevens, "--style", help="stevens or tcptrace."),
              from_s: Optional[float] = FROM, to_s: Optional[float] = TO,
              jobs: Optional[int] = JOBS, scheduler: Optional[str] = SCHEDULER,
-             dask: bool = DASK):
+             dask: bool = DASK, explain: bool = EXPLAIN):
     """Sequence numbers against time (Stevens or tcptrace graph).
 
     Wireshark's Stevens or tcptrace graph of the data segments; the
