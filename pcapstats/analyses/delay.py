@@ -130,9 +130,9 @@ class Delay(Result):
                        "x 8 / a (2: request then answer cross one bottleneck).  --sizes: per "
                        "size."}
 
-    def _figure(self, **options):
+    def _figure(self, ax=None, **options):
         from ..plots.delay import delay_figure  # lazy: matplotlib only when a figure is drawn
-        return delay_figure(self, **options)
+        return delay_figure(self, ax=ax, **options)
 
 
 def rows_needed(cap: Capture) -> np.ndarray:
