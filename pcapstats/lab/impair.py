@@ -78,6 +78,7 @@ DATA_QUEUE, ACK_QUEUE = 0, 1  # NFQUEUE numbers (per namespace)
 CHAINS = {"data": "PSL_DATA", "ack": "PSL_ACK"}
 MECHANISMS = ("auto", "netem", "fallback")
 NETEM_LIMIT_PACKETS = 16384  # netem's limit where no rate bounds what it holds
+NETEM_MAX_LIMIT_PACKETS = 2**32 - 1  # tc reads netem's limit as a u32 and refuses more
 _READY_TIMEOUT_S = 10.0
 # SCHED_FIFO priority of the delay lines (see delayline._tight_timers); 0 = a normal task.
 DELAY_LINE_PRIORITY = 10
@@ -348,8 +349,8 @@ class Applied:
             self.mechanisms["rate"] = self.mechanisms["queue"] = "netem"
         # netem's limit counts every packet it holds: the rate queue and those being delayed.
         in_delay = (imp.rate_bps or 0) * (imp.delay_s + imp.jitter_s) / 8 / FRAME_BYTES
-        limit = (math.ceil(imp.queue_limit_bytes / FRAME_BYTES + in_delay) if imp.rate_bps
-                 else NETEM_LIMIT_PACKETS)
+        limit = (min(math.ceil(imp.queue_limit_bytes / FRAME_BYTES + in_delay),
+                     NETEM_MAX_LIMIT_PACKETS) if imp.rate_bps else NETEM_LIMIT_PACKETS)
         self.settings["netem_limit_packets"] = limit
         if data:
             self._add_qdisc(b.egress, "netem", "limit", limit, *data)

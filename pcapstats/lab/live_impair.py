@@ -98,7 +98,8 @@ from pcapstats.tools import delayline
 from pcapstats.units import FRAME_BYTES
 from pcapstats.lab.commands import LabError, checked
 from pcapstats.lab.cleanup import SignalsBlocked
-from pcapstats.lab.impair import (DELAY_LINE_PRIORITY, NETEM_LIMIT_PACKETS, Impairment)
+from pcapstats.lab.impair import (DELAY_LINE_PRIORITY, NETEM_LIMIT_PACKETS,
+                                   NETEM_MAX_LIMIT_PACKETS, Impairment)
 
 STATE_DIR_ENV = "PCAPSTATS_STATE_DIR"
 DEFAULT_STATE_DIR = "/run/pcapstats"
@@ -615,8 +616,8 @@ class InterfaceImpairment:
             spec += ["rate", f"{round(imp.rate_bps)}bit"]
             r.mechanisms["rate"] = r.mechanisms["queue"] = "netem"
         in_delay = (imp.rate_bps or 0) * (imp.delay_s + imp.jitter_s) / 8 / FRAME_BYTES
-        limit = (math.ceil(imp.queue_limit_bytes / FRAME_BYTES + in_delay) if imp.rate_bps
-                 else NETEM_LIMIT_PACKETS)
+        limit = (min(math.ceil(imp.queue_limit_bytes / FRAME_BYTES + in_delay),
+                     NETEM_MAX_LIMIT_PACKETS) if imp.rate_bps else NETEM_LIMIT_PACKETS)
         r.qdisc = {"handle": QDISC_HANDLE, "kind": "netem"}
         r.settings["netem"] = {"limit_packets": limit, "spec": spec}
         r.save()  # recorded before the change: a process killed now leaves a record

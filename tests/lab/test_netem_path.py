@@ -136,6 +136,7 @@ LIVE_ASKED = [["--loss", "10%"], ["--delay", "20ms"], ["--delay", "20ms", "--jit
               ["--rate", "10mbit"], ["--rate", "10mbit", "--queue", "100p"],
               ["--loss", "0.00001%"], ["--loss", "100%"], ["--delay", "1us", "--jitter", "1us"],
               ["--delay", "60s"], ["--rate", "1bit"], ["--rate", "1tbit", "--queue", "2048mb"],
+              ["--rate", "1tbit", "--delay", "60s", "--jitter", "60s"],
               ["--loss", "10%", "--delay", "20ms", "--jitter", "2ms", "--rate", "10mbit",
                "--queue", "64kb"]]
 
