@@ -73,6 +73,9 @@ QUEUE_FLOOR_PACKETS = 16
 # Upper bounds of what can be asked: beyond them a value is a typo, not an experiment.
 MAX_DELAY_S = 60.0        # each way; the delay line holds every packet that long
 MAX_RATE_BPS = 1e12       # 1 Tbit/s, far above what a veth carries
+# ...and a lower one: tc counts rates in bytes/s (1bit is tbf's "no rate" and netem's none at
+# all), and below 1 kbit/s one queue of frames takes minutes to drain: a unit left out.
+MIN_RATE_BPS = 1e3
 MAX_QUEUE_BYTES = 2**31   # far past any BDP here, and under tbf's 32-bit byte limit
 DATA_QUEUE, ACK_QUEUE = 0, 1  # NFQUEUE numbers (per namespace)
 CHAINS = {"data": "PSL_DATA", "ack": "PSL_ACK"}
@@ -112,6 +115,9 @@ class Impairment:
                              hint="a packet cannot leave before it arrived: keep jitter <= delay")
         if self.rate_bps is not None and self.rate_bps <= 0:
             raise UsageError(f"rate {self.rate_bps!r} bit/s must be above zero")
+        if self.rate_bps is not None and 0 < self.rate_bps < MIN_RATE_BPS:
+            raise UsageError(f"rate {self.rate_bps:g} bit/s is under 1 kbit/s",
+                             hint="rates are bits per second with a unit, e.g. 30mbit")
         if self.rate_bps is not None and self.rate_bps > MAX_RATE_BPS:
             raise UsageError(f"rate {self.rate_bps:g} bit/s is over 1 Tbit/s",
                              hint="leave the rate out for no limit")
@@ -142,9 +148,10 @@ class Impairment:
         return self.delay_s > 0 or self.jitter_s > 0 or self.serialize
 
     def default_queue_bytes(self) -> int:
-        """One BDP at rate x 2 x (delay + jitter), at least QUEUE_FLOOR_PACKETS full frames."""
+        """One BDP at rate x 2 x (delay + jitter), at least QUEUE_FLOOR_PACKETS full frames and
+        at most MAX_QUEUE_BYTES (tbf's limit is 32-bit)."""
         bdp = (self.rate_bps or 0) * 2 * (self.delay_s + self.jitter_s) / 8
-        return max(math.ceil(bdp), QUEUE_FLOOR_PACKETS * FRAME_BYTES)
+        return min(max(math.ceil(bdp), QUEUE_FLOOR_PACKETS * FRAME_BYTES), MAX_QUEUE_BYTES)
 
     @property
     def queue_limit_bytes(self) -> int:

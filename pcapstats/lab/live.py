@@ -11,10 +11,10 @@ a qdisc or pcapstats setting already there) before touching anything; apply the 
 (:mod:`pcapstats.lab.live_impair`, which records it in its state file); start tcpdump with
 ``--immediate-mode`` and wait until it is listening; run the command (in pcapstats' own
 process group: a terminal's Ctrl-C reaches both) until it exits -- or wait ``duration_s``, or
-until Ctrl-C / SIGTERM; then wait for packets still held (the delay, the shaper's queue),
-stop tcpdump and wait for its own report, read the kernel's counters, remove the impairment,
-rename the hidden ``.NAME.pcap.partial`` into place and write the sidecar (kind ``capture``,
-fields in :data:`pcapstats.sidecar.CAPTURE_FIELDS`).
+until Ctrl-C / SIGTERM; then wait for packets still held (the delay, the shaper's queue: at
+most :data:`DRAIN_MAX_S` of it), stop tcpdump and wait for its own report, read the kernel's
+counters, remove the impairment, rename the hidden ``.NAME.pcap.partial`` into place and write
+the sidecar (kind ``capture``, fields in :data:`pcapstats.sidecar.CAPTURE_FIELDS`).
 
 Every exit path does the second half: a normal end, a failing command (its exit status is
 passed on), Ctrl-C (SIGINT) and SIGTERM / SIGHUP (the command gets the signal too, a few
@@ -58,6 +58,7 @@ FORMATS = ("pcap", "pcapng")
 SNAPLEN_MIN, SNAPLEN_MAX = 64, 262144
 TCPDUMP_BUFFER_KIB = 32768
 SETTLE_S = 0.3            # after the command: packets in flight reach tcpdump
+DRAIN_MAX_S = 5.0         # ... and the shaper's full queue, at most this long (1 kbit/s: 13 min)
 INTERRUPT_GRACE_S = 1.0   # Ctrl-C reached the command too (one process group): let it end
 COMMAND_TERM_S = 3.0      # then the signal again, then SIGTERM, then SIGKILL, this far apart
 KIND = "capture"
@@ -312,7 +313,7 @@ class _Run:
         if imp is None:
             return SETTLE_S
         drain = imp.queue_limit_bytes * 8 / imp.rate_bps if imp.rate_bps else 0.0
-        return SETTLE_S + imp.delay_s + imp.jitter_s + drain
+        return SETTLE_S + imp.delay_s + imp.jitter_s + min(drain, DRAIN_MAX_S)
 
     def _finish(self) -> None:
         """Stop tcpdump, read the counters, remove the impairment, write the files."""

@@ -94,7 +94,7 @@ def assert_parsed_by_tc(calls: list[dict]) -> None:
 # Every combination of what can be asked, at ordinary values; then each edge Impairment takes.
 EDGES = [Impairment(loss=1e-7), Impairment(loss=1.0), Impairment(ack_loss=1.0),
          Impairment(delay_s=1e-6, jitter_s=1e-6), Impairment(delay_s=60.0),
-         Impairment(rate_bps=1.0), Impairment(rate_bps=1.0, serialize=True),
+         Impairment(rate_bps=1e3), Impairment(rate_bps=1e3, serialize=True),
          Impairment(rate_bps=1e12, queue_bytes=2**31),
          Impairment(rate_bps=1e12, delay_s=60.0, jitter_s=60.0),
          Impairment(rate_bps=1e12, delay_s=60.0, jitter_s=60.0, queue_bytes=2**31,
@@ -135,7 +135,7 @@ def test_every_netem_command_of_the_lab_passes_tcs_parser(kernel, lab):
 LIVE_ASKED = [["--loss", "10%"], ["--delay", "20ms"], ["--delay", "20ms", "--jitter", "2ms"],
               ["--rate", "10mbit"], ["--rate", "10mbit", "--queue", "100p"],
               ["--loss", "0.00001%"], ["--loss", "100%"], ["--delay", "1us", "--jitter", "1us"],
-              ["--delay", "60s"], ["--rate", "1bit"], ["--rate", "1tbit", "--queue", "2048mb"],
+              ["--delay", "60s"], ["--rate", "1kbit"], ["--rate", "1tbit", "--queue", "2048mb"],
               ["--rate", "1tbit", "--delay", "60s", "--jitter", "60s"],
               ["--loss", "10%", "--delay", "20ms", "--jitter", "2ms", "--rate", "10mbit",
                "--queue", "64kb"]]
@@ -176,4 +176,30 @@ def test_every_netem_command_of_netem_and_capture_passes_tcs_parser(kernel, host
     assert_parsed_by_tc(calls)
     assert len([c for c in calls if "netem" in c["argv"] and "add" in c["argv"]
                 and "lo" not in c["argv"]]) == len(LIVE_ASKED) + 1
+    assert netem_tc.held(kernel) == {}
+
+
+def test_the_fallback_takes_the_same_edges(kernel, lab):
+    """The edges again, on the fallback this machine runs for real (tbf's limit is 32-bit too:
+    an unbounded default queue of one BDP at 1 Tbit/s x 240 ms was refused by tc)."""
+    for imp in EDGES:
+        applied = apply(lab, lab.bottleneck, imp, mechanism="fallback")
+        assert "netem" not in applied.mechanisms.values()
+        applied.remove()
+    assert netem_tc.held(kernel) == {}
+
+
+def test_a_rate_without_its_unit_is_one_line_and_a_slow_one_ends(kernel, hosts, state_env,
+                                                                 tmp_path):
+    """Under 1 kbit/s is a unit left out (tc counts bytes/s: netem's "rate 1bit" is no rate at
+    all); at 1 kbit/s a capture still ends in seconds, not after draining its queue for 13 min."""
+    for args in (["netem", "eth0", "--rate", "500bit"],
+                 ["capture", "-i", "eth0", "--rate", "30bit", "-o", tmp_path / "x.pcap"]):
+        done = pcapstats_in(hosts, *args, env=state_env)
+        assert done.returncode == 2 and done.stdout == ""
+        assert done.stderr.startswith("pcapstats: error: rate ") and \
+            "under 1 kbit/s" in done.stderr and done.stderr.count("\n") == 1, done.stderr
+    done = pcapstats_in(hosts, "capture", "-i", "eth0", "--rate", "1kbit", "-o",
+                        tmp_path / "slow.pcap", "--", "true", env=state_env)
+    assert done.returncode == 0, done.stderr
     assert netem_tc.held(kernel) == {}
