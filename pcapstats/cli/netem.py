@@ -110,8 +110,7 @@ def _show(live_impair, iface: str) -> None:
         if c.get("loss") and r.asked.get("loss"):
             print(f"    loss rule: dropped {c['loss']['dropped_packets']} of "
                   f"{c['loss']['offered_packets']} packets so far")
-        if c.get("qdisc"):
-            q = c["qdisc"]
+        for q in (c[k] for k in ("netem", "qdisc") if c.get(k)):
             print(f"    {q['kind']} {q['handle']} sent {q['sent_packets']} packets, dropped "
                   f"{q['dropped_packets']}, {q['backlog_packets']} queued now")
         if c.get("delay_line"):

@@ -13,9 +13,10 @@ is re-sent without reaching the wire; see ../shared/DESIGN.md):
 ==========  ==============================  =====================================================
 value       netem kernel                    fallback (this machine: no sch_netem)
 ==========  ==============================  =====================================================
-rate,queue  netem ``rate``/``limit``        ``tbf`` root qdisc on the egress toward the receivers
-loss        netem ``loss`` (data egress)    iptables ``-m statistic --mode random -j DROP`` in the
-                                            router's FORWARD path, data direction (IPv4 and IPv6)
+rate,queue  ``tbf`` on the egress toward the receivers, the same words both ways: the root
+            qdisc, or netem's child (``parent 5053:1``) where netem is there too
+loss        netem ``loss`` on the data      iptables ``-m statistic --mode random -j DROP`` in the
+            egress                          router's FORWARD path, data direction (IPv4 and IPv6)
 ack_loss    netem ``loss`` (ack egress)     the same rule on the ACK direction
 delay       netem ``delay`` on both         :mod:`pcapstats.tools.delayline`: NFQUEUE, one queue and
 jitter      egresses                        one program per direction (data 0, ACKs 1), uniform
@@ -25,6 +26,14 @@ serialize   netem ``rate`` on both          the delay lines with ``--rate-bps``:
                                             once: no latency grows with size).  Under overload
                                             this backlog and tbf's queue add up
 ==========  ==============================  =====================================================
+
+So a packet meets, on either host: the loss, then the delay (and serialisation), then the
+rate's queue.  Both mechanisms keep the two chains below (on a netem host with no rule in them:
+they count what each direction offers, the loss ratio's denominator).  Where they still
+differ (netem's code, not run here): with jitter and no serialisation netem reorders packets
+whose delays cross, the delay line never does; with serialisation netem's own queue holds what
+the delay line would pass on to tbf past one queue of backlog, so under overload netem queues
+longer before tbf drops.
 
 ``delay_s`` is one-way and applied in EACH direction, so ping's RTT is about 2 x delay + the
 base RTT (about 0.1 ms here, plus ~0.5 ms for the two delay-line passes).  The fallback's
@@ -80,8 +89,10 @@ MAX_QUEUE_BYTES = 2**31   # far past any BDP here, and under tbf's 32-bit byte l
 DATA_QUEUE, ACK_QUEUE = 0, 1  # NFQUEUE numbers (per namespace)
 CHAINS = {"data": "PSL_DATA", "ack": "PSL_ACK"}
 MECHANISMS = ("auto", "netem", "fallback")
-NETEM_LIMIT_PACKETS = 16384  # netem's limit where no rate bounds what it holds
+NETEM_LIMIT_PACKETS = 16384  # what netem may hold besides its rate's packets (the delay line's)
 NETEM_MAX_LIMIT_PACKETS = 2**32 - 1  # tc reads netem's limit as a u32 and refuses more
+MIN_FRAME_BYTES = 42      # the smallest frame (an ARP request): a byte queue in packets, at most
+NETEM_HANDLE, RATE_CHILD_HANDLE = "5053:", "5054:"  # 0x5053 "PS"; tbf hangs from netem's class 1
 _READY_TIMEOUT_S = 10.0
 # SCHED_FIFO priority of the delay lines (see delayline._tight_timers); 0 = a normal task.
 DELAY_LINE_PRIORITY = 10
@@ -161,14 +172,55 @@ class Impairment:
         return max(2 * FRAME_BYTES, math.ceil((self.rate_bps or 0) / 8 * 1e-3))
 
 
+# -- the netem kernel's words ------------------------------------------------------------------
+def netem_args(imp: Impairment, *, loss: float, rate_child: bool) -> list[str]:
+    """netem's words for one direction: ``limit N [delay D [J]] [loss P%] [rate R]``.
+
+    netem drops (``loss``) and delays; with ``serialize`` its ``rate`` makes each packet wait
+    size/rate, as the delay line does.  The rate limit and its queue are tbf's on every host
+    (:func:`tbf_args`, under netem's class 1 when ``rate_child``), so both mechanisms shape
+    alike.  The limit is every packet netem may hold (:func:`netem_limit_packets`): netem's
+    drops are then its loss alone.
+    """
+    words = ["limit", str(netem_limit_packets(imp, rate_child=rate_child))]
+    if imp.delayed:
+        words += ["delay", f"{round(imp.delay_s * 1e6)}us"]
+        if imp.jitter_s:
+            words.append(f"{round(imp.jitter_s * 1e6)}us")
+    if loss:
+        words += ["loss", f"{loss * 100:.6f}%"]
+    if imp.serialize:
+        words += ["rate", f"{round(imp.rate_bps)}bit"]
+    return words
+
+
+def netem_limit_packets(imp: Impairment, *, rate_child: bool) -> int:
+    """What netem may hold: NETEM_LIMIT_PACKETS (the delay line's queue length), the full
+    frames in flight at the rate during the delay, with serialisation its backlog, and under a
+    tbf child that tbf's queue in the smallest frames (netem counts its child's packets as its
+    own); at most the u32 tc reads."""
+    in_delay = (imp.rate_bps or 0) * (imp.delay_s + imp.jitter_s) / 8 / FRAME_BYTES
+    backlog = imp.queue_limit_bytes / FRAME_BYTES if imp.serialize else 0.0
+    child = imp.queue_limit_bytes / MIN_FRAME_BYTES if rate_child else 0.0
+    return min(NETEM_LIMIT_PACKETS + math.ceil(in_delay + backlog + child),
+               NETEM_MAX_LIMIT_PACKETS)
+
+
+def tbf_args(imp: Impairment) -> list[str]:
+    """tbf's words for the rate and its queue: ``rate Rbit burst B limit L`` (bytes)."""
+    return ["rate", f"{round(imp.rate_bps)}bit", "burst", str(imp.tbf_burst_bytes()),
+            "limit", str(imp.queue_limit_bytes)]
+
+
 # -- what was applied, and what the kernel counted ----------------------------------------------
 @dataclass(frozen=True)
 class PathCounters:
-    """One direction's iptables counts (IPv4 + IPv6): packets offered and lost at random."""
+    """One direction's packets offered (its chain's jump, IPv4 + IPv6) and lost at random: by
+    the DROP rule (fallback) or by netem (its drops less its tbf child's; no byte count)."""
     offered_packets: int
     offered_bytes: int
     dropped_packets: int
-    dropped_bytes: int
+    dropped_bytes: int | None
 
 
 @dataclass(frozen=True)
@@ -198,8 +250,9 @@ class DelayLineCounters:
 @dataclass(frozen=True)
 class Counters:
     loss: dict[str, PathCounters] = field(default_factory=dict)  # "data" / "ack"
-    qdiscs: dict[str, QdiscCounters] = field(default_factory=dict)  # by device
+    qdiscs: dict[str, QdiscCounters] = field(default_factory=dict)  # the rate's tbf, by device
     delay: dict[str, DelayLineCounters] = field(default_factory=dict)  # "data" / "ack"
+    netem: dict[str, QdiscCounters] = field(default_factory=dict)  # by device
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -291,7 +344,7 @@ class Applied:
         self._undo: list[Callable[[], object]] = []
         self._delay_lines: dict[str, _DelayLineProcess] = {}
         self._chains: dict[str, str] = {}  # direction -> chain, once its FORWARD jump exists
-        self._qdiscs: list[str] = []
+        self._qdiscs: list[str] = []  # devices with a root qdisc of ours
         self._removed = False
         lab.on_close(self.remove)
 
@@ -306,10 +359,24 @@ class Applied:
             self._run(tool, "-w", *args, record=record, check=check)
 
     def _add_qdisc(self, device: str, *spec) -> None:
+        """A root qdisc (``spec``: [handle H] kind words); deleting it removes its children."""
         self._undo.append(lambda: self._run("tc", "qdisc", "del", "dev", device, "root",
                                             record=False, check=False))
         self._run("tc", "qdisc", "add", "dev", device, "root", *spec)
         self._qdiscs.append(device)
+
+    def _add_tbf(self, device: str, under_netem: bool) -> None:
+        words = tbf_args(self.impairment)
+        self.settings["tbf"] = {"rate_bps": round(self.impairment.rate_bps),
+                                "burst_bytes": self.impairment.tbf_burst_bytes(),
+                                "limit_bytes": self.impairment.queue_limit_bytes}
+        if under_netem:     # removed with its parent
+            self._run("tc", "qdisc", "add", "dev", device, "parent",
+                      NETEM_HANDLE.rstrip(":") + ":1", "handle", RATE_CHILD_HANDLE, "tbf",
+                      *words)
+        else:
+            self._add_qdisc(device, "tbf", *words)
+        self.mechanisms["rate"] = self.mechanisms["queue"] = "tbf"
 
     def _start_delay_lines(self, queues: dict[str, int]) -> None:
         """One program per direction, started together; returns once all are listening."""
@@ -343,36 +410,26 @@ class Applied:
         self._chains[direction] = chain
 
     def _install_netem(self) -> None:
+        """netem on each direction that drops, delays or serialises; tbf for the rate, under
+        the data direction's netem; chains that count what each direction offers."""
         imp, b = self.impairment, self.bottleneck
-        delay = ["delay", f"{round(imp.delay_s * 1e6)}us"] if imp.delayed else []
-        if imp.jitter_s:
-            delay.append(f"{round(imp.jitter_s * 1e6)}us")
-        data = list(delay)
-        if imp.loss:
-            data += ["loss", f"{imp.loss * 100:.6f}%"]
-            self.mechanisms["loss"] = "netem"
-        if imp.rate_bps:
-            data += ["rate", f"{round(imp.rate_bps)}bit"]
-            self.mechanisms["rate"] = self.mechanisms["queue"] = "netem"
-        # netem's limit counts every packet it holds: the rate queue and those being delayed.
-        in_delay = (imp.rate_bps or 0) * (imp.delay_s + imp.jitter_s) / 8 / FRAME_BYTES
-        limit = (min(math.ceil(imp.queue_limit_bytes / FRAME_BYTES + in_delay),
-                     NETEM_MAX_LIMIT_PACKETS) if imp.rate_bps else NETEM_LIMIT_PACKETS)
-        self.settings["netem_limit_packets"] = limit
-        if data:
-            self._add_qdisc(b.egress, "netem", "limit", limit, *data)
-        ack = list(delay) + (["loss", f"{imp.ack_loss * 100:.6f}%"] if imp.ack_loss else []) \
-            + (["rate", f"{round(imp.rate_bps)}bit"] if imp.serialize else [])
-        if imp.serialize:       # netem's rate serialises each packet: both directions
-            self.mechanisms["serialisation"] = "netem"
-        if ack:
-            self._add_qdisc(b.ingress, "netem", "limit", NETEM_LIMIT_PACKETS, *ack)
-        if imp.ack_loss:
-            self.mechanisms["ack_loss"] = "netem"
-        if imp.delay_s or imp.jitter_s:
-            self.mechanisms["delay"] = "netem"
-            if imp.jitter_s:
-                self.mechanisms["jitter"] = "netem"
+        self.settings["netem"] = {}
+        for direction, device, loss in (("data", b.egress, imp.loss),
+                                        ("ack", b.ingress, imp.ack_loss)):
+            netem = bool(loss or imp.delayed)
+            rate_child = netem and direction == "data" and bool(imp.rate_bps)
+            if netem:
+                words = netem_args(imp, loss=loss, rate_child=rate_child)
+                self.settings["netem"][device] = words
+                self._add_qdisc(device, "handle", NETEM_HANDLE, "netem", *words)
+            if direction == "data" and imp.rate_bps:
+                self._add_tbf(device, under_netem=netem)
+            self._add_chain(direction, device, 0.0, None)
+        for value, asked in (("loss", imp.loss), ("ack_loss", imp.ack_loss),
+                             ("delay", imp.delay_s or imp.jitter_s), ("jitter", imp.jitter_s),
+                             ("serialisation", imp.serialize)):
+            if asked:
+                self.mechanisms[value] = "netem"
 
     def _install_fallback(self) -> None:
         imp, b = self.impairment, self.bottleneck
@@ -385,12 +442,7 @@ class Applied:
             if imp.jitter_s:
                 self.mechanisms["jitter"] = "nfqueue-delayline"
         if imp.rate_bps:
-            burst, limit = imp.tbf_burst_bytes(), imp.queue_limit_bytes
-            self.settings["tbf"] = {"rate_bps": round(imp.rate_bps), "burst_bytes": burst,
-                                    "limit_bytes": limit}
-            self._add_qdisc(b.egress, "tbf", "rate", f"{round(imp.rate_bps)}bit",
-                            "burst", burst, "limit", limit)
-            self.mechanisms["rate"] = self.mechanisms["queue"] = "tbf"
+            self._add_tbf(b.egress, under_netem=False)
         # The chains count what each direction offers, even where nothing is dropped.
         queue_of = {"data": DATA_QUEUE, "ack": ACK_QUEUE} if imp.delayed else {}
         for direction, device, loss in (("data", b.egress, imp.loss),
@@ -446,7 +498,10 @@ class Applied:
                                        kernel, program)
         return out
 
-    def _loss_counters(self) -> dict[str, PathCounters]:
+    def _loss_counters(self, netem: dict[str, QdiscCounters] | None = None,
+                       rate: dict[str, QdiscCounters] | None = None) -> dict[str, PathCounters]:
+        """Each direction's offered packets (its chain's jump) and random drops: the DROP
+        rule's, or netem's less its tbf child's (netem counts its child's drops as its own)."""
         if not self._chains:
             return {}
         sums = {d: [0, 0, 0, 0] for d in self._chains}
@@ -463,18 +518,29 @@ class Applied:
                     elif line.startswith(f"-A {chain} ") and line.endswith("-j DROP"):
                         sums[d][2] += int(m.group(1))
                         sums[d][3] += int(m.group(2))
+        devices = {"data": self.bottleneck.egress, "ack": self.bottleneck.ingress}
+        for d in sums:
+            q = (netem or {}).get(devices[d])
+            if q is not None:
+                child = (rate or {}).get(devices[d])
+                sums[d][2] = q.dropped_packets - (child.dropped_packets if child else 0)
+                sums[d][3] = None
         return {d: PathCounters(*v) for d, v in sums.items()}
 
-    def _qdisc_counters(self) -> dict[str, QdiscCounters]:
-        out = {}
+    def _qdisc_counters(self) -> tuple[dict[str, QdiscCounters], dict[str, QdiscCounters]]:
+        """(the rate's tbf, netem) counts, by device (``tc -s -j qdisc show``)."""
+        rate, netem = {}, {}
         for dev in self._qdiscs:
             text = self._run("tc", "-s", "-j", "qdisc", "show", "dev", dev, record=False).stdout
             for q in json.loads(text or "[]"):
-                if q.get("root"):
-                    out[dev] = QdiscCounters(dev, q["kind"], q["bytes"], q["packets"],
-                                             q["drops"], q["overlimits"], q["backlog"],
-                                             q["qlen"])
-        return out
+                ours = q.get("root") or str(q.get("parent", "")) == \
+                    NETEM_HANDLE.rstrip(":") + ":1"
+                if not ours or q.get("kind") not in ("tbf", "netem"):
+                    continue
+                (rate if q["kind"] == "tbf" else netem)[dev] = QdiscCounters(
+                    dev, q["kind"], q["bytes"], q["packets"], q["drops"], q["overlimits"],
+                    q["backlog"], q["qlen"])
+        return rate, netem
 
     def counters(self) -> Counters:
         """What the kernel counted so far (after remove(): the final counts).
@@ -484,16 +550,18 @@ class Applied:
         if self._removed:
             return self.final_counters or Counters()
         self._check_listeners()
-        return Counters(self._loss_counters(), self._qdisc_counters(), self._delay_counters())
+        rate, netem = self._qdisc_counters()
+        return Counters(self._loss_counters(netem, rate), rate, self._delay_counters(), netem)
 
     # -- undoing --------------------------------------------------------------------------------
     def remove(self) -> Counters:
         """Undo everything, rules before delay lines; return the final counts.  Idempotent."""
         if self._removed:
             return self.final_counters or Counters()
-        loss = qdiscs = {}
+        loss = qdiscs = netem = {}
         try:  # the rules' counts go with the rules: read them first
-            loss, qdiscs = self._loss_counters(), self._qdisc_counters()
+            qdiscs, netem = self._qdisc_counters()
+            loss = self._loss_counters(netem, qdiscs)
         except LabError:
             pass
         try:
@@ -506,7 +574,7 @@ class Applied:
                 program = line.program_stats()
                 delay[d] = DelayLineCounters(d, line.queue, line.alive, line.proc.returncode,
                                              (program or {}).get("kernel"), program)
-            self.final_counters = Counters(loss, qdiscs, delay)
+            self.final_counters = Counters(loss, qdiscs, delay, netem)
         return self.final_counters
 
     def as_dict(self) -> dict:

@@ -370,12 +370,13 @@ class _Run:
 def describe_mechanisms(record: live_impair.Record) -> str:
     """"loss 10 % by the NFQUEUE delay line (...), rate 10 Mbit/s by tbf (...)"."""
     a, m, s = record.asked, record.mechanisms, record.settings
+    tbf = (record.qdisc or {}).get("child") or record.qdisc or {}
     parts = []
     where = {
         "nfqueue-delayline": lambda: f"the NFQUEUE delay line (queue {record.queue}, pid "
                                      f"{(record.delay_line or {}).get('pid')})",
-        "tbf": lambda: f"tbf {live_impair.QDISC_HANDLE} (queue {s['tbf']['limit_bytes']} bytes)",
-        "netem": lambda: f"netem {live_impair.QDISC_HANDLE}",
+        "tbf": lambda: f"tbf {tbf['handle']} (queue {s['tbf']['limit_bytes']} bytes)",
+        "netem": lambda: f"netem {(record.qdisc or {}).get('handle')}",
     }
     for value, text in (("loss", f"loss {a.get('loss', 0) * 100:g} %"),
                         ("delay", f"delay {a.get('delay_s', 0) * 1e3:g} ms"),
@@ -409,6 +410,9 @@ def summary(doc: dict) -> list[str]:
     if d:
         lines.append(f"the delay line held {d.get('packets_received')} packets "
                      f"{d.get('delay_ms'):g} ms each")
+    n = counts.get("netem")
+    if n:
+        lines.append(f"netem sent {n['sent_packets']} packets, dropped {n['dropped_packets']}")
     if imp.get("removed") is not None:
         lines.append(f"removed from {doc['interface']['name']}: "
                      + "; ".join(imp["removed"]))

@@ -14,13 +14,18 @@ Where each value goes (everything on the interface's EGRESS; delay is one way):
 ==========  ==============================  =====================================================
 value       netem kernel                    fallback (this machine: no sch_netem)
 ==========  ==============================  =====================================================
-rate,queue  netem ``rate``/``limit``        ``tbf`` root qdisc, handle :data:`QDISC_HANDLE`
-loss        netem ``loss``                  :mod:`pcapstats.tools.delayline` (``--loss``: a
-delay       netem ``delay``                 dropped packet gets NF_DROP) on an NFQUEUE of a chain
-jitter                                      ``PCAPSTATS-<8 hex>`` of the ``mangle`` table, jumped
+rate,queue  ``tbf``, the same words both ways: the root qdisc (handle :data:`QDISC_HANDLE`), or
+            netem's child (``parent 5053:1``, handle 5054:) where netem is there too
+loss        netem ``loss`` (root qdisc      :mod:`pcapstats.tools.delayline` (``--loss``: a
+delay       :data:`QDISC_HANDLE`)           dropped packet gets NF_DROP) on an NFQUEUE of a chain
+jitter      ``delay``                       ``PCAPSTATS-<8 hex>`` of the ``mangle`` table, jumped
                                             to from POSTROUTING ``-o IFACE`` (IPv4 and IPv6,
                                             ``--queue-bypass``), its own process
 ==========  ==============================  =====================================================
+
+With netem and a loss, an empty chain of the same name is jumped to the same way: its counter
+is what the loss was offered, read as the fallback's is, beside netem's drops (less its tbf
+child's, which netem counts as its own).
 
 Why mangle POSTROUTING and not filter OUTPUT + FORWARD: one rule sees both what this host sends
 and what it forwards, after the filter table has decided (a packet the user's firewall
@@ -80,7 +85,6 @@ import ctypes
 import dataclasses
 import fcntl
 import json
-import math
 import os
 import re
 import secrets
@@ -98,12 +102,12 @@ from pcapstats.tools import delayline
 from pcapstats.units import FRAME_BYTES
 from pcapstats.lab.commands import LabError, checked
 from pcapstats.lab.cleanup import SignalsBlocked
-from pcapstats.lab.impair import (DELAY_LINE_PRIORITY, NETEM_LIMIT_PACKETS,
-                                   NETEM_MAX_LIMIT_PACKETS, Impairment)
+from pcapstats.lab.impair import (DELAY_LINE_PRIORITY, NETEM_HANDLE, RATE_CHILD_HANDLE,
+                                   Impairment, netem_args, tbf_args)
 
 STATE_DIR_ENV = "PCAPSTATS_STATE_DIR"
 DEFAULT_STATE_DIR = "/run/pcapstats"
-QDISC_HANDLE = "5053:"          # 0x5053, "PS": the root qdisc pcapstats adds
+QDISC_HANDLE = NETEM_HANDLE     # 0x5053, "PS": the root qdisc pcapstats adds (tbf's 5054: under it)
 QUEUE_BASE = 0x5053             # first NFQUEUE number tried for a delay line
 QUEUE_TRIES = 16
 CHAIN_PREFIX = "PCAPSTATS-"
@@ -192,6 +196,17 @@ def describe_qdisc(q: dict, iface: str) -> str:
     return head + ("root" if q.get("root") else f"parent {q.get('parent')}")
 
 
+def is_ours(q: dict, ours: dict | None) -> bool:
+    """Is q the root qdisc a record names (``{"handle", "kind", "child"?}``), or its child?"""
+    if not ours:
+        return False
+    if q.get("root"):
+        return q.get("handle") == ours.get("handle") and q.get("kind") == ours.get("kind")
+    child = ours.get("child")
+    return bool(child) and q.get("parent") == ours["handle"].rstrip(":") + ":1" \
+        and q.get("handle") == child["handle"] and q.get("kind") == child["kind"]
+
+
 def foreign_egress_qdiscs(iface: str, ours: dict | None = None) -> list[dict]:
     """Egress qdiscs neither the kernel's default nor pcapstats' own (``ours``: its record)."""
     kinds = default_kinds()
@@ -199,10 +214,7 @@ def foreign_egress_qdiscs(iface: str, ours: dict | None = None) -> list[dict]:
     for q in qdiscs(iface):
         if q.get("kind") in NOT_EGRESS or str(q.get("parent", "")).startswith("ffff:"):
             continue
-        if is_kernel_default(q, kinds):
-            continue
-        if ours and q.get("root") and q.get("handle") == ours.get("handle") \
-                and q.get("kind") == ours.get("kind"):
+        if is_kernel_default(q, kinds) or is_ours(q, ours):
             continue
         out.append(q)
     return out
@@ -448,11 +460,12 @@ def remove_record(record: Record, *, proc: subprocess.Popen | None = None
                     + (" was already gone" if gone else " removed"))
     if record.qdisc:
         root = next((q for q in current_qdiscs(record.interface) if q.get("root")), None)
-        if root and root.get("handle") == record.qdisc["handle"] \
-                and root.get("kind") == record.qdisc["kind"]:
+        if root and is_ours(root, record.qdisc):
             checked(["tc", "qdisc", "del", "dev", record.interface, "root"], check=False)
-            done.append(f"qdisc {root['kind']} {root['handle']} removed (the kernel's default "
-                        "is back)")
+            child = record.qdisc.get("child")
+            with_child = f" with its {child['kind']} {child['handle']}" if child else ""
+            done.append(f"qdisc {root['kind']} {root['handle']} removed{with_child} (the "
+                        "kernel's default is back)")
         elif root and not (root.get("handle") == "0:"):
             done.append(f"root qdisc {root.get('kind')} {root.get('handle')} left alone: "
                         f"not the {record.qdisc['kind']} {record.qdisc['handle']} pcapstats set")
@@ -584,7 +597,7 @@ class InterfaceImpairment:
             applied = cls(record, impairment)
             applied.replaced = replaced
             try:
-                applied._install_netem() if use_netem else applied._install_fallback(daemon)
+                applied._install(use_netem, daemon)
                 record.save()
             except BaseException:
                 applied.remove()
@@ -600,68 +613,59 @@ class InterfaceImpairment:
         """mechanism -> what it cannot do on this host's own traffic (one sentence)."""
         return {m: LIMITS[m] for m in dict.fromkeys(self.mechanisms.values())}
 
-    def _install_netem(self) -> None:
+    def _install(self, use_netem: bool, daemon: bool) -> None:
+        """Record what will be done, then do it: netem (loss, delay, jitter) or the delay line
+        behind an iptables chain; tbf for the rate (netem's child where netem is there); a
+        chain that counts what the loss is offered (netem: nothing in it)."""
         imp, r = self.impairment, self.record
-        spec = []
-        if imp.delay_s or imp.jitter_s:
-            spec += ["delay", f"{round(imp.delay_s * 1e6)}us"]
-            if imp.jitter_s:
-                spec.append(f"{round(imp.jitter_s * 1e6)}us")
-                r.mechanisms["jitter"] = "netem"
-            r.mechanisms["delay"] = "netem"
-        if imp.loss:
-            spec += ["loss", f"{imp.loss * 100:.6f}%"]
-            r.mechanisms["loss"] = "netem"
-        if imp.rate_bps:
-            spec += ["rate", f"{round(imp.rate_bps)}bit"]
-            r.mechanisms["rate"] = r.mechanisms["queue"] = "netem"
-        in_delay = (imp.rate_bps or 0) * (imp.delay_s + imp.jitter_s) / 8 / FRAME_BYTES
-        limit = (min(math.ceil(imp.queue_limit_bytes / FRAME_BYTES + in_delay),
-                     NETEM_MAX_LIMIT_PACKETS) if imp.rate_bps else NETEM_LIMIT_PACKETS)
-        r.qdisc = {"handle": QDISC_HANDLE, "kind": "netem"}
-        r.settings["netem"] = {"limit_packets": limit, "spec": spec}
-        r.save()  # recorded before the change: a process killed now leaves a record
-        _run(r, "tc", "qdisc", "add", "dev", r.interface, "root", "handle", QDISC_HANDLE,
-             "netem", "limit", limit, *spec)
-
-    def _install_fallback(self, daemon: bool) -> None:
-        imp, r = self.impairment, self.record
-        # IPv6 too where this host has it (ip6tables works); IPv4 is a must.
+        netem = use_netem and bool(imp.loss or imp.delayed)
+        queued = not use_netem and bool(imp.loss or imp.delayed)  # the delay line's work
+        # IPv6 too where this host has it (ip6tables works); IPv4 is a must for the delay line.
         tools = [t for t in iptables_tools()
                  if checked([t, "-w", "-t", TABLE, "-S"], check=False).returncode == 0]
-        queued = bool(imp.loss or imp.delayed)       # the delay line drops and delays
         if queued and "iptables" not in tools:
             raise LabError(f"iptables cannot use the {TABLE} table here",
                            hint="the loss and delay fallbacks need it (iptables -t mangle -S)")
-        if queued:
+        if queued or (netem and imp.loss and tools):
             r.chain = CHAIN_PREFIX + secrets.token_hex(4)
             r.families = tools
             r.settings["iptables"] = {"table": TABLE, "hook": HOOK, "match": f"-o {r.interface}",
                                       "chain": r.chain, "tools": tools,
                                       "comment": self._comment()}
+        netem_words = netem_args(imp, loss=imp.loss, rate_child=bool(imp.rate_bps))
+        if netem:
+            r.qdisc = {"handle": QDISC_HANDLE, "kind": "netem"}
+            r.settings["netem"] = {"limit_packets": int(netem_words[1]), "spec": netem_words[2:]}
         if imp.rate_bps:
-            r.qdisc = {"handle": QDISC_HANDLE, "kind": "tbf"}
+            tbf = {"handle": RATE_CHILD_HANDLE if netem else QDISC_HANDLE, "kind": "tbf"}
+            if netem:
+                r.qdisc["child"] = tbf
+            else:
+                r.qdisc = tbf
             r.settings["tbf"] = {"rate_bps": round(imp.rate_bps),
                                  "burst_bytes": imp.tbf_burst_bytes(),
                                  "limit_bytes": imp.queue_limit_bytes}
-        r.save()  # recorded before the first change
+        r.save()  # recorded before the first change: a process killed now leaves a record
         if queued:  # bound to its queue before any rule sends packets there
             self._start_delay_line(daemon)
-            for value in ("loss", "delay", "jitter"):
-                if (imp.loss, imp.delay_s or imp.serialize, imp.jitter_s)[
-                        ("loss", "delay", "jitter").index(value)]:
-                    r.mechanisms[value] = "nfqueue-delayline"
-        if imp.rate_bps:
-            t = r.settings["tbf"]
+        if netem:
             _run(r, "tc", "qdisc", "add", "dev", r.interface, "root", "handle", QDISC_HANDLE,
-                 "tbf", "rate", f"{t['rate_bps']}bit", "burst", t["burst_bytes"],
-                 "limit", t["limit_bytes"])
+                 "netem", *netem_words)
+        if imp.rate_bps:
+            where = (["parent", QDISC_HANDLE.rstrip(":") + ":1", "handle", RATE_CHILD_HANDLE]
+                     if netem else ["root", "handle", QDISC_HANDLE])
+            _run(r, "tc", "qdisc", "add", "dev", r.interface, *where, "tbf", *tbf_args(imp))
             r.mechanisms["rate"] = r.mechanisms["queue"] = "tbf"
+        for value, asked in (("loss", imp.loss), ("delay", imp.delay_s or imp.jitter_s),
+                             ("jitter", imp.jitter_s)):
+            if asked and (netem or queued):
+                r.mechanisms[value] = "netem" if netem else "nfqueue-delayline"
         if r.chain:
-            for tool in tools:
+            for tool in r.families:
                 _run(r, tool, "-w", "-t", TABLE, "-N", r.chain)
-                _run(r, tool, "-w", "-t", TABLE, "-A", r.chain, "-j", "NFQUEUE",
-                     "--queue-num", r.queue, "--queue-bypass")
+                if queued:
+                    _run(r, tool, "-w", "-t", TABLE, "-A", r.chain, "-j", "NFQUEUE",
+                         "--queue-num", r.queue, "--queue-bypass")
                 _run(r, tool, "-w", "-t", TABLE, "-I", HOOK, "1", "-o", r.interface,
                      "-m", "comment", "--comment", self._comment(), "-j", r.chain)
 
@@ -799,26 +803,30 @@ def _read_json(d: dict | None, key: str) -> dict | None:
 def read_counters(record: Record) -> dict:
     """The kernel's counts for what the record installed (see InterfaceImpairment.counters)."""
     out: dict = {}
+    if record.qdisc:
+        for q in _qdiscs_stats(record.interface):
+            if is_ours(q, record.qdisc):
+                out["netem" if q["kind"] == "netem" else "qdisc"] = {
+                    "kind": q["kind"], "handle": q["handle"], "sent_bytes": q.get("bytes"),
+                    "sent_packets": q.get("packets"), "dropped_packets": q.get("drops"),
+                    "overlimits": q.get("overlimits"), "backlog_bytes": q.get("backlog"),
+                    "backlog_packets": q.get("qlen")}
     if record.chain:
-        offered = [0, 0]             # the chain's jump: every packet the queue was offered
+        offered = [0, 0]             # the chain's jump: every packet the loss was offered
         for tool in record.families:
             for line in _jumps(tool, record.chain):
                 m = re.search(r"-c (\d+) (\d+)", line)
                 if m:
                     offered[0] += int(m.group(1))
                     offered[1] += int(m.group(2))
-        program = _read_json(record.delay_line, "stats") if record.delay_line else None
+        if record.delay_line:
+            program = _read_json(record.delay_line, "stats") or {}
+            dropped = program.get("packets_dropped", 0)
+        else:                        # netem's drops less its tbf child's (counted in both)
+            dropped = ((out.get("netem") or {}).get("dropped_packets") or 0) - \
+                ((out.get("qdisc") or {}).get("dropped_packets") or 0)
         out["loss"] = {"offered_packets": offered[0], "offered_bytes": offered[1],
-                       "dropped_packets": (program or {}).get("packets_dropped", 0)}
-    if record.qdisc:
-        for q in _qdiscs_stats(record.interface):
-            if q.get("root") and q.get("handle") == record.qdisc["handle"]:
-                out["qdisc"] = {"kind": q["kind"], "handle": q["handle"],
-                                "sent_bytes": q.get("bytes"), "sent_packets": q.get("packets"),
-                                "dropped_packets": q.get("drops"),
-                                "overlimits": q.get("overlimits"),
-                                "backlog_bytes": q.get("backlog"),
-                                "backlog_packets": q.get("qlen")}
+                       "dropped_packets": dropped}
     if record.delay_line:
         d = record.delay_line
         kernel = delayline.read_kernel_queues().get(record.queue)
@@ -872,12 +880,18 @@ def show(iface: str) -> Shown:
     present, missing = [], []
     counts: dict = {}
     if record is not None:
-        roots = [q for q in current_qdiscs(iface) if q.get("root")]
+        now = current_qdiscs(iface)
         if record.qdisc:
-            item = f"qdisc {record.qdisc['kind']} {record.qdisc['handle']} root"
-            ok = any(q.get("handle") == record.qdisc["handle"]
-                     and q.get("kind") == record.qdisc["kind"] for q in roots)
-            (present if ok else missing).append(item)
+            root, child = record.qdisc, record.qdisc.get("child")
+            items = [(f"qdisc {root['kind']} {root['handle']} root", {**root, "root": True})]
+            if child:
+                items.append((f"qdisc {child['kind']} {child['handle']} parent "
+                              f"{root['handle'].rstrip(':')}:1",
+                              {**child, "parent": root["handle"].rstrip(":") + ":1"}))
+            for item, want in items:
+                ok = any(is_ours(q, record.qdisc) and q.get("handle") == want["handle"]
+                         for q in now)
+                (present if ok else missing).append(item)
         if record.chain:
             item = f"iptables chain {record.chain} ({TABLE} {HOOK} -o {iface})"
             ok = any(_chain_exists(t, record.chain) for t in record.families)
@@ -890,8 +904,7 @@ def show(iface: str) -> Shown:
     kinds = default_kinds()
     foreign, default = [], []
     for q in current_qdiscs(iface):
-        if record and record.qdisc and q.get("root") and \
-                q.get("handle") == record.qdisc["handle"] and q.get("kind") == record.qdisc["kind"]:
+        if record and is_ours(q, record.qdisc):
             continue
         (default if is_kernel_default(q, kinds) else foreign).append(describe_qdisc(q, iface))
     rules = rules_naming(iface, (record.chain,) if record and record.chain else ())
