@@ -702,3 +702,26 @@ def test_a_captures_sidecar_and_summary_read_the_same_both_ways(kernel, hosts, s
     for doc, words in ((n_doc, netem.stderr), (f_doc, fallback.stderr)):
         assert "the loss rule dropped" in words and "tbf sent" in words, words
     assert netem_tc.held(kernel) == {}
+
+
+ALONE_AND_TOGETHER = [
+    Impairment(loss=0.1), Impairment(ack_loss=0.05), Impairment(delay_s=0.02),
+    Impairment(delay_s=0.02, jitter_s=0.002), Impairment(rate_bps=30e6),
+    Impairment(rate_bps=30e6, queue_bytes=100_000), Impairment(rate_bps=30e6, serialize=True),
+    Impairment(loss=0.1, rate_bps=30e6), Impairment(delay_s=0.02, rate_bps=30e6),
+    Impairment(loss=0.1, ack_loss=0.05, delay_s=0.02, jitter_s=0.002, rate_bps=30e6,
+               queue_bytes=100_000, serialize=True)]
+
+
+@pytest.mark.parametrize("imp", ALONE_AND_TOGETHER, ids=lambda i: ",".join(
+    f"{k}={v:g}" for k, v in vars(i).items() if v not in (0, 0.0, None, False)))
+def test_each_value_alone_and_together_is_the_fallbacks(kernel, lab, imp):
+    """The router's netem qdiscs carry, interface by interface, what the fallback's chains,
+    delay lines and tbf do; both are removed."""
+    since = len(netem_tc.calls(kernel))
+    apply(lab, lab.bottleneck, imp, mechanism="netem").remove()
+    netem = netem_kernel_view(new_calls(kernel, since), "-router")
+    fallback = apply(lab, lab.bottleneck, imp, mechanism="fallback")
+    fallback.remove()
+    same_impairment(netem, fallback_view(fallback.settings["commands"]))
+    assert netem_tc.held(kernel) == {}
