@@ -725,3 +725,19 @@ def test_each_value_alone_and_together_is_the_fallbacks(kernel, lab, imp):
     fallback.remove()
     same_impairment(netem, fallback_view(fallback.settings["commands"]))
     assert netem_tc.held(kernel) == {}
+
+
+def test_netem_takes_the_same_values_on_the_fallback(kernel, hosts, state_env):
+    """What a netem host takes, this machine's fallback takes too (100 % loss was refused by
+    the delay line: "--loss is a probability ... under 1")."""
+    env = fallback_env(kernel, state_env)
+    refused = []
+    for asked in LIVE_ASKED:
+        done = pcapstats_in(hosts, "netem", "eth0", *asked, env=env)
+        if done.returncode != 0:
+            refused.append(f"{' '.join(asked)}: {done.stderr.strip()}")
+            continue
+        assert "by netem" not in done.stdout, done.stdout
+        cleared = pcapstats_in(hosts, "netem", "eth0", "--clear", env=env)
+        assert cleared.returncode == 0, cleared.stderr
+    assert refused == []
