@@ -295,7 +295,7 @@ CAPTURE_FIELDS: tuple[tuple[str, str], ...] = (
      "chain PCAPSTATS-<hex>, tools, comment), delay_line (queue, pid, bypass)."),
     ("impairment.commands", "Every command that installed it, in order, exactly as run."),
     ("impairment.limits", "mechanism -> what it cannot do on this host's own traffic "
-     "(measured; see pcapstats.lab.live_impair)."),
+     "(measured; see pcapstats.lab.impair.host)."),
     ("impairment.counters", "Read just before removal: loss (offered_packets / offered_bytes "
      "through the chain's jump, IPv4 + IPv6, as netfilter sees them: this host's own TCP in "
      "GSO bursts of up to 64 kB; dropped_packets by the delay line, or by netem less its "

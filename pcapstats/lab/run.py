@@ -626,7 +626,7 @@ def check_host() -> list[tuple[str, bool, str]]:
     if root and shutil.which("ip") and shutil.which("ethtool") and shutil.which("tc"):
         with Lab() as lab:
             lab.add_host("probe")
-            netem = impair.netem_available(lab, "probe")
+            netem = impair.netem_available()
             queue = lab.run("probe", "sh", "-c", "test -e /proc/net/netfilter/nfnetlink_queue "
                             "|| iptables -w -A OUTPUT -o lo -j NFQUEUE --queue-num 9 "
                             "--queue-bypass", check=False).returncode == 0

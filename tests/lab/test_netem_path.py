@@ -28,8 +28,8 @@ import uuid
 
 import pytest
 
-from pcapstats.lab import LabError, impair, live_impair, topologies
-from pcapstats.lab.impair import Impairment, apply
+from pcapstats.lab import LabError, topologies
+from pcapstats.lab.impair import Impairment, apply, mechanisms
 from pcapstats.sidecar import load_sidecar
 from tests.lab import netem_tc
 
@@ -41,8 +41,7 @@ KERNEL_REFUSAL = "Error: Specified qdisc kind is unknown."
 # -- fixtures ----------------------------------------------------------------------------------
 def _forget_probes() -> None:
     """The netem probe's answer is kept for the process: forget it across the shim's life."""
-    impair._netem_cache.clear()
-    live_impair._netem_cache.clear()
+    mechanisms._probes.clear()
 
 
 @pytest.fixture(scope="module")
@@ -166,23 +165,29 @@ def state_env(tmp_path):
             "PCAPSTATS_NETEM_TEST_TAG": uuid.uuid4().hex}
 
 
+def set_and_clear_each(hosts, env: dict, *, netem: bool) -> list[str]:
+    """`pcapstats netem eth0` with each of LIVE_ASKED, then --clear; the refusals, in words.
+    netem sets loss and delay where the kernel has it; tbf sets the rate on every host."""
+    refused = []
+    for asked in LIVE_ASKED:
+        done = pcapstats_in(hosts, "netem", "eth0", *asked, env=env)
+        if done.returncode != 0:
+            refused.append(f"{' '.join(asked)}: {done.stderr.strip()}")
+            continue
+        by_netem = netem and ("--loss" in asked or "--delay" in asked)
+        assert ("by netem" in done.stdout) == by_netem and \
+            ("by tbf" in done.stdout) == ("--rate" in asked), done.stdout
+        cleared = pcapstats_in(hosts, "netem", "eth0", "--clear", env=env)
+        assert cleared.returncode == 0, cleared.stderr
+    return refused
+
+
 def test_every_netem_command_of_netem_and_capture_passes_tcs_parser(kernel, hosts, state_env,
                                                                       tmp_path):
     """`pcapstats netem` set and cleared for each value alone, together and at the edges; a
     capture under all of them (the same installer, owned by the capture)."""
     since = len(netem_tc.calls(kernel))
-    refused = []
-    for asked in LIVE_ASKED:
-        done = pcapstats_in(hosts, "netem", "eth0", *asked, env=state_env)
-        if done.returncode != 0:
-            refused.append(f"{' '.join(asked)}: {done.stderr.strip()}")
-            continue
-        netem = "--loss" in asked or "--delay" in asked    # rate alone: tbf, on any host
-        assert ("by netem" in done.stdout) == netem and \
-            ("by tbf" in done.stdout) == ("--rate" in asked), done.stdout
-        cleared = pcapstats_in(hosts, "netem", "eth0", "--clear", env=state_env)
-        assert cleared.returncode == 0, cleared.stderr
-    assert refused == []
+    assert set_and_clear_each(hosts, state_env, netem=True) == []
     captured = pcapstats_in(hosts, "capture", "-i", "eth0", *LIVE_ASKED[-1], "-o",
                             tmp_path / "c.pcap", "--", "true", env=state_env)
     assert captured.returncode == 0, captured.stderr
@@ -192,6 +197,12 @@ def test_every_netem_command_of_netem_and_capture_passes_tcs_parser(kernel, host
                 and "lo" not in c["argv"]]) == \
         len([a for a in LIVE_ASKED if "--loss" in a or "--delay" in a]) + 1
     assert netem_tc.held(kernel) == {}
+
+
+def test_netem_takes_the_same_values_on_the_fallback(kernel, hosts, state_env):
+    """What a netem host takes, this machine's fallback takes too (100 % loss was refused by
+    the delay line: "--loss is a probability ... under 1")."""
+    assert set_and_clear_each(hosts, fallback_env(kernel, state_env), netem=False) == []
 
 
 def test_the_fallback_takes_the_same_edges(kernel, lab):
@@ -725,19 +736,3 @@ def test_each_value_alone_and_together_is_the_fallbacks(kernel, lab, imp):
     fallback.remove()
     same_impairment(netem, fallback_view(fallback.settings["commands"]))
     assert netem_tc.held(kernel) == {}
-
-
-def test_netem_takes_the_same_values_on_the_fallback(kernel, hosts, state_env):
-    """What a netem host takes, this machine's fallback takes too (100 % loss was refused by
-    the delay line: "--loss is a probability ... under 1")."""
-    env = fallback_env(kernel, state_env)
-    refused = []
-    for asked in LIVE_ASKED:
-        done = pcapstats_in(hosts, "netem", "eth0", *asked, env=env)
-        if done.returncode != 0:
-            refused.append(f"{' '.join(asked)}: {done.stderr.strip()}")
-            continue
-        assert "by netem" not in done.stdout, done.stdout
-        cleared = pcapstats_in(hosts, "netem", "eth0", "--clear", env=env)
-        assert cleared.returncode == 0, cleared.stderr
-    assert refused == []
