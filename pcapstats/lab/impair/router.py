@@ -65,12 +65,12 @@ class PathCounters:
 
 @dataclass(frozen=True)
 class QdiscCounters:
-    """``tc -s qdisc`` of one root qdisc (tbf or netem)."""
+    """``tc -s qdisc`` of one qdisc of ours: the rate's tbf, or a netem."""
     device: str
     kind: str
     sent_bytes: int
     sent_packets: int
-    dropped_packets: int  # queue full (tbf: limit) or netem loss
+    dropped_packets: int  # tbf: queue full; netem: its loss and its tbf child's drops
     overlimits: int  # tbf: times a packet had to wait for tokens
     backlog_bytes: int
     backlog_packets: int
