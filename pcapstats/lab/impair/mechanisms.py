@@ -27,8 +27,9 @@ line would pass on to tbf past one queue of backlog, so under overload netem que
 Queue size: ``queue_bytes`` if given, else one bandwidth-delay product at the asked rate and
 RTT 2 x (delay + jitter), at least :data:`QUEUE_FLOOR_PACKETS` full frames (so short RTTs
 still absorb a burst), at most :data:`MAX_QUEUE_BYTES` (tbf's limit is 32-bit).  One BDP is the
-classic size that lets a single Reno flow keep the link busy; more only adds queueing delay.  tbf's ``burst`` is the larger of two full frames and
-1 ms at the rate (tbf's timer then needs no faster tick than 1 kHz).
+classic size that lets a single Reno flow keep the link busy; more only adds queueing delay.
+tbf's ``burst`` is the larger of two full frames and 1 ms at the rate (tbf's timer then needs
+no faster tick than 1 kHz).
 
 Rate, size and time texts (parsed by pcapstats.units) follow tc(8): ``kbit``/``mbit``/``gbit``
 are bits per second (SI, ``kibit``... binary), ``bps``/``kbps``/``mbps``/``gbps`` are BYTES per
