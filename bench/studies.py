@@ -157,7 +157,7 @@ def eval_delay(run: LabRun, doc: dict, path: Path) -> list[Check]:
         summary = doc["reports"][0]["summary"]
         sizes = result.to_pandas("sizes")
         sizes = sizes[sizes["source"] == model.source]
-        mine = dict(zip(sizes["size_bytes"], sizes["mean_ms"]))
+        mine = dict(zip(sizes["size_bytes"], sizes["latency_mean_ms"]))
         counts = dict(zip(sizes["size_bytes"], sizes["n"]))
         diffs = [tools - mine[s] for s, tools in zip(summary["sizes_bytes"], summary["avg_ms"])
                  if s in mine]

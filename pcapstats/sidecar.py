@@ -258,6 +258,20 @@ def stream_flows(capture: str | os.PathLike) -> dict[tuple[str, int], dict]:
     return out
 
 
+def asked_rate_bps(capture: str | os.PathLike) -> float | None:
+    """The bottleneck rate asked of the run that made the capture (a lab run's
+    measured.rate_asked_bps: a chain's slowest router; `pcapstats capture`: its impairment's
+    rate_bps); None without a sidecar (or one that cannot be read) or a rate."""
+    try:
+        doc = load_sidecar(sidecar_for(capture))
+    except SidecarError:
+        return None
+    rate = (doc.get("measured") or {}).get("rate_asked_bps")
+    if rate is None:
+        rate = ((doc.get("impairment") or {}).get("asked") or {}).get("rate_bps")
+    return float(rate) if isinstance(rate, (int, float)) and rate > 0 else None
+
+
 def stream_labels(capture: str | os.PathLike) -> dict[tuple[str, int], str]:
     """(proto, stream) -> what the lab ran on it ("reno, pair 1, simpleperf"), from the sidecar
     beside the capture; empty when there is none (or it cannot be read)."""

@@ -20,6 +20,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("pcapstats._version", "pcapstats.errors"),
     ("pcapstats.units", "pcapstats.stats"),
     ("pcapstats.tools", "pcapstats.schema", "pcapstats.sidecar", "pcapstats.clock"),
+    ("pcapstats.catalogue",),
     ("pcapstats.streams",),
     ("pcapstats.capture",),
     ("pcapstats.ingest", "pcapstats.engines"),

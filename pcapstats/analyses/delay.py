@@ -39,9 +39,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from .. import catalogue
 from ..batch import analysis
 from ..capture import Capture, Needs
-from ..errors import UsageError
+from ..errors import Note, UsageError
 from ..ingest import Kept, read_kept
 from ..render import Shown
 from ..results import Result
@@ -77,29 +78,33 @@ SIZES = TableSpec("sizes", "one row per source and message size", (
     _SOURCE,
     _C("size_bytes", "int64", "message size S", "bytes"),
     _C("n", "int64", "samples"),
-    _C("mean_ms", "float64", "mean latency", "ms"),
-    _C("median_ms", "float64", "median latency", "ms"),
-    _C("min_ms", "float64", "smallest latency", "ms"),
-    _C("trimmed_ms", "float64", "mean without the lowest and highest 10 % (what the fit uses)",
+    _C("latency_mean_ms", "float64", "mean latency", "ms", heading="mean"),
+    _C("latency_median_ms", "float64", "median latency", "ms", heading="median"),
+    _C("latency_min_ms", "float64", "smallest latency", "ms", heading="min"),
+    _C("latency_trimmed_ms", "float64", "mean latency without the lowest and highest 10 % (what "
+       "the fit uses)",
        "ms"),
 ))
 MODEL = TableSpec("model", "one row per source: the fit D = a*S + b", (
     _SOURCE,
     _C("sizes", "int64", "message sizes fitted"),
     _C("points", "int64", "samples behind them"),
-    _C("a_ms_per_byte", "float64", "slope a", "ms/byte"),
-    _C("a_low", "float64", "95 % confidence interval of a, low end", "ms/byte", optional=True),
-    _C("a_high", "float64", "95 % confidence interval of a, high end", "ms/byte",
+    catalogue.column("a_ms_per_byte", optional=False),
+    _C("a_low_ms_per_byte", "float64", "95 % confidence interval of a, low end", "ms/byte",
+       optional=True, heading="a low"),
+    _C("a_high_ms_per_byte", "float64", "95 % confidence interval of a, high end", "ms/byte",
+       heading="a high",
        optional=True),
-    _C("b_ms", "float64", "intercept b: the size-independent delay", "ms"),
-    _C("b_low", "float64", "95 % confidence interval of b, low end", "ms", optional=True),
-    _C("b_high", "float64", "95 % confidence interval of b, high end", "ms", optional=True),
+    catalogue.column("b_ms", optional=False),
+    _C("b_low_ms", "float64", "95 % confidence interval of b, low end", "ms", optional=True,
+       heading="b low"),
+    _C("b_high_ms", "float64", "95 % confidence interval of b, high end", "ms", optional=True,
+       heading="b high"),
     _C("r2", "float64", "coefficient of determination of the fit", optional=True),
     _C("crossings", "int64", "times each message byte crosses the bottleneck in turn: 2 "
        "(request, then answer) or 1 (the answer overlaps the request: an echo as data "
        "arrives)"),
-    _C("bandwidth_bps", "float64", "crossings x 8 / a: the bottleneck rate the slope implies "
-       "(one bottleneck link)", "bit/s", optional=True),
+    catalogue.column("bandwidth_bps", doc="one bottleneck link"),
 ))
 
 
@@ -111,14 +116,16 @@ class Delay(Result):
     draws = True
     view = {"model": (Shown("source", "source", wrap=True), Shown("sizes", "sizes"),
                       Shown("samples", "points", minor=True),
-                      Shown("a", "a_ms_per_byte"), Shown("a low", "a_low", minor=True),
-                      Shown("a high", "a_high", minor=True), Shown("b", "b_ms"),
-                      Shown("b low", "b_low", minor=True), Shown("b high", "b_high", minor=True),
+                      Shown("a", "a_ms_per_byte"), Shown("a low", "a_low_ms_per_byte", minor=True),
+                      Shown("a high", "a_high_ms_per_byte", minor=True), Shown("b", "b_ms"),
+                      Shown("b low", "b_low_ms", minor=True),
+                      Shown("b high", "b_high_ms", minor=True),
                       Shown("r²", "r2"), Shown("×", "crossings", minor=True),
                       Shown("bandwidth", "bandwidth_bps")),
             "sizes": (Shown("source", "source", wrap=True), Shown("size", "size_bytes"),
-                      Shown("n", "n"), Shown("mean", "mean_ms"), Shown("median", "median_ms"),
-                      Shown("min", "min_ms"), Shown("trimmed", "trimmed_ms"))}
+                      Shown("n", "n"), Shown("mean", "latency_mean_ms"),
+                      Shown("median", "latency_median_ms"), Shown("min", "latency_min_ms"),
+                      Shown("trimmed", "latency_trimmed_ms"))}
     legend = {"model": "D = a*S + b fitted to each size's trimmed mean; bandwidth = crossings "
                        "x 8 / a (2: request then answer cross one bottleneck).  --sizes: per "
                        "size."}
@@ -171,7 +178,7 @@ def delay(capture, *, source: str = "auto") -> Delay:
     if not parts:
         raise UsageError(f"no latency samples in {path}: no answered ICMP echoes "
                          "captured at the pinging host and no ping-pong exchange"
-                         + (f" ({notes[0]})" if notes else ""),
+                         + (f" ({notes[0]}: {notes[0].detail})" if notes else ""),
                          hint="capture at the host that sends the requests, with several "
                               "message sizes")
     names: dict[str, int] = {}                 # source name -> code, in order of appearance
@@ -242,9 +249,10 @@ def _icmp_samples(echoes: Echoes, notes: list[str], required: bool) -> dict | No
     e, sessions = tables["echoes"], tables["sessions"]
     at_responder = np.unique(sessions["session"][sessions["side"] == "responder"])
     if len(at_responder):
-        notes.append(f"ICMP session(s) {id_ranges(at_responder.tolist())} captured at the "
-                     "responder: request -> reply there is its turnaround (microseconds), not "
-                     "the delay to model; left out")
+        notes.append(Note("captured at the responder: left out",
+                          about=f"ICMP session(s) {id_ranges(at_responder.tolist())}",
+                          detail="request -> reply there is its turnaround (microseconds), "
+                                 "not the delay to model"))
     keep = ~np.isnan(e["rtt_ms"])
     if len(at_responder):
         keep &= ~np.isin(e["session"], at_responder)
@@ -382,11 +390,11 @@ def _sizes(samples: dict, names: list[str], by_source: list) -> dict:
             rows["source"].append(names[k])
             rows["size_bytes"].append(int(z[a]))
             rows["n"].append(len(lat))
-            rows["mean_ms"].append(float(lat.mean()))
+            rows["latency_mean_ms"].append(float(lat.mean()))
             # np.median: the mean of the middle one or two of the sorted values (no NaN here)
-            rows["median_ms"].append(float(lat[half - 1 + len(lat) % 2:half + 1].mean()))
-            rows["min_ms"].append(float(lat[0]))
-            rows["trimmed_ms"].append(float(lat[cut:len(lat) - cut].mean()))
+            rows["latency_median_ms"].append(float(lat[half - 1 + len(lat) % 2:half + 1].mean()))
+            rows["latency_min_ms"].append(float(lat[0]))
+            rows["latency_trimmed_ms"].append(float(lat[cut:len(lat) - cut].mean()))
     return {col.name: np.asarray(rows[col.name], dtype=object if col.dtype == "str" else None)
             for col in SIZES.columns}
 
@@ -431,10 +439,13 @@ def _paced_sources(samples: dict, model: dict, names: list[str],
             continue
         rate = 8 * samples["size_bytes"][rows][sent].sum() / seconds
         if rate < PACED_FACTOR * model["bandwidth_bps"][i]:
-            out.append(f"{source}: the client sent its requests at about {rate / 1e6:.3g} "
-                       f"Mbit/s within each message, near the {model['bandwidth_bps'][i] / 1e6:.3g}"
-                       " Mbit/s the slope implies: the slope may be the sender's pacing or "
-                       "window, not the path (a TCP sender paced by BBR does this; try cubic)")
+            out.append(Note("the slope may be the sender's pacing", about=source,
+                            detail=f"the client sent its requests at about {rate / 1e6:.3g} "
+                                   "Mbit/s within each message, near the "
+                                   f"{model['bandwidth_bps'][i] / 1e6:.3g} Mbit/s the slope "
+                                   "implies: the slope may be the sender's pacing or window, "
+                                   "not the path (a TCP sender paced by BBR does this; try "
+                                   "cubic)"))
     return out
 
 
@@ -445,29 +456,35 @@ def _models(sizes: dict, overlapping: set[str], notes: list[str]) -> dict:
     for a, b in zip(starts, starts[1:] + [len(source_of)]):
         source, mine = source_of[a], slice(a, b)
         s = sizes["size_bytes"][mine].astype(np.float64)
-        y = sizes["trimmed_ms"][mine].astype(np.float64)
+        y = sizes["latency_trimmed_ms"][mine].astype(np.float64)
         if len(s) < 2:
-            notes.append(f"{source}: one message size only; a slope needs two or more")
+            notes.append(Note("one size: no slope", about=source,
+                              detail="a slope needs two message sizes or more"))
             continue
         fit = ols(s, y)
         rows["source"].append(source)
         rows["sizes"].append(len(s))
         rows["points"].append(int(sizes["n"][mine].sum()))
-        for name in ("a_ms_per_byte", "a_low", "a_high", "b_ms", "b_low", "b_high", "r2"):
-            rows[name].append(fit[name])
+        for name, key in (("a_ms_per_byte", "a_ms_per_byte"), ("a_low_ms_per_byte", "a_low"),
+                          ("a_high_ms_per_byte", "a_high"), ("b_ms", "b_ms"),
+                          ("b_low_ms", "b_low"), ("b_high_ms", "b_high"), ("r2", "r2")):
+            rows[name].append(fit[key])
         a = fit["a_ms_per_byte"]
         crossings = 1 if source in overlapping else 2
         rows["crossings"].append(crossings)
         rows["bandwidth_bps"].append(crossings * 8 / (a / 1e3) if a > 0 else np.nan)
         if crossings == 1:
-            notes.append(f"{source}: the answers begin before their requests end (a server "
-                         "that echoes as data arrives): a byte crosses the bottleneck once in "
-                         "D, so bandwidth = 8 / a; messages of one segment still cross twice, "
-                         "so the line mixes both (fit the larger sizes alone to avoid it)")
+            notes.append(Note("answers overlap requests: bandwidth = 8 / a", about=source,
+                              detail="the answers begin before their requests end (a server "
+                                     "that echoes as data arrives): a byte crosses the "
+                                     "bottleneck once in D, so bandwidth = 8 / a; messages of "
+                                     "one segment still cross twice, so the line mixes both "
+                                     "(fit the larger sizes alone to avoid it)"))
         if not a > 0:
-            notes.append(f"{source}: latency does not grow with size (slope {a:.3g} ms/byte): "
-                         "no bandwidth to infer (a path without serialisation delay, or "
-                         "sizes too close together)")
+            notes.append(Note("flat latency: no bandwidth", about=source,
+                              detail=f"latency does not grow with size (slope {a:.3g} "
+                                     "ms/byte): a path without serialisation delay, or sizes "
+                                     "too close together"))
     return {c.name: np.asarray(rows[c.name], dtype=object if c.dtype == "str" else
                                float if c.dtype == "float64" else np.int64)
             for c in MODEL.columns}

@@ -8,7 +8,7 @@ identifier (ICMPv4 type 8 -> 0, ICMPv6 128 -> 129).  With several payload sizes 
   order, so a session past 65535 requests still counts each);
 - ``received``: requests answered at least once; ``duplicates``: further replies to an answered
   request (ping's "+N duplicates");
-- ``loss_pct``: (transmitted - received) / transmitted x 100;
+- ``echo_loss``: (transmitted - received) / transmitted, a fraction (ping prints it x 100);
 - RTT of a reply: its capture time minus that of the *first* request with its sequence number
   (the latest one before it, when numbers wrap); an echo larger than the MTU travels in IP
   fragments: its size is the whole message's and its reply counts from its last fragment; ``rtt_min/avg/max_ms`` over the replies,
@@ -36,13 +36,14 @@ from __future__ import annotations
 
 import numpy as np
 
+from .. import catalogue
 from ..batch import analysis
 from ..capture import Capture, Needs
-from ..errors import UsageError
+from ..errors import Note, UsageError
 from ..ingest import Kept, read_kept
 from ..ingest.contract import table_array
 from ..render import Shown
-from ..results import Result
+from ..results import Result, shown
 from ..ingest.source import open_source
 from ..schema import ICMP, ICMP_ECHO, IP, TCP, UDP, Column, TableSpec
 from ..streams import id_ranges, whole_datagrams
@@ -72,14 +73,9 @@ SESSIONS = TableSpec("sessions", "one row per echo session (requester, responder
     _C("transmitted", "int64", "requests seen (one per sequence number)", "packets"),
     _C("received", "int64", "requests answered", "packets"),
     _C("duplicates", "int64", "replies beyond the first to a request", "packets"),
-    _C("loss_pct", "float64", "(transmitted - received) / transmitted x 100", "%"),
-    _C("rtt_min_ms", "float64", "smallest request -> reply time (empty at the responder)", "ms",
-       optional=True),
-    _C("rtt_avg_ms", "float64", "mean request -> reply time, duplicates included as ping does",
-       "ms", optional=True),
-    _C("rtt_max_ms", "float64", "largest request -> reply time", "ms", optional=True),
-    _C("rtt_mdev_ms", "float64", "ping's mdev: sqrt(mean(rtt^2) - mean(rtt)^2)", "ms",
-       optional=True),
+    catalogue.column("echo_loss", optional=False),
+    *(catalogue.column(name, doc="of the request -> reply times (empty at the responder)")
+      for name in ("rtt_min_ms", "rtt_avg_ms", "rtt_max_ms", "rtt_mdev_ms")),
     _C("turnaround_ms", "float64", "at the responder: mean request -> reply time there (the "
        "responder's own delay, not the path's)", "ms", optional=True),
     _C("first_s", "float64", "first request, seconds since the capture's first packet", "s"),
@@ -111,11 +107,10 @@ class Ping(Result):
                          Shown("id", "ident", minor=True), Shown("size", "payload_bytes"),
                          Shown("side", "side", minor=True), Shown("sent", "transmitted"),
                          Shown("recv", "received"), Shown("dup", "duplicates", minor=True),
-                         Shown("loss", "loss_pct"), Shown("min", "rtt_min_ms"),
-                         Shown("avg", "rtt_avg_ms"), Shown("max", "rtt_max_ms"),
-                         Shown("mdev", "rtt_mdev_ms"),
+                         *(shown(name) for name in ("echo_loss", "rtt_min_ms", "rtt_avg_ms",
+                                                     "rtt_max_ms", "rtt_mdev_ms")),
                          Shown("turnaround", "turnaround_ms", minor=True))}
-    legend = {"sessions": "min/avg/max/mdev: request -> reply times as ping prints them "
+    legend = {"sessions": "RTT min/avg/max/mdev: request -> reply times as ping prints them "
                           "(duplicates included).  --all: identifiers, sides, times."}
 
     def _figure(self, **options):
@@ -394,8 +389,10 @@ def echo_sessions(echoes: Echoes, requester: str | None = None,
     for k in np.flatnonzero(np.asarray(sides, object) != "requester").tolist():
         pair = f"{addresses[keys[k, 0]]} → {addresses[keys[k, 1]]}"
         said.setdefault((pair, sides[k], evidence[k]), []).append(k)
-    notes = [f"session{'s' if len(ks) > 1 else ''} {id_ranges(ks)} ({pair}): {_SIDE_SAYS[side]}"
-             f" ({why})" for (pair, side, why), ks in said.items()]
+    notes = [Note(_SIDE_SAYS[side][0], about=f"session{'s' if len(ks) > 1 else ''} "
+                                             f"{id_ranges(ks)}",
+                  detail=f"{pair}: {_SIDE_SAYS[side][1]} ({why})")
+             for (pair, side, why), ks in said.items()]
     return {"sessions": summary, "echoes": {c: out[c] for c in columns}}, notes
 
 
@@ -426,13 +423,16 @@ def _session_keys(key_table: np.ndarray, request_key: np.ndarray, reply_key: np.
     return key_table[sessions], rank[request_key], rank[reply_key]
 
 
-_SIDE_SAYS = {
-    "responder": "captured at the responder: request -> reply is its turnaround, not the "
-                 "round trip (turnaround_ms); capture at the pinging host for RTTs",
-    "path": "captured between the hosts: RTTs are from the capture point to the responder "
-            "and back, less than ping's",
-    "unknown": "the capture side is unknown: if it was taken at the responder, the RTTs are "
-               "its turnaround",
+_SIDE_SAYS = {    # side: (a note's short form, its long form)
+    "responder": ("captured at the responder: no RTTs",
+                  "captured at the responder: request -> reply is its turnaround, not the "
+                  "round trip (turnaround_ms); capture at the pinging host for RTTs"),
+    "path": ("captured between the hosts: RTTs short",
+             "captured between the hosts: RTTs are from the capture point to the responder "
+             "and back, less than ping's"),
+    "unknown": ("capture side unknown",
+                "the capture side is unknown: if it was taken at the responder, the RTTs are "
+                "its turnaround"),
 }
 
 
@@ -775,7 +775,7 @@ def _summary(session, size, replies, e_t, t0, match, rtt_ns, keys, sides, addres
         rows["transmitted"].append(tx)
         rows["received"].append(rx)
         rows["duplicates"].append(dup)
-        rows["loss_pct"].append(100.0 * (tx - rx) / tx)
+        rows["echo_loss"].append((tx - rx) / tx)
         for name, value in zip(("rtt_min_ms", "rtt_avg_ms", "rtt_max_ms", "rtt_mdev_ms"), stats):
             rows[name].append(np.nan if at_responder else value)
         rows["turnaround_ms"].append(stats[1] if at_responder else np.nan)

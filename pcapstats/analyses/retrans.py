@@ -23,10 +23,11 @@ from __future__ import annotations
 
 import numpy as np
 
+from .. import catalogue
 from ..batch import analysis
 from ..capture import Capture
 from ..render import Shown
-from ..results import Result, joined
+from ..results import Result, joined, shown
 from ..schema import Column, TableSpec
 from ..streams import DIRECTIONS, choose_stream
 from .tcp_analysis import PACKETS, STREAM_NEEDS, packet_analysis
@@ -44,8 +45,8 @@ COUNTS = TableSpec("counts", "one row per TCP stream and direction that has pack
     _C("packets", "int64", "TCP packets in this direction", "packets"),
     _C("payload_bytes", "int64", "payload bytes in this direction (retransmissions included)",
        "bytes"),
-    _C(RESENT, "int64", "segments carrying sequence space already sent: every re-send, whatever "
-       "Wireshark calls it (pcapstats' count; the sender kernel's total_retrans)", "segments"),
+    catalogue.column(RESENT, doc="in this direction, whatever Wireshark calls each",
+                     optional=False),
     *(_C(flag, "int64", f"packets tshark flags tcp.analysis.{flag} (Wireshark's rule)",
          "packets", wireshark=f"tcp.analysis.{flag}") for flag in FLAGS),
 ))
@@ -65,12 +66,12 @@ class Retrans(Result):
     analysis = "retrans"
     specs = (COUNTS, EVENTS)
     view = {"counts": (Shown("stream", "stream"), Shown("direction", "direction"),
-                       Shown("packets", "packets"), Shown("resent", RESENT),
+                       Shown("packets", "packets"), shown(RESENT),
                        Shown("retrans*", "retransmission"), Shown("fast*", "fast_retransmission"),
                        Shown("spurious*", "spurious_retransmission"),
                        Shown("out-of-ord*", "out_of_order"), Shown("lost*", "lost_segment"),
                        Shown("dup-ACK*", "duplicate_ack"))}
-    legend = {"counts": "resent: every segment re-sending sequence space (what the sender's "
+    legend = {"counts": "re-sent: every segment re-sending sequence space (what the sender's "
                         "kernel counts).  * Wireshark's tcp.analysis flags: by its rules many "
                         "re-sends are out-of-order, not retransmissions.  --all: every flag."}
 

@@ -8,7 +8,7 @@ what the datagrams carry (``method``):
   follow iperf3's receiver exactly, in capture order: a count above the highest so far adds
   the gap to ``lost``; one at or below it is ``out_of_order`` and takes one back from ``lost``
   (a duplicate counts as out of order too, as in iperf3); ``sent`` is the highest count (the
-  datagrams iperf3 says were sent, ``packets`` in its report), ``loss_pct`` = lost / sent.
+  datagrams iperf3 says were sent, ``packets`` in its report), ``datagram_loss`` = lost / sent.
   ``jitter_ms`` is RFC 3550's interarrival jitter (section 6.4.1, computed as in A.8) of the
   transit time, capture time minus the sender's stamp, over the datagrams in capture order:
   J += (|D| - J) / 16 -- iperf3's own figure, with the capture's clock for its arrival time.
@@ -64,14 +64,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import schema
+from .. import catalogue, schema
 from ..batch import analysis
 from ..capture import Capture, Needs
-from ..errors import UsageError
+from ..errors import Note, UsageError
 from ..ingest.source import Source, open_source
 from ..reader import as_capture
 from ..render import Shown
-from ..results import Result
+from ..results import Result, shown
 from ..schema import Column, TableSpec
 from ..streams import DIRECTIONS, endpoint, own_transport
 from .ping import INITIAL_TTLS
@@ -101,22 +101,21 @@ FLOWS = TableSpec("flows", "one row per UDP stream and direction that carried da
     _C("bytes", "int64", "UDP payload bytes captured", "bytes"),
     _C("first_s", "float64", "first datagram, seconds since the capture's first packet", "s"),
     _C("duration_s", "float64", "first to last datagram", "s"),
-    _C("bps", "float64", "payload bits / duration (empty when it lasted 0 s)", "bit/s",
-       optional=True),
+    catalogue.column("payload_bps", doc="of the flow's datagrams (empty when it lasted 0 s)"),
     _C("method", "str", "what loss and jitter come from (see the module docstring)",
        values=METHODS),
     _C("sent", "int64", "datagrams sent: the highest iperf count (iperf3's 'packets'); matched "
        "captures: the sender capture's datagrams", "packets", optional=True),
     _C("lost", "int64", "missing at the capture point, by iperf3's rule; matched captures: sent "
        "datagrams never seen in the receiver capture", "packets", optional=True),
-    _C("loss_pct", "float64", "lost / sent x 100", "%", optional=True),
+    catalogue.column("datagram_loss"),
     _C("out_of_order", "int64", "datagrams whose count (matched captures: place in the sender "
        "capture) is not above every earlier one's (duplicates included, as iperf3 counts)",
        "packets", optional=True),
     _C("duplicates", "int64", "datagrams whose count was seen before (matched captures: "
        "arrivals of a datagram already seen)", "packets", optional=True),
-    _C("jitter_ms", "float64", "RFC 3550 interarrival jitter at the capture point (matched "
-       "captures: of receiver time - sender capture time)", "ms", optional=True),
+    catalogue.column("jitter_ms", doc="matched captures: of receiver time - sender capture "
+                     "time"),
     _C("after_end", "int64", "iperf3 datagrams captured after the client's TEST_END passed "
        "this point: the server stops counting there, so they are left out of the columns "
        "before", "packets", optional=True),
@@ -129,10 +128,10 @@ class Udp(Result):
     specs = (FLOWS,)
     view = {"flows": (Shown("stream", "stream"), Shown("sender → receiver", join="{src} → {dst}",
                                                        wrap=True),
-                      Shown("datagrams", "datagrams", minor=True), Shown("rate", "bps"),
+                      Shown("datagrams", "datagrams", minor=True), shown("payload_bps"),
                       Shown("sent", "sent", minor=True), Shown("lost", "lost"),
-                      Shown("loss", "loss_pct"), Shown("reorder", "out_of_order", minor=True),
-                      Shown("jitter", "jitter_ms"), Shown("from", "method"),
+                      shown("datagram_loss"), Shown("reorder", "out_of_order", minor=True),
+                      shown("jitter_ms"), Shown("from", "method"),
                       Shown("side", "side", minor=True))}
     legend = {"flows": "lost, loss, jitter: as iperf3's server counts them at this capture "
                        "point, or between two captures ('from' says what they come from).  "
@@ -310,7 +309,7 @@ def _flow(cap: _Capture, rows: np.ndarray, stream: int, direction: int,
     out = {"stream": stream, "direction": DIRECTIONS[direction], "src": src, "dst": dst,
            "side": _side(cap, rows), "datagrams": len(rows), "bytes": int(total),
            "first_s": (t[0] - cap.first_time_ns) / 1e9, "duration_s": span,
-           "bps": 8 * total / span if span > 0 else np.nan}
+           "payload_bps": 8 * total / span if span > 0 else np.nan}
     data = size >= HEAD_BYTES            # iperf's connect message and reply are 4 bytes
     del size
     if counters and np.count_nonzero(data) >= 2:
@@ -322,7 +321,7 @@ def _flow(cap: _Capture, rows: np.ndarray, stream: int, direction: int,
         if headers is not None:
             out.update(_counted(cap, data_rows, t_data, headers))
             return out
-    out.update(dict.fromkeys(("sent", "lost", "loss_pct", "out_of_order", "duplicates",
+    out.update(dict.fromkeys(("sent", "lost", "datagram_loss", "out_of_order", "duplicates",
                               "after_end"), np.nan))
     if len(rows) >= MIN_SPACING_DATAGRAMS:
         out.update(method="arrival spacing", jitter_ms=_spacing_jitter(t) / 1e6)
@@ -358,7 +357,7 @@ def _counted(cap: _Capture, rows: np.ndarray, t: np.ndarray, headers: Headers) -
     last = (np.flatnonzero(counted)[-JITTER_MEMORY - 1:] if after_end
             else slice(-JITTER_MEMORY - 1, None))
     return dict(method=headers.layout, sent=sent, lost=lost,
-                loss_pct=100.0 * lost / sent if sent > 0 else np.nan, out_of_order=ooo,
+                datagram_loss=lost / sent if sent > 0 else np.nan, out_of_order=ooo,
                 duplicates=duplicates,
                 jitter_ms=rfc3550_jitter(t[last] - headers.sent_ns[last]) / 1e6,
                 after_end=after_end)
@@ -413,34 +412,39 @@ def _paired(sender: _Capture, rows: np.ndarray, receiver: _Capture, counters: bo
                   datagram_keys(receiver, down, receiver.source(), cut),
                   times[down], span)
         if not m.arrivals:
-            notes.append(f"{name}: none of its {len(down)} datagrams in the receiver capture "
-                         f"is one of the {len(up)} in the sender capture (changed on the "
-                         "way?): its loss is unknown")
+            notes.append(Note("loss unknown: no datagram matched", about=name,
+                              detail=f"none of its {len(down)} datagrams in the receiver "
+                                     f"capture is one of the {len(up)} in the sender capture "
+                                     "(changed on the way?)"))
             continue
         row.update(method=MATCHED, sent=m.sent, lost=m.lost,
-                   loss_pct=100.0 * m.lost / m.sent if m.sent else np.nan,
+                   datagram_loss=m.lost / m.sent if m.sent else np.nan,
                    out_of_order=m.out_of_order, duplicates=m.duplicates,
                    jitter_ms=rfc3550_jitter(m.transit_ns) / 1e6)
         if m.unmatched:
-            notes.append(f"{name}: {m.unmatched} datagram(s) in the receiver capture match "
-                         "none in the sender capture (it started later or stopped sooner, "
-                         "or they were changed on the way): not counted")
+            notes.append(Note(f"{m.unmatched} received datagram(s) not sent: not counted",
+                              about=name, detail="they match none in the sender capture (it "
+                                                 "started later or stopped sooner, or they "
+                                                 "were changed on the way)"))
         if m.outside:
-            notes.append(f"{name}: {m.outside} datagram(s) of the sender capture were sent "
-                         "when the receiver capture could not have seen them (before it "
-                         "started or after it stopped): left out of sent and lost")
+            notes.append(Note(f"{m.outside} datagram(s) sent unseen: not counted",
+                              about=name, detail="the sender capture has them sent when the "
+                                                 "receiver capture could not have seen them "
+                                                 "(before it started or after it stopped): "
+                                                 "left out of sent and lost"))
     if missing:
-        notes.append(f"{_some(missing)} {'is' if len(missing) == 1 else 'are'} not in the "
-                     "receiver capture: loss unknown (flows are found by their addresses and "
-                     "ports as they are; behind a NAT they differ, and NAT is not followed)")
+        notes.append(Note("not in the receiver capture: loss unknown", about=_some(missing),
+                          detail="flows are found by their addresses and ports as they are; "
+                                 "behind a NAT they differ, and NAT is not followed"))
     if reverse:
-        notes.append(f"{_some(reverse)} {'was' if len(reverse) == 1 else 'were'} sent from the "
-                     "receiver capture's side (by the TTL): not matched this way round; give "
-                     "the two captures the other way round for the loss")
+        notes.append(Note("sent from the receiver's side: give the captures the other way "
+                          "round", about=_some(reverse),
+                          detail="by the TTL, sent from the receiver capture's side: not "
+                                 "matched this way round"))
     others = len(at_receiver.keys() - seen)
     if others and every:
-        notes.append(f"the receiver capture has {others} UDP flow direction(s) the sender "
-                     f"capture has not: not shown (`pcapstats udp {receiver.path}` shows them)")
+        notes.append(Note(f"{others} UDP flow direction(s) only in the receiver capture: not "
+                          "shown", detail=f"`pcapstats udp {receiver.path}` shows them"))
     table = _table(found)
     return Udp({"flows": table}, capture=sender.path, notes=_notes(table) + notes)
 
@@ -518,7 +522,11 @@ def _notes(table: dict) -> list[str]:
     senders = [int(s) for s, side, m in zip(table["stream"], table["side"], table["method"])
                if side == "sender" and m.startswith("iperf")]
     if senders:
-        notes.append(f"UDP stream(s) {', '.join(map(str, sorted(set(senders))))} captured at "
-                     "the sender: nothing is lost yet there, and the jitter is the sender's "
-                     "own; capture at the receiver for what iperf3's server reports")
+        streams = sorted(set(senders))
+        notes.append(Note("at the sender: no loss, own jitter",
+                          about=f"UDP stream{'s' if len(streams) > 1 else ''} "
+                                f"{', '.join(map(str, streams))}",
+                          detail="nothing is lost yet at the sender, and the jitter there is "
+                                 "the sender's own; capture at the receiver for what iperf3's "
+                                 "server reports"))
     return notes

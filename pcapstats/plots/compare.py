@@ -17,13 +17,15 @@ from .. import plots
 from ..errors import UsageError
 
 MAX_PANELS = 36
-TITLES = {"avg_bps": "Average throughput (capture span)",
-          "mean_transfer_bps": "Average while transferring",
-          "peak_bps": "Peak interval throughput", "goodput_bps": "Goodput",
-          "resent": "Re-sent segments", "resent_share": "Re-sent share of data packets",
-          "rtt_ms": "Path RTT, main TCP stream", "udp_loss_pct": "UDP loss, main flow",
-          "jitter_ms": "UDP jitter, main flow", "jain_index": "Jain's fairness index",
-          "flavour_confidence": "Flavour confidence",
+TITLES = {"goodput_bps": "Goodput", "utilisation": "Link use (goodput / asked rate)",
+          "avg_capture_bps": "Average on the wire (capture span)",
+          "avg_transfer_bps": "Average on the wire while transferring",
+          "peak_bps": "Peak interval on the wire", "resent": "Re-sent segments",
+          "resent_share": "Re-sent share of data packets",
+          "rtt_min_ms": "Base RTT (min), main TCP transfer",
+          "rtt_median_ms": "RTT under load (median), main TCP transfer",
+          "datagram_loss": "UDP loss, main flow", "jitter_ms": "UDP jitter, main flow",
+          "jain_index": "Jain's fairness index", "flavour_confidence": "Flavour confidence",
           "signal_dbm": "Signal strength (radiotap median)"}
 _RATES = ("bit/s",)
 _AXIS = {"ms": "ms", "segments": "segments", "%": "%", "fraction": "%", "dBm": "dBm"}

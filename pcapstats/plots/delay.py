@@ -21,7 +21,7 @@ def delay_figure(result, *, title: str | None = None):
         ax.plot(samples["size_bytes"][mine], samples["latency_ms"][mine], ".", ms=3,
                 color=colour, alpha=0.25)
         per = sizes["source"] == source
-        ax.plot(sizes["size_bytes"][per], sizes["trimmed_ms"][per], "o", color=colour,
+        ax.plot(sizes["size_bytes"][per], sizes["latency_trimmed_ms"][per], "o", color=colour,
                 label=f"{source}: trimmed mean per size")
         fit = np.flatnonzero(model["source"] == source)
         if len(fit):

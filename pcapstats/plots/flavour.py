@@ -21,8 +21,8 @@ def flavour_figure(result, *, title: str | None = None):
     """``result``: one stream's StreamFlavour.  Returns the matplotlib Figure."""
     from matplotlib.lines import Line2D
     row, cw = result.row, result.cwnd
-    verdict = row["label"] + (f" (confidence {row['confidence']:.2f})"
-                              if row["label"] != "unknown" else "")
+    verdict = row["flavour"] + (f" (confidence {row['flavour_confidence']:.2f})"
+                                if row["flavour"] != "unknown" else "")
     fig, ax = plots.figure(
         title or f"Congestion control: {verdict}; {plots.captures_title(cw.captures)}",
         TIME_LABEL, "Window", subtitle=f"TCP stream {row['stream']}"

@@ -28,9 +28,9 @@ from typing import Iterator, Sequence
 
 import numpy as np
 
-from .. import render
+from .. import catalogue, render
 from ..batch import Outcome
-from ..errors import PcapstatsWarning, UsageError
+from ..errors import Note, PcapstatsWarning, UsageError
 from ..plots.compare import stem
 from ..render import Shown
 from ..results import Result
@@ -45,24 +45,21 @@ from ..pool import outcomes
 _C = Column
 LABEL_DOC = ("one column a label: cc, loss, delay, rate, pairs, trial, tool from the lab "
              "sidecar, and the names a study file or --label pattern gives")
-HEADINGS = {"avg_bps": "avg", "mean_transfer_bps": "active", "peak_bps": "peak",
-            "goodput_bps": "goodput", "resent": "re-sent segs", "resent_share": "re-sent",
-            "rtt_ms": "RTT", "udp_loss_pct": "UDP loss", "jitter_ms": "jitter",
-            "jain_index": "Jain", "flavour": "flavour", "flavour_confidence": "conf",
-            "verdict": "verify", "signal_dbm": "signal"}
-MINOR = {"mean_transfer_bps", "resent", "flavour_confidence", "jain_index", "verdict"}
+MINOR = {"avg_transfer_bps", "resent", "flavour_confidence", "jain_index", "verdict",
+         "rtt_min_ms"}
 WIDE = 120               # a terminal this wide shows capture names unwrapped
-GROUP_HIDDEN = {"mean_transfer_bps", "resent", "flavour_confidence"}   # a group's table: --all
+GROUP_HIDDEN = {"avg_transfer_bps", "resent", "flavour_confidence"}   # a group's table: --all
+HEADLINE = "goodput_bps"      # what a study reads first: its ± is never left out
 
 
 def _group_columns(metric: Column) -> tuple[Column, ...]:
     """A metric's columns in the groups table: its mean, sd and CI (text: its values)."""
     m = metric.name
     if metric.dtype == "str":
-        return (_C(m, "str", f"the captures' {m} values, each with how many had it (one value "
-                   f"alone when all agree): {metric.doc}"),)
-    return (_C(m, "float64", f"mean over the group's captures where it applies of: "
-               f"{metric.doc}", metric.unit, optional=True),
+        return (_C(m, "str", f"{metric.doc}; here the captures' values, each with how many "
+                   "had it (one value alone when all agree)", heading=metric.heading),)
+    return (_C(m, "float64", f"{metric.doc}; here the mean over the group's captures where "
+               "it applies", metric.unit, optional=True, heading=metric.heading),
             _C(f"sd_{m}", "float64", f"sample standard deviation of {m} (n - 1); empty for "
                "one value", metric.unit, optional=True),
             _C(f"ci95_{m}", "float64", f"half-width of the 95 % confidence interval of {m}'s "
@@ -149,22 +146,26 @@ class Compare(Result):
 
     def to_text(self, name: str | None = None, fmt: str = "table", *,
                 all_columns: bool = False, width: int | None = None) -> str:
-        """As every result, but the captures stay one table (a study reads across them)."""
+        """As every result, but the captures stay one table (a study reads across them), each
+        capture by its name; the capture and the ``by`` labels are repeated in every column
+        block of a wide table, and a metric named in ``metrics`` is never left out."""
         spec, table = self.spec(name), self.table(name)
-        if fmt != "table" or "capture" not in table:
+        if fmt != "table":
             return super().to_text(name, fmt, all_columns=all_columns, width=width)
-        integers = frozenset(c.name for c in spec.columns if c.dtype.startswith("int"))
-        units = {c.name: c.unit for c in spec.columns if c.unit}
         width = width or render.terminal_width()
-        shown = None if all_columns else self.view.get(spec.name)
-        if shown and width >= WIDE:       # room enough: a name whole, a label left out first
-            shown = tuple(dataclasses.replace(s, wrap=False) if s.column == "capture" else s
-                          for s in shown)
-        shown_table = {**table, "capture": np.array([stem(c) for c in table["capture"]],
-                                                    object)}
-        text = render.render(shown_table, "table", integers, units, shown, width)
+        view = self.view.get(spec.name, ())
+        shown = render.every_column(table, view) if all_columns else view
+        asked = set(self.metrics) if len(self.metrics) < len(M.NAMES) else set()
+        shown = [dataclasses.replace(
+            s, key=s.column in ("capture", *self.by), minor=s.minor and s.column not in asked,
+            wrap=s.wrap and not (s.column == "capture" and width >= WIDE))  # room: names whole
+            for s in shown]
+        if "capture" in table:
+            table = {**table, "capture": np.array([stem(c) for c in table["capture"]], object)}
+        text = render.human(table, {c.name: c.unit for c in spec.columns if c.unit}, shown,
+                            width, headings=self.headings(spec.name), complete=all_columns)
         legend = self.legend.get(spec.name)
-        if legend and shown:
+        if legend and not all_columns:
             text += "\n".join(textwrap.wrap(legend, width)) + "\n"
         return text
 
@@ -207,9 +208,9 @@ def _view(columns, labels, by, several: bool, *, ci: bool) -> tuple[Shown, ...]:
     for c in columns:
         if c.name not in M.NAMES or (ci and c.name in GROUP_HIDDEN):
             continue
-        shown.append(Shown(HEADINGS[c.name], c.name, minor=c.name in MINOR))
+        shown.append(Shown(c.heading or c.name, c.name, minor=c.name in MINOR))
         if ci and c.dtype != "str" and c.name not in MINOR:
-            shown.append(Shown("±", f"ci95_{c.name}", minor=c.name != "avg_bps"))
+            shown.append(Shown("±", f"ci95_{c.name}", minor=c.name != HEADLINE))
     # the other labels that tell captures apart last: the first left out when narrow
     shown += [Shown(n, n, minor=True) for n in labels if n not in by]
     return tuple(shown)
@@ -218,13 +219,14 @@ def _view(columns, labels, by, several: bool, *, ci: bool) -> tuple[Shown, ...]:
 def _legend(result: Compare, name: str) -> str:
     """The sentence under a human table: what its headings mean, for the metrics shown."""
     peak = f"the busiest {result.interval_s:g} s interval"
-    said = {"avg_bps": "avg: every packet's bits over the capture span (Wireshark's I/O "
-                       "graph average)", "peak_bps": f"peak: {peak}",
-            "goodput_bps": "goodput: payload delivered the first time over the same span",
-            "resent_share": "re-sent: share of the data packets that re-send",
-            "rtt_ms": "RTT, flavour: the main TCP stream",
-            "udp_loss_pct": "UDP loss, jitter: the main UDP flow",
-            "signal_dbm": "signal: the median radiotap signal of the frames"}
+    said = {"goodput_bps": "goodput: payload delivered the first time, over the capture span",
+            "utilisation": "link use: goodput / the bottleneck rate the run asked",
+            "avg_capture_bps": f"capture avg, peak ({peak}): frames at this capture point, "
+                               "headers included (Wireshark's I/O graph)",
+            "resent_share": "re-sent share: of the data packets",
+            "rtt_median_ms": "RTT min, median: the main TCP transfer's base RTT and RTT under "
+                             "load (their difference is queueing)",
+            "datagram_loss": "UDP loss, jitter: the main UDP flow"}
     table = result.table("captures")
     parts = [text for m, text in said.items() if m in table and (table[m] == table[m]).any()]
     if name == "groups":
@@ -264,9 +266,11 @@ def _groups(table: dict, by: list[str], columns, order) -> tuple[dict, list[str]
             out.setdefault(f"ci95_{c.name}", []).append(s.ci95)
             if by and 0 < s.n < len(rows):
                 partial.setdefault(s.n, []).append(c.name)
-        notes += [f"{where}: {', '.join(names)} {'applies' if len(names) == 1 else 'apply'} to "
-                  f"{k} of its {len(rows)} captures (mean and interval over those)"
-                  for k, names in partial.items()]
+        if partial:
+            notes.append(Note("metrics missing in some captures", about=where,
+                              detail="; ".join(f"{', '.join(names)}: {k} of its {len(rows)}"
+                                               for k, names in partial.items())
+                              + " (the mean and its interval are over those)"))
     return {k: np.array(v, object if k in by or k in M.TEXT else np.float64 if k != "n"
                         else np.int64) for k, v in out.items()}, notes
 
@@ -300,11 +304,8 @@ class Study:
         sources = list(sources)
         if not sources:
             raise UsageError("compare needs one capture or more")
-        chosen = parse_names(metrics, "--metrics") or list(M.NAMES)
-        unknown = [m for m in chosen if m not in M.NAMES]
-        if unknown:
-            raise UsageError(f"unknown metric {unknown[0]!r}",
-                             hint="metrics: " + ", ".join(M.NAMES))
+        chosen = [catalogue.lookup(m, M.NAMES)
+                  for m in parse_names(metrics, "--metrics")] or list(M.NAMES)
         interval_s = interval_ns(interval) / 1e9         # the iograph's own check and rounding
         labelling = Labelling.of(study, labels)
         with warnings.catch_warnings(record=True) as caught:

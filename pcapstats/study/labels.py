@@ -111,18 +111,28 @@ def _sidecar_labels(where: Path) -> dict[str, str]:
     if not where.exists():
         return {}
     try:
-        scenario = load_sidecar(where).get("scenario") or {}
+        doc = load_sidecar(where)
     except SidecarError as e:
         warnings.warn(PcapstatsWarning(f"{e}; its labels are left out"), stacklevel=2)
         return {}
+    scenario = doc.get("scenario") or {}
     out = {}
     for name in SIDECAR_LABELS:
         value = scenario.get(name)
+        if name == "cc" and not value:          # the host's default: the flows say which
+            value = _flows_cc(doc)
         if isinstance(value, (list, tuple)):
             value = "+".join(str(v) for v in value)
         if value is not None and value != "":
             out[name] = str(value)
     return out
+
+
+def _flows_cc(doc: dict) -> list[str]:
+    """The congestion controls the run's TCP flows used (read back from their sockets), each
+    once, in flow order: the cc label of a run that left it to the host's default."""
+    return list(dict.fromkeys(f["cc"] for f in doc.get("flows") or []
+                              if f.get("proto") == "tcp" and f.get("cc")))
 
 
 def read_study(path) -> tuple[StudyRow, ...]:

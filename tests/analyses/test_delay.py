@@ -50,11 +50,12 @@ def test_icmp_sweep_gives_the_slope_and_intercept_it_was_built_with(tmp_path):
     assert model.sizes == len(SIZES) and model.points == 100 and model.crossings == 2
     assert model.bandwidth_bps == pytest.approx(RATE_BPS, rel=0.01)
     assert model.b_ms == pytest.approx(B_MS + 0.025, abs=0.03)
-    assert model.a_low <= model.a_ms_per_byte <= model.a_high
+    assert model.a_low_ms_per_byte <= model.a_ms_per_byte <= model.a_high_ms_per_byte
     assert model.r2 > 0.999
     sizes = result.to_pandas("sizes")
     assert sizes["n"].tolist() == [20] * len(SIZES)
-    assert (sizes["mean_ms"] - sizes["trimmed_ms"]).min() > 1.0      # the outlier lifts the mean
+    # the outlier lifts the mean
+    assert (sizes["latency_mean_ms"] - sizes["latency_trimmed_ms"]).min() > 1.0
 
 
 def _pingpong_tcp(sizes, rtt_ms, mss=1448, spacing_ns=100_000):
@@ -138,7 +139,7 @@ def test_an_echo_server_answering_as_data_arrives(tmp_path):
     assert samples["first_answer_ms"].max() - samples["first_answer_ms"].min() < 0.01
     model = result.to_pandas("model").iloc[0]
     assert model.crossings == 1
-    assert any("echoes as data arrives" in n for n in result.notes)
+    assert any("echoes as data arrives" in n.detail for n in result.notes)
     # without the stalled size, D = S / R + 2 x one way exactly: bandwidth R
     unstalled = ps.delay(_write(tmp_path, _echo_as_data_arrives(sizes[:-3])[0], "e2.pcap"))
     fit = unstalled.to_pandas("model").iloc[0]
@@ -300,5 +301,5 @@ def test_ping_pong_latency_per_size_equals_the_tools_own(sweeps):
         sizes = ps.delay(path).to_pandas("sizes")
         assert sizes["size_bytes"].tolist() == summary["sizes_bytes"]
         assert sizes["n"].tolist() == summary["received"]
-        for mine, tools in zip(sizes["mean_ms"], summary["avg_ms"]):
+        for mine, tools in zip(sizes["latency_mean_ms"], summary["avg_ms"]):
             assert -0.01 <= tools - mine <= 0.5, (path.name, mine, tools)

@@ -70,7 +70,7 @@ def test_counts_and_ping_statistics_of_a_built_session(tmp_path):
     result = ps.ping(_write(tmp_path, records))
     row = result.to_pandas("sessions").iloc[0]
     assert (row.transmitted, row.received, row.duplicates) == (5, 4, 1)
-    assert row.loss_pct == pytest.approx(20.0)
+    assert row.echo_loss == pytest.approx(0.2)
     assert row.side == "requester"
     samples = np.array([10.0, 12.5, 16.5, 11.0, 30.0])   # ping's statistics include duplicates
     assert row.rtt_min_ms == pytest.approx(10.0)

@@ -232,7 +232,7 @@ def test_matched_captures_count_drops_a_swap_a_duplicate_and_the_jitter(tmp_path
     assert flow.method == "matched captures"
     assert (flow.sent, flow.lost, flow.duplicates, flow.out_of_order) == (n, 4, 2, ooo)
     assert ooo == 3                             # 30 after 31, and the copies of 60 and 150
-    assert flow.loss_pct == pytest.approx(100 * 4 / n)
+    assert flow.datagram_loss == pytest.approx(4 / n)
     assert flow.jitter_ms == pytest.approx(jitter_ns / 1e6, rel=1e-9)
     assert (flow.datagrams, flow.side) == (len(events), "further on")   # what arrived
     assert result.notes == []
@@ -339,8 +339,8 @@ def test_what_the_receiver_capture_could_not_see_is_left_out_not_lost(tmp_path):
     assert (flow.sent, flow.lost, flow.duplicates, flow.out_of_order) == (170, 3, 0, 0)
     assert flow.datagrams == 170 - 3 + 3
     notes = " ".join(result.notes)
-    assert "30 datagram(s) of the sender capture" in notes
-    assert "3 datagram(s) in the receiver capture match none" in notes
+    assert "30 datagram(s) sent unseen: not counted" in notes
+    assert "3 received datagram(s) not sent: not counted" in notes
 
 
 def test_each_direction_is_matched_from_where_it_was_sent(tmp_path):
@@ -383,9 +383,9 @@ def test_a_flow_not_in_the_receiver_capture_is_not_found_not_lost(tmp_path):
     result = ps.udp(sender, receiver=receiver)
     flow = _row(result)
     assert (flow.method, flow.datagrams) == ("none", 0) and flow.isna()["lost"]
-    notes = " ".join(result.notes)
-    assert "is not in the receiver capture" in notes and "NAT" in notes
-    assert "1 UDP flow direction(s) the sender capture has not" in notes
+    notes = " ".join(f"{n} {n.detail}" for n in result.notes)
+    assert "not in the receiver capture: loss unknown" in notes and "NAT" in notes
+    assert "1 UDP flow direction(s) only in the receiver capture" in notes
 
 
 @pytest.mark.parametrize("name", ["iperf3-udp-15mbit-via-10mbit", "iperf3-udp-5mbit-via-10mbit"])

@@ -110,10 +110,28 @@ def test_file_names_sort_with_their_numbers_as_numbers():
                                            "sp-loss10pct.pcap", "sp-loss30pct.pcap"]
 
 
-def test_sidecar_of_a_lab_run_without_scenario_gives_nothing(tmp_path):
+def test_sidecar_without_scenario_gives_only_what_its_flows_say(tmp_path):
     cap = tmp_path / "live.pcap"
     shutil.copy(CAPTURES / "sp-reno-loss1pct.pcap", cap)
     doc = json.loads((CAPTURES / "sp-reno-loss1pct.json").read_text())
     doc["scenario"] = None
     (tmp_path / "live.json").write_text(json.dumps(doc))
+    assert Labelling.of().labels(cap) == {"cc": "reno"}     # the socket's own
+    doc["flows"] = []                                        # `pcapstats capture`'s sidecar
+    (tmp_path / "live.json").write_text(json.dumps(doc))
     assert Labelling.of().labels(cap) == {}
+
+
+def test_a_run_on_the_hosts_default_cc_is_labelled_by_what_its_flows_used(tmp_path):
+    """scenario.cc is null when the lab left the cc to the host; the flows read theirs back
+    from the socket, so the label is theirs (bbr here), each cc once in flow order."""
+    doc = json.loads((CAPTURES / "sp-2pairs-reno+cubic.json").read_text())
+    doc["scenario"]["cc"] = None
+    for flow, cc in zip(doc["flows"], ("bbr", "bbr")):
+        flow["cc"] = cc
+    (tmp_path / "run.json").write_text(json.dumps(doc))
+    (tmp_path / "run.pcap").write_bytes(b"")
+    assert Labelling.of().labels(tmp_path / "run.pcap")["cc"] == "bbr"
+    doc["flows"][1]["cc"] = "cubic"
+    (tmp_path / "run.json").write_text(json.dumps(doc))
+    assert Labelling.of().labels(tmp_path / "run.pcap")["cc"] == "bbr+cubic"

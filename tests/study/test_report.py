@@ -58,7 +58,7 @@ def test_the_file_holds_everything_it_shows(report):
     outside = re.findall(r'(?:src|href)="(?!data:|#)([^"]*)"', text)
     assert not outside, f"the report refers to {outside[:3]}"
     assert "<script" not in text and "http://" not in text and "https://" not in text
-    for name in ("avg_bps", "peak_bps", "goodput_bps", "ci95_avg_bps", "jain_index"):
+    for name in ("avg_capture_bps", "peak_bps", "goodput_bps", "ci95_goodput_bps", "jain_index"):
         assert f"<code>{name}</code>" in text, f"{name} not defined"
     for path in SHIPPED:                         # a section a capture, linked from its row
         assert f"<h3>{path}</h3>" in text
