@@ -8,10 +8,16 @@
    combination of what they can be asked, goes through the real ``tc`` in a namespace and must
    get the kernel's refusal, never the parser's.
 2. The whole sequence, with :mod:`tests.lab.netem_tc` first on the PATH: a ``tc`` that records
-   every command and answers as a netem kernel does, so ``mechanism="netem"`` runs end to end.
+   every command and answers as a netem kernel does, so ``mechanism="netem"`` runs end to end
+   (``lab run``, ``lab matrix``, ``capture``, ``netem``): the qdiscs on the right interfaces,
+   value by value what the fallback sets, and every one removed -- at the end, on an error
+   half-way, on Ctrl-C, and after a kill by ``lab cleanup`` or ``netem --clear``.
+3. The same answers both ways: a sidecar's loss counts and a run's summary, from what "the
+   kernel counted" (set in the shim), read as the fallback's are.
 
-The independent source is the real ``tc``'s own parser (1), and tc's words read back here with
-tc's units (:func:`netem_words`), not with the code under test (2).
+The independent sources are the real ``tc``'s own parser (1), tc's words read back here with
+tc's units (:func:`netem_words`) beside the fallback's own commands (2), ping's packet counts
+and the counts the test gave the shim (3) -- never the code under test.
 """
 
 from __future__ import annotations
