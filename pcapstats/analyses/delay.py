@@ -37,6 +37,8 @@ propagation, processing, the headers' serialisation.
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 
 from .. import catalogue
@@ -47,6 +49,7 @@ from ..ingest import Kept, read_kept
 from ..render import Shown
 from ..results import Result
 from ..schema import IP, TCP, UDP, Column, TableSpec
+from ..sidecar import stream_flows
 from ..stats import ols
 from ..streams import endpoint, id_ranges, own_transport, whole_datagrams
 from .ping import (READS as PING_READS, Echoes, echo_sessions, group_slices, later_fragments,
@@ -227,7 +230,7 @@ def delay(capture, *, source: str = "auto") -> Delay:
     del codes, parts, time_s, latency, first, first_ms, request
     sizes = _sizes(table, list(names), by_source)
     model = _models(sizes, _overlapping_sources(table, list(names), by_source), returns, notes)
-    notes += _paced_sources(table, model, list(names), by_source)
+    notes += _paced_sources(table, model, list(names), by_source, stream_flows(path))
     return Delay({"model": model, "sizes": sizes, "samples": table}, capture=path, notes=notes)
 
 
@@ -531,7 +534,7 @@ PACED_FACTOR = 2.0     # a client sending within messages under this x the impli
 
 
 def _paced_sources(samples: dict, model: dict, names: list[str],
-                   by_source: list[np.ndarray]) -> list[str]:
+                   by_source: list[np.ndarray], flows: dict) -> list[str]:
     """Notes for sources whose client sent its requests not much faster than the bandwidth the
     slope implies: a sender pacing itself (BBR with one message in flight paces near its own
     small rate estimate) or held by its window makes the slope its own, not the path's.  The
@@ -550,8 +553,21 @@ def _paced_sources(samples: dict, model: dict, names: list[str],
             out.append(f"{source}: the client sent its requests at about {rate / 1e6:.3g} "
                        f"Mbit/s within each message, near the {model['bandwidth_bps'][i] / 1e6:.3g}"
                        " Mbit/s the slope implies: the slope may be the sender's pacing or "
-                       "window, not the path (a TCP sender paced by BBR does this; try cubic)")
+                       "window, not the path" + _sender_hint(source, flows))
     return out
+
+
+def _sender_hint(source: str, flows: dict) -> str:
+    """What to try, by the congestion control the lab sidecar says the client's socket used
+    (none said where the capture has no sidecar)."""
+    m = re.match(r"^(tcp|udp) stream (\d+) ", source)
+    cc = (flows.get((m.group(1), int(m.group(2)))) or {}).get("cc") if m else None
+    if cc == "bbr":
+        return " (its sender is BBR, which paces near its own rate estimate: try cubic)"
+    if cc:
+        return (f" (its sender is {cc}: a window too small for the path's bandwidth-delay "
+                "product holds each message back; raise it, or send fewer bytes a message)")
+    return " (BBR paces near its own rate estimate; a small window holds messages back)"
 
 
 def _models(sizes: dict, overlapping: set[str], returns: dict[str, tuple],

@@ -243,6 +243,15 @@ def test_a_client_pacing_itself_near_the_slope_is_said(tmp_path):
     burst = _pingpong_tcp(sizes, lambda s: _shaped(s, RATE_BPS, RATE_BPS), spacing_ns=10_000,
                           answer_bps=RATE_BPS)
     assert not any("pacing" in n for n in ps.delay(_write(tmp_path, burst, "b.pcap")).notes)
+    # what to try follows the cc the lab sidecar says the client used, never assumed
+    import json
+    for cc, hint in (("cubic", "its sender is cubic"), ("bbr", "try cubic")):
+        doc = json.loads((CAPTURES / "pingpong-sweep.json").read_text())
+        doc["flows"] = [{"pair": 0, "proto": "tcp", "cc": cc, "streams": {"paced.pcap": 0}}]
+        (tmp_path / "paced.json").write_text(json.dumps(doc))
+        notes = [n for n in ps.delay(tmp_path / "paced.pcap").notes if "pacing" in n]
+        assert len(notes) == 1 and hint in notes[0], notes
+        assert cc == "bbr" or "try cubic" not in notes[0]
 
 
 def test_bulk_transfer_is_not_a_ping_pong(tmp_path):
