@@ -316,7 +316,7 @@ def _check_report(ctx: Context, printed: ClientOutput) -> None:
                          "check it against")
         return
     report.check(ctx, verdicts, printed)
-    stray = sorted(set(printed.by_id()) - {v.client for v in verdicts})
+    stray = sorted(set(printed.by_id()) - set(report.matched(verdicts, printed.by_id()).values()))
     if stray:
         ctx.notes.append(f"client output {name}: {len(stray)} ID(s) are no simpleperf "
                          f"connection of this capture: {', '.join(stray)}")
