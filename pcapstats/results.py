@@ -51,7 +51,7 @@ from typing import ClassVar, Iterable, Mapping, Sequence
 import numpy as np
 
 from . import catalogue, render
-from .errors import UsageError
+from .errors import Note, UsageError
 from .schema import PACKET_TABLE, Column, TableSpec
 
 HTML_ROWS = 50          # rows a notebook shows of a table
@@ -157,25 +157,37 @@ class Result:
         integers = frozenset(c.name for c in spec.columns if c.dtype.startswith(("int", "uint")))
         if fmt != "table":
             return render.render(table, fmt, integers)
-        shown = None if all_columns else self.view.get(spec.name)
-        units = {c.name: c.unit for c in spec.columns if c.unit}
+        view = self.view.get(spec.name)
+        complete = all_columns or not view
+        shown = render.every_column(table, view) if complete else view
         width = width or render.terminal_width()
+        sections = None
         if "capture" in table and len(self.captures) > 1 and len(table["capture"]):
-            # a block a capture, titled
-            blocks, captures = [], table["capture"]
+            # a block a capture, titled, all in the same units and widths
+            captures = table["capture"]
             edges = np.flatnonzero(np.r_[True, captures[1:] != captures[:-1], True])
-            for a, b in zip(edges[:-1], edges[1:]):
-                capture = captures[a]
-                part = {k: v[a:b] for k, v in table.items() if k != "capture"}
-                blocks.append(f"{capture}:\n" + render.render(part, "table", integers, units,
-                                                               shown, width))
-            text = "\n".join(blocks)
-        else:
-            text = render.render(table, "table", integers, units, shown, width)
+            sections = [(captures[a], np.arange(a, b)) for a, b in zip(edges[:-1], edges[1:])]
+            shown = [s for s in shown if s.column != "capture"]
+        units = {c.name: c.unit for c in spec.columns if c.unit}
+        text = render.human(table, units, shown, width, headings=self.headings(spec.name),
+                            sections=sections, complete=complete)
         legend = self.legend.get(spec.name)
-        if legend and shown:
+        if legend and not complete:
             text += textwrap.fill(legend, width) + "\n"
         return text
+
+    def headings(self, name: str | None = None) -> dict[str, str]:
+        """Column -> its heading where one is declared, for a table's human text: the
+        column's own ``heading``, else the one a view of another of this result's tables gives
+        the same column (so ``--series`` and ``--losses`` head a column as the summary does);
+        a table's own view may still head it otherwise."""
+        spec = self.spec(name)
+        out = {c.name: c.heading for c in spec.columns if c.heading}
+        for view in self.view.values():
+            for s in view:
+                if s.heading and s.column in spec.names and s.join is None and not s.endpoints:
+                    out.setdefault(s.column, s.heading)
+        return out
 
     def __len__(self) -> int:
         return self.rows()
@@ -296,7 +308,7 @@ def concat(results: Sequence[Result]) -> Result:
             columns[c.name] = np.concatenate([p.table(spec.name)[c.name] for p in parts])
         combined._tables[spec.name] = columns
     combined.captures = [p.captures[0] for p in parts]
-    combined.notes = [f"{p.captures[0]}: {n}" for p in parts for n in p.notes]
+    combined.notes = [Note.of(n).under(p.captures[0]) for p in parts for n in p.notes]
     combined.parts = parts
     return combined
 

@@ -44,7 +44,7 @@ import numpy as np
 from .. import catalogue
 from ..batch import analysis
 from ..capture import Capture, Needs
-from ..errors import UsageError
+from ..errors import Note, UsageError
 from ..ingest import Kept, read_kept
 from ..render import Shown
 from ..results import Result
@@ -206,7 +206,7 @@ def delay(capture, *, source: str = "auto") -> Delay:
     if not parts:
         raise UsageError(f"no latency samples in {path}: no answered ICMP echoes "
                          "captured at the pinging host and no ping-pong exchange"
-                         + (f" ({notes[0]})" if notes else ""),
+                         + (f" ({notes[0]}: {notes[0].detail})" if notes else ""),
                          hint="capture at the host that sends the requests, with several "
                               "message sizes")
     names: dict[str, int] = {}                 # source name -> code, in order of appearance
@@ -279,9 +279,10 @@ def _icmp_samples(echoes: Echoes, notes: list[str], required: bool,
     e, sessions = tables["echoes"], tables["sessions"]
     at_responder = np.unique(sessions["session"][sessions["side"] == "responder"])
     if len(at_responder):
-        notes.append(f"ICMP session(s) {id_ranges(at_responder.tolist())} captured at the "
-                     "responder: request -> reply there is its turnaround (microseconds), not "
-                     "the delay to model; left out")
+        notes.append(Note("captured at the responder: left out",
+                          about=f"ICMP session(s) {id_ranges(at_responder.tolist())}",
+                          detail="request -> reply there is its turnaround (microseconds), "
+                                 "not the delay to model"))
     keep = ~np.isnan(e["rtt_ms"])
     if len(at_responder):
         keep &= ~np.isin(e["session"], at_responder)
@@ -550,10 +551,12 @@ def _paced_sources(samples: dict, model: dict, names: list[str],
             continue
         rate = 8 * samples["size_bytes"][rows][sent].sum() / seconds
         if rate < PACED_FACTOR * model["bandwidth_bps"][i]:
-            out.append(f"{source}: the client sent its requests at about {rate / 1e6:.3g} "
-                       f"Mbit/s within each message, near the {model['bandwidth_bps'][i] / 1e6:.3g}"
-                       " Mbit/s the slope implies: the slope may be the sender's pacing or "
-                       "window, not the path" + _sender_hint(source, flows))
+            out.append(Note("the slope may be the sender's pacing", about=source,
+                            detail=f"the client sent its requests at about {rate / 1e6:.3g} "
+                                   "Mbit/s within each message, near the "
+                                   f"{model['bandwidth_bps'][i] / 1e6:.3g} Mbit/s the slope "
+                                   "implies: the slope may be the sender's pacing or window, "
+                                   "not the path" + _sender_hint(source, flows)))
     return out
 
 
@@ -580,7 +583,8 @@ def _models(sizes: dict, overlapping: set[str], returns: dict[str, tuple],
         s = sizes["size_bytes"][mine].astype(np.float64)
         y = sizes["latency_trimmed_ms"][mine].astype(np.float64)
         if len(s) < 2:
-            notes.append(f"{source}: one message size only; a slope needs two or more")
+            notes.append(Note("one size: no slope", about=source,
+                              detail="a slope needs two message sizes or more"))
             continue
         fit = ols(s, y)
         rows["source"].append(source)
@@ -607,21 +611,26 @@ def _models(sizes: dict, overlapping: set[str], returns: dict[str, tuple],
                                 ("bandwidth_high_bps", fit["a_low"])):
                 rows[name].append(bandwidth * a / slope if slope > 0 else np.nan)
         if fit["b_high"] < 0:
-            notes.append(f"{source}: the intercept b is below zero (95 % interval "
-                         f"{fit['b_low']:.3g} to {fit['b_high']:.3g} ms): latency cannot be "
-                         "negative for an empty message, so the line is not this path's -- a "
-                         "delay or rate applied on this host's own egress (after the capture "
-                         "point), or a sender pacing its larger messages, bends it; capture "
-                         "where the impairment cannot hide, or read b as unknown")
+            notes.append(Note("intercept b below zero: not this path's", about=source,
+                              detail=f"b's 95 % interval is {fit['b_low']:.3g} to "
+                                     f"{fit['b_high']:.3g} ms: latency cannot be negative for "
+                                     "an empty message, so the line is not this path's -- a "
+                                     "delay or rate applied on this host's own egress (after "
+                                     "the capture point), or a sender pacing its larger "
+                                     "messages, bends it; capture where the impairment cannot "
+                                     "hide, or read b as unknown"))
         if source in overlapping:
-            notes.append(f"{source}: the answers begin before their requests end (a server "
-                         "that echoes as data arrives): a byte crosses the bottleneck once in "
-                         "D, so bandwidth = 8 / a; messages of one segment still cross twice, "
-                         "so the line mixes both (fit the larger sizes alone to avoid it)")
+            notes.append(Note("answers overlap requests: bandwidth = 8 / a", about=source,
+                              detail="the answers begin before their requests end (a server "
+                                     "that echoes as data arrives): a byte crosses the "
+                                     "bottleneck once in D, so bandwidth = 8 / a; messages of "
+                                     "one segment still cross twice, so the line mixes both "
+                                     "(fit the larger sizes alone to avoid it)"))
         if not a > 0:
-            notes.append(f"{source}: latency does not grow with size (slope {a:.3g} ms/byte): "
-                         "no bandwidth to infer (a path without serialisation delay, or "
-                         "sizes too close together)")
+            notes.append(Note("flat latency: no bandwidth", about=source,
+                              detail=f"latency does not grow with size (slope {a:.3g} "
+                                     "ms/byte): a path without serialisation delay, or sizes "
+                                     "too close together"))
     return {c.name: np.asarray(rows[c.name], dtype=object if c.dtype == "str" else
                                float if c.dtype == "float64" else np.int64)
             for c in MODEL.columns}

@@ -88,6 +88,7 @@ from ..schema import Column, TableSpec
 from ..streams import choose_stream, id_ranges, stream_names, stream_summary
 from .cwnd import SIDES, Cwnd, estimate
 from .tcp_analysis import STREAM_NEEDS
+from .tcp_flow import SIDE_DOC
 
 LABELS = ("reno", "cubic", "bbr", "unknown")
 
@@ -165,8 +166,7 @@ STREAMS = TableSpec("streams", "one row per TCP stream that carried MIN_STREAM_B
     catalogue.column("flavour", values=LABELS),
     catalogue.column("flavour_confidence", doc="see classify"),
     _C("reason", "str", "the evidence in words; for unknown, why"),
-    _C("side", "str", "sender | receiver | middle | unknown: where the capture was taken (cwnd "
-       "analysis)", values=SIDES),
+    _C("side", "str", SIDE_DOC, values=SIDES),
     _C("side_evidence", "str", "how the side was told"),
     _C("data_segments", "int64", "data segments of the stream (re-sent ones included)",
        "segments"),

@@ -35,13 +35,14 @@ import numpy as np
 from .. import catalogue
 from ..batch import analysis, each_stream
 from ..capture import Capture
+from ..errors import Note
 from ..plots.tcp import rtt_figure
 from ..render import Shown
 from ..results import Result, shown
 from ..schema import Column, TableSpec
 from ..streams import DIRECTIONS, stream_names
 from .tcp_analysis import STREAM_NEEDS
-from .tcp_flow import SIDES, capture_side, data_direction, stream_rows
+from .tcp_flow import SIDE_DOC, SIDES, capture_side, data_direction, stream_rows
 
 RTT_SERIES = ("ack_rtt_ms", "ack_rtt_karn_ms", "ts_rtt_ms")
 STATISTICS = ("rtt_min_ms", "rtt_avg_ms", "rtt_median_ms", "rtt_p95_ms", "rtt_max_ms")
@@ -74,8 +75,7 @@ SUMMARY = TableSpec("summary", "one row per series and direction with samples", 
 ))
 PATH = TableSpec("path", "one row per stream: the estimate of the path's round trip", (
     _STREAM,
-    _C("side", "str", "where the capture was taken: sender, receiver (of the data), middle "
-       "(of the path) or unknown", values=SIDES),
+    _C("side", "str", SIDE_DOC, values=SIDES),
     *(catalogue.column(name, doc="of the path's round trip: the estimate's samples")
       for name in PATH_STATISTICS),
     _C("estimate", "str", "which: 'ack_rtt_karn_ms b_to_a', 'ts_rtt_ms a_to_b' or 'handshake'"),
@@ -139,9 +139,10 @@ def _rtt(capture: Capture, stream: int) -> Rtt:
     path = _path(stream, side, samples, DIRECTIONS[data_dir],
                  irtt[0] / 1e6 if len(irtt) else np.nan)
     summary = _summary(stream, samples, path["estimate"][0])
-    note = (f"stream {stream}: path RTT min {path['rtt_min_ms'][0]:.3f} ms, median "
-            f"{path['rtt_median_ms'][0]:.3f} ms from "
-            f"{path['estimate'][0]} ({side}-side capture: {side_evidence})")
+    note = Note(f"{side}-side capture", about=f"stream {stream}",
+                detail=f"{side_evidence}; so the path RTT is {path['estimate'][0]}: min "
+                       f"{path['rtt_min_ms'][0]:.3f} ms, median "
+                       f"{path['rtt_median_ms'][0]:.3f} ms")
     return Rtt({"summary": summary, "samples": samples, "path": path}, capture=capture.path,
                stream=stream, data_direction=DIRECTIONS[data_dir], notes=[note],
                name=stream_names(capture).get(("tcp", stream), ""))

@@ -29,7 +29,7 @@ import numpy as np
 from .. import catalogue
 from ..batch import analysis
 from ..capture import Capture
-from ..errors import UsageError
+from ..errors import Note, UsageError
 from ..ingest import WINDOW_BYTES, read_fast, stream_windows
 from ..render import Shown
 from ..results import Result, shown
@@ -105,6 +105,10 @@ def throughput(capture, *, interval: float = 1.0, stream: int | None = None,
     return Throughput(table, capture=path, interval_s=bin_ns / 1e9, packets=packets)
 
 
+# a transfer shorter than two intervals filled none: its busiest one reads below its average
+PEAK_BELOW = "peak below average: too short"
+
+
 def _short_streams(table: dict, interval_s: float) -> list[str]:
     """A note for the transfers (10 packets or more) whose peak reads below their average
     because they lasted less than two intervals, so none filled one (the busiest interval is
@@ -113,9 +117,10 @@ def _short_streams(table: dict, interval_s: float) -> list[str]:
     with np.errstate(invalid="ignore"):
         low &= ((table["peak_bps_a_to_b"] < table["avg_stream_bps_a_to_b"])
                 | (table["peak_bps_b_to_a"] < table["avg_stream_bps_b_to_a"]))
-    return [f"{table['proto'][i]} stream {table['stream'][i]}: peak below average: it lasted "
-            f"{table['duration_s'][i]:.3g} s, so no {interval_s:g} s interval was busy all "
-            "through; a shorter --interval shows its rate" for i in np.flatnonzero(low)]
+    return [Note(PEAK_BELOW, about=f"{table['proto'][i]} stream {table['stream'][i]}",
+                 detail=f"it lasted {table['duration_s'][i]:.3g} s, so no {interval_s:g} s "
+                        "interval was busy all through; a shorter --interval shows its rate")
+            for i in np.flatnonzero(low)]
 
 
 def _streamed_summary(path, protos, bin_ns, kernel, window_bytes) -> tuple[dict, int]:

@@ -10,8 +10,8 @@ from typing import List, Optional
 import typer
 
 from ..errors import UsageError
-from .app import (ALL_COLUMNS, CAPTURE_FILES, DASK, FIGURE_FILE, JOBS, SCHEDULER, Fmt, Proto, app,
-                  say, workers)
+from .app import (ALL_COLUMNS, CAPTURE_FILES, DASK, EXPLAIN, FIGURE_FILE, JOBS, SCHEDULER, Fmt,
+                  Proto, app, say, workers)
 from .output import emit, finish, output_kind, run
 
 
@@ -52,6 +52,7 @@ def iograph(
     layout: Layout = typer.Option(Layout.overlay, "--layout",
                                   help="Several captures: overlay on one time axis, or side by side."),
     jobs: Optional[int] = JOBS, scheduler: Optional[str] = SCHEDULER, dask: bool = DASK,
+    explain: bool = EXPLAIN,
 ):
     """Wireshark's I/O graph: rate per interval, average, peak.
 

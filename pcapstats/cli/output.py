@@ -26,7 +26,8 @@ import typer
 from ..errors import InternalError, UsageError
 from ..pool import outcomes
 from ..results import Result, concat
-from .app import EXIT_ERROR, EXIT_INTERNAL, EXIT_NOTHING, say, stderr_console, write_text
+from .app import (EXIT_ERROR, EXIT_INTERNAL, EXIT_NOTHING, say, say_notes, stderr_console,
+                  write_text)
 
 FIGURE_EXTENSIONS = (".png", ".svg")
 TABLE_EXTENSIONS = {".csv": "csv", ".json": "json"}
@@ -96,10 +97,8 @@ def run(function: Callable[..., Result], files: Sequence[Path], *, jobs: Optiona
     failed.internal = internal
     if not results:
         return None, failed
-    for result in results:
-        prefix = f"{result.captures[0]}: " if len(files) > 1 else ""
-        for note in result.notes:
-            say("note", prefix + note)
+    say_notes((result.captures[0] if len(files) > 1 else None, note)
+              for result in results for note in result.notes)
     return (results[0] if len(results) == 1 and len(files) == 1 else concat(results)), failed
 
 

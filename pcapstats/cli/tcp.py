@@ -14,7 +14,7 @@ from typing import List, Optional
 
 import typer
 
-from .app import (ALL_COLUMNS, CAPTURE_FILES, DASK, JOBS, SCHEDULER, TABLE_FILE, Fmt, app,
+from .app import (ALL_COLUMNS, CAPTURE_FILES, DASK, EXPLAIN, JOBS, SCHEDULER, TABLE_FILE, Fmt, app,
                   workers)
 from .output import emit, finish, output_kind, run, stream_choice
 
@@ -49,6 +49,7 @@ def retrans(
     fmt: Fmt = FORMAT, all_columns: bool = ALL_COLUMNS,
     output: Optional[Path] = TABLE_FILE,
     jobs: Optional[int] = JOBS, scheduler: Optional[str] = SCHEDULER, dask: bool = DASK,
+    explain: bool = EXPLAIN,
 ):
     """Re-sent segments and Wireshark's tcp.analysis flags.
 
@@ -80,6 +81,7 @@ def cwnd(
                               help="Where the capture was taken (auto: from the "
                                    "handshake, which packets trigger which, and TTLs)."),
     jobs: Optional[int] = JOBS, scheduler: Optional[str] = SCHEDULER, dask: bool = DASK,
+    explain: bool = EXPLAIN,
 ):
     """Congestion window over time: its peak, loss episodes, limits.
 
@@ -111,7 +113,7 @@ def cwnd(
 def wscale(files: List[Path] = CAPTURE_FILES, stream: Optional[str] = STREAM,
            output: Optional[Path] = OUTPUT, fmt: Fmt = FORMAT, series: bool = SERIES,
            all_columns: bool = ALL_COLUMNS, jobs: Optional[int] = JOBS,
-           scheduler: Optional[str] = SCHEDULER, dask: bool = DASK):
+           scheduler: Optional[str] = SCHEDULER, dask: bool = DASK, explain: bool = EXPLAIN):
     """Wireshark's Window Scaling graph: bytes in flight and rwnd.
 
     Bytes in flight per data segment and the receiver's
@@ -139,7 +141,7 @@ def _window_scaling(result, failed, fmt: Fmt, output: Optional[Path], series: bo
 def rtt(files: List[Path] = CAPTURE_FILES, stream: Optional[str] = STREAM,
         output: Optional[Path] = OUTPUT, fmt: Fmt = FORMAT, series: bool = SERIES,
         all_columns: bool = ALL_COLUMNS, jobs: Optional[int] = JOBS,
-        scheduler: Optional[str] = SCHEDULER, dask: bool = DASK):
+        scheduler: Optional[str] = SCHEDULER, dask: bool = DASK, explain: bool = EXPLAIN):
     """Round-trip times per stream and direction, and the path RTT.
 
     Wireshark's ACK RTT, the Karn-filtered one and the timestamp RTT, per
@@ -164,7 +166,7 @@ def seqgraph(files: List[Path] = CAPTURE_FILES, stream: Optional[str] = STREAM,
              all_columns: bool = ALL_COLUMNS,
              style: Style = typer.Option(Style.stevens, "--style", help="stevens or tcptrace."),
              jobs: Optional[int] = JOBS, scheduler: Optional[str] = SCHEDULER,
-             dask: bool = DASK):
+             dask: bool = DASK, explain: bool = EXPLAIN):
     """Sequence numbers against time (Stevens or tcptrace graph).
 
     Wireshark's Stevens or tcptrace graph of the data segments; the

@@ -9,8 +9,8 @@ import typer
 
 from ..reader import read
 from ..results import describe
-from .app import (ALL_COLUMNS, CAPTURE_FILES, DASK, JOBS, SCHEDULER, TABLE_FILE, Engine, Fmt,
-                  Kernel, Proto, app, say, workers)
+from .app import (ALL_COLUMNS, CAPTURE_FILES, DASK, EXPLAIN, JOBS, SCHEDULER, TABLE_FILE, Engine,
+                  Fmt, Kernel, Proto, app, say, workers)
 from .output import emit, finish, output_kind, run
 
 
@@ -26,6 +26,7 @@ def throughput(
     engine: Engine = typer.Option(Engine.fast, "--engine", help="fast, or tshark (reference)."),
     kernel: Kernel = typer.Option(Kernel.auto, "--kernel", hidden=True),
     jobs: Optional[int] = JOBS, scheduler: Optional[str] = SCHEDULER, dask: bool = DASK,
+    explain: bool = EXPLAIN,
 ):
     """Per-stream bytes, packets, average and peak rates.
 

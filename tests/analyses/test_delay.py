@@ -176,7 +176,7 @@ def test_a_negative_intercept_is_said(tmp_path):
             t += 100_000_000
     result = ps.delay(_write(tmp_path, records, "negative.pcap"))
     assert result.to_pandas("model").iloc[0].b_high_ms < 0
-    assert any("intercept b is below zero" in n for n in result.notes)
+    assert any("intercept b below zero" in n for n in result.notes), result.notes
 
 
 def _echo_as_data_arrives(sizes, mss=1448, one_way_ns=10_000_000, window=10):
@@ -224,7 +224,7 @@ def test_an_echo_server_answering_as_data_arrives(tmp_path):
     assert samples["first_answer_ms"].max() - samples["first_answer_ms"].min() < 0.01
     model = result.to_pandas("model").iloc[0]
     assert model.crossings == 1
-    assert any("echoes as data arrives" in n for n in result.notes)
+    assert any("echoes as data arrives" in n.detail for n in result.notes)
     # without the stalled size, D = S / R + 2 x one way exactly: bandwidth R
     unstalled = ps.delay(_write(tmp_path, _echo_as_data_arrives(sizes[:-3])[0], "e2.pcap"))
     fit = unstalled.to_pandas("model").iloc[0]
@@ -250,8 +250,8 @@ def test_a_client_pacing_itself_near_the_slope_is_said(tmp_path):
         doc["flows"] = [{"pair": 0, "proto": "tcp", "cc": cc, "streams": {"paced.pcap": 0}}]
         (tmp_path / "paced.json").write_text(json.dumps(doc))
         notes = [n for n in ps.delay(tmp_path / "paced.pcap").notes if "pacing" in n]
-        assert len(notes) == 1 and hint in notes[0], notes
-        assert cc == "bbr" or "try cubic" not in notes[0]
+        assert len(notes) == 1 and hint in notes[0].detail, notes
+        assert cc == "bbr" or "try cubic" not in notes[0].detail
 
 
 def test_bulk_transfer_is_not_a_ping_pong(tmp_path):

@@ -119,8 +119,9 @@ def test_default_stream_is_named_on_stderr(tmp_path, capsys):
     assert len(np.unique(counts["stream"])) > 1
     assert main(["cwnd", str(path), "-f", "csv"]) == 0
     err = capsys.readouterr().err
-    assert "pcapstats: note: TCP stream 3 (14904 payload bytes, the most of 5" in err
-    assert "--stream N" in err
+    assert "pcapstats: note: TCP stream 3: the most payload; --stream N picks another" in err
+    assert main(["cwnd", str(path), "-f", "csv", "--explain"]) == 0
+    assert "14904 payload bytes, the most of the 5 streams with data" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("command, extra", [("cwnd", []), ("cwnd", ["--window-scaling"]),
