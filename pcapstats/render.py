@@ -8,14 +8,14 @@ array; rendering needs no pandas, so the command line starts fast.
   numbers into a report would:
 
   * **Units**: all the columns of one unit family in one output (every row, and every
-    capture's block: ``sections``) share one unit and one number of decimals, chosen from
-    their range: bit/s as bit/s, kbit/s, Mbit/s or Gbit/s and bytes/s likewise, the prefix of
+    capture's block: ``sections``) share one unit, chosen from their range: bit/s as bit/s, kbit/s, Mbit/s or Gbit/s and bytes/s likewise, the prefix of
     the largest value; bytes as B, kB, MB or GB (1000-based as Wireshark counts; four digits
     before a prefix, 1400 B); fractions as %; ns as ms.  Times keep their declared unit (s
-    with three decimals, ms with the family's).  The decimals give the largest value about
-    three significant digits and the smallest non-zero one at least two (at most
-    :data:`MAX_DECIMALS`); whole numbers have none; a ratio without unit (Jain's index, r²)
-    has its own column's, with enough to tell a value near 1 from 1 (at most
+    with three decimals).  Each column has one number of decimals over all its rows and
+    blocks, as many as its largest value reads best with (0.123, 1.23, 12.34, 123.4, 1234)
+    and enough to give its smallest non-zero one two significant digits (at most
+    :data:`MAX_DECIMALS`): a column's digits follow its own range, not its neighbours'; whole numbers have none; a ratio without unit
+    (Jain's index, r²) enough to tell a value near 1 from 1 (at most
     :data:`MAX_RATIO_DECIMALS`).  Never e-notation; the unit is written under the heading.
   * **Headings**: a :class:`Shown`'s, else the column's declared ``Column.heading``, else
     :func:`heading` of its name (the unit suffix dropped, ``_a_to_b`` as ``A→B``), so a table
@@ -273,6 +273,9 @@ def formatted(table: dict, units: Mapping[str, str], shown: Sequence[Shown] | No
         elif s.column in measured:
             family, values = measured[s.column]
             scale = scales[family if family is not None else ("", s.column)]
+            if scale.decimals is not None and isinstance(family, str) and family != "s":
+                scale = _Scale(scale.unit, scale.divisor, _decimals(
+                    np.abs(values[np.isfinite(values)]) / scale.divisor, MAX_DECIMALS))
             column = Formatted(title, scale.unit, _cells(values, scale), numeric=True)
             if n and not complete and not any(column.cells):
                 continue                  # nothing to show: not even a heading
@@ -333,15 +336,17 @@ def _scales(measured: dict) -> dict:
 
 
 def _decimals(v: np.ndarray, cap: int, near_one: bool = False) -> int | None:
-    """Decimals for values (present, not negative): None when all are whole numbers; else
-    about three significant digits for the largest, at least two for the smallest non-zero
-    (0.357 beside 10.25: 0.36, 10.25); ``near_one``: a ratio just under 1 (0.9918) shows
-    how far from 1 it is.  At most ``cap``."""
+    """Decimals for one column's values (present, not negative): None when all are whole
+    numbers; else as many as the largest reads best with (0.123, 1.23, 12.34, 123.4, 1234)
+    and at least two significant digits for the smallest non-zero one (0.357 beside 9.93:
+    0.36, 9.93); ``near_one``: a ratio just under 1 (0.9918) shows how far from 1 it is.  At
+    most ``cap``."""
     if not len(v) or np.all(v == np.round(v)):
         return None
+    largest = float(v.max())
     nonzero = v[v > 0]
-    decimals = max(2 - math.floor(math.log10(v.max())),
-                   1 - math.floor(math.log10(nonzero.min())), 0)
+    reads = 3 if largest < 1 else 2 if largest < 100 else 1 if largest < 1000 else 0
+    decimals = max(reads, 1 - math.floor(math.log10(nonzero.min())), 0)
     close = v[(v >= 0.99) & (v < 1)]
     if near_one and len(close):
         decimals = max(decimals, 1 - math.floor(math.log10(1 - close.max())))

@@ -198,10 +198,16 @@ class Result:
         return f"<{type(self).__name__} of {where}: {sizes}>"
 
     # -- figures -----------------------------------------------------------------------------
-    def figure(self, *, stream: int | None = None, capture: str | None = None, **options):
-        """The analysis' figure as a matplotlib Figure (it displays itself in a notebook).  A
-        result of several streams or captures that one figure cannot show draws the part
-        ``stream`` / ``capture`` pick."""
+    def figure(self, ax=None, *, stream: int | None = None, capture: str | None = None,
+               **options):
+        """The analysis' figure as a matplotlib Figure (it displays itself in a notebook); given
+        ``ax`` (a matplotlib Axes, or a list of them for a figure of several panels), drawn into
+        it instead, and ``ax`` returned, as pandas' ``plot(ax=...)`` does (its legend goes beside
+        the Axes: make the figure with ``layout="constrained"``, or save it with
+        ``bbox_inches="tight"``, to keep it whole).  A result of several
+        streams or captures that one figure cannot show draws the part ``stream`` /
+        ``capture`` pick.  The time figures (iograph, cwnd, rtt, seqgraph) take ``from_s`` /
+        ``to_s``: a zoom, in seconds since the capture's first packet."""
         if not self.draws:
             raise UsageError(f"{self.analysis} draws no figure",
                              hint="write its tables with .csv or .json instead")
@@ -212,7 +218,7 @@ class Result:
                 elif self.stream != stream:
                     raise UsageError(f"this {self.analysis} result is of stream {self.stream}, "
                                      f"not {stream}")
-            return self._figure(**options)
+            return self._figure(ax, **options)
         picked = [p for p in self.parts
                   if (stream is None or getattr(p, "stream", None) == stream)
                   and (capture is None or p.captures[0] == str(capture))]
@@ -222,9 +228,9 @@ class Result:
             raise UsageError(f"one {self.analysis} figure shows one stream of one capture; "
                              f"this result has {len(self.parts)}",
                              hint=f"pick one with stream= / capture= ({which})")
-        return picked[0]._figure(**options)
+        return picked[0]._figure(ax, **options)
 
-    def _figure(self, **options):
+    def _figure(self, ax=None, **options):
         raise NotImplementedError
 
     # -- notebooks ---------------------------------------------------------------------------

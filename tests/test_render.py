@@ -30,10 +30,11 @@ def test_a_family_has_the_unit_of_its_largest_value_and_one_number_of_decimals()
 
 
 def test_sizes_keep_four_digits_before_a_prefix_and_share_it():
-    """cwnd's 24.62 kB beside 5792 B: both kB; 1400 B alone stays in B, whole."""
+    """cwnd's 24.62 kB beside 5792 B: both kB, each with its own decimals; 1400 B alone stays
+    in B, whole."""
     t = {"max": np.array([24_616.0]), "median": np.array([5792.0])}
     out = lines(t, {"max": "bytes", "median": "bytes"})
-    assert out[1].split() == ["kB", "kB"] and out[2].split() == ["24.6", "5.8"]
+    assert out[1].split() == ["kB", "kB"] and out[2].split() == ["24.62", "5.79"]
     assert lines({"mss": np.array([1400, 536])}, {"mss": "bytes"})[2:] == [
         "1400", " 536"]
 
@@ -48,8 +49,8 @@ def test_times_keep_their_unit_ns_is_ms_fractions_are_percent():
          "loss": np.array([0.1, 0.0123])}
     out = lines(t, {"time_s": "s", "rtt_ns": "ns", "loss": "fraction"})
     assert out[1].split() == ["s", "ms", "%"]
-    assert out[2].split() == ["0.250", "20.350", "10.0"]
-    assert out[3].split() == ["12.000", "0.041", "1.2"]
+    assert out[2].split() == ["0.250", "20.350", "10.00"]
+    assert out[3].split() == ["12.000", "0.041", "1.23"]
 
 
 def test_no_e_notation_no_negative_zero_and_infinity_said():

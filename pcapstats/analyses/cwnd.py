@@ -210,10 +210,11 @@ class Cwnd(Result):
         self.mss_bytes, self.rtt_s = est.mss_bytes, est.rtt_s
         self.name = name            # the stream's endpoints, and what the lab ran on it
 
-    def _figure(self, *, graph: str = "cwnd", title: str | None = None):
+    def _figure(self, ax=None, *, graph: str = "cwnd", **options):
+        """``graph``: cwnd or wscale; ``from_s`` / ``to_s``: the zoom, ``title``."""
         if graph not in GRAPHS:
             raise UsageError(f"unknown graph {graph!r}", hint="use cwnd or wscale")
-        return (cwnd_figure if graph == "cwnd" else wscale_figure)(self, title=title)
+        return (cwnd_figure if graph == "cwnd" else wscale_figure)(self, ax=ax, **options)
 
 
 @analysis(needs=STREAM_NEEDS, one_stream=True)

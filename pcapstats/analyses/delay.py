@@ -157,9 +157,9 @@ class Delay(Result):
                        "path shaped both ways holds 2 crossings of it (x), one shaped one "
                        "way 1.  --sizes: per size; --all: each direction's rate."}
 
-    def _figure(self, **options):
+    def _figure(self, ax=None, **options):
         from ..plots.delay import delay_figure  # lazy: matplotlib only when a figure is drawn
-        return delay_figure(self, **options)
+        return delay_figure(self, ax=ax, **options)
 
 
 def rows_needed(cap: Capture) -> np.ndarray:

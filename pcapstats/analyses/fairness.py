@@ -86,9 +86,9 @@ class Fairness(Result):
     legend = {"summary": "Jain's index of goodput (first-time payload) over the window where "
                          "every flow was sending; --flows for each flow, --series per interval."}
 
-    def _figure(self, **options):
+    def _figure(self, ax=None, **options):
         from ..plots.fairness import fairness_figure  # lazy: matplotlib only for a figure
-        return fairness_figure(self, **options)
+        return fairness_figure(self, ax=ax, **options)
 
 
 def jain(x) -> float:

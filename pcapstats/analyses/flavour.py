@@ -255,7 +255,7 @@ class Flavour(Result):
         super().__init__({"streams": table}, capture=capture, notes=notes)
         self.details = details
 
-    def _figure(self, *, stream: int | None = None, title: str | None = None):
+    def _figure(self, ax=None, *, stream: int | None = None, title: str | None = None):
         if not self.details:
             raise UsageError("no stream to draw: none carried enough data to judge")
         if stream is None:
@@ -263,7 +263,7 @@ class Flavour(Result):
         if stream not in self.details:
             raise UsageError(f"no flavour of TCP stream {stream} here",
                              hint=f"streams judged: {id_ranges(self.details)}")
-        return flavour_figure(self.details[stream], title=title)
+        return flavour_figure(self.details[stream], ax=ax, title=title)
 
 
 class StreamDetails(Mapping):

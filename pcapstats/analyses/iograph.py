@@ -244,8 +244,9 @@ class IOGraph(Result):
         kept += [f"{k} {f[k]}" for k in ("host", "port") if k in f]
         return ", ".join(kept)
 
-    def _figure(self, *, layout: str = "overlay", title: str | None = None):
-        return iograph_figure(self, layout=layout, title=title)
+    def _figure(self, ax=None, **options):
+        """``layout``: overlay or side; ``from_s`` / ``to_s``: the zoom, ``title``."""
+        return iograph_figure(self, ax=ax, **options)
 
 
 def _view(keys: list[str], rate: str) -> dict:

@@ -114,9 +114,9 @@ class Ping(Result):
     legend = {"sessions": "RTT min/avg/max/mdev: request -> reply times as ping prints them "
                           "(duplicates included).  --all: identifiers, sides, times."}
 
-    def _figure(self, **options):
+    def _figure(self, ax=None, **options):
         from ..plots.ping import ping_figure  # lazy: matplotlib only when a figure is drawn
-        return ping_figure(self, **options)
+        return ping_figure(self, ax=ax, **options)
 
 
 def rows_needed(cap: Capture) -> np.ndarray:

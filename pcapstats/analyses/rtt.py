@@ -47,6 +47,15 @@ from .tcp_flow import SIDE_DOC, SIDES, capture_side, data_direction, stream_rows
 RTT_SERIES = ("ack_rtt_ms", "ack_rtt_karn_ms", "ts_rtt_ms")
 STATISTICS = ("rtt_min_ms", "rtt_avg_ms", "rtt_median_ms", "rtt_p95_ms", "rtt_max_ms")
 PATH_STATISTICS = ("rtt_min_ms", "rtt_median_ms", "rtt_p95_ms")   # base, under load, tail
+# The series that span the whole round trip on each capture side ("ack": in the ACKs'
+# direction, "data": in the data's), the path's estimate first: at the sender every series the
+# ACKs close (Wireshark's ACK RTT keeps a re-sent segment's timeout in, the timestamp echo the
+# receiver's delayed-ACK wait); at the receiver only the echo on the data.  Every other series
+# times one leg from the capture point (the receiver's own ACK delay, the sender's turnaround),
+# and in the middle of the path every series does: no round trip.
+ROUND_TRIPS = {"sender": (("ack_rtt_karn_ms", "ack"), ("ack_rtt_ms", "ack"),
+                          ("ts_rtt_ms", "ack")),
+               "receiver": (("ts_rtt_ms", "data"),)}
 _C = Column
 _STREAM = _C("stream", "int64", "tcp.stream index, as Wireshark numbers it")
 _DIRECTION = _C("direction", "str", "direction of the packet closing the round trip (a_to_b: "
@@ -105,8 +114,16 @@ class Rtt(Result):
         self.stream, self.data_direction = stream, data_direction
         self.name = name            # the stream's endpoints, and what the lab ran on it
 
-    def _figure(self, *, title: str | None = None):
-        return rtt_figure(self, title=title)
+    def round_trips(self) -> list[tuple[str, str]]:
+        """(series, direction) of the samples that are round trips on this capture's side
+        (ROUND_TRIPS), the path's estimate first; none in the middle of the path."""
+        side = self.table("path")["side"][0]
+        ack = DIRECTIONS[1 - DIRECTIONS.index(self.data_direction)]
+        return [(series, self.data_direction if role == "data" else ack)
+                for series, role in ROUND_TRIPS.get(side, ())]
+
+    def _figure(self, ax=None, **options):
+        return rtt_figure(self, ax=ax, **options)
 
 
 @analysis(needs=STREAM_NEEDS, one_stream=True)

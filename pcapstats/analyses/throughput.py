@@ -77,11 +77,16 @@ class Throughput(Result):
     legend = {"streams": "stream avg: frame bits over the stream's duration (Wireshark's "
                          "Bits/s), at this capture point, headers included; peak: the busiest "
                          "interval.  --all: payload rates and every count."}
+    draws = overlays = True          # a bar a stream and direction, of every capture
 
     def __init__(self, table, *, capture, interval_s: float, packets: int):
         super().__init__({"streams": table}, capture=capture, notes=_short_streams(table,
                                                                                    interval_s))
         self.interval_s, self.packets = interval_s, packets
+
+    def _figure(self, ax=None, **options):
+        from ..plots.throughput import throughput_figure  # lazy: matplotlib only for a figure
+        return throughput_figure(self, ax=ax, **options)
 
 
 @analysis(reads=False)

@@ -181,14 +181,15 @@ class Compare(Result):
         except UsageError:
             return None
 
-    def _figure(self, *, kind: str = "metrics", metrics=None, title: str | None = None):
+    def _figure(self, ax=None, *, kind: str = "metrics", metrics=None,
+                title: str | None = None):
         from ..plots.compare import compare_figure, iographs_figure  # lazy: matplotlib
         if kind == "iographs":
-            return iographs_figure(self, title=title)
+            return iographs_figure(self, ax=ax, title=title)
         if kind != "metrics":
             raise UsageError(f"unknown figure kind {kind!r}", hint="metrics or iographs")
-        return compare_figure(self, metrics=parse_names(metrics, "metrics") or None,
-                              title=title)
+        wanted = [catalogue.lookup(m, self.metrics) for m in parse_names(metrics, "metrics")]
+        return compare_figure(self, metrics=wanted or None, ax=ax, title=title)
 
 
 def _label_doc(name: str) -> str:
