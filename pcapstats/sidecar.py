@@ -258,6 +258,36 @@ def stream_flows(capture: str | os.PathLike) -> dict[tuple[str, int], dict]:
     return out
 
 
+def iperf3_udp_reports(capture: str | os.PathLike) -> dict[int, dict]:
+    """udp.stream -> what iperf3's server reported of that UDP flow of the capture (from the
+    lab sidecar beside it: the server's own -J output, the stream whose socket the flow's
+    source port connected): ``packets``, ``lost_packets``, ``out_of_order``, ``jitter_ms``;
+    empty without a sidecar (or one that cannot be read) or iperf3 UDP runs."""
+    capture = Path(capture)
+    try:
+        doc = load_sidecar(sidecar_for(capture))
+    except SidecarError:
+        return {}
+    servers = {r.get("pair"): ((r.get("raw") or {}).get("server") or {})
+               for r in doc.get("reports") or [] if r.get("tool") == "iperf3"
+               and r.get("mode") == "udp"}
+    out = {}
+    for flow in doc.get("flows") or []:
+        stream = (flow.get("streams") or {}).get(capture.name)
+        server = servers.get(flow.get("pair"))
+        if stream is None or flow.get("proto") != "udp" or not server:
+            continue
+        sockets = [c.get("socket") for c in (server.get("start") or {}).get("connected") or []
+                   if c.get("remote_port") == flow.get("sport")
+                   and c.get("remote_host") == flow.get("src")]
+        for s in (server.get("end") or {}).get("streams") or []:
+            udp = s.get("udp") or {}
+            if sockets and udp.get("socket") == sockets[0]:
+                out[int(stream)] = {k: udp.get(k) for k in ("packets", "lost_packets",
+                                                           "out_of_order", "jitter_ms")}
+    return out
+
+
 def asked_rate_bps(capture: str | os.PathLike) -> float | None:
     """The bottleneck rate asked of the run that made the capture (a lab run's
     measured.rate_asked_bps: a chain's slowest router; `pcapstats capture`: its impairment's

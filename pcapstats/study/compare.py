@@ -46,7 +46,7 @@ _C = Column
 LABEL_DOC = ("one column a label: cc, loss, delay, rate, pairs, trial, tool from the lab "
              "sidecar, and the names a study file or --label pattern gives")
 MINOR = {"avg_transfer_bps", "resent", "flavour_confidence", "jain_index", "verdict",
-         "rtt_min_ms"}
+         "rtt_min_ms", "app_jitter_ms"}
 WIDE = 120               # a terminal this wide shows capture names unwrapped
 GROUP_HIDDEN = {"avg_transfer_bps", "resent", "flavour_confidence"}   # a group's table: --all
 HEADLINE = "goodput_bps"      # what a study reads first: its ± is never left out
@@ -227,7 +227,8 @@ def _legend(result: Compare, name: str) -> str:
             "resent_share": "re-sent share: of the data packets",
             "rtt_median_ms": "RTT min, median: the main TCP transfer's base RTT and RTT under "
                              "load (their difference is queueing)",
-            "datagram_loss": "UDP loss, jitter: the main UDP flow"}
+            "datagram_loss": "UDP loss, jitter: the main UDP flow (capture jitter: at this "
+                             "capture point; app jitter: what the receiving iperf3 reported)"}
     table = result.table("captures")
     parts = [text for m, text in said.items() if m in table and (table[m] == table[m]).any()]
     if name == "groups":
