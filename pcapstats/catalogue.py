@@ -117,6 +117,27 @@ METRICS: tuple[Metric, ...] = (
        ("ping.sessions",)),
     _M("srtt_ms", "sRTT", "the smoothed RTT (RFC 6298 over the path's samples) the window "
        "analyses time their one-RTT windows with", "ms", ("cwnd.summary", "flavour.streams")),
+    # -- what held a TCP sender back (pcapstats limits; cwnd's summary) ------------------------
+    _M("cwnd_share", "cwnd-limited", "share of the stream's time the congestion window held the "
+       "sender: ACK-clocked, new data leaving at once as each ACK opened room", "fraction",
+       ("limits.streams", "cwnd.summary")),
+    _M("recovery_share", "in recovery", "share of the time in loss recovery (from the first "
+       "re-sent segment to the ACK of everything sent by then)", "fraction",
+       ("limits.streams", "cwnd.summary")),
+    _M("rwnd_share", "rwnd-limited", "share of the time the receiver's window held the sender: "
+       "the highest byte sent within one MSS of the edge it advertised", "fraction",
+       ("limits.streams", "cwnd.summary")),
+    _M("zero_window_share", "zero window", "share of the time the receiver advertised a window "
+       "of zero", "fraction", ("limits.streams", "cwnd.summary")),
+    _M("sender_share", "sender-limited", "share of the time the sender held itself back: both "
+       "windows had room and it did not fill them at once (its application or send buffer, "
+       "or pacing)", "fraction", ("limits.streams", "cwnd.summary")),
+    _M("idle_share", "idle", "share of the time in silences of 4 smoothed RTTs (0.2 s at "
+       "least) with under one MSS outstanding", "fraction", ("limits.streams", "cwnd.summary")),
+    _M("limit", "limit", "what held the sender back: cwnd, recovery, rwnd, zero_window, "
+       "sender or idle; of a stream, the one with the largest share of its time", None,
+       ("limits.streams", "limits.limited", "cwnd.limited", "compare"), dtype="str",
+       aliases=("limited by", "bottleneck")),
     # -- loss and jitter -----------------------------------------------------------------------
     _M("datagram_loss", "UDP loss", "lost / sent datagrams: iperf's counters (as iperf3's "
        "server counts them at this capture point), or a sender and a receiver capture matched",

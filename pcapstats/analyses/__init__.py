@@ -20,6 +20,7 @@ PUBLIC: dict[str, str] = {
     **dict.fromkeys(("seqgraph", "SeqGraph"), "seqgraph"),
     **dict.fromkeys(("cwnd", "Cwnd"), "cwnd"),
     **dict.fromkeys(("flavour", "Flavour"), "flavour"),
+    **dict.fromkeys(("limits", "Limits"), "limits"),
     **dict.fromkeys(("verify", "Verification", "Expected"), "verify"),
     "reassemble": "reassembly",
     **dict.fromkeys(("ping", "Ping"), "ping"),

@@ -227,6 +227,7 @@ def _legend(result: Compare, name: str) -> str:
             "resent_share": "re-sent share: of the data packets",
             "rtt_median_ms": "RTT min, median: the main TCP transfer's base RTT and RTT under "
                              "load (their difference is queueing)",
+            "limit": "limit: what held the main TCP transfer's sender back longest",
             "datagram_loss": "UDP loss, jitter: the main UDP flow (capture jitter: at this "
                              "capture point; app jitter: what the receiving iperf3 reported)"}
     table = result.table("captures")
