@@ -99,8 +99,7 @@ SUMMARY = TableSpec("summary", "one row per stream: what its window did", (
     _C("cwnd_median_bytes", "float64", "median cwnd estimate", "bytes", optional=True),
     _C("flight_max_bytes", "float64", "largest Wireshark bytes in flight", "bytes",
        optional=True),
-    _C("rwnd_max_bytes", "float64", "largest window the receiver advertised", "bytes",
-       optional=True),
+    catalogue.column("rwnd_max_bytes"),
     _C("loss_episodes", "int64", "loss-recovery episodes"),
     catalogue.column("resent", doc="in the data direction (as pcapstats retrans counts them)",
                      optional=False),
@@ -230,12 +229,14 @@ def cwnd(capture: Capture, *, stream: int | str | None = None, side: str = "auto
                                       name=stream_names(capture).get(("tcp", s), "")))
 
 
-def estimate(cap: Capture, stream: int | None = None, *, side: str = "auto") -> CwndEstimate:
-    """Samples, loss events, per-segment flight and the receiver's window of one stream."""
+def estimate(cap: Capture, stream: int | None = None, *, side: str = "auto",
+             flow: dict | None = None) -> CwndEstimate:
+    """Samples, loss events, per-segment flight and the receiver's window of one stream
+    (``flow``: its stream_rows when the caller has them already; they may be changed here)."""
     if side not in ("auto", "sender", "receiver"):
         raise UsageError(f"unknown capture side {side!r}", hint="use auto, sender or receiver")
     stream = choose_stream(cap, stream).stream
-    flow = stream_rows(cap, stream)
+    flow = stream_rows(cap, stream) if flow is None else flow
     data_dir = data_direction(flow)
     found, evidence = capture_side(flow, data_dir)
     if side != "auto":

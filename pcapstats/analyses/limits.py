@@ -35,7 +35,11 @@ from ..render import Shown
 from ..results import Result, joined, shown
 from ..schema import Column, TableSpec
 from ..streams import DIRECTIONS, stream_names
+from ..sidecar import asked_queue_bytes, asked_rate_bps
+from . import tcp_models
 from .cwnd import LIMITED, LIMITS, SIDES, Cwnd, estimate
+from .rtt import stream_rtt
+from .tcp_flow import stream_rows
 from .tcp_analysis import STREAM_NEEDS
 
 FEWEST_SEGMENTS = 10      # a stream with fewer data segments has no limit worth a row
@@ -57,18 +61,49 @@ STREAMS = TableSpec("streams", "one row per TCP stream with data: what held its 
     _C("undistinguished", "str", "limits this capture side cannot tell apart, counted as one "
        "(empty at the sender)"),
 ))
+MODELS = TableSpec("models", "one row per stream: what theory says its sender could get, from "
+                   "this capture's own numbers", (
+    _C("stream", "int64", "tcp.stream index, as Wireshark numbers it"),
+    catalogue.column("goodput_bps", doc="here the data direction's over its first to last "
+                     "data segment"),
+    catalogue.column("resent_data_share"),
+    _C("mss_bytes", "int64", "the sender's MSS (the cwnd estimate's)", "bytes"),
+    catalogue.column("rtt_min_ms", doc="here of the path's estimate (rtt's path table)"),
+    catalogue.column("rtt_median_ms", doc="here of the path's estimate: the RTT the models "
+                     "take"),
+    _C("rto_ms", "float64", "the retransmission timeout RFC 6298 gives over the path's RTT "
+       "samples (srtt + 4 rttvar, 200 ms at least, as Linux), their median: Padhye's T0", "ms",
+       optional=True),
+    catalogue.column("mathis_bps"),
+    catalogue.column("padhye_bps"),
+    catalogue.column("rwnd_max_bytes"),
+    catalogue.column("window_bound_bps"),
+    catalogue.column("bdp_bytes"),
+    catalogue.column("queue_delay_ms"),
+    catalogue.column("full_queue_ms"),
+))
 
 
 class Limits(Result):
     """What held each TCP stream's sender back (``streams``) and when (``limited``)."""
     analysis = "limits"
-    specs = (STREAMS, LIMITED)
+    specs = (STREAMS, LIMITED, MODELS)
     draws = True
     view = {"streams": (Shown("stream", "stream"), Shown("side", "side"), shown("goodput_bps"),
                         shown("limit"), *(shown(f"{limit}_share") for limit in LIMITS),
                         Shown("undistinguished", "undistinguished", wrap=True, minor=True))}
+    view["models"] = (Shown("stream", "stream"), shown("goodput_bps"),
+                      shown("resent_data_share"),
+                      shown("rtt_median_ms"), shown("mathis_bps"), shown("padhye_bps"),
+                      shown("window_bound_bps"), shown("rwnd_max_bytes", minor=True),
+                      shown("bdp_bytes"), shown("queue_delay_ms"),
+                      shown("full_queue_ms", minor=True))
     legend = {"streams": "shares of the stream's time from its first window sample to its "
-                         "last; limit: the largest.  `pcapstats columns limits` defines each."}
+                         "last; limit: the largest.  `pcapstats columns limits` defines each.",
+              "models": "Mathis, Padhye: what a Reno sender gets at this loss rate and RTT "
+                        "(Padhye with timeouts); window bound: the largest receiver window / "
+                        "RTT; BDP: the asked rate x base RTT; queueing: RTT median - min, "
+                        "against a full queue's (the lab's queue limit / rate)."}
 
     def __init__(self, tables, *, capture: str, cwnds: list[Cwnd], notes=()):
         super().__init__(tables, capture=capture, notes=notes)
@@ -80,7 +115,8 @@ class Limits(Result):
 
 
 def _join(parts: list[Limits]) -> Limits:
-    out = joined(parts, {"streams": ("stream",), "limited": ("stream", "start_s")})
+    out = joined(parts, {"streams": ("stream",), "limited": ("stream", "start_s"),
+                         "models": ("stream",)})
     out.cwnds = {k: v for p in parts for k, v in p.cwnds.items()}
     return out
 
@@ -93,7 +129,9 @@ def limits(capture: Capture, *, stream: int | None = None, side: str = "auto") -
     done = {}
     for s in ids:
         try:
-            done[s] = (s, estimate(capture, s, side=side))
+            flow = stream_rows(capture, s)       # read once: the RTTs first (they only read)
+            path = stream_rtt(capture, s, flow)
+            done[s] = (s, estimate(capture, s, side=side, flow=flow), path)
         except UsageError as e:
             if stream is not None:
                 raise
@@ -111,7 +149,7 @@ def limits(capture: Capture, *, stream: int | None = None, side: str = "auto") -
     return out
 
 
-def _result(capture: Capture, s: int, est) -> Limits:
+def _result(capture: Capture, s: int, est, path) -> Limits:
     cw = Cwnd(est, capture=capture.path, name=stream_names(capture).get(("tcp", s), ""))
     runs = cw.table("limited")
     summary = cw.table("summary")
@@ -134,5 +172,49 @@ def _result(capture: Capture, s: int, est) -> Limits:
     if est.analysed_as == "receiver":
         notes.append(Note("at the receiver: sender and cwnd limits look alike",
                           about=f"stream {s}", detail=UNDISTINGUISHED["receiver"]))
-    return Limits({"streams": table, "limited": runs}, capture=capture.path, cwnds=[cw],
-                  notes=notes)
+    models = _models(capture, s, est, path, goodput, float(summary["rwnd_max_bytes"][0]))
+    return Limits({"streams": table, "limited": runs, "models": models}, capture=capture.path,
+                  cwnds=[cw], notes=notes)
+
+
+def _models(capture: Capture, s: int, est, path, goodput: float, rwnd_max: float) -> dict:
+    """The models' row of one stream (tcp_models' formulas on this capture's numbers; ``path``:
+    its rtt result)."""
+    row = path.table("path")
+    base, load = float(row["rtt_min_ms"][0]) / 1e3, float(row["rtt_median_ms"][0]) / 1e3
+    resent = np.asarray(est.flight["resent"], bool)
+    loss = float(resent.mean()) if len(resent) else 0.0       # data segments re-sent
+    rto = _rto_s(path)
+    rate, queue = asked_rate_bps(capture.path), asked_queue_bytes(capture.path)
+    values = {"stream": s, "goodput_bps": goodput, "resent_data_share": loss,
+              "mss_bytes": est.mss_bytes, "rtt_min_ms": base * 1e3, "rtt_median_ms": load * 1e3,
+              "rto_ms": rto * 1e3,
+              "mathis_bps": tcp_models.mathis_bps(est.mss_bytes, load, loss),
+              "padhye_bps": tcp_models.padhye_bps(est.mss_bytes, load, loss, rto, rwnd_max),
+              "rwnd_max_bytes": rwnd_max,
+              "window_bound_bps": tcp_models.window_bound_bps(rwnd_max, load),
+              "bdp_bytes": tcp_models.bdp_bytes(rate, base) if rate else np.nan,
+              "queue_delay_ms": (load - base) * 1e3,
+              "full_queue_ms": tcp_models.full_queue_ms(queue, rate) if rate and queue
+              else np.nan}
+    return {c.name: np.array([values[c.name]], dtype=c.dtype) for c in MODELS.columns}
+
+
+def _rto_s(path) -> float:
+    """The median RFC 6298 timeout over the path estimate's samples in time order (srtt and
+    rttvar from the first sample, then smoothed: 1/8 and 1/4), at least Linux's 200 ms."""
+    estimate = path.table("path")["estimate"][0].split()
+    samples = path.table("samples")
+    if len(estimate) != 2:
+        return max(tcp_models.MIN_RTO_S, 3 * float(path.table("path")["rtt_median_ms"][0]) / 1e3)
+    series, direction = estimate
+    keep = (samples["direction"] == direction) & ~np.isnan(samples[series])
+    r = samples[series][keep] / 1e3
+    if not len(r):
+        return np.nan
+    srtt, var, out = r[0], r[0] / 2, []
+    for x in r[1:]:
+        var = 0.75 * var + 0.25 * abs(srtt - x)
+        srtt = 0.875 * srtt + 0.125 * x
+        out.append(max(tcp_models.MIN_RTO_S, srtt + 4 * var))
+    return float(np.median(out)) if out else max(tcp_models.MIN_RTO_S, 3 * r[0])

@@ -23,7 +23,8 @@ several rows, the rule that picks one is below.
   the RTT under load, side by side so queueing shows;
 - ``flavour``, ``flavour_confidence``: flavour's verdict on the main TCP transfer, when it
   carried enough to judge (flavour's own MIN_STREAM_BYTES);
-- ``limit``: what held the main TCP transfer's sender back longest (limits' row of it);
+- ``limit``, ``mathis_bps``, ``padhye_bps``: what held the main TCP transfer's sender back
+  longest, and what the Mathis and Padhye models give it (limits' rows of it);
 - ``datagram_loss``, ``capture_jitter_ms``, ``app_jitter_ms``: udp's numbers for the main UDP
   flow (``udp_stream``: the stream and direction with the most datagrams);
 - ``jain_index``: fairness' index over the capture's flows (by stream);
@@ -88,6 +89,8 @@ METRICS: tuple[Column, ...] = (
     _metric("jain_index", doc="here over the capture's flows of 10 kB or more, by stream "
             "(fairness; two flows or more)"),
     _metric("limit", doc="here of the main TCP transfer (limits)", values=LIMITS),
+    _metric("mathis_bps", doc="here of the main TCP transfer (limits' models)"),
+    _metric("padhye_bps", doc="here of the main TCP transfer (limits' models)"),
     _metric("flavour", doc="here of the main TCP transfer (flavour)"),
     _metric("flavour_confidence"),
     _metric("verdict", doc="here the worst of the streams verify recognised; empty when it "
@@ -98,6 +101,8 @@ CONTEXT: tuple[Column, ...] = (
     _C("interval_s", "float64", "the I/O graph interval peak_bps is measured over", "s"),
     _C("tcp_stream", "int64", "the main TCP transfer: the stream with the most payload, whose "
        "rtt_min_ms, rtt_median_ms and flavour are given", optional=True),
+    _C("mss_bytes", "int64", "the main TCP transfer's MSS (limits' models), for the models' "
+       "curves", "bytes", optional=True),
     _C("udp_stream", "int64", "the main UDP flow's udp.stream: the flow with the most "
        "datagrams, whose datagram_loss and capture_jitter_ms are given", optional=True),
 )
@@ -107,12 +112,14 @@ TEXT = tuple(c.name for c in METRICS if c.dtype == "str")
 SOURCES = {"goodput_bps": "goodput", "utilisation": "goodput", "avg_capture_bps": "iograph",
            "avg_transfer_bps": "iograph", "peak_bps": "iograph", "resent": "retrans",
            "resent_share": "retrans", "rtt_min_ms": "rtt", "rtt_median_ms": "rtt",
-           "flavour": "flavour", "flavour_confidence": "flavour", "limit": "limits", "datagram_loss": "udp",
+           "flavour": "flavour", "flavour_confidence": "flavour", "limit": "limits",
+           "mathis_bps": "limits", "padhye_bps": "limits", "datagram_loss": "udp",
            "capture_jitter_ms": "udp", "app_jitter_ms": "udp", "jain_index": "fairness", "verdict": "verify",
            "signal_dbm": "radio"}
 NEEDS = {"interval_s": ("avg_capture_bps", "avg_transfer_bps", "peak_bps"),
          "tcp_stream": ("rtt_min_ms", "rtt_median_ms", "flavour", "flavour_confidence",
-                        "limit"),
+                        "limit", "mathis_bps", "padhye_bps"),
+         "mss_bytes": ("mathis_bps", "padhye_bps"),
          "udp_stream": ("datagram_loss", "capture_jitter_ms", "app_jitter_ms")}
 
 
@@ -239,7 +246,9 @@ def _values(got: dict, why: dict, interval: float, transfers: list[int]) -> dict
         v.update(flavour=row["flavour"][0], flavour_confidence=row["flavour_confidence"][0],
                  tcp_stream=row["stream"][0])
     if "limits" in got:
-        v["limit"] = got["limits"].table()["limit"][0]
+        models = got["limits"].table("models")
+        v.update(limit=got["limits"].table()["limit"][0], mathis_bps=models["mathis_bps"][0],
+                 padhye_bps=models["padhye_bps"][0], mss_bytes=models["mss_bytes"][0])
     if "udp" in got:
         flows = got["udp"].table()
         main = int(np.argmax(flows["datagrams"]))

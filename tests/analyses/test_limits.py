@@ -19,6 +19,7 @@ import warnings
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 
 import pcapstats as ps
@@ -154,3 +155,76 @@ def test_an_application_rate_is_the_goodput_it_gets(runs):
     assert row.goodput_bps == pytest.approx(3e6, rel=0.05)
     client = doc["reports"][0]["raw"]["client"]["connections"][0]
     assert client["bandwidth_bps"] == pytest.approx(3e6, rel=0.05)
+
+
+# -- the models beside the measurement, from tshark's numbers -----------------------------------
+
+def _tshark_inputs(path):
+    """From tshark alone: the data direction's MSS (its longest segment), the share of its data
+    segments re-sent (tcp.analysis.retransmission or out_of_order: at the sender every one is
+    a re-send), and the ACK RTTs by Karn's rule -- of the ACKs none of whose newly acknowledged
+    bytes (a FIN's included) was re-sent -- in time order."""
+    from tests.helpers.tshark_ref import tshark_fields
+    f = tshark_fields(path, ("tcp.srcport", "tcp.len", "tcp.seq", "tcp.nxtseq", "tcp.ack",
+                             "tcp.analysis.retransmission", "tcp.analysis.out_of_order",
+                             "tcp.analysis.ack_rtt"))
+    f = f[f["tcp.len"].notna()]                      # TCP packets
+    length = f["tcp.len"].astype(int)
+    data_port = f.loc[length.idxmax(), "tcp.srcport"]
+    data = (f["tcp.srcport"] == data_port) & (length > 0)
+    resent = data & (f["tcp.analysis.retransmission"].notna()
+                     | f["tcp.analysis.out_of_order"].notna())
+    flagged = (f["tcp.srcport"] == data_port) & (f["tcp.analysis.retransmission"].notna()
+                                                 | f["tcp.analysis.out_of_order"].notna())
+    again = list(zip(f.loc[flagged, "tcp.seq"].astype(int),      # a re-sent FIN included
+                     f.loc[flagged, "tcp.nxtseq"].astype(int)))
+    rtt, acked = [], 0
+    for _, r in f[f["tcp.srcport"] != data_port].iterrows():
+        ack = int(r["tcp.ack"])
+        if pd.notna(r["tcp.analysis.ack_rtt"]) and ack > acked:
+            if not any(lo < ack and hi > acked for lo, hi in again):
+                rtt.append(float(r["tcp.analysis.ack_rtt"]))
+        acked = max(acked, ack)
+    return int(length[data].max()), resent.sum() / data.sum(), np.array(rtt)
+
+
+def _rfc6298_median(rtt_s):
+    """The median timeout RFC 6298 gives over samples, at least 200 ms (written here again)."""
+    srtt, var, out = rtt_s[0], rtt_s[0] / 2, []
+    for x in rtt_s[1:]:
+        var = 0.75 * var + 0.25 * abs(srtt - x)
+        srtt = 0.875 * srtt + 0.125 * x
+        out.append(max(0.2, srtt + 4 * var))
+    return float(np.median(out))
+
+
+@pytest.mark.parametrize("name", ["sp-reno-loss1pct", "sp-reno-loss10pct", "sp-cubic-loss1pct",
+                                  "sp-bbr-loss10pct"])
+def test_mathis_and_padhye_from_tsharks_numbers(name):
+    path = Path(__file__).parents[2] / "captures" / f"{name}.pcap"
+    mss, p, rtt_s = _tshark_inputs(path)
+    rtt = float(np.median(rtt_s))
+    mathis = 8 * mss / rtt * (3 / 2) ** 0.5 / p ** 0.5
+    b, t0 = 2, _rfc6298_median(rtt_s)
+    per_s = 1 / (rtt * (2 * b * p / 3) ** 0.5 + t0 * min(1, 3 * (3 * b * p / 8) ** 0.5) * p
+                 * (1 + 32 * p * p))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        row = ps.limits(path).to_pandas("models").iloc[0]
+    window_cap = row.rwnd_max_bytes / mss / rtt
+    assert row.mss_bytes == mss and row.resent_data_share == pytest.approx(p, rel=1e-9)
+    assert row.rtt_median_ms == pytest.approx(rtt * 1e3, rel=1e-6)
+    assert row.mathis_bps == pytest.approx(mathis, rel=1e-6)
+    assert row.padhye_bps == pytest.approx(8 * mss * min(per_s, window_cap), rel=1e-6)
+
+
+def test_queueing_against_a_full_queue():
+    """Cubic at no loss fills the lab's 25 kB queue at 10 Mbit/s (20 ms when full): the RTT
+    under load less the base RTT is most of that, never more."""
+    path = Path(__file__).parents[2] / "captures" / "sp-cubic-loss0pct.pcap"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        row = ps.limits(path).to_pandas("models").iloc[0]
+    assert row.full_queue_ms == pytest.approx(25000 * 8 / 10e6 * 1e3)
+    assert 0.5 * row.full_queue_ms < row.queue_delay_ms <= row.full_queue_ms + 1.0
+    assert row.bdp_bytes == pytest.approx(10e6 * row.rtt_min_ms / 1e3 / 8)
