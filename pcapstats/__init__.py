@@ -22,8 +22,8 @@ from .analyses import PUBLIC as _ANALYSES, public as _public
 from .batch import Outcome, each
 from .capture import Capture
 from .errors import (CaptureFormatError, CaptureOpenError, ClockWarning, CorruptCaptureError,
-                     EngineError, PcapstatsError, PcapstatsWarning, SkippedPacketsWarning,
-                     TruncatedCaptureWarning, UsageError)
+                     EngineError, NothingToReport, PcapstatsError, PcapstatsWarning,
+                     SkippedPacketsWarning, TruncatedCaptureWarning, UsageError)
 from .reader import read
 from .results import Result, concat
 
@@ -39,7 +39,7 @@ __all__ = [
     "compare", "Compare",
     # errors and warnings
     "PcapstatsError", "CaptureOpenError", "CaptureFormatError", "CorruptCaptureError",
-    "EngineError", "UsageError", "PcapstatsWarning", "TruncatedCaptureWarning",
+    "EngineError", "UsageError", "NothingToReport", "PcapstatsWarning", "TruncatedCaptureWarning",
     "SkippedPacketsWarning", "ClockWarning",
     "__version__",
 ]

@@ -40,7 +40,8 @@ import numpy as np
 from . import analyses, schema
 from .batch import Outcome
 from .capture import Capture
-from .errors import CaptureFormatError, CaptureOpenError, PcapstatsError, UsageError
+from .errors import (CaptureFormatError, CaptureOpenError, NothingToReport, PcapstatsError,
+                     UsageError)
 from .ingest import WINDOW_BYTES, packet_windows
 from .reader import read
 from .results import RESULT_TYPES, arrow_type, require_pyarrow, with_parquet_metadata
@@ -55,12 +56,14 @@ _NOT_PER_CAPTURE = frozenset({"compare"})              # over many captures: not
 
 @dataclass
 class Written:
-    """One capture's export: rows written by table (in the order asked), and the tables that
-    could not be made, each a sentence."""
+    """One capture's export: rows written by table (in the order asked), the tables that
+    could not be made (``errors``) and those the capture has nothing for (``nothing``: ping
+    without echoes), each a sentence."""
     capture: str
     rows: dict[str, int] = field(default_factory=dict)
     row_groups: dict[str, int] = field(default_factory=dict)
     errors: list[str] = field(default_factory=list)
+    nothing: list[str] = field(default_factory=list)
 
 
 def table_names() -> list[str]:
@@ -133,7 +136,8 @@ def export_capture(path, *, directory, tables: Sequence[str] = DEFAULT_TABLES,
                    kernel: str = "auto", window_bytes: int = WINDOW_BYTES) -> Written:
     """Write one capture's tables under ``directory`` (the module docstring's layout).  A
     capture that cannot be read raises its error; an analysis that does not apply is kept in
-    ``Written.errors`` and the other tables are still written."""
+    ``Written.nothing`` (``Written.errors`` when it fails) and the other tables are still
+    written."""
     require_pyarrow()
     written = Written(str(path))
     whole: list[Capture] = []   # the one full read, for the analyses that need every packet
@@ -152,7 +156,10 @@ def export_capture(path, *, directory, tables: Sequence[str] = DEFAULT_TABLES,
                 tab = _analysis_table(table, whole[0] if whole else path, kernel)
             except (CaptureOpenError, CaptureFormatError):
                 raise                        # the capture cannot be read: it fails
-            except PcapstatsError as e:      # the analysis does not apply: this table fails
+            except NothingToReport as e:     # the analysis does not apply: no table
+                written.nothing.append(f"{table}: {e}")
+                continue
+            except PcapstatsError as e:      # the analysis failed on it: this table fails
                 written.errors.append(f"{table}: {e}")
                 continue
             _write_atomically(target, lambda out: _pq().write_table(tab, out))

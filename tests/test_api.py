@@ -100,7 +100,7 @@ def test_a_path_that_is_not_a_capture_or_path_is_one_clear_error():
 
 def test_error_family():
     for cls in (ps.CaptureOpenError, ps.CaptureFormatError, ps.CorruptCaptureError,
-                ps.EngineError, ps.UsageError):
+                ps.EngineError, ps.UsageError, ps.NothingToReport):
         assert issubclass(cls, ps.PcapstatsError)
     assert issubclass(ps.CorruptCaptureError, ps.CaptureFormatError)
     e = ps.CorruptCaptureError("bad block", path="x.pcapng", offset=128, packet=3, hint="fix it")

@@ -58,7 +58,7 @@ from .. import catalogue
 from ..batch import analysis, each_stream
 from ..capture import Capture
 from ..clock import GAP_NS, shifted
-from ..errors import UsageError
+from ..errors import NothingToReport, UsageError
 from ..plots.tcp import cwnd_figure, wscale_figure
 from ..render import Shown
 from ..results import Result, shown
@@ -240,8 +240,9 @@ def estimate(cap: Capture, stream: int | None = None, *, side: str = "auto") -> 
     t0 = cap.first_time_ns
     v = _Views(flow, data_dir, t0, receiver)
     if v.data.size == 0:
-        raise UsageError(f"TCP stream {stream} carries no data", path=cap.path,
-                         hint="pick a stream with payload (see `pcapstats throughput`)")
+        raise NothingToReport(f"TCP stream {stream} of {cap.path} carries no data (its "
+                              f"{len(flow['direction'])} packets have no payload)",
+                              hint="pick a stream with payload (see `pcapstats throughput`)")
     if receiver:
         samples = _receiver_samples(v)
     else:

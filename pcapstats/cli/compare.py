@@ -69,11 +69,12 @@ def compare(
                       interval=interval)
     result, failed = run_study(plan, **workers(jobs, scheduler, dask),
                                keep={"iograph"} if iographs else set())
-    if result is not None:
+    nothing = result is not None and not result.has_values()
+    if result is not None and not nothing:
         emit(result, fmt=fmt.value, output=output, all_columns=all_columns,
              table="groups" if by and not captures else "captures",
              figure={"kind": "iographs" if iographs else "metrics"})
-    finish(result, failed)
+    finish(result, failed, nothing=nothing, empty=nothing and result.nothing_said())
 
 
 def plan_study(files, *, by, metrics, label, study, interval):

@@ -8,7 +8,8 @@ from typing import List, Optional
 
 import typer
 
-from .app import CAPTURE_FILES, DASK, EXIT_ERROR, JOBS, SCHEDULER, Kernel, app, say, workers
+from .app import (CAPTURE_FILES, DASK, EXIT_ERROR, EXIT_NOTHING, JOBS, NOTHING, SCHEDULER,
+                  Kernel, app, say, workers)
 from .output import progress_bar
 
 EXPORT_DIR = typer.Option(..., "--output", "-o", metavar="DIR", show_default=False,
@@ -62,6 +63,8 @@ def export(
                 failed += 1
                 continue
             written = outcome.result
+            for text in written.nothing:
+                say(NOTHING, f"{written.capture}: {text}")
             for text in written.errors:
                 say("error", f"{written.capture}: {text}")
             failed += bool(written.errors)
@@ -76,3 +79,5 @@ def export(
                   f"group{'s' * (groups != 1)}")
     if failed:
         raise typer.Exit(EXIT_ERROR)
+    if not any(captures for captures, _, _ in totals.values()):
+        raise typer.Exit(EXIT_NOTHING)     # every table asked had nothing in every capture

@@ -13,8 +13,8 @@ from typing import List, Optional
 
 import typer
 
-from .app import (ALL_COLUMNS, CAPTURE_FILES, DASK, FIGURE_FILE, JOBS, SCHEDULER, Fmt, app, say,
-                  workers)
+from .app import (ALL_COLUMNS, CAPTURE_FILES, DASK, FIGURE_FILE, JOBS, NOTHING, SCHEDULER, Fmt,
+                  app, say, workers)
 from .output import emit, finish, output_kind, run, stream_choice
 
 @app.command()
@@ -50,9 +50,9 @@ def flavour(
     if result is not None:
         for part in result.parts:
             if part.empty:
-                say("warning", f"no TCP stream carried {MIN_STREAM_BYTES} bytes or more in "
-                               f"{part.captures[0]}: too little to judge (name one with "
-                               "--stream to see why)")
+                say(NOTHING, f"no TCP stream carried {MIN_STREAM_BYTES} bytes or more in "
+                             f"{part.captures[0]}: too little to judge (name one with "
+                             "--stream to see why)")
         if not result.empty:
             if kind == "figure" and (chosen == "all" or len(result.parts) > 1):
                 _figures(result, output)

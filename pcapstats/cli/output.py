@@ -23,10 +23,11 @@ from typing import Callable, Optional, Sequence
 
 import typer
 
-from ..errors import InternalError, UsageError
+from ..errors import InternalError, NothingToReport, UsageError
 from ..pool import outcomes
 from ..results import Result, concat
-from .app import EXIT_ERROR, EXIT_INTERNAL, EXIT_NOTHING, say, stderr_console, write_text
+from .app import (EXIT_ERROR, EXIT_INTERNAL, EXIT_NOTHING, NOTHING, say, stderr_console,
+                  write_text)
 
 FIGURE_EXTENSIONS = (".png", ".svg")
 TABLE_EXTENSIONS = {".csv": "csv", ".json": "json"}
@@ -67,8 +68,11 @@ def output_kind(output: Optional[Path], result_type: type[Result]) -> Optional[s
 
 class Failed(int):
     """How many captures failed, and whether a bug of ours was among them (``internal``):
-    :func:`finish` exits 3 then, as :func:`pcapstats.cli.app.main` does for any bug."""
+    :func:`finish` exits 3 then, as :func:`pcapstats.cli.app.main` does for any bug.
+    ``nothing``: how many captures had nothing to report (errors.NothingToReport: not a
+    failure, said in one line each)."""
     internal: bool = False
+    nothing: int = 0
 
     def exit_code(self) -> int:
         return EXIT_INTERNAL if self.internal else EXIT_ERROR
@@ -80,20 +84,23 @@ def run(function: Callable[..., Result], files: Sequence[Path], *, jobs: Optiona
     ``scheduler``: where the captures run (:func:`pcapstats.pool.outcomes`; ``function`` must
     then be picklable: a module's function, not a closure).  Warnings, errors and the
     analysis' notes are said on stderr, one line each."""
-    results, failed, internal = [], 0, False
+    results, failed, internal, nothing = [], 0, False, 0
     with progress_bar(files) as moved:
         for outcome in outcomes(function, files, jobs=jobs, scheduler=scheduler,
                                 progress=moved, **options):
             for text in outcome.warnings:
                 say("warning", text)
-            if outcome.error is not None:
+            if isinstance(outcome.error, NothingToReport):
+                say(NOTHING, str(outcome.error))
+                nothing += 1
+            elif outcome.error is not None:
                 say("error", str(outcome.error))
                 failed += 1
                 internal |= isinstance(outcome.error, InternalError)
             else:
                 results.append(outcome.result)
     failed = Failed(failed)
-    failed.internal = internal
+    failed.internal, failed.nothing = internal, nothing
     if not results:
         return None, failed
     for result in results:
@@ -140,15 +147,19 @@ def save_figures(result: Result, output: Path, options: dict) -> None:
 
 def finish(result: Optional[Result], failed: int, *, empty: str | None = None,
            nothing: bool | None = None) -> None:
-    """The exit status: 2 when a capture could not be read (3 when a bug of ours stopped one:
-    :class:`Failed`), 1 (saying ``empty``) when there is nothing to show (``nothing``; by
-    default: the result's main table has no rows), else 0."""
+    """The exit status (pcapstats.cli.app's policy): 2 when a capture could not be read (3 when
+    a bug of ours stopped one: :class:`Failed`); 1 when no capture had anything to report (each
+    said so in :func:`run`) or there is nothing to show (``nothing``; by default: the result's
+    main table has no rows), saying ``empty`` (what was looked for, what the capture holds);
+    else 0."""
     if nothing is None:
         nothing = result is not None and result.empty
     if result is not None and nothing and empty:
-        say("error" if not failed else "warning", empty)
-    if failed or result is None:
+        say(NOTHING, empty)
+    if failed:
         raise typer.Exit(failed.exit_code() if isinstance(failed, Failed) else EXIT_ERROR)
+    if result is None:
+        raise typer.Exit(EXIT_NOTHING if getattr(failed, "nothing", 0) else EXIT_ERROR)
     if nothing:
         raise typer.Exit(EXIT_NOTHING)
 

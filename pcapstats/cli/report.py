@@ -58,4 +58,5 @@ def report(
     if result is not None:
         write(result, output, failures=failures, title=title)
         say("note", f"wrote {output} ({len(result.captures)} captures)")
-    finish(result, failed)
+    nothing = result is not None and not result.has_values()
+    finish(result, failed, nothing=nothing, empty=nothing and result.nothing_said())

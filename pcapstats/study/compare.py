@@ -127,6 +127,22 @@ class Compare(Result):
                      "groups": _view(shown, self.by, self.by, False, ci=True)}
         self.legend = {"captures": _legend(self, "captures"), "groups": _legend(self, "groups")}
 
+    def has_values(self) -> bool:
+        """Whether any metric asked for has a value in any capture (when none has, there is
+        nothing to report: compare and report exit 1)."""
+        table = self.table("captures")
+        return any(bool((table[c] != "").any()) if table[c].dtype == object
+                   else bool((table[c] == table[c]).any())
+                   for c in self.metrics if c in table)
+
+    def nothing_said(self) -> str:
+        """The one line said when no metric has a value: what was looked for, what the
+        captures hold."""
+        first = self.measured[0]
+        where = (f"{first.capture} ({first.holds})" if len(self.measured) == 1 else
+                 f"any of the {len(self.measured)} captures ({first.capture}: {first.holds})")
+        return f"no metric of the comparison has a value in {where}"
+
     def iographs(self) -> list:
         """Each capture's I/O graph result (of every packet), in row order; None where it
         was not kept."""

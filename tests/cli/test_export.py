@@ -250,13 +250,17 @@ def test_unreadable_capture_fails_alone(tmp_path, capsys):
     assert not list(out.rglob("*.partial"))
 
 
-def test_an_analysis_that_does_not_apply_fails_that_table(tmp_path, capsys):
+def test_an_analysis_that_does_not_apply_has_nothing_to_report(tmp_path, capsys):
+    """ping of a capture without echoes: one line, no table; the packets still written, so
+    the export answered (exit 0); asked alone, nothing was (exit 1)."""
     path = CAPTURES / "tcp_2streams.pcap"
-    assert main(["export", str(path), "-o", str(tmp_path), "--tables", "packets,ping"]) == 2
+    assert main(["export", str(path), "-o", str(tmp_path), "--tables", "packets,ping"]) == 0
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "ping:" in err[0] and "tcp_2streams.pcap" in err[0]
+    assert len(err) == 1 and err[0].startswith("pcapstats: nothing to report: "), err
+    assert "ping:" in err[0] and "tcp_2streams.pcap" in err[0] and "1414 TCP" in err[0]
     assert ex.partition(tmp_path, "packets", path).exists()
     assert not (tmp_path / "ping").exists()
+    assert main(["export", str(path), "-o", str(tmp_path / "b"), "--tables", "ping"]) == 1
 
 
 @pytest.mark.parametrize("args, said", [
