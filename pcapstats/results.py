@@ -52,6 +52,7 @@ import numpy as np
 
 from . import catalogue, render
 from .errors import UsageError
+from .naming import capture_names
 from .schema import PACKET_TABLE, Column, TableSpec
 
 HTML_ROWS = 50          # rows a notebook shows of a table
@@ -89,6 +90,18 @@ class Result:
         self.captures = [str(capture)]
         self.notes = [n for n in notes if n]
         self.parts: list[Result] = [self]
+
+    @property
+    def names(self) -> list[str]:
+        """``captures`` as figures, legends and file names show them: each one's shortest
+        path suffix that no other shares (pcapstats.naming: ``t1/run.pcap``, ``t2/run.pcap``);
+        a part of several captures' result keeps its name among them."""
+        return getattr(self, "_names", None) or capture_names(self.captures)
+
+    @names.setter
+    def names(self, names: Sequence[str]) -> None:
+        """How ``captures`` are named among others this result is shown beside."""
+        self._names = list(names)
 
     @classmethod
     def specs_for(cls, **options) -> tuple[TableSpec, ...]:
@@ -296,6 +309,9 @@ def concat(results: Sequence[Result]) -> Result:
             columns[c.name] = np.concatenate([p.table(spec.name)[c.name] for p in parts])
         combined._tables[spec.name] = columns
     combined.captures = [p.captures[0] for p in parts]
+    combined.__dict__.pop("_names", None)
+    for part, name in zip(parts, capture_names(combined.captures)):
+        part._names = [name]                   # its figure's title names it as the others
     combined.notes = [f"{p.captures[0]}: {n}" for p in parts for n in p.notes]
     combined.parts = parts
     return combined

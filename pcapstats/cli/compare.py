@@ -91,16 +91,17 @@ def plan_study(files, *, by, metrics, label, study, interval):
 
 
 def run_study(plan, *, jobs: Optional[int], scheduler: Optional[str] = None, keep=frozenset(),
-              function=None, preload=(), failures: list | None = None):
+              function=None, preload=(), failures: list | None = None, **options):
     """(the comparison of every capture that was read, or None; how many failed), saying each
     capture's warnings and errors on stderr, one line each, as they come (and adding the
-    errors to ``failures``).  ``function``: the worker (default: the metrics alone);
-    ``jobs``, ``scheduler``: where the captures run (pcapstats.pool)."""
+    errors to ``failures``).  ``function``: the worker (default: the metrics alone), given
+    ``options`` too; ``jobs``, ``scheduler``: where the captures run (pcapstats.pool)."""
     from ..study.compare import Compare  # lazy: see compare()
     measured, failed = [], 0
     with progress_bar(plan.sources) as moved:
         for outcome in plan.outcomes(jobs=jobs, scheduler=scheduler, function=function,
-                                     keep=frozenset(keep), preload=preload, progress=moved):
+                                     keep=frozenset(keep), preload=preload, progress=moved,
+                                     **options):
             for text in outcome.warnings:
                 say("warning", text)
             if outcome.error is not None:

@@ -33,7 +33,9 @@ def export(
 
     One directory a table, one file a capture: DIR/packets/capture=run1.pcap/part-0.parquet
     (Hive partitioning: DuckDB's read_parquet(..., hive_partitioning=true) and pyarrow's
-    datasets read the capture's name back as a column).  packets is the packet table,
+    datasets read the capture's name back as a column; same-named files in two
+    directories are told apart by their directories: capture=t1%2Frun.pcap, read back as
+    t1/run.pcap).  packets is the packet table,
     written one row group a 4 MiB window of the capture as it is read, so its memory stays
     bounded; streams is throughput's per-stream table; any analysis' table by name
     (tcp_analysis, iograph, cwnd.samples, ...: `pcapstats columns ANALYSIS`), for which the

@@ -15,7 +15,7 @@ import typer
 
 from .app import (ALL_COLUMNS, CAPTURE_FILES, DASK, FIGURE_FILE, JOBS, NOTHING, SCHEDULER, Fmt,
                   app, say, workers)
-from .output import emit, finish, output_kind, run, stream_choice
+from .output import emit, file_labels, finish, output_kind, run, stream_choice
 
 @app.command()
 def flavour(
@@ -68,9 +68,9 @@ def flavour(
 def _figures(result, output: Path) -> None:
     """One figure a judged stream of every capture: x.png -> x.CAPTURE.streamN.png."""
     from ..plots import save  # lazy: matplotlib only when a figure is asked for
-    written = []
+    written, labels = [], file_labels(result.captures)
     for part in result.parts:
-        prefix = f"{Path(part.captures[0]).stem}." if len(result.parts) > 1 else ""
+        prefix = f"{labels[part.captures[0]]}." if len(result.parts) > 1 else ""
         for stream in part.details:
             path = output.with_name(f"{output.stem}.{prefix}stream{stream}{output.suffix}")
             save(part.figure(stream=stream), path)

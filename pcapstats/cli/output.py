@@ -24,6 +24,7 @@ from typing import Callable, Optional, Sequence
 import typer
 
 from ..errors import InternalError, NothingToReport, UsageError
+from ..naming import capture_names, file_safe
 from ..pool import outcomes
 from ..results import Result, concat
 from .app import (EXIT_ERROR, EXIT_INTERNAL, EXIT_NOTHING, NOTHING, say, stderr_console,
@@ -134,15 +135,22 @@ def save_figures(result: Result, output: Path, options: dict) -> None:
     if len(parts) == 1:
         save(parts[0].figure(**options), output)
         return
-    written = []
+    written, labels = [], file_labels(result.captures)
     for part in parts:
-        label = Path(part.captures[0]).stem if len(set(result.captures)) > 1 else ""
+        label = labels[part.captures[0]] if len(labels) > 1 else ""
         stream = getattr(part, "stream", None)
         label += f".stream{stream}" if stream is not None else ""
         path = output.with_name(f"{output.stem}.{label.lstrip('.')}{output.suffix}")
         save(part.figure(**options), path)
         written.append(str(path))
     say("note", f"wrote {len(written)} figures: {', '.join(written)}")
+
+
+def file_labels(captures) -> dict[str, str]:
+    """Each capture's part of the names of the files written a capture each (``x.png`` ->
+    ``x.t1-run.png``, ``x.t2-run.png``): its name among the others, file-safe, distinct."""
+    paths = list(dict.fromkeys(str(c) for c in captures))
+    return dict(zip(paths, file_safe(capture_names(paths, extensions=False))))
 
 
 def finish(result: Optional[Result], failed: int, *, empty: str | None = None,

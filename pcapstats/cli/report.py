@@ -54,7 +54,7 @@ def report(
                       interval=interval)
     failures: list[str] = []
     result, failed = run_study(plan, **workers(jobs, scheduler, dask), function=capture_report,
-                               preload=PRELOAD, failures=failures)
+                               preload=PRELOAD, failures=failures, names=plan.names())
     if result is not None:
         write(result, output, failures=failures, title=title)
         say("note", f"wrote {output} ({len(result.captures)} captures)")

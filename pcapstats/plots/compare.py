@@ -11,7 +11,6 @@
 
 from __future__ import annotations
 
-import os
 
 from .. import plots
 from ..errors import UsageError
@@ -60,7 +59,7 @@ def compare_figure(result, *, metrics=None, title: str | None = None):
         series = list(dict.fromkeys(tuple(captures[b][i] for b in by[1:])
                                     for i in range(result.rows())))
     else:
-        categories = [stem(c) for c in result.captures]
+        categories = result.row_names()
         series = [()]
     rows = -(-len(columns) // plots.PANEL_COLUMNS)
     cols = min(len(columns), plots.PANEL_COLUMNS)
@@ -71,7 +70,7 @@ def compare_figure(result, *, metrics=None, title: str | None = None):
                 if by else "one point a capture")
     if "peak_bps" in [c.name for c in columns]:
         subtitle += f"; peak: the busiest {result.interval_s:g} s interval"
-    fig, axes = plots.figure(title or f"Comparison: {plots.captures_title(result.captures)}",
+    fig, axes = plots.figure(title or f"Comparison: {plots.captures_title(result.names)}",
                              x_name, "", panels=len(columns), sharey=False,
                              size=(min(4.6 * cols, 14.0), (3.0 + tall) * rows + 1.4),
                              subtitle=subtitle)
@@ -153,15 +152,6 @@ def _value_axis(ax, column, values, groups) -> None:
     ax.set_ylim(low, largest * 1.15 if largest > 0 else 1.0)
 
 
-def stem(path: str) -> str:
-    """A capture as a table or legend shows it: its file name without directory and
-    extension."""
-    name = os.path.basename(path)
-    for ext in (".gz", ".pcapng", ".pcap"):
-        name = name[:-len(ext)] if name.endswith(ext) and len(name) > len(ext) else name
-    return name
-
-
 def iographs_figure(result, *, title: str | None = None):
     """Small multiples of the captures' I/O graphs (see the module docstring)."""
     from matplotlib.lines import Line2D
@@ -171,7 +161,7 @@ def iographs_figure(result, *, title: str | None = None):
     if result.by:
         panels = result.groups_of_captures()
     else:
-        panels = [(os.path.basename(c), [i]) for i, c in enumerate(result.captures)]
+        panels = [(name, [i]) for i, name in enumerate(result.names)]
     if len(panels) > MAX_PANELS:
         raise UsageError(f"{len(panels)} I/O graphs are too many for one figure "
                          f"(at most {MAX_PANELS})",
@@ -180,7 +170,7 @@ def iographs_figure(result, *, title: str | None = None):
              if not graphs[i].empty]
     largest = max((float(g.summary["peak_bps"]) for _, g in lines), default=1.0) or 1.0
     interval = result.interval_s
-    fig, axes = plots.figure(title or f"I/O graphs: {plots.captures_title(result.captures)}",
+    fig, axes = plots.figure(title or f"I/O graphs: {plots.captures_title(result.names)}",
                              TIME_LABEL, "Throughput", panels=len(panels), sharey=True,
                              subtitle=f"every packet, {interval:g} s intervals; one panel "
                                       + ("a group, its captures overlaid" if result.by
@@ -191,7 +181,7 @@ def iographs_figure(result, *, title: str | None = None):
         for k, i in enumerate(shown):
             group = graphs[i].groups()[0]
             colour = plots.colour(k, len(shown))
-            label = stem(result.captures[i]) if result.by else None
+            label = result.row_names()[i] if result.by else None
             series, row = group.series, group.summary
             edges = list(series["start_s"]) + [series["start_s"][-1] + interval]
             ax.stairs(series["bps"], edges, baseline=None, color=colour, lw=1.1, label=label)

@@ -11,7 +11,7 @@ def fairness_figure(result, *, title: str | None = None):
     summary, series, flows = result.table("summary"), result.table("series"), result.table("flows")
     index = float(summary["jain_index"][0])
     fig, (ax, bars) = plots.figure(
-        title or f"Jain's fairness index: {plots.captures_title(result.captures)}",
+        title or f"Jain's fairness index: {plots.captures_title(result.names)}",
         TIME_LABEL, "Jain's index", panels=2, sharey=False, size=(11.0, 4.6),
         subtitle=f"{int(summary['flows'][0])} flows by {summary['by'][0]}, goodput")
     if len(series["time_s"]):       # each interval drawn to its end

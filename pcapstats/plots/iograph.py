@@ -15,7 +15,6 @@ Drawn from an I/O graph result (pcapstats.analyses.iograph.IOGraph) only, throug
 
 from __future__ import annotations
 
-import os
 
 
 from .. import plots
@@ -35,8 +34,8 @@ def iograph_figure(result, *, layout: str = "overlay", title: str | None = None)
     if result.empty:
         raise UsageError("nothing to plot: no packet matched the filters")
     unit_text, quantity = _RATE_UNITS[result.unit]
-    panels = _panels(result.groups(), layout)
-    fig, axes = plots.figure(title or f"I/O graph: {plots.captures_title(result.captures)}",
+    panels = _panels(result.groups(), layout, dict(zip(result.captures, result.names)))
+    fig, axes = plots.figure(title or f"I/O graph: {plots.captures_title(result.names)}",
                              TIME_LABEL, quantity, panels=len(panels), sharey=layout == "side",
                              subtitle=_subtitle(result))
     axes = axes if isinstance(axes, list) else [axes]
@@ -75,12 +74,13 @@ def _subtitle(result) -> str:
     return f"{result.interval_s:g} s intervals" + (f"; only {filters}" if filters else "")
 
 
-def _panels(groups, layout):
-    """[(panel title, [groups])]: one panel, or one per capture."""
+def _panels(groups, layout, names: dict):
+    """[(panel title, [groups])]: one panel, or one per capture (``names``: each capture's
+    name, Result.names)."""
     if layout == "overlay":
         return [("", groups)]
     captures = list(dict.fromkeys(g.capture for g in groups))
-    return [(os.path.basename(c), [g for g in groups if g.capture == c]) for c in captures]
+    return [(names[c], [g for g in groups if g.capture == c]) for c in captures]
 
 
 def _draw_group(ax, result, group, colour, unit_text, name_capture: bool) -> bool:
@@ -91,7 +91,7 @@ def _draw_group(ax, result, group, colour, unit_text, name_capture: bool) -> boo
     peak, peak_at = row[f"peak_{rate}"], row["peak_start_s"]
     label = group.label
     if name_capture:       # several captures on one axis: the capture names the line
-        name = os.path.basename(group.capture)
+        name = dict(zip(result.captures, result.names))[group.capture]
         label = name if label == "all packets" else f"{name}: {label}"
     ax.stairs(part[rate], edges, baseline=None, color=colour, linewidth=1.2,
               label=f"{label} (avg {plots.human_rate(avg, unit_text)}, "

@@ -34,7 +34,7 @@ def _subtitle(result, side: str | None = None) -> str:
 
 
 def _title(what: str, result) -> str:
-    return f"{what}: {plots.captures_title(result.captures)}"
+    return f"{what}: {plots.captures_title(result.names)}"
 
 
 def cwnd_figure(result, *, title: str | None = None):

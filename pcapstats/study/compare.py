@@ -31,7 +31,7 @@ import numpy as np
 from .. import catalogue, render
 from ..batch import Outcome
 from ..errors import PcapstatsWarning, UsageError
-from ..plots.compare import stem
+from ..naming import capture_names
 from ..render import Shown
 from ..results import Result
 from ..schema import CAPTURE_COLUMN, Column, TableSpec
@@ -127,6 +127,12 @@ class Compare(Result):
                      "groups": _view(shown, self.by, self.by, False, ci=True)}
         self.legend = {"captures": _legend(self, "captures"), "groups": _legend(self, "groups")}
 
+    def row_names(self) -> list[str]:
+        """The captures as the table's rows, the figures' ticks and legends name them: the
+        shortest path suffix that tells each apart, without its extension (``t1/run``,
+        ``t2/run``; titles name them as ``names``, with theirs)."""
+        return capture_names(self.captures, extensions=False)
+
     def has_values(self) -> bool:
         """Whether any metric asked for has a value in any capture (when none has, there is
         nothing to report: compare and report exit 1)."""
@@ -173,8 +179,7 @@ class Compare(Result):
         if shown and width >= WIDE:       # room enough: a name whole, a label left out first
             shown = tuple(dataclasses.replace(s, wrap=False) if s.column == "capture" else s
                           for s in shown)
-        shown_table = {**table, "capture": np.array([stem(c) for c in table["capture"]],
-                                                    object)}
+        shown_table = {**table, "capture": np.array(self.row_names(), object)}
         text = render.render(shown_table, "table", integers, units, shown, width)
         legend = self.legend.get(spec.name)
         if legend and shown:
@@ -352,6 +357,11 @@ class Study:
         """Each capture's Outcome (result: its Measured) in the order given."""
         return outcomes(function or M.measure, self.sources, jobs=jobs, metrics=self.metrics,
                         interval=self.interval_s, preload=preload, **options)
+
+    def names(self) -> dict[str, str]:
+        """Each capture's path -> its name in the study's figure titles (Result.names)."""
+        paths = [_name(s) for s in self.sources]
+        return dict(zip(paths, capture_names(paths)))
 
     def name(self, several: bool) -> str:
         return _name(self.sources[0]) if not several else f"{len(self.sources)} captures"

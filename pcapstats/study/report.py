@@ -45,16 +45,22 @@ PRELOAD = ("pandas", "matplotlib.figure", "matplotlib.backends.backend_agg")  # 
 HUGE = 10 ** 6                 # a width no table reaches: one line a row
 
 
-def capture_report(capture, *, metrics, interval: float, keep=KEEP) -> Measured:
+def capture_report(capture, *, metrics, interval: float, keep=KEEP,
+                   names: dict | None = None) -> Measured:
     """One capture's metrics, the results its section shows, and its figures (PNG bytes):
-    ``iograph`` and ``cwnd`` (its main TCP stream; none without TCP data)."""
+    ``iograph`` and ``cwnd`` (its main TCP stream; none without TCP data), titled with the
+    capture's name among the study's (``names``: path -> name, Study.names)."""
     cap = as_capture(capture)
+    name = [(names or {}).get(cap.path) or cap.path]
     m = measure(cap, metrics=metrics, interval=interval, keep=frozenset(keep) | KEEP)
     io_graph = m.results.get("iograph")
     if io_graph is not None and not io_graph.empty:
+        io_graph.names = name
         m.figures["iograph"] = png(io_graph.figure())
     try:
-        m.figures["cwnd"] = png(cwnd(cap).figure())
+        window = cwnd(cap)
+        window.names = name
+        m.figures["cwnd"] = png(window.figure())
     except PcapstatsError as e:
         m.why["cwnd"] = str(e)
     return m
@@ -84,7 +90,7 @@ def write(result: Compare, output, *, failures: Sequence[str] = (),
 
 def document(result: Compare, *, failures: Sequence[str] = (), title: str | None = None) -> str:
     """The whole HTML page."""
-    title = title or f"Study: {captures_title(result.captures)}"
+    title = title or f"Study: {captures_title(result.names)}"
     defined: dict[str, list] = {}
     body = [_header(result, title, failures),
             _comparison(result, failures, defined),
@@ -233,9 +239,8 @@ def _table(result: Result, name: str, defined, *, links: bool = False) -> str:
         for label in result.labels:
             if label in table:
                 table[label] = np.array([v or "(none)" for v in table[label]], object)
-    if links and "capture" in table:
-        names = [Path(c).name for c in table["capture"]]
-        table["capture"] = np.array(names, object)
+    if links and "capture" in table:               # rows in the order of result.captures
+        table["capture"] = np.array(result.row_names(), object)
     return _html_table(table, spec, shown, defined, f"{result.analysis}.{name}",
                        links=links)
 

@@ -7,7 +7,7 @@ import pytest
 from tests.helpers.paths import CAPTURES, DATA
 
 import pcapstats as ps
-from pcapstats.plots import short_names
+from pcapstats.naming import capture_names as short_names
 
 SHIPPED = sorted(p for p in CAPTURES.iterdir() if p.suffix in (".pcap", ".pcapng"))
 TCP_RUNS = sorted(CAPTURES.glob("sp-*.pcap"))          # simpleperf runs: one or more TCP flows

@@ -74,8 +74,8 @@ def test_every_number_is_the_single_commands(study, path):
         assert row["avg_transfer_bps"] == io_graph["avg_transfer_bps"][0]
         assert row["peak_bps"] == io_graph["peak_bps"][0] and row["interval_s"] == 1.0
         transfers = _transfers(path)
-        counts = ps.retrans(path).table("counts")
         if transfers:
+            counts = ps.retrans(path).table("counts")
             data = [max(np.flatnonzero(counts["stream"] == s),
                         key=lambda i: counts["payload_bytes"][i]) for s in transfers]
             assert row["resent"] == counts["resent"][data].sum()
