@@ -186,6 +186,7 @@ class Cwnd(Result):
     specs = (SUMMARY, SAMPLES, LOSSES, FLIGHT, RWND, LIMITED)
     series = "samples"
     draws = True
+    graph = "cwnd"           # what .figure() draws by default: ps.wscale's results say wscale
     view = {"summary": (Shown("stream", "stream"), Shown("side", "side"),
                         Shown("samples", "samples"), Shown("cwnd max", "cwnd_max_bytes"),
                         Shown("cwnd median", "cwnd_median_bytes"),
@@ -209,7 +210,8 @@ class Cwnd(Result):
         self.mss_bytes, self.rtt_s = est.mss_bytes, est.rtt_s
         self.name = name            # the stream's endpoints, and what the lab ran on it
 
-    def _figure(self, *, graph: str = "cwnd", title: str | None = None):
+    def _figure(self, *, graph: str | None = None, title: str | None = None):
+        graph = graph or self.graph
         if graph not in GRAPHS:
             raise UsageError(f"unknown graph {graph!r}", hint="use cwnd or wscale")
         return (cwnd_figure if graph == "cwnd" else wscale_figure)(self, title=title)
@@ -223,6 +225,17 @@ def cwnd(capture: Capture, *, stream: int | str | None = None, side: str = "auto
     return each_stream(capture, stream,
                        lambda s: Cwnd(estimate(capture, s, side=side), capture=capture.path,
                                       name=stream_names(capture).get(("tcp", s), "")))
+
+
+@analysis(needs=STREAM_NEEDS, one_stream=True)
+def wscale(capture: Capture, *, stream: int | str | None = None, side: str = "auto") -> Cwnd:
+    """Wireshark's Window Scaling graph of one TCP stream (``pcapstats wscale``): cwnd's result,
+    whose ``.figure()`` draws the bytes in flight and the receiver's window (the ``flight``
+    and ``rwnd`` tables); ``.figure(graph="cwnd")`` the estimate."""
+    result = cwnd(capture, stream=stream, side=side)
+    for part in {id(p): p for p in (result, *result.parts)}.values():
+        part.graph = "wscale"
+    return result
 
 
 def estimate(cap: Capture, stream: int | None = None, *, side: str = "auto") -> CwndEstimate:

@@ -360,8 +360,7 @@ class Study:
 
     def names(self) -> dict[str, str]:
         """Each capture's path -> its name in the study's figure titles (Result.names)."""
-        paths = [_name(s) for s in self.sources]
-        return dict(zip(paths, capture_names(paths)))
+        return names_of(self.sources)
 
     def name(self, several: bool) -> str:
         return _name(self.sources[0]) if not several else f"{len(self.sources)} captures"
@@ -369,6 +368,12 @@ class Study:
 
 def _name(source) -> str:
     return str(getattr(source, "path", source))
+
+
+def names_of(sources) -> dict[str, str]:
+    """Each capture's path -> its name among the others, as figure titles show it."""
+    paths = [_name(s) for s in sources]
+    return dict(zip(paths, capture_names(paths)))
 
 
 def _alternatives(labelling: Labelling) -> list[str]:
@@ -391,23 +396,34 @@ def compare(captures, /, *, by=None, metrics=None, labels=(), study=None,
     cluster of ``jobs`` worker processes started for the call; pcapstats.pool);
     ``iographs``: keep each capture's I/O graph for ``figure(kind="iographs")``.  A capture
     that cannot be read is left out with a warning (a single one raises)."""
+    return compared(captures, by=by, metrics=metrics, labels=labels, study=study,
+                    interval=interval, jobs=jobs, scheduler=scheduler,
+                    keep=frozenset({"iograph"} if iographs else ()))[0]
+
+
+def compared(captures, /, *, by=None, metrics=None, labels=(), study=None,
+             interval: float = 1.0, jobs: int = 1, scheduler: str | None = None,
+             **worker_options) -> tuple[Compare, list[str]]:
+    """:func:`compare`'s work, each capture measured by ``Study.outcomes`` with
+    ``worker_options`` (the report's worker and its options): the comparison, and the
+    captures left out, each a sentence (warned of; a single capture's error raises)."""
     several = isinstance(captures, (list, tuple))
     plan = Study.plan(captures if several else [captures], by=by, metrics=metrics,
                       labels=labels, study=study, interval=interval)
-    measured, first_error = [], None
-    for outcome in plan.outcomes(jobs=jobs, scheduler=scheduler,
-                                 keep=frozenset({"iograph"} if iographs else ())):
+    measured, failures, first_error = [], [], None
+    for outcome in plan.outcomes(jobs=jobs, scheduler=scheduler, **worker_options):
         for text in outcome.warnings:
-            warnings.warn(PcapstatsWarning(text), stacklevel=2)
+            warnings.warn(PcapstatsWarning(text), stacklevel=3)
         if outcome.error is not None:
             if not several:
                 raise outcome.error
             first_error = first_error or outcome.error
+            failures.append(str(outcome.error))
             warnings.warn(PcapstatsWarning(f"{outcome.source} left out: {outcome.error}"),
-                          stacklevel=2)
+                          stacklevel=3)
         else:
             measured.append(outcome.result)
     if not measured:
         raise first_error
-    return Compare(plan, measured, several=several, notes=plan.notes())
+    return Compare(plan, measured, several=several, notes=plan.notes()), failures
 

@@ -37,7 +37,7 @@ from ..errors import PcapstatsError, UsageError
 from ..reader import as_capture
 from ..render import Shown
 from ..results import Result
-from .compare import Compare
+from .compare import Compare, compared, names_of
 from .metrics import Measured, measure
 
 KEEP = frozenset({"iograph", "throughput", "verify"})
@@ -72,6 +72,21 @@ def png(fig) -> bytes:
     buf = io.BytesIO()
     fig.savefig(buf, format="png", pil_kwargs={"compress_level": 1})
     return buf.getvalue()
+
+
+def report(captures, output, /, *, by=None, metrics=None, labels=(), study=None,
+           interval: float = 1.0, title: str | None = None, jobs: int = 1,
+           scheduler: str | None = None) -> Compare:
+    """``pcapstats report`` in a notebook: the study of ``captures`` (as :func:`pcapstats.
+    compare` takes them) written to ``output`` as one self-contained HTML file; returns the
+    comparison (shown in the notebook as compare's)."""
+    sources = list(captures) if isinstance(captures, (list, tuple)) else [captures]
+    result, failures = compared(sources, by=by, metrics=metrics, labels=labels, study=study,
+                                interval=interval, jobs=jobs, scheduler=scheduler,
+                                function=capture_report, preload=PRELOAD,
+                                names=names_of(sources))
+    write(result, output, failures=failures, title=title)
+    return result
 
 
 def write(result: Compare, output, *, failures: Sequence[str] = (),
