@@ -19,7 +19,7 @@ BY = typer.Option(None, "--by", metavar="LABEL,...", help="Group the captures by
 METRICS = typer.Option(None, "--metrics", "-m", metavar="NAME,...", help="Only these metrics "
                        "(`pcapstats columns compare` lists them).")
 LABELS = typer.Option(None, "--label", "-l", metavar="REGEX", help="Labels from the file path: "
-                      "named groups, e.g. 'loss(?P<loss>\\d+)pct' (repeatable).")
+                      "named groups, e.g. 'loss(?P<loss_pct>\\d+)pct' (repeatable).")
 STUDY = typer.Option(None, "--study", metavar="FILE", help="Labels from a .csv or .toml file: "
                      "file, then label=value.")
 INTERVAL = typer.Option(1.0, "--interval", "-i", help="I/O graph interval of the peak, s.")

@@ -55,8 +55,9 @@ def compare_figure(result, *, metrics=None, title: str | None = None):
     by = list(result.by)
     x_name = by[0] if by else "capture"
     if by:
-        categories = list(dict.fromkeys(captures[by[0]]))
-        series = list(dict.fromkeys(tuple(captures[b][i] for b in by[1:])
+        said = {b: result.label_text(b) for b in by}        # the labels as written: "10%"
+        categories = list(dict.fromkeys(said[by[0]]))
+        series = list(dict.fromkeys(tuple(said[b][i] for b in by[1:])
                                     for i in range(result.rows())))
     else:
         categories = result.row_names()
@@ -85,8 +86,8 @@ def compare_figure(result, *, metrics=None, title: str | None = None):
                 _group_points(ax, result, c.name, categories, key, offset, colour,
                               name if k == 0 else None)
             picked = [i for i in range(result.rows())
-                      if not by or tuple(captures[b][i] for b in by[1:]) == key]
-            xs = [(categories.index(captures[by[0]][i]) if by else i) + offset for i in picked]
+                      if not by or tuple(said[b][i] for b in by[1:]) == key]
+            xs = [(categories.index(said[by[0]][i]) if by else i) + offset for i in picked]
             ax.plot(xs, [captures[c.name][i] for i in picked], ".", color=colour,
                     alpha=0.45 if by else 0.9, ms=5 if by else 7, zorder=2)
         ax.set_title(TITLES[c.name], fontsize="small")
@@ -116,9 +117,9 @@ def compare_figure(result, *, metrics=None, title: str | None = None):
 def _group_points(ax, result, metric, categories, key, offset, colour, label) -> None:
     groups, by = result.table("groups"), list(result.by)
     for g in range(result.rows("groups")):
-        if tuple(groups[b][g] for b in by[1:]) != key:
+        if tuple(result.label_text(b, "groups")[g] for b in by[1:]) != key:
             continue
-        x = categories.index(groups[by[0]][g]) + offset
+        x = categories.index(result.label_text(by[0], "groups")[g]) + offset
         mean, ci = groups[metric][g], groups[f"ci95_{metric}"][g]
         if mean != mean:
             continue

@@ -170,9 +170,9 @@ def _figures(result: Compare) -> str:
 
 def _captures(result: Compare, defined) -> str:
     out = ['<section id="captures"><h2>Captures</h2>']
-    table = result.table("captures")
+    texts = {n: result.label_text(n) for n in result.labels}
     for i, m in enumerate(result.measured):
-        labels = ", ".join(f"{n} {table[n][i]}" for n in result.labels if table[n][i])
+        labels = ", ".join(f"{n} {texts[n][i]}" for n in result.labels if texts[n][i])
         out.append(f'<section class="capture" id="{_anchor(i)}"><h3>{_e(m.capture)}</h3>')
         if labels:
             out.append(f"<p class=\"labels\">{_e(labels)}</p>")
@@ -252,8 +252,9 @@ def _table(result: Result, name: str, defined, *, links: bool = False) -> str:
     table = dict(result.table(name))
     if isinstance(result, Compare):        # a label not set reads "(none)", not a blank
         for label in result.labels:
-            if label in table:
-                table[label] = np.array([v or "(none)" for v in table[label]], object)
+            text = result.label_columns[label].shown
+            if text in table and table[text].dtype == object:
+                table[text] = np.array([v or "(none)" for v in table[text]], object)
     if links and "capture" in table:               # rows in the order of result.captures
         table["capture"] = np.array(result.row_names(), object)
     return _html_table(table, spec, shown, defined, f"{result.analysis}.{name}",
