@@ -51,7 +51,7 @@ from typing import ClassVar, Iterable, Mapping, Sequence
 import numpy as np
 
 from . import catalogue, render
-from .errors import UsageError
+from .errors import Note, UsageError
 from .naming import capture_names
 from .schema import PACKET_TABLE, Column, TableSpec
 
@@ -171,25 +171,37 @@ class Result:
         integers = frozenset(c.name for c in spec.columns if c.dtype.startswith(("int", "uint")))
         if fmt != "table":
             return render.render(table, fmt, integers)
-        shown = None if all_columns else self.view.get(spec.name)
-        units = {c.name: c.unit for c in spec.columns if c.unit}
+        view = self.view.get(spec.name)
+        complete = all_columns or not view
+        shown = render.every_column(table, view) if complete else view
         width = width or render.terminal_width()
+        sections = None
         if "capture" in table and len(self.captures) > 1 and len(table["capture"]):
-            # a block a capture, titled
-            blocks, captures = [], table["capture"]
+            # a block a capture, titled, all in the same units and widths
+            captures = table["capture"]
             edges = np.flatnonzero(np.r_[True, captures[1:] != captures[:-1], True])
-            for a, b in zip(edges[:-1], edges[1:]):
-                capture = captures[a]
-                part = {k: v[a:b] for k, v in table.items() if k != "capture"}
-                blocks.append(f"{capture}:\n" + render.render(part, "table", integers, units,
-                                                               shown, width))
-            text = "\n".join(blocks)
-        else:
-            text = render.render(table, "table", integers, units, shown, width)
+            sections = [(captures[a], np.arange(a, b)) for a, b in zip(edges[:-1], edges[1:])]
+            shown = [s for s in shown if s.column != "capture"]
+        units = {c.name: c.unit for c in spec.columns if c.unit}
+        text = render.human(table, units, shown, width, headings=self.headings(spec.name),
+                            sections=sections, complete=complete)
         legend = self.legend.get(spec.name)
-        if legend and shown:
+        if legend and not complete:
             text += textwrap.fill(legend, width) + "\n"
         return text
+
+    def headings(self, name: str | None = None) -> dict[str, str]:
+        """Column -> its heading where one is declared, for a table's human text: the
+        column's own ``heading``, else the one a view of another of this result's tables gives
+        the same column (so ``--series`` and ``--losses`` head a column as the summary does);
+        a table's own view may still head it otherwise."""
+        spec = self.spec(name)
+        out = {c.name: c.heading for c in spec.columns if c.heading}
+        for view in self.view.values():
+            for s in view:
+                if s.heading and s.column in spec.names and s.join is None and not s.endpoints:
+                    out.setdefault(s.column, s.heading)
+        return out
 
     def __len__(self) -> int:
         return self.rows()
@@ -200,10 +212,16 @@ class Result:
         return f"<{type(self).__name__} of {where}: {sizes}>"
 
     # -- figures -----------------------------------------------------------------------------
-    def figure(self, *, stream: int | None = None, capture: str | None = None, **options):
-        """The analysis' figure as a matplotlib Figure (it displays itself in a notebook).  A
-        result of several streams or captures that one figure cannot show draws the part
-        ``stream`` / ``capture`` pick."""
+    def figure(self, ax=None, *, stream: int | None = None, capture: str | None = None,
+               **options):
+        """The analysis' figure as a matplotlib Figure (it displays itself in a notebook); given
+        ``ax`` (a matplotlib Axes, or a list of them for a figure of several panels), drawn into
+        it instead, and ``ax`` returned, as pandas' ``plot(ax=...)`` does (its legend goes beside
+        the Axes: make the figure with ``layout="constrained"``, or save it with
+        ``bbox_inches="tight"``, to keep it whole).  A result of several
+        streams or captures that one figure cannot show draws the part ``stream`` /
+        ``capture`` pick.  The time figures (iograph, cwnd, rtt, seqgraph) take ``from_s`` /
+        ``to_s``: a zoom, in seconds since the capture's first packet."""
         if not self.draws:
             raise UsageError(f"{self.analysis} draws no figure",
                              hint="write its tables with .csv or .json instead")
@@ -214,7 +232,7 @@ class Result:
                 elif self.stream != stream:
                     raise UsageError(f"this {self.analysis} result is of stream {self.stream}, "
                                      f"not {stream}")
-            return self._figure(**options)
+            return self._figure(ax, **options)
         picked = [p for p in self.parts
                   if (stream is None or getattr(p, "stream", None) == stream)
                   and (capture is None or p.captures[0] == str(capture))]
@@ -224,9 +242,9 @@ class Result:
             raise UsageError(f"one {self.analysis} figure shows one stream of one capture; "
                              f"this result has {len(self.parts)}",
                              hint=f"pick one with stream= / capture= ({which})")
-        return picked[0]._figure(**options)
+        return picked[0]._figure(ax, **options)
 
-    def _figure(self, **options):
+    def _figure(self, ax=None, **options):
         raise NotImplementedError
 
     # -- notebooks ---------------------------------------------------------------------------
@@ -313,7 +331,7 @@ def concat(results: Sequence[Result]) -> Result:
     combined.__dict__.pop("_names", None)
     for part, name in zip(parts, capture_names(combined.captures)):
         part._names = [name]                   # its figure's title names it as the others
-    combined.notes = [f"{p.captures[0]}: {n}" for p in parts for n in p.notes]
+    combined.notes = [Note.of(n).under(p.captures[0]) for p in parts for n in p.notes]
     combined.parts = parts
     return combined
 

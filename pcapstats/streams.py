@@ -44,7 +44,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from . import schema
-from .errors import NothingToReport, UsageError
+from .errors import Note, NothingToReport, UsageError
 from .sidecar import stream_labels
 
 if TYPE_CHECKING:
@@ -625,13 +625,15 @@ class StreamChoice:
     payload_bytes: int
     streams_with_data: int
 
-    def note(self) -> str | None:
+    def note(self) -> Note | None:
         """What to tell the user when the stream was picked for them, else None."""
         if not self.chosen or self.streams_with_data <= 1:
             return None
-        return (f"TCP stream {self.stream} ({self.payload_bytes} payload bytes, the most of "
-                f"{self.streams_with_data} streams with data); pick another with stream=N "
-                "(--stream N)")
+        return Note("the most payload; --stream N picks another",
+                    about=f"TCP stream {self.stream}",
+                    detail=f"{self.payload_bytes} payload bytes, the most of the "
+                           f"{self.streams_with_data} streams with data; pick another with "
+                           "stream=N (--stream N)")
 
 
 def require_tcp(cap: "Capture") -> None:

@@ -58,14 +58,14 @@ from .. import catalogue
 from ..batch import analysis, each_stream
 from ..capture import Capture
 from ..clock import GAP_NS, shifted
-from ..errors import NothingToReport, UsageError
+from ..errors import Note, NothingToReport, UsageError
 from ..plots.tcp import cwnd_figure, wscale_figure
 from ..render import Shown
 from ..results import Result, shown
 from ..schema import Column, TableSpec
 from ..streams import DIRECTIONS, choose_stream, stream_names
 from .tcp_analysis import STREAM_NEEDS
-from .tcp_flow import (SIDES, capture_side, data_direction, near_end, segment_size,
+from .tcp_flow import (SIDE_DOC, SIDES, capture_side, data_direction, near_end, segment_size,
                        stream_rows)
 
 PROMPT_NS = 200_000           # an ACK answered by new data within this is "answered at once"
@@ -82,8 +82,8 @@ _FRAME = _C("frame_number", "int64", "packet number in the file")
 _TIME = _C("time_s", "float64", "its time, seconds since the capture's first packet", "s")
 SUMMARY = TableSpec("summary", "one row per stream: what its window did", (
     _STREAM,
-    _C("side", "str", "where the capture was taken: sender, receiver (of the data), middle (of "
-       "the path) or unknown; middle and unknown are analysed as the sender", values=SIDES),
+    _C("side", "str", f"{SIDE_DOC}; middle and unknown are analysed as the sender",
+       values=SIDES),
     _C("data_direction", "str", "the direction carrying the data", values=DIRECTIONS),
     _C("mss_bytes", "int64", "the sender's MSS: the SYNs' MSS option less the options the data "
        "carries, else the common segment size (not the largest: offload)", "bytes"),
@@ -203,18 +203,21 @@ class Cwnd(Result):
                          **t} for name, t in tables.items()}
         tables["limited"] = _limited(est.stream, tables["samples"])
         tables["summary"] = _summary(est, tables)
-        notes = [f"stream {est.stream}: {est.side}-side capture ({est.side_evidence})"]
+        notes = [Note(f"{est.side}-side capture", about=f"stream {est.stream}",
+                      detail=est.side_evidence)]
         super().__init__(tables, capture=capture, notes=notes)
         self.stream, self.side, self.side_evidence = est.stream, est.side, est.side_evidence
         self.data_direction = DIRECTIONS[est.data_direction]
         self.mss_bytes, self.rtt_s = est.mss_bytes, est.rtt_s
         self.name = name            # the stream's endpoints, and what the lab ran on it
 
-    def _figure(self, *, graph: str | None = None, title: str | None = None):
+    def _figure(self, ax=None, *, graph: str | None = None, **options):
+        """``graph``: cwnd or wscale (by default the result's own: ps.wscale's say wscale);
+        ``from_s`` / ``to_s``: the zoom, ``title``."""
         graph = graph or self.graph
         if graph not in GRAPHS:
             raise UsageError(f"unknown graph {graph!r}", hint="use cwnd or wscale")
-        return (cwnd_figure if graph == "cwnd" else wscale_figure)(self, title=title)
+        return (cwnd_figure if graph == "cwnd" else wscale_figure)(self, ax=ax, **options)
 
 
 @analysis(needs=STREAM_NEEDS, one_stream=True)

@@ -42,7 +42,7 @@ import numpy as np
 from .. import catalogue
 from ..batch import analysis
 from ..capture import Capture, Needs, holdings
-from ..errors import NothingToReport, UsageError
+from ..errors import Note, NothingToReport, UsageError
 from ..ingest import Kept, read_kept
 from ..render import Shown
 from ..results import Result
@@ -130,9 +130,9 @@ class Delay(Result):
                        "x 8 / a (2: request then answer cross one bottleneck).  --sizes: per "
                        "size."}
 
-    def _figure(self, **options):
+    def _figure(self, ax=None, **options):
         from ..plots.delay import delay_figure  # lazy: matplotlib only when a figure is drawn
-        return delay_figure(self, **options)
+        return delay_figure(self, ax=ax, **options)
 
 
 def rows_needed(cap: Capture) -> np.ndarray:
@@ -180,7 +180,7 @@ def delay(capture, *, source: str = "auto") -> Delay:
     if not parts:
         raise NothingToReport(f"no latency samples in {path} ({holds}): no answered ICMP "
                               "echoes captured at the pinging host and no ping-pong exchange"
-                              + (f" ({notes[0]})" if notes else ""),
+                              + (f" ({notes[0]}: {notes[0].detail})" if notes else ""),
                               hint="capture at the host that sends the requests, with "
                                    "several message sizes")
     names: dict[str, int] = {}                 # source name -> code, in order of appearance
@@ -251,9 +251,10 @@ def _icmp_samples(echoes: Echoes, notes: list[str], required: bool) -> dict | No
     e, sessions = tables["echoes"], tables["sessions"]
     at_responder = np.unique(sessions["session"][sessions["side"] == "responder"])
     if len(at_responder):
-        notes.append(f"ICMP session(s) {id_ranges(at_responder.tolist())} captured at the "
-                     "responder: request -> reply there is its turnaround (microseconds), not "
-                     "the delay to model; left out")
+        notes.append(Note("captured at the responder: left out",
+                          about=f"ICMP session(s) {id_ranges(at_responder.tolist())}",
+                          detail="request -> reply there is its turnaround (microseconds), "
+                                 "not the delay to model"))
     keep = ~np.isnan(e["rtt_ms"])
     if len(at_responder):
         keep &= ~np.isin(e["session"], at_responder)
@@ -440,10 +441,13 @@ def _paced_sources(samples: dict, model: dict, names: list[str],
             continue
         rate = 8 * samples["size_bytes"][rows][sent].sum() / seconds
         if rate < PACED_FACTOR * model["bandwidth_bps"][i]:
-            out.append(f"{source}: the client sent its requests at about {rate / 1e6:.3g} "
-                       f"Mbit/s within each message, near the {model['bandwidth_bps'][i] / 1e6:.3g}"
-                       " Mbit/s the slope implies: the slope may be the sender's pacing or "
-                       "window, not the path (a TCP sender paced by BBR does this; try cubic)")
+            out.append(Note("the slope may be the sender's pacing", about=source,
+                            detail=f"the client sent its requests at about {rate / 1e6:.3g} "
+                                   "Mbit/s within each message, near the "
+                                   f"{model['bandwidth_bps'][i] / 1e6:.3g} Mbit/s the slope "
+                                   "implies: the slope may be the sender's pacing or window, "
+                                   "not the path (a TCP sender paced by BBR does this; try "
+                                   "cubic)"))
     return out
 
 
@@ -456,7 +460,8 @@ def _models(sizes: dict, overlapping: set[str], notes: list[str]) -> dict:
         s = sizes["size_bytes"][mine].astype(np.float64)
         y = sizes["latency_trimmed_ms"][mine].astype(np.float64)
         if len(s) < 2:
-            notes.append(f"{source}: one message size only; a slope needs two or more")
+            notes.append(Note("one size: no slope", about=source,
+                              detail="a slope needs two message sizes or more"))
             continue
         fit = ols(s, y)
         rows["source"].append(source)
@@ -471,14 +476,17 @@ def _models(sizes: dict, overlapping: set[str], notes: list[str]) -> dict:
         rows["crossings"].append(crossings)
         rows["bandwidth_bps"].append(crossings * 8 / (a / 1e3) if a > 0 else np.nan)
         if crossings == 1:
-            notes.append(f"{source}: the answers begin before their requests end (a server "
-                         "that echoes as data arrives): a byte crosses the bottleneck once in "
-                         "D, so bandwidth = 8 / a; messages of one segment still cross twice, "
-                         "so the line mixes both (fit the larger sizes alone to avoid it)")
+            notes.append(Note("answers overlap requests: bandwidth = 8 / a", about=source,
+                              detail="the answers begin before their requests end (a server "
+                                     "that echoes as data arrives): a byte crosses the "
+                                     "bottleneck once in D, so bandwidth = 8 / a; messages of "
+                                     "one segment still cross twice, so the line mixes both "
+                                     "(fit the larger sizes alone to avoid it)"))
         if not a > 0:
-            notes.append(f"{source}: latency does not grow with size (slope {a:.3g} ms/byte): "
-                         "no bandwidth to infer (a path without serialisation delay, or "
-                         "sizes too close together)")
+            notes.append(Note("flat latency: no bandwidth", about=source,
+                              detail=f"latency does not grow with size (slope {a:.3g} "
+                                     "ms/byte): a path without serialisation delay, or sizes "
+                                     "too close together"))
     return {c.name: np.asarray(rows[c.name], dtype=object if c.dtype == "str" else
                                float if c.dtype == "float64" else np.int64)
             for c in MODEL.columns}

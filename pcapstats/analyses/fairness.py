@@ -23,7 +23,7 @@ import numpy as np
 from .. import catalogue, schema
 from ..batch import analysis
 from ..capture import Capture, Needs
-from ..errors import NothingToReport, UsageError
+from ..errors import Note, NothingToReport, UsageError
 from ..render import Shown
 from ..results import Result, shown
 from ..schema import Column, TableSpec
@@ -86,9 +86,9 @@ class Fairness(Result):
     legend = {"summary": "Jain's index of goodput (first-time payload) over the window where "
                          "every flow was sending; --flows for each flow, --series per interval."}
 
-    def _figure(self, **options):
+    def _figure(self, ax=None, **options):
         from ..plots.fairness import fairness_figure  # lazy: matplotlib only for a figure
-        return fairness_figure(self, **options)
+        return fairness_figure(self, ax=ax, **options)
 
 
 def jain(x) -> float:
@@ -158,8 +158,9 @@ def fairness(capture: Capture, *, by: str = "stream", interval: float = 1.0) -> 
     else:
         spans = (lasts - firsts) / 1e9
         inside = slice(None)
-        notes.append("the flows never all sent at once: each is measured over its own first "
-                     "to last data packet, so the index compares rates at different times")
+        notes.append(Note("the flows never all sent at once",
+                          detail="each is measured over its own first to last data packet, so "
+                                 "the index compares rates at different times"))
     delivered = np.zeros(n_keys, np.int64)
     np.add.at(delivered, key[inside], packets["good"][inside].astype(np.int64))
     goodput = np.array([int(delivered[g["keys"]].sum()) for g in groups])
@@ -285,9 +286,10 @@ def _series(packets, groups, start: int, end: int, step: int, t0: int, notes: li
     else:
         listed = np.unique(k)
         column = np.searchsorted(listed, k)
-        notes.append(f"{n - len(listed)} intervals of {step / 1e9:g} s in which no flow sent "
-                     "are not listed (the common window spans far more intervals than there "
-                     "are packets: a clock step?)")
+        notes.append(Note(f"{n - len(listed)} intervals of {step / 1e9:g} s with no flow "
+                          "sending not listed", detail="the common window spans far more "
+                                                       "intervals than there are packets: a "
+                                                       "clock step?"))
     cell = flow[rows].astype(np.int64) * len(listed) + column
     per_flow = np.bincount(cell, weights=packets["good"][rows],
                            minlength=len(groups) * len(listed)).reshape(len(groups), len(listed))

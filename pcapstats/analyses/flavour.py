@@ -88,6 +88,7 @@ from ..schema import Column, TableSpec
 from ..streams import choose_stream, id_ranges, stream_names, stream_summary
 from .cwnd import SIDES, Cwnd, estimate
 from .tcp_analysis import STREAM_NEEDS
+from .tcp_flow import SIDE_DOC
 
 LABELS = ("reno", "cubic", "bbr", "unknown")
 
@@ -165,8 +166,7 @@ STREAMS = TableSpec("streams", "one row per TCP stream that carried MIN_STREAM_B
     catalogue.column("flavour", values=LABELS),
     catalogue.column("flavour_confidence", doc="see classify"),
     _C("reason", "str", "the evidence in words; for unknown, why"),
-    _C("side", "str", "sender | receiver | middle | unknown: where the capture was taken (cwnd "
-       "analysis)", values=SIDES),
+    _C("side", "str", SIDE_DOC, values=SIDES),
     _C("side_evidence", "str", "how the side was told"),
     _C("data_segments", "int64", "data segments of the stream (re-sent ones included)",
        "segments"),
@@ -255,7 +255,7 @@ class Flavour(Result):
         super().__init__({"streams": table}, capture=capture, notes=notes)
         self.details = details
 
-    def _figure(self, *, stream: int | None = None, title: str | None = None):
+    def _figure(self, ax=None, *, stream: int | None = None, title: str | None = None):
         if not self.details:
             raise UsageError("no stream to draw: none carried enough data to judge")
         if stream is None:
@@ -263,7 +263,7 @@ class Flavour(Result):
         if stream not in self.details:
             raise UsageError(f"no flavour of TCP stream {stream} here",
                              hint=f"streams judged: {id_ranges(self.details)}")
-        return flavour_figure(self.details[stream], title=title)
+        return flavour_figure(self.details[stream], ax=ax, title=title)
 
 
 class StreamDetails(Mapping):

@@ -74,13 +74,14 @@ import numpy as np
 from .. import catalogue, schema
 from ..batch import analysis
 from ..capture import Capture, Needs
-from ..errors import UsageError
+from ..errors import Note, UsageError
 from ..plots.iograph import iograph_figure
 from ..render import Shown
 from ..results import Result
 from ..schema import Column, TableSpec
 from ..units import interval_ns
 from ..streams import DIRECTIONS, PROTOS, stream_names
+from .throughput import PEAK_BELOW
 
 UNITS = ("bits", "bytes", "packets")
 RATE_NAMES = {"bits": "bps", "bytes": "bytes_per_s", "packets": "packets_per_s"}
@@ -243,8 +244,9 @@ class IOGraph(Result):
         kept += [f"{k} {f[k]}" for k in ("host", "port") if k in f]
         return ", ".join(kept)
 
-    def _figure(self, *, layout: str = "overlay", title: str | None = None):
-        return iograph_figure(self, layout=layout, title=title)
+    def _figure(self, ax=None, **options):
+        """``layout``: overlay or side; ``from_s`` / ``to_s``: the zoom, ``title``."""
+        return iograph_figure(self, ax=ax, **options)
 
 
 def _view(keys: list[str], rate: str) -> dict:
@@ -268,9 +270,9 @@ def _partial_peaks(summary: dict, keys: list[str], rate: str, interval_s: float)
     with np.errstate(invalid="ignore"):
         low = ((summary[f"peak_{rate}"] < summary[f"avg_active_{rate}"])
                & (summary["active_s"] < 2 * interval_s) & (summary["packets"] >= 10))
-    return [f"{' '.join(str(summary[k][i]) for k in keys) or 'all packets'}: peak below the "
-            f"average while active: active {summary['active_s'][i]:.3g} s, so no "
-            f"{interval_s:g} s interval was busy all through (try a shorter --interval)"
+    return [Note(PEAK_BELOW, about=' '.join(str(summary[k][i]) for k in keys) or "all packets",
+                 detail=f"active {summary['active_s'][i]:.3g} s, so no {interval_s:g} s "
+                        "interval was busy all through; a shorter --interval shows its rate")
             for i in np.flatnonzero(low)]
 
 
@@ -480,9 +482,10 @@ def _one(cap: Capture, o: _Options) -> IOGraph:
     bytes_ = np.rint(np.bincount(cell, weights=size, minlength=total)).astype(np.int64)
     notes = []
     if left_out:
-        notes.append(f"{left_out} empty intervals of {o.interval_ns / 1e9:g} s are not listed "
-                     "(the capture spans far more intervals than it has packets: a clock step, "
-                     "or a long idle time); each run of them is shown by its first")
+        notes.append(Note(f"{left_out} empty intervals of {o.interval_ns / 1e9:g} s not listed",
+                          detail="the capture spans far more intervals than it has packets (a "
+                                 "clock step, or a long idle time); each run of empty intervals "
+                                 "is shown by its first"))
     per_s = 1e9 / o.interval_ns
     value = _in_unit(o.unit, packets, bytes_) * per_s
 

@@ -39,7 +39,7 @@ import numpy as np
 from .. import catalogue
 from ..batch import analysis
 from ..capture import Capture, Needs, holdings
-from ..errors import NothingToReport
+from ..errors import Note, NothingToReport
 from ..ingest import Kept, read_kept
 from ..ingest.contract import table_array
 from ..render import Shown
@@ -113,9 +113,9 @@ class Ping(Result):
     legend = {"sessions": "RTT min/avg/max/mdev: request -> reply times as ping prints them "
                           "(duplicates included).  --all: identifiers, sides, times."}
 
-    def _figure(self, **options):
+    def _figure(self, ax=None, **options):
         from ..plots.ping import ping_figure  # lazy: matplotlib only when a figure is drawn
-        return ping_figure(self, **options)
+        return ping_figure(self, ax=ax, **options)
 
 
 def rows_needed(cap: Capture) -> np.ndarray:
@@ -388,8 +388,10 @@ def echo_sessions(echoes: Echoes, requester: str | None = None,
     for k in np.flatnonzero(np.asarray(sides, object) != "requester").tolist():
         pair = f"{addresses[keys[k, 0]]} → {addresses[keys[k, 1]]}"
         said.setdefault((pair, sides[k], evidence[k]), []).append(k)
-    notes = [f"session{'s' if len(ks) > 1 else ''} {id_ranges(ks)} ({pair}): {_SIDE_SAYS[side]}"
-             f" ({why})" for (pair, side, why), ks in said.items()]
+    notes = [Note(_SIDE_SAYS[side][0], about=f"session{'s' if len(ks) > 1 else ''} "
+                                             f"{id_ranges(ks)}",
+                  detail=f"{pair}: {_SIDE_SAYS[side][1]} ({why})")
+             for (pair, side, why), ks in said.items()]
     return {"sessions": summary, "echoes": {c: out[c] for c in columns}}, notes
 
 
@@ -420,13 +422,16 @@ def _session_keys(key_table: np.ndarray, request_key: np.ndarray, reply_key: np.
     return key_table[sessions], rank[request_key], rank[reply_key]
 
 
-_SIDE_SAYS = {
-    "responder": "captured at the responder: request -> reply is its turnaround, not the "
-                 "round trip (turnaround_ms); capture at the pinging host for RTTs",
-    "path": "captured between the hosts: RTTs are from the capture point to the responder "
-            "and back, less than ping's",
-    "unknown": "the capture side is unknown: if it was taken at the responder, the RTTs are "
-               "its turnaround",
+_SIDE_SAYS = {    # side: (a note's short form, its long form)
+    "responder": ("captured at the responder: no RTTs",
+                  "captured at the responder: request -> reply is its turnaround, not the "
+                  "round trip (turnaround_ms); capture at the pinging host for RTTs"),
+    "path": ("captured between the hosts: RTTs short",
+             "captured between the hosts: RTTs are from the capture point to the responder "
+             "and back, less than ping's"),
+    "unknown": ("capture side unknown",
+                "the capture side is unknown: if it was taken at the responder, the RTTs are "
+                "its turnaround"),
 }
 
 

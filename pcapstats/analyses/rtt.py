@@ -35,17 +35,27 @@ import numpy as np
 from .. import catalogue
 from ..batch import analysis, each_stream
 from ..capture import Capture
+from ..errors import Note
 from ..plots.tcp import rtt_figure
 from ..render import Shown
 from ..results import Result, shown
 from ..schema import Column, TableSpec
 from ..streams import DIRECTIONS, stream_names
 from .tcp_analysis import STREAM_NEEDS
-from .tcp_flow import SIDES, capture_side, data_direction, stream_rows
+from .tcp_flow import SIDE_DOC, SIDES, capture_side, data_direction, stream_rows
 
 RTT_SERIES = ("ack_rtt_ms", "ack_rtt_karn_ms", "ts_rtt_ms")
 STATISTICS = ("rtt_min_ms", "rtt_avg_ms", "rtt_median_ms", "rtt_p95_ms", "rtt_max_ms")
 PATH_STATISTICS = ("rtt_min_ms", "rtt_median_ms", "rtt_p95_ms")   # base, under load, tail
+# The series that span the whole round trip on each capture side ("ack": in the ACKs'
+# direction, "data": in the data's), the path's estimate first: at the sender every series the
+# ACKs close (Wireshark's ACK RTT keeps a re-sent segment's timeout in, the timestamp echo the
+# receiver's delayed-ACK wait); at the receiver only the echo on the data.  Every other series
+# times one leg from the capture point (the receiver's own ACK delay, the sender's turnaround),
+# and in the middle of the path every series does: no round trip.
+ROUND_TRIPS = {"sender": (("ack_rtt_karn_ms", "ack"), ("ack_rtt_ms", "ack"),
+                          ("ts_rtt_ms", "ack")),
+               "receiver": (("ts_rtt_ms", "data"),)}
 _C = Column
 _STREAM = _C("stream", "int64", "tcp.stream index, as Wireshark numbers it")
 _DIRECTION = _C("direction", "str", "direction of the packet closing the round trip (a_to_b: "
@@ -74,8 +84,7 @@ SUMMARY = TableSpec("summary", "one row per series and direction with samples", 
 ))
 PATH = TableSpec("path", "one row per stream: the estimate of the path's round trip", (
     _STREAM,
-    _C("side", "str", "where the capture was taken: sender, receiver (of the data), middle "
-       "(of the path) or unknown", values=SIDES),
+    _C("side", "str", SIDE_DOC, values=SIDES),
     *(catalogue.column(name, doc="of the path's round trip: the estimate's samples")
       for name in PATH_STATISTICS),
     _C("estimate", "str", "which: 'ack_rtt_karn_ms b_to_a', 'ts_rtt_ms a_to_b' or 'handshake'"),
@@ -105,8 +114,16 @@ class Rtt(Result):
         self.stream, self.data_direction = stream, data_direction
         self.name = name            # the stream's endpoints, and what the lab ran on it
 
-    def _figure(self, *, title: str | None = None):
-        return rtt_figure(self, title=title)
+    def round_trips(self) -> list[tuple[str, str]]:
+        """(series, direction) of the samples that are round trips on this capture's side
+        (ROUND_TRIPS), the path's estimate first; none in the middle of the path."""
+        side = self.table("path")["side"][0]
+        ack = DIRECTIONS[1 - DIRECTIONS.index(self.data_direction)]
+        return [(series, self.data_direction if role == "data" else ack)
+                for series, role in ROUND_TRIPS.get(side, ())]
+
+    def _figure(self, ax=None, **options):
+        return rtt_figure(self, ax=ax, **options)
 
 
 @analysis(needs=STREAM_NEEDS, one_stream=True)
@@ -139,9 +156,10 @@ def _rtt(capture: Capture, stream: int) -> Rtt:
     path = _path(stream, side, samples, DIRECTIONS[data_dir],
                  irtt[0] / 1e6 if len(irtt) else np.nan)
     summary = _summary(stream, samples, path["estimate"][0])
-    note = (f"stream {stream}: path RTT min {path['rtt_min_ms'][0]:.3f} ms, median "
-            f"{path['rtt_median_ms'][0]:.3f} ms from "
-            f"{path['estimate'][0]} ({side}-side capture: {side_evidence})")
+    note = Note(f"{side}-side capture", about=f"stream {stream}",
+                detail=f"{side_evidence}; so the path RTT is {path['estimate'][0]}: min "
+                       f"{path['rtt_min_ms'][0]:.3f} ms, median "
+                       f"{path['rtt_median_ms'][0]:.3f} ms")
     return Rtt({"summary": summary, "samples": samples, "path": path}, capture=capture.path,
                stream=stream, data_direction=DIRECTIONS[data_dir], notes=[note],
                name=stream_names(capture).get(("tcp", stream), ""))

@@ -81,10 +81,11 @@ class SeqGraph(Result):
         self.stream, self.data_direction = stream, data_direction
         self.name = name            # the stream's endpoints, and what the lab ran on it
 
-    def _figure(self, *, style: str = "stevens", title: str | None = None):
+    def _figure(self, ax=None, *, style: str = "stevens", **options):
+        """``style``: stevens or tcptrace; ``from_s`` / ``to_s``: the zoom, ``title``."""
         if style not in STYLES:
             raise UsageError(f"unknown style {style!r}", hint="use stevens or tcptrace")
-        return seqgraph_figure(self, style=style, title=title)
+        return seqgraph_figure(self, style=style, ax=ax, **options)
 
 
 @analysis(needs=STREAM_NEEDS, one_stream=True)

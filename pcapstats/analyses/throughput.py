@@ -29,7 +29,7 @@ import numpy as np
 from .. import catalogue
 from ..batch import analysis
 from ..capture import Capture
-from ..errors import UsageError
+from ..errors import Note, UsageError
 from ..ingest import WINDOW_BYTES, read_fast, stream_windows
 from ..render import Shown
 from ..results import Result, shown
@@ -77,11 +77,16 @@ class Throughput(Result):
     legend = {"streams": "stream avg: frame bits over the stream's duration (Wireshark's "
                          "Bits/s), at this capture point, headers included; peak: the busiest "
                          "interval.  --all: payload rates and every count."}
+    draws = overlays = True          # a bar a stream and direction, of every capture
 
     def __init__(self, table, *, capture, interval_s: float, packets: int):
         super().__init__({"streams": table}, capture=capture, notes=_short_streams(table,
                                                                                    interval_s))
         self.interval_s, self.packets = interval_s, packets
+
+    def _figure(self, ax=None, **options):
+        from ..plots.throughput import throughput_figure  # lazy: matplotlib only for a figure
+        return throughput_figure(self, ax=ax, **options)
 
 
 @analysis(reads=False)
@@ -105,6 +110,10 @@ def throughput(capture, *, interval: float = 1.0, stream: int | None = None,
     return Throughput(table, capture=path, interval_s=bin_ns / 1e9, packets=packets)
 
 
+# a transfer shorter than two intervals filled none: its busiest one reads below its average
+PEAK_BELOW = "peak below average: too short"
+
+
 def _short_streams(table: dict, interval_s: float) -> list[str]:
     """A note for the transfers (10 packets or more) whose peak reads below their average
     because they lasted less than two intervals, so none filled one (the busiest interval is
@@ -113,9 +122,10 @@ def _short_streams(table: dict, interval_s: float) -> list[str]:
     with np.errstate(invalid="ignore"):
         low &= ((table["peak_bps_a_to_b"] < table["avg_stream_bps_a_to_b"])
                 | (table["peak_bps_b_to_a"] < table["avg_stream_bps_b_to_a"]))
-    return [f"{table['proto'][i]} stream {table['stream'][i]}: peak below average: it lasted "
-            f"{table['duration_s'][i]:.3g} s, so no {interval_s:g} s interval was busy all "
-            "through; a shorter --interval shows its rate" for i in np.flatnonzero(low)]
+    return [Note(PEAK_BELOW, about=f"{table['proto'][i]} stream {table['stream'][i]}",
+                 detail=f"it lasted {table['duration_s'][i]:.3g} s, so no {interval_s:g} s "
+                        "interval was busy all through; a shorter --interval shows its rate")
+            for i in np.flatnonzero(low)]
 
 
 def _streamed_summary(path, protos, bin_ns, kernel, window_bytes) -> tuple[dict, int]:

@@ -67,7 +67,7 @@ import numpy as np
 from .. import catalogue, schema
 from ..batch import analysis
 from ..capture import Capture, Needs
-from ..errors import NothingToReport, UsageError
+from ..errors import Note, NothingToReport, UsageError
 from ..ingest.source import Source, open_source
 from ..reader import as_capture
 from ..render import Shown
@@ -412,34 +412,39 @@ def _paired(sender: _Capture, rows: np.ndarray, receiver: _Capture, counters: bo
                   datagram_keys(receiver, down, receiver.source(), cut),
                   times[down], span)
         if not m.arrivals:
-            notes.append(f"{name}: none of its {len(down)} datagrams in the receiver capture "
-                         f"is one of the {len(up)} in the sender capture (changed on the "
-                         "way?): its loss is unknown")
+            notes.append(Note("loss unknown: no datagram matched", about=name,
+                              detail=f"none of its {len(down)} datagrams in the receiver "
+                                     f"capture is one of the {len(up)} in the sender capture "
+                                     "(changed on the way?)"))
             continue
         row.update(method=MATCHED, sent=m.sent, lost=m.lost,
                    datagram_loss=m.lost / m.sent if m.sent else np.nan,
                    out_of_order=m.out_of_order, duplicates=m.duplicates,
                    jitter_ms=rfc3550_jitter(m.transit_ns) / 1e6)
         if m.unmatched:
-            notes.append(f"{name}: {m.unmatched} datagram(s) in the receiver capture match "
-                         "none in the sender capture (it started later or stopped sooner, "
-                         "or they were changed on the way): not counted")
+            notes.append(Note(f"{m.unmatched} received datagram(s) not sent: not counted",
+                              about=name, detail="they match none in the sender capture (it "
+                                                 "started later or stopped sooner, or they "
+                                                 "were changed on the way)"))
         if m.outside:
-            notes.append(f"{name}: {m.outside} datagram(s) of the sender capture were sent "
-                         "when the receiver capture could not have seen them (before it "
-                         "started or after it stopped): left out of sent and lost")
+            notes.append(Note(f"{m.outside} datagram(s) sent unseen: not counted",
+                              about=name, detail="the sender capture has them sent when the "
+                                                 "receiver capture could not have seen them "
+                                                 "(before it started or after it stopped): "
+                                                 "left out of sent and lost"))
     if missing:
-        notes.append(f"{_some(missing)} {'is' if len(missing) == 1 else 'are'} not in the "
-                     "receiver capture: loss unknown (flows are found by their addresses and "
-                     "ports as they are; behind a NAT they differ, and NAT is not followed)")
+        notes.append(Note("not in the receiver capture: loss unknown", about=_some(missing),
+                          detail="flows are found by their addresses and ports as they are; "
+                                 "behind a NAT they differ, and NAT is not followed"))
     if reverse:
-        notes.append(f"{_some(reverse)} {'was' if len(reverse) == 1 else 'were'} sent from the "
-                     "receiver capture's side (by the TTL): not matched this way round; give "
-                     "the two captures the other way round for the loss")
+        notes.append(Note("sent from the receiver's side: give the captures the other way "
+                          "round", about=_some(reverse),
+                          detail="by the TTL, sent from the receiver capture's side: not "
+                                 "matched this way round"))
     others = len(at_receiver.keys() - seen)
     if others and every:
-        notes.append(f"the receiver capture has {others} UDP flow direction(s) the sender "
-                     f"capture has not: not shown (`pcapstats udp {receiver.path}` shows them)")
+        notes.append(Note(f"{others} UDP flow direction(s) only in the receiver capture: not "
+                          "shown", detail=f"`pcapstats udp {receiver.path}` shows them"))
     table = _table(found)
     return Udp({"flows": table}, capture=sender.path, notes=_notes(table) + notes)
 
@@ -517,7 +522,11 @@ def _notes(table: dict) -> list[str]:
     senders = [int(s) for s, side, m in zip(table["stream"], table["side"], table["method"])
                if side == "sender" and m.startswith("iperf")]
     if senders:
-        notes.append(f"UDP stream(s) {', '.join(map(str, sorted(set(senders))))} captured at "
-                     "the sender: nothing is lost yet there, and the jitter is the sender's "
-                     "own; capture at the receiver for what iperf3's server reports")
+        streams = sorted(set(senders))
+        notes.append(Note("at the sender: no loss, own jitter",
+                          about=f"UDP stream{'s' if len(streams) > 1 else ''} "
+                                f"{', '.join(map(str, streams))}",
+                          detail="nothing is lost yet at the sender, and the jitter there is "
+                                 "the sender's own; capture at the receiver for what iperf3's "
+                                 "server reports"))
     return notes

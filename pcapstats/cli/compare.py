@@ -10,8 +10,8 @@ from typing import List, Optional
 import typer
 
 from ..errors import PcapstatsWarning, UsageError
-from .app import (ALL_COLUMNS, CAPTURE_FILES, DASK, FIGURE_FILE, JOBS, SCHEDULER, Fmt, app, say,
-                  workers)
+from .app import (ALL_COLUMNS, CAPTURE_FILES, DASK, EXPLAIN, FIGURE_FILE, JOBS, SCHEDULER, Fmt,
+                  app, say, say_notes, workers)
 from .output import emit, finish, output_kind, progress_bar
 
 BY = typer.Option(None, "--by", metavar="LABEL,...", help="Group the captures by these labels "
@@ -42,6 +42,7 @@ def compare(
     jobs: Optional[int] = JOBS,
     scheduler: Optional[str] = SCHEDULER,
     dask: bool = DASK,
+    explain: bool = EXPLAIN,
 ):
     """Captures side by side: throughput, goodput, re-sends, RTT, UDP loss, fairness, flavour.
 
@@ -114,6 +115,5 @@ def run_study(plan, *, jobs: Optional[int], scheduler: Optional[str] = None, kee
     if not measured:
         return None, failed
     result = Compare(plan, measured, several=True, notes=plan.notes())
-    for note in result.notes:
-        say("note", note)
+    say_notes((None, note) for note in result.notes)
     return result, failed

@@ -13,8 +13,8 @@ from typing import List, Optional
 
 import typer
 
-from .app import (ALL_COLUMNS, CAPTURE_FILES, DASK, FIGURE_FILE, JOBS, NOTHING, SCHEDULER, Fmt,
-                  app, say, workers)
+from .app import (ALL_COLUMNS, CAPTURE_FILES, DASK, EXPLAIN, FIGURE_FILE, JOBS, NOTHING,
+                  SCHEDULER, Fmt, app, say, workers)
 from .output import emit, file_labels, finish, output_kind, run, stream_choice
 
 @app.command()
@@ -28,6 +28,7 @@ def flavour(
                             help="table (key columns), csv or json (every column)."),
     output: Optional[Path] = FIGURE_FILE,
     jobs: Optional[int] = JOBS, scheduler: Optional[str] = SCHEDULER, dask: bool = DASK,
+    explain: bool = EXPLAIN,
 ):
     """The sender's congestion control: reno, cubic or bbr?
 

@@ -279,7 +279,8 @@ def _report(doc: dict, path: Path) -> None:
 MATRIX_UNITS = {"seconds": "s", "rtt_asked_ms": "ms", "rtt_ms": "ms", "rate_asked_bps": "bit/s",
                 "throughput_bps": "bit/s", "loss_asked": "fraction", "loss_measured": "fraction"}
 MATRIX_INTEGERS = frozenset({"retransmitted_segments"})
-MATRIX_SHOWN = (Shown("cell", "cell"), Shown("status", "status"), Shown("took", "seconds"),
+MATRIX_SHOWN = (Shown("cell", "cell", key=True), Shown("status", "status"),
+                Shown("took", "seconds"),
                 Shown("rtt asked", "rtt_asked_ms", minor=True), Shown("rtt", "rtt_ms"),
                 Shown("rate asked", "rate_asked_bps", minor=True), Shown("throughput", "throughput_bps"),
                 Shown("loss asked", "loss_asked", minor=True), Shown("loss", "loss_measured"),
@@ -330,7 +331,7 @@ def matrix(
         if progress:
             progress.stop()
     write_text(render(summary_table(results), fmt.value, integers=MATRIX_INTEGERS,
-                      units=MATRIX_UNITS, shown=MATRIX_SHOWN), None)
+                      units=MATRIX_UNITS, shown=MATRIX_SHOWN, more="-f csv has them"), None)
     failed = [r for r in results if r.status == "failed"]
     for r in failed:
         say("error", f"cell {r.name}: {r.error}")

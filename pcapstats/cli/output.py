@@ -10,7 +10,7 @@ fails alone), and returns one result (several captures: a first column ``capture
 Out: :func:`emit` writes a result by ``-o``'s extension -- ``.png``/``.svg`` its figure,
 ``.csv``/``.json`` a table -- or prints a table on standard output in ``--format`` (a figure
 still prints the table).  :func:`output_kind` refuses an extension that does not fit the
-analysis in one line before any capture is read (``throughput -o x.png``: throughput draws no
+analysis in one line before any capture is read (``retrans -o x.png``: retrans draws no
 figure).
 """
 
@@ -25,10 +25,11 @@ import typer
 
 from ..errors import InternalError, NothingToReport, UsageError
 from ..naming import capture_names, file_safe
+from ..plots import time_window
 from ..pool import outcomes
 from ..results import Result, concat
-from .app import (EXIT_ERROR, EXIT_INTERNAL, EXIT_NOTHING, NOTHING, say, stderr_console,
-                  write_text)
+from .app import (EXIT_ERROR, EXIT_INTERNAL, EXIT_NOTHING, NOTHING, say, say_notes,
+                  stderr_console, write_text)
 
 FIGURE_EXTENSIONS = (".png", ".svg")
 TABLE_EXTENSIONS = {".csv": "csv", ".json": "json"}
@@ -104,10 +105,8 @@ def run(function: Callable[..., Result], files: Sequence[Path], *, jobs: Optiona
     failed.internal, failed.nothing = internal, nothing
     if not results:
         return None, failed
-    for result in results:
-        prefix = f"{result.captures[0]}: " if len(files) > 1 else ""
-        for note in result.notes:
-            say("note", prefix + note)
+    say_notes((result.captures[0] if len(files) > 1 else None, note)
+              for result in results for note in result.notes)
     return (results[0] if len(results) == 1 and len(files) == 1 else concat(results)), failed
 
 
@@ -201,3 +200,24 @@ def _size(path) -> int:
         return os.stat(path).st_size
     except (OSError, TypeError):
         return 0
+
+
+# The zoom of the time figures (iograph, cwnd, wscale, rtt, seqgraph), as Wireshark's zoom.
+FROM = typer.Option(None, "--from", metavar="SECONDS", show_default=False,
+                    help="Zoom the figure: from this many seconds after the capture's first "
+                         "packet.")
+TO = typer.Option(None, "--to", metavar="SECONDS", show_default=False,
+                  help="Zoom the figure: to this many seconds after the capture's first "
+                       "packet.")
+
+
+def zoom(output: Optional[Path], from_s: Optional[float], to_s: Optional[float]) -> dict:
+    """--from / --to as the figure's ``from_s`` / ``to_s``, checked before any capture is read
+    (one error line for a backwards or negative window, or a zoom without a figure to zoom)."""
+    if from_s is None and to_s is None:
+        return {}
+    if output is None or output.suffix.lower() not in FIGURE_EXTENSIONS:
+        raise UsageError("--from and --to zoom the figure, and no figure was asked for",
+                         hint="add -o FILE.png (or .svg)")
+    time_window(from_s, to_s)
+    return {"from_s": from_s, "to_s": to_s}

@@ -8,7 +8,7 @@ from typing import List, Optional
 import typer
 
 from ..errors import UsageError
-from .app import CAPTURE_FILES, DASK, JOBS, SCHEDULER, app, say, workers
+from .app import CAPTURE_FILES, DASK, EXPLAIN, JOBS, SCHEDULER, app, say, workers
 from .compare import BY, INTERVAL, LABELS, METRICS, STUDY, plan_study, run_study
 from .output import finish
 
@@ -29,6 +29,7 @@ def report(
     jobs: Optional[int] = JOBS,
     scheduler: Optional[str] = SCHEDULER,
     dask: bool = DASK,
+    explain: bool = EXPLAIN,
 ):
     """A study as one HTML file: tables, figures, each capture, every definition.
 

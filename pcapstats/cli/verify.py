@@ -18,8 +18,8 @@ import typer
 
 from ..errors import UsageError
 from ..units import parse_simpleperf_size
-from .app import (ALL_COLUMNS, CAPTURE_FILES, DASK, JOBS, NOTHING, SCHEDULER, TABLE_FILE, Fmt,
-                  app, say, workers)
+from .app import (ALL_COLUMNS, CAPTURE_FILES, DASK, EXPLAIN, JOBS, NOTHING, SCHEDULER,
+                  TABLE_FILE, Fmt, app, say, workers)
 from .output import emit, output_kind, run
 
 EXIT_FAIL = 1
@@ -48,6 +48,7 @@ def verify(
     all_columns: bool = ALL_COLUMNS,
     strict: bool = typer.Option(False, "--strict", help="Exit 1 when a check cannot be decided."),
     jobs: Optional[int] = JOBS, scheduler: Optional[str] = SCHEDULER, dask: bool = DASK,
+    explain: bool = EXPLAIN,
 ):
     """Was the app protocol followed?  simpleperf, iperf3, ping.
 

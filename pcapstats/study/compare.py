@@ -30,7 +30,7 @@ import numpy as np
 
 from .. import catalogue, render
 from ..batch import Outcome
-from ..errors import PcapstatsWarning, UsageError
+from ..errors import Note, PcapstatsWarning, UsageError
 from ..naming import capture_names
 from ..render import Shown
 from ..results import Result
@@ -177,21 +177,27 @@ class Compare(Result):
 
     def to_text(self, name: str | None = None, fmt: str = "table", *,
                 all_columns: bool = False, width: int | None = None) -> str:
-        """As every result, but the captures stay one table (a study reads across them)."""
+        """As every result, but the captures stay one table (a study reads across them), each
+        capture by its name; the capture and the ``by`` labels are repeated in every column
+        block of a wide table, and a metric named in ``metrics`` is never left out."""
         spec, table = self.spec(name), self.table(name)
-        if fmt != "table" or "capture" not in table:
+        if fmt != "table":
             return super().to_text(name, fmt, all_columns=all_columns, width=width)
-        integers = frozenset(c.name for c in spec.columns if c.dtype.startswith("int"))
-        units = {c.name: c.unit for c in spec.columns if c.unit}
         width = width or render.terminal_width()
-        shown = None if all_columns else self.view.get(spec.name)
-        if shown and width >= WIDE:       # room enough: a name whole, a label left out first
-            shown = tuple(dataclasses.replace(s, wrap=False) if s.column == "capture" else s
-                          for s in shown)
-        shown_table = {**table, "capture": np.array(self.row_names(), object)}
-        text = render.render(shown_table, "table", integers, units, shown, width)
+        view = self.view.get(spec.name, ())
+        shown = render.every_column(table, view) if all_columns else view
+        asked = set(self.metrics) if len(self.metrics) < len(M.NAMES) else set()
+        keys = {"capture", *(self.label_columns[b].shown for b in self.by)}
+        shown = [dataclasses.replace(
+            s, key=s.column in keys, minor=s.minor and s.column not in asked,
+            wrap=s.wrap and not (s.column == "capture" and width >= WIDE))  # room: names whole
+            for s in shown]
+        if "capture" in table:
+            table = {**table, "capture": np.array(self.row_names(), object)}
+        text = render.human(table, {c.name: c.unit for c in spec.columns if c.unit}, shown,
+                            width, headings=self.headings(spec.name), complete=all_columns)
         legend = self.legend.get(spec.name)
-        if legend and shown:
+        if legend and not all_columns:
             text += "\n".join(textwrap.wrap(legend, width)) + "\n"
         return text
 
@@ -207,14 +213,15 @@ class Compare(Result):
         except UsageError:
             return None
 
-    def _figure(self, *, kind: str = "metrics", metrics=None, title: str | None = None):
+    def _figure(self, ax=None, *, kind: str = "metrics", metrics=None,
+                title: str | None = None):
         from ..plots.compare import compare_figure, iographs_figure  # lazy: matplotlib
         if kind == "iographs":
-            return iographs_figure(self, title=title)
+            return iographs_figure(self, ax=ax, title=title)
         if kind != "metrics":
             raise UsageError(f"unknown figure kind {kind!r}", hint="metrics or iographs")
-        return compare_figure(self, metrics=parse_names(metrics, "metrics") or None,
-                              title=title)
+        wanted = [catalogue.lookup(m, self.metrics) for m in parse_names(metrics, "metrics")]
+        return compare_figure(self, metrics=wanted or None, ax=ax, title=title)
 
 
 def _label_doc(name: str) -> str:
@@ -312,9 +319,11 @@ def _groups(table: dict, texts: dict, by: list[str], labels: dict, columns,
             out.setdefault(f"ci95_{c.name}", []).append(s.ci95)
             if by and 0 < s.n < len(rows):
                 partial.setdefault(s.n, []).append(c.name)
-        notes += [f"{where}: {', '.join(names)} {'applies' if len(names) == 1 else 'apply'} to "
-                  f"{k} of its {len(rows)} captures (mean and interval over those)"
-                  for k, names in partial.items()]
+        if partial:
+            notes.append(Note("metrics missing in some captures", about=where,
+                              detail="; ".join(f"{', '.join(names)}: {k} of its {len(rows)}"
+                                               for k, names in partial.items())
+                              + " (the mean and its interval are over those)"))
     label_columns = {k: v for b in by for k, v in labels[b].columns(written[b]).items()}
     return {**label_columns, **{k: np.array(v, object if k in M.TEXT else np.float64
                                             if k != "n" else np.int64)

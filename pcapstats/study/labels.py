@@ -43,7 +43,7 @@ from typing import Callable
 
 import numpy as np
 
-from ..errors import PcapstatsWarning, UsageError
+from ..errors import Note, PcapstatsWarning, UsageError
 from ..sidecar import SidecarError, load_sidecar, sidecar_for
 from ..units import parse_loss, parse_rate, parse_time, quantity
 
@@ -338,16 +338,17 @@ def label_columns(name: str, texts) -> LabelColumns:
                         lambda t: quantity(t)[0])
 
 
-def unread_note(columns: LabelColumns, texts) -> str | None:
+def unread_note(columns: LabelColumns, texts) -> Note | None:
     """The note said when some of a typed label's values do not read as its numbers."""
     unread = columns.unread(texts)
     if not unread:
         return None
     example = SIDECAR_QUANTITIES.get(columns.label, (None, None, "a number"))[2]
     shown = ", ".join(repr(t) for t in unread[:3]) + (" ..." if len(unread) > 3 else "")
-    return (f"label {columns.label}: {shown} {'does' if len(unread) == 1 else 'do'} not read "
-            f"as one value (like {example}): {columns.value} is empty there, {columns.text} "
-            "keeps the text")
+    return Note(f"{shown} {'does' if len(unread) == 1 else 'do'} not read as one value",
+                about=f"label {columns.label}",
+                detail=f"a value like {example} reads; {columns.value} is empty there, "
+                       f"{columns.text} keeps the text")
 
 
 def word_places(words) -> dict[str, int]:

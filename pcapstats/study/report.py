@@ -42,7 +42,6 @@ from .metrics import Measured, measure
 
 KEEP = frozenset({"iograph", "throughput", "verify"})
 PRELOAD = ("pandas", "matplotlib.figure", "matplotlib.backends.backend_agg")  # every worker
-HUGE = 10 ** 6                 # a width no table reaches: one line a row
 
 
 def capture_report(capture, *, metrics, interval: float, keep=KEEP,
@@ -248,7 +247,7 @@ def _definitions(defined: dict[str, list]) -> str:
 
 def _table(result: Result, name: str, defined, *, links: bool = False) -> str:
     spec = result.spec(name)
-    shown = result.view.get(name) or tuple(Shown(c.name, c.name) for c in spec.columns)
+    shown = result.view.get(name) or render.every_column(result.table(name))
     table = dict(result.table(name))
     if isinstance(result, Compare):        # a label not set reads "(none)", not a blank
         for label in result.labels:
@@ -258,30 +257,27 @@ def _table(result: Result, name: str, defined, *, links: bool = False) -> str:
     if links and "capture" in table:               # rows in the order of result.captures
         table["capture"] = np.array(result.row_names(), object)
     return _html_table(table, spec, shown, defined, f"{result.analysis}.{name}",
-                       links=links)
+                       links=links, headings=result.headings(name))
 
 
-def _html_table(table: dict, spec, shown, defined, where: str, *, links: bool = False) -> str:
-    """A table in the units the terminal shows (render's own formatting, one column at a time,
-    so the numbers read as in `pcapstats`), its columns remembered for the definitions."""
-    integers = frozenset(c.name for c in spec.columns if c.dtype.startswith(("int", "uint")))
-    units = {c.name: c.unit for c in spec.columns if c.unit}
+def _html_table(table: dict, spec, shown, defined, where: str, *, links: bool = False,
+                headings: dict | None = None) -> str:
+    """A table in the units the terminal shows (render's own formatting: one unit and one
+    number of decimals a unit family over the whole table, so the numbers read as in
+    `pcapstats`), its columns remembered for the definitions."""
     n = render.length(table)
     heads, cols = [], []
-    for s in shown:
-        lines = render.render(table, "table", integers, units, [s], HUGE).splitlines()
-        if not lines:
-            continue                        # nothing to show in it
-        unit = lines[1].strip() if len(lines) == n + 2 else ""
-        cells = [c.strip() for c in lines[-n:]] if n else []
-        numeric = s.column in spec.names and spec.column(s.column).dtype != "str"
-        long = any(len(c) > 40 and " " in c for c in cells)        # free text, not a name
-        heads.append((s.heading, unit, "num" if numeric else "long" if long else "text"))
-        cols.append(cells)
-        for column in _columns_of(s, spec):
+    for c in render.formatted(table, {c.name: c.unit for c in spec.columns if c.unit}, shown,
+                              headings=headings or {c.name: c.heading for c in spec.columns
+                                                    if c.heading}):
+        heading = c.heading.replace("\n", " ")
+        long = any(len(x) > 40 and " " in x for x in c.cells)        # free text, not a name
+        heads.append((heading, c.unit, "num" if c.numeric else "long" if long else "text"))
+        cols.append(c.cells)
+        for column in _columns_of(c.shown, spec):
             entries = defined.setdefault(where, [])
-            if all(column.name != c.name for _, c in entries):
-                entries.append((s.heading, column))
+            if all(column.name != d.name for _, d in entries):
+                entries.append((heading, column))
     out = ["<div class=\"scroll\"><table><thead><tr>"]
     for heading, unit, kind in heads:
         out.append(f"<th class=\"{kind}\">{_e(heading)}"

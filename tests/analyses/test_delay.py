@@ -139,7 +139,7 @@ def test_an_echo_server_answering_as_data_arrives(tmp_path):
     assert samples["first_answer_ms"].max() - samples["first_answer_ms"].min() < 0.01
     model = result.to_pandas("model").iloc[0]
     assert model.crossings == 1
-    assert any("echoes as data arrives" in n for n in result.notes)
+    assert any("echoes as data arrives" in n.detail for n in result.notes)
     # without the stalled size, D = S / R + 2 x one way exactly: bandwidth R
     unstalled = ps.delay(_write(tmp_path, _echo_as_data_arrives(sizes[:-3])[0], "e2.pcap"))
     fit = unstalled.to_pandas("model").iloc[0]

@@ -433,7 +433,7 @@ def test_figure_has_title_units_legend_and_saves(two_transfers, tmp_path):
     assert ax.get_title().startswith("I/O graph")
     assert ax.get_xlabel().endswith("(s)")
     assert re.search(r"\((k|M|G)?bit/s\)$", ax.get_ylabel()), ax.get_ylabel()
-    labels = [t.get_text() for t in ax.get_legend().get_texts()]
+    labels = [t.get_text() for t in fig.legends[0].get_texts()]   # under the figure
     assert any(label.startswith("tcp 0") for label in labels)
     assert "average over the capture span" in labels and "peak interval" in labels
     png, svg = plots.save(fig, tmp_path / "io.png"), plots.save(fig, tmp_path / "io.svg")

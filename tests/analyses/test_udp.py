@@ -339,8 +339,8 @@ def test_what_the_receiver_capture_could_not_see_is_left_out_not_lost(tmp_path):
     assert (flow.sent, flow.lost, flow.duplicates, flow.out_of_order) == (170, 3, 0, 0)
     assert flow.datagrams == 170 - 3 + 3
     notes = " ".join(result.notes)
-    assert "30 datagram(s) of the sender capture" in notes
-    assert "3 datagram(s) in the receiver capture match none" in notes
+    assert "30 datagram(s) sent unseen: not counted" in notes
+    assert "3 received datagram(s) not sent: not counted" in notes
 
 
 def test_each_direction_is_matched_from_where_it_was_sent(tmp_path):
@@ -383,9 +383,9 @@ def test_a_flow_not_in_the_receiver_capture_is_not_found_not_lost(tmp_path):
     result = ps.udp(sender, receiver=receiver)
     flow = _row(result)
     assert (flow.method, flow.datagrams) == ("none", 0) and flow.isna()["lost"]
-    notes = " ".join(result.notes)
-    assert "is not in the receiver capture" in notes and "NAT" in notes
-    assert "1 UDP flow direction(s) the sender capture has not" in notes
+    notes = " ".join(f"{n} {n.detail}" for n in result.notes)
+    assert "not in the receiver capture: loss unknown" in notes and "NAT" in notes
+    assert "1 UDP flow direction(s) only in the receiver capture" in notes
 
 
 @pytest.mark.parametrize("name", ["iperf3-udp-15mbit-via-10mbit", "iperf3-udp-5mbit-via-10mbit"])

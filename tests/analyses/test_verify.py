@@ -336,7 +336,9 @@ def test_a_lab_tool_verify_has_no_checks_for_is_not_recognised(capsys):
     assert main(["verify", str(CAPTURES / "pingpong-sweep.pcap")]) == 1
     captured = capsys.readouterr()
     assert "nothing recognised" in captured.out
-    assert "not recognised as simpleperf or iperf3" in captured.err
+    assert "TCP stream 0: no app recognised: not checked" in captured.err
+    assert main(["verify", str(CAPTURES / "pingpong-sweep.pcap"), "--explain"]) == 1
+    assert "not recognised as simpleperf or iperf3" in capsys.readouterr().err
 
 
 def test_a_json_beside_the_capture_that_is_not_a_lab_sidecar_is_warned_about_not_fatal(

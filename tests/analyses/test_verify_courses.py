@@ -210,7 +210,7 @@ def test_a_stream_of_no_protocol_is_checked_only_when_told(tmp_path):
     path = write(exchange([X] * 3, bye=None, answer=None), tmp_path)
     result = ps.verify(path)
     assert not result.verdicts
-    assert any("not recognised as simpleperf or iperf3" in n for n in result.notes)
+    assert any("not recognised as simpleperf or iperf3" in n.detail for n in result.notes)
     v, c, result = verdict(path, port=9000)
     assert v.app == "simpleperf" and v.verdict == FAIL
     assert c["bye"].found == "'xxx' at offset 2997 (frame 6)" and c["bye"].frames == (6,)
@@ -352,8 +352,9 @@ def test_rows_of_other_connections(tmp_path):
     v, c, result = verdict(path, client_output=out)
     assert c["report_row"].verdict == FAIL       # the same client, not this connection's port
     assert c["report_row"].found == "none; its rows are for 10.0.0.1:40001, 10.9.9.9:1234"
-    assert result.notes == ["client output client.txt: 2 ID(s) are no simpleperf connection of "
-                            "this capture: 10.0.0.1:40001, 10.9.9.9:1234"]
+    assert result.notes == ["client output client.txt: 2 ID(s) are no connection of this "
+                            "capture"]
+    assert result.notes[0].detail == "10.0.0.1:40001, 10.9.9.9:1234"
 
 
 def test_a_file_without_the_table_is_one_clear_line(tmp_path, capsys):

@@ -266,9 +266,9 @@ def test_human_tables_fit_and_say_their_units(capsys, monkeypatch):
             assert code == 0
             lines = out.splitlines()
             assert all(len(line) <= width for line in lines), (width, extra)
-            assert "Mbit/s" in lines[1]
+            assert any("Mbit/s" in line for line in lines[1:3])   # under one or two lines
     _, out, _ = _run(["compare", *files, "--by", "cc,loss"], capsys, monkeypatch, 200)
-    assert "flavour" in out.splitlines()[0]
+    assert "flavour" in out          # in a block of its own if need be, never dropped
 
 
 def test_one_failing_capture_is_one_line_and_the_others_go_on(tmp_path, capsys, monkeypatch):

@@ -107,7 +107,7 @@ import numpy as np
 from ... import catalogue, schema
 from ...batch import analysis
 from ...capture import Capture, Needs
-from ...errors import PcapstatsWarning, UsageError
+from ...errors import Note, PcapstatsWarning, UsageError
 from ...ingest import Kept
 from ...render import Shown, path_shown, terminal_width
 from ...results import Result
@@ -300,9 +300,11 @@ def _verify(ctx: Context, only: int | None, app: str | None, port: int | None,
     if app == "ping":
         ctx.notes.append("ping needs no --app: echo requests are always recognised")
     if kinds[None]:
-        ctx.notes.append(f"{len(kinds[None])} TCP stream(s) not recognised as simpleperf or "
-                         f"iperf3, not checked: {id_ranges(kinds[None])} (--app / --port "
-                         "force a protocol)")
+        ctx.notes.append(Note("no app recognised: not checked",
+                              about=f"TCP stream{'s' if len(kinds[None]) > 1 else ''} "
+                                    f"{id_ranges(kinds[None])}",
+                              detail="not recognised as simpleperf or iperf3; --app / --port "
+                                     "force a protocol"))
     ctx.out.sort(key=lambda v: (v.proto != "tcp", v.proto, v.stream))
 
 
@@ -318,8 +320,8 @@ def _check_report(ctx: Context, printed: ClientOutput) -> None:
     report.check(ctx, verdicts, printed)
     stray = sorted(set(printed.by_id()) - {v.client for v in verdicts})
     if stray:
-        ctx.notes.append(f"client output {name}: {len(stray)} ID(s) are no simpleperf "
-                         f"connection of this capture: {', '.join(stray)}")
+        ctx.notes.append(Note(f"{len(stray)} ID(s) are no connection of this capture",
+                              about=f"client output {name}", detail=", ".join(stray)))
 
 
 def _recognise(ctx: Context, s: int, app: str | None, port: int | None
