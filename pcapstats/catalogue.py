@@ -123,8 +123,14 @@ METRICS: tuple[Metric, ...] = (
        "fraction", ("udp.flows", "compare"), aliases=("udp_loss", "udp_loss_pct", "loss_pct")),
     _M("echo_loss", "loss", "(transmitted - received) / transmitted echo requests: ping's packet "
        "loss", "fraction", ("ping.sessions",)),
-    _M("jitter_ms", "jitter", "RFC 3550 interarrival jitter of the datagrams at this capture "
-       "point", "ms", ("udp.flows", "compare")),
+    _M("capture_jitter_ms", "capture jitter", "RFC 3550 interarrival jitter of the datagrams "
+       "as they passed this capture point (capture time - the sender's stamp); the receiving "
+       "application's own figure adds its host's scheduling and is app_jitter_ms", "ms",
+       ("udp.flows", "compare"), aliases=("jitter_ms", "jitter")),
+    _M("app_jitter_ms", "app jitter", "the RFC 3550 jitter the receiving application reported "
+       "itself (iperf3's server), read from the lab sidecar or the results iperf3 exchanged on "
+       "its control connection; empty when neither is at hand", "ms", ("udp.flows", "compare"),
+       aliases=("iperf3 jitter",)),
     # -- fairness, congestion control, verdicts, radio -------------------------------------------
     _M("jain_index", "Jain", "Jain's fairness index of the flows' goodput: (sum x)^2 / (n sum "
        "x^2), 1 when equal, 1/n when one flow has all", None,

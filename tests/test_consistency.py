@@ -204,10 +204,10 @@ def test_rtt_and_flavour_are_one_number_in_every_command(path):
 def test_udp_loss_and_jitter_are_one_number(path):
     with _quiet():
         flows = ps.udp(path).table()
-        compared = ps.compare(path, metrics="datagram_loss,jitter_ms").table()
+        compared = ps.compare(path, metrics="datagram_loss,capture_jitter_ms").table()
     main = int(np.argmax(flows["datagrams"]))
     assert _same(compared["datagram_loss"][0], flows["datagram_loss"][main])
-    assert _same(compared["jitter_ms"][0], flows["jitter_ms"][main])
+    assert _same(compared["capture_jitter_ms"][0], flows["capture_jitter_ms"][main])
 
 
 @pytest.mark.parametrize("path", [CAPTURES / "sp-3pairs-reno+cubic+bbr.pcap",

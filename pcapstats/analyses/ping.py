@@ -57,7 +57,8 @@ MATCH_CHUNK = 1 << 16      # replies matched at a time (the arrays of a few step
 # calls): a reader can load only these, for only the rows ``rows_needed`` keeps.
 READS = (ICMP_ECHO, IP, "ip_version", "ip_src", "ip_dst", "ip_ttl", "ip_id", "ip_len",
          "ip_hdr_len", "ip_fragment", "ip_frag_offset", "icmp_type", "icmp_ident", "icmp_seq",
-         "frame_number", "frame_time_ns", "payload_len", "payload_offset", "payload_cap_len")
+         "frame_number", "frame_time_ns", "frame_len", "payload_len", "payload_offset",
+         "payload_cap_len")
 _C = Column
 _SESSION = (
     _C("session", "int64", "session number, in order of first request"),
@@ -145,7 +146,8 @@ def _fragment_rows(cap: Capture) -> np.ndarray:
 # The fragments an echo over the MTU travels in (usually none): its first (an echo row) and
 # those after it, with what streams.whole_datagrams reads of them.
 FRAGMENTS = Needs((IP, "ip_src", "ip_dst", "ip_id", "ip_len", "ip_hdr_len", "ip_fragment",
-                   "ip_frag_offset", "frame_time_ns", "frame_number"), _fragment_rows)
+                   "ip_frag_offset", "frame_time_ns", "frame_number", "frame_len"),
+                  _fragment_rows)
 # what ping keeps of each request and each reply: its name -> the packet-table column
 _REQUEST = {"seq": "icmp_seq", "t": "frame_time_ns", "frame": "frame_number",
             "size": "payload_len", "ttl": "ip_ttl"}

@@ -33,7 +33,8 @@ TITLES = {"goodput_bps": "Goodput", "utilisation": "Link use (goodput / asked ra
           "resent_share": "Re-sent share of data packets",
           "rtt_min_ms": "Base RTT (min), main TCP transfer",
           "rtt_median_ms": "RTT under load (median), main TCP transfer",
-          "datagram_loss": "UDP loss, main flow", "jitter_ms": "UDP jitter, main flow",
+          "datagram_loss": "UDP loss, main flow", "capture_jitter_ms": "UDP jitter at the capture point, main flow",
+          "app_jitter_ms": "UDP jitter, iperf3's own (receiver), main flow",
           "jain_index": "Jain's fairness index", "flavour_confidence": "Flavour confidence",
           "signal_dbm": "Signal strength (radiotap median)"}
 _RATES = ("bit/s",)

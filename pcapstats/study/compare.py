@@ -48,7 +48,7 @@ LABEL_DOC = ("the labels: cc, loss, delay, rate, pairs, trial, tool from the lab
              "typed (loss: a fraction, delay_s: seconds, rate_bps: bit/s, trial: a number), its "
              "text as given beside it (loss_label: 10%)")
 MINOR = {"avg_transfer_bps", "resent", "flavour_confidence", "jain_index", "verdict",
-         "rtt_min_ms"}
+         "rtt_min_ms", "app_jitter_ms"}
 WIDE = 120               # a terminal this wide shows capture names unwrapped
 GROUP_HIDDEN = {"avg_transfer_bps", "resent", "flavour_confidence"}   # a group's table: --all
 HEADLINE = "goodput_bps"      # what a study reads first: its ± is never left out
@@ -279,7 +279,8 @@ def _legend(result: Compare, name: str) -> str:
             "resent_share": "re-sent share: of the data packets",
             "rtt_median_ms": "RTT min, median: the main TCP transfer's base RTT and RTT under "
                              "load (their difference is queueing)",
-            "datagram_loss": "UDP loss, jitter: the main UDP flow"}
+            "datagram_loss": "UDP loss, jitter: the main UDP flow (capture jitter: at this "
+                             "capture point; app jitter: what the receiving iperf3 reported)"}
     table = result.table("captures")
     parts = [text for m, text in said.items() if m in table and (table[m] == table[m]).any()]
     if name == "groups":

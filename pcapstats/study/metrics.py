@@ -23,8 +23,8 @@ several rows, the rule that picks one is below.
   the RTT under load, side by side so queueing shows;
 - ``flavour``, ``flavour_confidence``: flavour's verdict on the main TCP transfer, when it
   carried enough to judge (flavour's own MIN_STREAM_BYTES);
-- ``datagram_loss``, ``jitter_ms``: udp's numbers for the main UDP flow (``udp_stream``: the
-  stream and direction with the most datagrams);
+- ``datagram_loss``, ``capture_jitter_ms``, ``app_jitter_ms``: udp's numbers for the main UDP
+  flow (``udp_stream``: the stream and direction with the most datagrams);
 - ``jain_index``: fairness' index over the capture's flows (by stream);
 - ``verdict``: verify's verdict for the capture (the worst of its streams');
 - ``signal_dbm``: the median received signal of a monitor-mode Wi-Fi capture, over the frames
@@ -80,7 +80,8 @@ METRICS: tuple[Column, ...] = (
     _metric("rtt_median_ms", doc="here of the main TCP transfer's path estimate (rtt's path "
             "table)"),
     _metric("datagram_loss", doc="here of the main UDP flow (udp)"),
-    _metric("jitter_ms", doc="here of the main UDP flow (udp)"),
+    _metric("capture_jitter_ms", doc="here of the main UDP flow (udp)"),
+    _metric("app_jitter_ms", doc="here of the main UDP flow (udp)"),
     _metric("jain_index", doc="here over the capture's flows of 10 kB or more, by stream "
             "(fairness; two flows or more)"),
     _metric("flavour", doc="here of the main TCP transfer (flavour)"),
@@ -94,7 +95,7 @@ CONTEXT: tuple[Column, ...] = (
     _C("tcp_stream", "int64", "the main TCP transfer: the stream with the most payload, whose "
        "rtt_min_ms, rtt_median_ms and flavour are given", optional=True),
     _C("udp_stream", "int64", "the main UDP flow's udp.stream: the flow with the most "
-       "datagrams, whose datagram_loss and jitter_ms are given", optional=True),
+       "datagrams, whose datagram_loss and capture_jitter_ms are given", optional=True),
 )
 NAMES = tuple(c.name for c in METRICS)
 TEXT = tuple(c.name for c in METRICS if c.dtype == "str")
@@ -103,11 +104,11 @@ SOURCES = {"goodput_bps": "goodput", "utilisation": "goodput", "avg_capture_bps"
            "avg_transfer_bps": "iograph", "peak_bps": "iograph", "resent": "retrans",
            "resent_share": "retrans", "rtt_min_ms": "rtt", "rtt_median_ms": "rtt",
            "flavour": "flavour", "flavour_confidence": "flavour", "datagram_loss": "udp",
-           "jitter_ms": "udp", "jain_index": "fairness", "verdict": "verify",
+           "capture_jitter_ms": "udp", "app_jitter_ms": "udp", "jain_index": "fairness", "verdict": "verify",
            "signal_dbm": "radio"}
 NEEDS = {"interval_s": ("avg_capture_bps", "avg_transfer_bps", "peak_bps"),
          "tcp_stream": ("rtt_min_ms", "rtt_median_ms", "flavour", "flavour_confidence"),
-         "udp_stream": ("datagram_loss", "jitter_ms")}
+         "udp_stream": ("datagram_loss", "capture_jitter_ms", "app_jitter_ms")}
 
 
 @dataclass
@@ -235,8 +236,9 @@ def _values(got: dict, why: dict, interval: float, transfers: list[int]) -> dict
     if "udp" in got:
         flows = got["udp"].table()
         main = int(np.argmax(flows["datagrams"]))
-        v.update(datagram_loss=flows["datagram_loss"][main], jitter_ms=flows["jitter_ms"][main],
-                 udp_stream=flows["stream"][main])
+        v.update(datagram_loss=flows["datagram_loss"][main],
+                 capture_jitter_ms=flows["capture_jitter_ms"][main],
+                 app_jitter_ms=flows["app_jitter_ms"][main], udp_stream=flows["stream"][main])
     if "fairness" in got:
         v["jain_index"] = got["fairness"].table("summary")["jain_index"][0]
     if "radio" in got:

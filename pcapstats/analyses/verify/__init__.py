@@ -235,7 +235,7 @@ def _others(cap: Capture) -> np.ndarray:
 
 
 OTHERS_NEEDS = Needs(("frame_number", "frame_time_ns", "ip_src", "ip_dst", "ip_version",
-                      "l4_quoted", "payload_offset", "payload_cap_len", "icmp_type",
+                      "ip_ttl", "l4_quoted", "payload_offset", "payload_cap_len", "icmp_type",
                       "icmp_ident", "icmp_seq", "udp_stream", "udp_srcport", "udp_dstport",
                       "tcp_stream", "tcp_option_mss", "tcp_option_tsval", schema.UDP,
                       schema.ICMP_ECHO, schema.IP, schema.TCP), _others)
@@ -318,7 +318,7 @@ def _check_report(ctx: Context, printed: ClientOutput) -> None:
                          "check it against")
         return
     report.check(ctx, verdicts, printed)
-    stray = sorted(set(printed.by_id()) - {v.client for v in verdicts})
+    stray = sorted(set(printed.by_id()) - set(report.matched(verdicts, printed.by_id()).values()))
     if stray:
         ctx.notes.append(Note(f"{len(stray)} ID(s) are no connection of this capture",
                               about=f"client output {name}", detail=", ".join(stray)))
