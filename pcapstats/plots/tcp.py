@@ -46,7 +46,7 @@ def _subtitle(result, side: str | None = None) -> str:
 
 
 def _title(what: str, result) -> str:
-    return f"{what}: {plots.captures_title(result.captures)}"
+    return f"{what}: {plots.captures_title(result.names)}"
 
 
 def _extent(*times) -> tuple[float, float]:
