@@ -58,7 +58,7 @@ from .. import catalogue
 from ..batch import analysis, each_stream
 from ..capture import Capture
 from ..clock import GAP_NS, shifted
-from ..errors import Note, UsageError
+from ..errors import Note, NothingToReport, UsageError
 from ..plots.tcp import cwnd_figure, wscale_figure
 from ..render import Shown
 from ..results import Result, shown
@@ -187,6 +187,7 @@ class Cwnd(Result):
     specs = (SUMMARY, SAMPLES, LOSSES, FLIGHT, RWND, LIMITED)
     series = "samples"
     draws = True
+    graph = "cwnd"           # what .figure() draws by default: ps.wscale's results say wscale
     view = {"summary": (Shown("stream", "stream"), Shown("side", "side"),
                         Shown("samples", "samples"), Shown("cwnd max", "cwnd_max_bytes"),
                         Shown("cwnd median", "cwnd_median_bytes"),
@@ -212,8 +213,10 @@ class Cwnd(Result):
         self.mss_bytes, self.rtt_s = est.mss_bytes, est.rtt_s
         self.name = name            # the stream's endpoints, and what the lab ran on it
 
-    def _figure(self, ax=None, *, graph: str = "cwnd", **options):
-        """``graph``: cwnd or wscale; ``from_s`` / ``to_s``: the zoom, ``title``."""
+    def _figure(self, ax=None, *, graph: str | None = None, **options):
+        """``graph``: cwnd or wscale (by default the result's own: ps.wscale's say wscale);
+        ``from_s`` / ``to_s``: the zoom, ``title``."""
+        graph = graph or self.graph
         if graph not in GRAPHS:
             raise UsageError(f"unknown graph {graph!r}", hint="use cwnd or wscale")
         return (cwnd_figure if graph == "cwnd" else wscale_figure)(self, ax=ax, **options)
@@ -227,6 +230,17 @@ def cwnd(capture: Capture, *, stream: int | str | None = None, side: str = "auto
     return each_stream(capture, stream,
                        lambda s: Cwnd(estimate(capture, s, side=side), capture=capture.path,
                                       name=stream_names(capture).get(("tcp", s), "")))
+
+
+@analysis(needs=STREAM_NEEDS, one_stream=True)
+def wscale(capture: Capture, *, stream: int | str | None = None, side: str = "auto") -> Cwnd:
+    """Wireshark's Window Scaling graph of one TCP stream (``pcapstats wscale``): cwnd's result,
+    whose ``.figure()`` draws the bytes in flight and the receiver's window (the ``flight``
+    and ``rwnd`` tables); ``.figure(graph="cwnd")`` the estimate."""
+    result = cwnd(capture, stream=stream, side=side)
+    for part in {id(p): p for p in (result, *result.parts)}.values():
+        part.graph = "wscale"
+    return result
 
 
 def estimate(cap: Capture, stream: int | None = None, *, side: str = "auto",
@@ -246,8 +260,9 @@ def estimate(cap: Capture, stream: int | None = None, *, side: str = "auto",
     t0 = cap.first_time_ns
     v = _Views(flow, data_dir, t0, receiver)
     if v.data.size == 0:
-        raise UsageError(f"TCP stream {stream} carries no data", path=cap.path,
-                         hint="pick a stream with payload (see `pcapstats throughput`)")
+        raise NothingToReport(f"TCP stream {stream} of {cap.path} carries no data (its "
+                              f"{len(flow['direction'])} packets have no payload)",
+                              hint="pick a stream with payload (see `pcapstats throughput`)")
     if receiver:
         samples = _receiver_samples(v)
     else:

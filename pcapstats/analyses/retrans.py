@@ -26,10 +26,11 @@ import numpy as np
 from .. import catalogue
 from ..batch import analysis
 from ..capture import Capture
+from ..errors import NothingToReport
 from ..render import Shown
 from ..results import Result, joined, shown
 from ..schema import Column, TableSpec
-from ..streams import DIRECTIONS, choose_stream
+from ..streams import DIRECTIONS, choose_stream, require_tcp
 from .tcp_analysis import PACKETS, STREAM_NEEDS, packet_analysis
 
 # tshark's tcp.analysis flags, counted and listed, in this order (tcp_analysis' columns)
@@ -90,8 +91,13 @@ def retrans(capture: Capture, *, stream: int | None = None) -> Retrans:
     """Counts and events of every TCP stream (of one with ``stream``)."""
     if stream is not None:
         choose_stream(capture, stream)   # one clear error for a UDP or missing stream
+    require_tcp(capture)
     a = packet_analysis(capture, stream, columns=_READS)
-    return Retrans({"counts": _counts(a), "events": _events(a, capture)}, capture=capture.path)
+    counts = _counts(a)
+    if not len(counts["stream"]):        # TCP headers only inside ICMP errors
+        raise NothingToReport(f"no TCP stream in {capture.path} ({capture.holds()})",
+                              hint="`pcapstats throughput` lists the streams there are")
+    return Retrans({"counts": counts, "events": _events(a, capture)}, capture=capture.path)
 
 
 def _counts(a: dict) -> dict[str, np.ndarray]:

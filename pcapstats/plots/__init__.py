@@ -144,14 +144,10 @@ def panel_title(ax, text: str) -> None:
         ax.set_title(f"{text}\n{ax.get_title()}", fontsize="small")
 
 
-def short_names(captures) -> list[str]:
-    """The captures' file names, as a figure shows them (directories left out)."""
-    return [os.path.basename(str(c)) for c in captures]
-
-
-def captures_title(captures) -> str:
-    """One capture by its name; a few by theirs; many by what their names share."""
-    names = list(dict.fromkeys(short_names(captures)))
+def captures_title(names) -> str:
+    """One capture by its name; a few by theirs; many by what their names share (``names``:
+    a result's ``names``, which tell same-named files in two directories apart)."""
+    names = list(dict.fromkeys(names))
     if len(names) <= 3:
         return ", ".join(names)
     prefix = os.path.commonprefix(names)

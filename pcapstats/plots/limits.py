@@ -25,7 +25,7 @@ def limits_figure(result, *, ax=None, stream: int | None = None, from_s=None, to
         streams = [stream]
     shown = streams[:MAX_PANELS]
     fig, axes = plots.figure(title or "What held each sender back: "
-                             + plots.captures_title(result.captures),
+                             + plots.captures_title(result.names),
                              "Time since the capture's first packet (s)", "Window",
                              panels=len(shown), sharey=False, ax=ax, columns=1,
                              size=(9.0, 3.6 * len(shown) + 1.5) if len(shown) > 1 else None)
@@ -40,7 +40,7 @@ def limits_figure(result, *, ax=None, stream: int | None = None, from_s=None, to
                 f"{shares}")
         if len(shown) == 1:         # one panel: its title names the capture too
             text = f"{title or 'What held the sender back'}: " \
-                   f"{plots.captures_title(result.captures)}\n{text}"
+                   f"{plots.captures_title(result.names)}\n{text}"
         inches = panel.get_position().width * panel.figure.get_figwidth()
         panel.set_title(plots.wrapped(text, int(inches * 12)),
                         fontsize="small" if len(shown) > 1 else "medium")

@@ -48,7 +48,7 @@ def _subtitle(result, side: str | None = None) -> str:
 
 
 def _title(what: str, result) -> str:
-    return f"{what}: {plots.captures_title(result.captures)}"
+    return f"{what}: {plots.captures_title(result.names)}"
 
 
 def _extent(*times) -> tuple[float, float]:

@@ -131,6 +131,7 @@ class Measured:
     capture: str
     values: dict[str, object]
     why: dict[str, str] = field(default_factory=dict)
+    holds: str = ""                      # what the capture holds (Capture.holds)
     results: dict[str, Result] = field(default_factory=dict)
     figures: dict[str, bytes] = field(default_factory=dict)
 
@@ -149,7 +150,7 @@ def measure(capture, *, metrics=NAMES, interval: float = 1.0,
     report keeps ``throughput`` and ``verify`` too)."""
     cap = as_capture(capture)
     out = Measured(cap.path, {c.name: ("" if c.dtype == "str" else math.nan)
-                              for c in columns(metrics)})
+                              for c in columns(metrics)}, holds=cap.holds())
     wanted = {SOURCES[m] for m in metrics}
     if "goodput" in wanted:                    # payload, less what was re-sent, over the span
         wanted |= {"iograph", "throughput", "retrans"}

@@ -22,7 +22,7 @@ import pcapstats as ps
 from pcapstats import plots
 from pcapstats.analyses import load_all
 from pcapstats.cli import main
-from pcapstats.plots import short_names
+from pcapstats.naming import capture_names as short_names
 from pcapstats.results import RESULT_TYPES
 
 SHIPPED = sorted(p for p in CAPTURES.iterdir() if p.suffix in (".pcap", ".pcapng"))
