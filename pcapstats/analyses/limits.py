@@ -43,9 +43,9 @@ from .tcp_flow import stream_rows
 from .tcp_analysis import STREAM_NEEDS
 
 FEWEST_SEGMENTS = 10      # a stream with fewer data segments has no limit worth a row
-UNDISTINGUISHED = {"receiver": "sender and cwnd: a sender held by itself below the path's "
-                               "rate arrives as one held by its window (sender_share counts "
-                               "its silences only)"}
+UNDISTINGUISHED = {"receiver": "sender, cwnd"}     # the limits a capture side cannot tell apart
+RECEIVER_BLIND = ("a sender held by itself below the path's rate arrives as one held by its "
+                  "window: cwnd_share holds both, sender_share counts the sender's silences only")
 _C = Column
 STREAMS = TableSpec("streams", "one row per TCP stream with data: what held its sender back", (
     _C("stream", "int64", "tcp.stream index, as Wireshark numbers it"),
@@ -91,7 +91,7 @@ class Limits(Result):
     draws = True
     view = {"streams": (Shown("stream", "stream"), Shown("side", "side"), shown("goodput_bps"),
                         shown("limit"), *(shown(f"{limit}_share") for limit in LIMITS),
-                        Shown("undistinguished", "undistinguished", wrap=True, minor=True))}
+                        Shown("undistinguished", "undistinguished", minor=True))}
     view["models"] = (Shown("stream", "stream"), shown("goodput_bps"),
                       shown("resent_data_share"),
                       shown("rtt_median_ms"), shown("mathis_bps"), shown("padhye_bps"),
@@ -171,7 +171,7 @@ def _result(capture: Capture, s: int, est, path) -> Limits:
     notes = [n for n in cw.notes]
     if est.analysed_as == "receiver":
         notes.append(Note("at the receiver: sender and cwnd limits look alike",
-                          about=f"stream {s}", detail=UNDISTINGUISHED["receiver"]))
+                          about=f"stream {s}", detail=RECEIVER_BLIND))
     models = _models(capture, s, est, path, goodput, float(summary["rwnd_max_bytes"][0]))
     return Limits({"streams": table, "limited": runs, "models": models}, capture=capture.path,
                   cwnds=[cw], notes=notes)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from .. import plots
 from ..errors import UsageError
-from .tcp import cwnd_figure, cwnd_key
+from .tcp import RECEIVER_CWND_NOTE, cwnd_figure, cwnd_key
 
 MAX_PANELS = 6
 NAMES = {"cwnd": "cwnd", "recovery": "recovery", "rwnd": "rwnd", "zero_window": "zero window",
@@ -45,7 +45,10 @@ def limits_figure(result, *, ax=None, stream: int | None = None, from_s=None, to
         panel.set_title(plots.wrapped(text, int(inches * 12)),
                         fontsize="small" if len(shown) > 1 else "medium")
     plots.key(axes[-1], cwnd_key(axes, set(result.table("limited")["limit"])))
+    notes = [RECEIVER_CWND_NOTE] if "receiver" in {result.cwnds[s].side for s in shown} else []
     if len(streams) > len(shown):
-        plots.note(axes[-1], f"{len(streams) - len(shown)} more stream(s) not drawn: "
-                             "give stream= (--stream) to draw one")
+        notes.append(f"{len(streams) - len(shown)} more stream(s) not drawn: give stream= "
+                     "(--stream) to draw one.")
+    if notes:
+        plots.note(axes[-1], " ".join(notes))
     return plots.drawn(fig, ax)

@@ -70,10 +70,15 @@ def _top(*values) -> float:
     return float(np.nanmax(np.concatenate([*arrays, [1.0]])))
 
 
+RECEIVER_CWND_NOTE = ("Captured at the receiver: the cwnd is estimated from the receiver's ACKs "
+                      "and the data they released; Wireshark's bytes in flight here is only "
+                      "what the receiver has not yet acknowledged.")
+
+
 def cwnd_figure(result, *, ax=None, from_s=None, to_s=None, title: str | None = None,
                 key: bool = True):
-    """``key``: draw the legend (a figure of several cwnd panels draws one for all: the
-    entries are :func:`cwnd_key`'s)."""
+    """``key``: draw the legend and the note (a figure of several cwnd panels draws one for
+    all: the entries are :func:`cwnd_key`'s)."""
     from matplotlib.lines import Line2D
     from matplotlib.patches import Patch
     window = plots.time_window(from_s, to_s)
@@ -92,11 +97,13 @@ def cwnd_figure(result, *, ax=None, from_s=None, to_s=None, title: str | None = 
                    s["cwnd_bytes"][plots.in_view(s["time_s"], span)])
     seen = rwnd["rwnd_bytes"][plots.in_view(rwnd["time_s"], span)].astype(float)
     rwnd_max = float(np.nanmax(np.r_[seen, 0.0]))
-    rwnd_label = "receiver window (calculated)"
-    if rwnd_max > largest * 1.1:
-        rwnd_label += f", off the scale: up to {plots.human_rate(rwnd_max, 'B')}"
     axes.step(rwnd["time_s"], rwnd["rwnd_bytes"], where="post", lw=1,
-              color="tab:purple", label=rwnd_label)
+              color="tab:purple", label="receiver window (calculated)")
+    if rwnd_max > largest * 1.1:        # said in the panel: each panel of a figure has its own
+        axes.annotate(f"receiver window off the scale: up to {plots.human_rate(rwnd_max, 'B')}",
+                      xy=(0.99, 0.97), xycoords="axes fraction", ha="right", va="top",
+                      fontsize="x-small", color="tab:purple",
+                      bbox={"fc": "white", "ec": "none", "alpha": 0.85, "pad": 1})
     resent = flight["resent"]
     axes.plot(flight["time_s"][resent], np.nan_to_num(flight["bytes_in_flight"][resent]), "x",
               color="tab:red", ms=4, label="re-sent segment")
@@ -114,10 +121,8 @@ def cwnd_figure(result, *, ax=None, from_s=None, to_s=None, title: str | None = 
     plots.rate_axis(axes, largest, "B", "Window")
     if key:
         plots.legend(axes, extra=extra)
-    if receiver:
-        plots.note(axes, "Captured at the receiver: the cwnd is estimated from the receiver's "
-                         "ACKs and the data they released; Wireshark's bytes in flight here "
-                         "is only what the receiver has not yet acknowledged.")
+    if receiver and key:
+        plots.note(axes, RECEIVER_CWND_NOTE)
     return plots.drawn(fig, ax)
 
 
