@@ -33,7 +33,8 @@ __all__ = [
     # the analyses and their results
     "throughput", "Throughput", "iograph", "IOGraph", "tcp_analysis", "TcpAnalysis",
     "retrans", "Retrans", "rtt", "Rtt", "seqgraph", "SeqGraph", "cwnd", "Cwnd", "wscale",
-    "flavour", "Flavour", "verify", "Verification", "Expected", "reassemble", "ping", "Ping",
+    "flavour", "Flavour", "limits", "Limits", "verify", "Verification", "Expected",
+    "reassemble", "ping", "Ping",
     "udp", "Udp", "fairness", "Fairness", "delay", "Delay",
     # studies: many captures side by side, by their labels
     "compare", "Compare", "report",

@@ -22,6 +22,7 @@ PUBLIC: dict[str, str] = {
     **dict.fromkeys(("seqgraph", "SeqGraph"), "seqgraph"),
     **dict.fromkeys(("cwnd", "Cwnd", "wscale"), "cwnd"),
     **dict.fromkeys(("flavour", "Flavour"), "flavour"),
+    **dict.fromkeys(("limits", "Limits"), "limits"),
     **dict.fromkeys(("verify", "Verification", "Expected"), "verify"),
     "reassemble": "reassembly",
     **dict.fromkeys(("ping", "Ping"), "ping"),

@@ -163,7 +163,10 @@ def _note_line(places, text: str, tail: str, *, short_paths: bool,
         subject = f"{abouts[0]} of {len(wheres)} captures" if len(abouts) == 1 else \
             f"{len(wheres)} captures"
     elif counted and len(abouts) > 1:
-        subject = ": ".join([*wheres, f"{len(abouts)} of them"])
+        kinds = {a.split()[0] for a in abouts}        # "stream 0", "stream 3": "2 streams"
+        counted_as = f"{len(abouts)} {kinds.pop()}s" if len(kinds) == 1 else \
+            f"{len(abouts)} of them"
+        subject = ": ".join([*wheres, counted_as])
     else:
         subject = ": ".join(x for x in (*wheres, ", ".join(abouts)) if x)
     return f"{subject + ': ' if subject else ''}{text}{tail}"

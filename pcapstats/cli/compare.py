@@ -37,6 +37,9 @@ def compare(
     output: Optional[Path] = FIGURE_FILE,
     iographs: bool = typer.Option(False, "--iographs", help="The figure (-o x.png): the I/O "
                                   "graphs, one panel a capture (a group with --by)."),
+    models: bool = typer.Option(False, "--models", help="The figure (-o x.png): each capture's "
+                                "goodput against its loss rate, with the Mathis and Padhye "
+                                "models' curves."),
     captures: bool = typer.Option(False, "--captures", help="One row a capture even with --by."),
     all_columns: bool = ALL_COLUMNS,
     jobs: Optional[int] = JOBS,
@@ -53,7 +56,8 @@ def compare(
     `retrans`; RTT: `rtt`; UDP loss and jitter: `udp`; Jain: `fairness`; flavour,
     verify); one that does not apply is empty.  Labels sort by their number (0, 1, 10,
     30 %).  -o x.png draws each metric against the first --by label with its confidence
-    bars (--iographs: the I/O graphs); -o x.csv / x.json writes the table.
+    bars (--iographs: the I/O graphs; --models: goodput against loss beside the Mathis and
+    Padhye models); -o x.csv / x.json writes the table.
 
     \b
     Examples:
@@ -64,8 +68,11 @@ def compare(
     """
     from ..study.compare import Compare  # lazy: every analysis, for this command only
     kind = output_kind(output, Compare)
-    if iographs and kind != "figure":
-        raise UsageError("--iographs chooses the figure: give -o FILE.png or .svg")
+    if (iographs or models) and kind != "figure":
+        raise UsageError(f"{'--iographs' if iographs else '--models'} chooses the figure: give "
+                         "-o FILE.png or .svg")
+    if iographs and models:
+        raise UsageError("--iographs and --models are two figures: give one")
     plan = plan_study(files, by=by, metrics=metrics, label=label, study=study,
                       interval=interval)
     result, failed = run_study(plan, **workers(jobs, scheduler, dask),
@@ -74,7 +81,7 @@ def compare(
     if result is not None and not nothing:
         emit(result, fmt=fmt.value, output=output, all_columns=all_columns,
              table="groups" if by and not captures else "captures",
-             figure={"kind": "iographs" if iographs else "metrics"})
+             figure={"kind": "iographs" if iographs else "models" if models else "metrics"})
     finish(result, failed, nothing=nothing, empty=nothing and result.nothing_said())
 
 

@@ -20,6 +20,8 @@ from __future__ import annotations
 import math
 from collections import Counter
 
+import numpy as np
+
 from .. import plots
 from ..errors import UsageError
 from ..stats import t_quantile
@@ -295,4 +297,45 @@ def iographs_figure(result, *, ax=None, title: str | None = None):
         plots.key(axes[0], styles)
     else:              # the caller's Axes: beside the first panel, with its own lines
         plots.legend(axes[0], extra=styles, fontsize="x-small")
+    return plots.drawn(fig, ax)
+
+
+def models_figure(result, *, ax=None, title: str | None = None):
+    """Each capture's goodput against its loss rate (the share of its segments re-sent), both
+    axes logarithmic, coloured by its first --by label other than loss (else one colour),
+    with Mathis' and Padhye's curves for the captures' median MSS and RTT
+    (``Compare.model_curves``): where a run sits against theory."""
+    from matplotlib.ticker import FuncFormatter
+    t = result.table("captures")
+    if "goodput_bps" not in t or "resent_share" not in t:
+        raise UsageError("the models figure needs goodput and re-sent share",
+                         hint="leave them in --metrics")
+    lossy = (t["resent_share"] > 0) & ~np.isnan(t["goodput_bps"])
+    if not lossy.any():
+        raise UsageError("no capture lost anything: no loss rate to put the models against")
+    curves = result.model_curves()
+    fig, axes = plots.figure(title or f"Goodput against loss: "
+                             f"{plots.captures_title(result.names)}",
+                             "Segments re-sent (share of the data direction's, log)",
+                             "Goodput (log)", ax=ax,
+                             subtitle="each capture's main TCP transfer; the curves at the "
+                                      "captures' median MSS and RTT under load")
+    colour_by = next((b for b in result.by if b != "loss"), None)
+    keys = list(dict.fromkeys(t[colour_by][lossy])) if colour_by else [None]
+    for k, key in enumerate(keys):
+        mine = lossy & ((t[colour_by] == key) if colour_by else True)
+        axes.scatter(t["resent_share"][mine], t["goodput_bps"][mine], s=28, zorder=3,
+                     color=plots.colour(k, len(keys)),
+                     label=f"{colour_by} {key}" if colour_by else "a capture's goodput")
+    if len(curves["loss"]):
+        axes.plot(curves["loss"], curves["mathis_bps"], "-", color="black", lw=1,
+                  label=f"Mathis (MSS {curves['mss_bytes'][0]:.0f} B, RTT "
+                        f"{curves['rtt_ms'][0]:.1f} ms)")
+        axes.plot(curves["loss"], curves["padhye_bps"], "--", color="black", lw=1,
+                  label="Padhye, with timeouts (RTO 200 ms)")
+    axes.set_xscale("log")
+    axes.set_yscale("log")
+    axes.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v * 100:g} %"))
+    axes.yaxis.set_major_formatter(FuncFormatter(lambda v, _: plots.human_rate(v)))
+    plots.legend(axes)
     return plots.drawn(fig, ax)

@@ -48,9 +48,10 @@ LABEL_DOC = ("the labels: cc, loss, delay, rate, pairs, trial, tool from the lab
              "typed (loss: a fraction, delay_s: seconds, rate_bps: bit/s, trial: a number), its "
              "text as given beside it (loss_label: 10%)")
 MINOR = {"avg_transfer_bps", "resent", "flavour_confidence", "jain_index", "verdict",
-         "rtt_min_ms", "app_jitter_ms"}
+         "rtt_min_ms", "app_jitter_ms", "mathis_bps", "padhye_bps"}
 WIDE = 120               # a terminal this wide shows capture names unwrapped
-GROUP_HIDDEN = {"avg_transfer_bps", "resent", "flavour_confidence"}   # a group's table: --all
+GROUP_HIDDEN = {"avg_transfer_bps", "resent", "flavour_confidence", "mathis_bps",
+                "padhye_bps"}   # a group's table: --all
 HEADLINE = "goodput_bps"      # what a study reads first: its ± is never left out
 
 
@@ -131,6 +132,30 @@ class Compare(Result):
         self.view = {"captures": _view(shown, varying, self.by, several, said, ci=False),
                      "groups": _view(shown, self.by, self.by, False, said, ci=True)}
         self.legend = {"captures": _legend(self, "captures"), "groups": _legend(self, "groups")}
+
+    def model_curves(self, points: int = 60) -> dict[str, np.ndarray]:
+        """Mathis' and Padhye's goodput over loss rates spanning the captures' (a log grid of
+        ``points``), for the median MSS and RTT under load of the captures' main TCP
+        transfers and Linux's smallest timeout: the curves their goodput is drawn against
+        (tcp_models).  Empty without two captures that lost something."""
+        from ..analyses import tcp_models  # lazy: a figure's, not every comparison's
+        t = self.table("captures")
+        have = [c for c in ("resent_share", "rtt_median_ms", "mss_bytes") if c in t]
+        if len(have) < 3:
+            return {"loss": np.zeros(0), "mathis_bps": np.zeros(0), "padhye_bps": np.zeros(0)}
+        lossy = (t["resent_share"] > 0) & ~np.isnan(t["rtt_median_ms"])
+        if lossy.sum() < 2:
+            return {"loss": np.zeros(0), "mathis_bps": np.zeros(0), "padhye_bps": np.zeros(0)}
+        p = np.geomspace(t["resent_share"][lossy].min() / 2,
+                         min(t["resent_share"][lossy].max() * 1.5, 0.9), points)
+        mss = float(np.median(t["mss_bytes"][lossy]))
+        rtt_s = float(np.median(t["rtt_median_ms"][lossy])) / 1e3
+        return {"loss": p,
+                "mathis_bps": np.array([tcp_models.mathis_bps(mss, rtt_s, x) for x in p]),
+                "padhye_bps": np.array([tcp_models.padhye_bps(mss, rtt_s, x,
+                                                              tcp_models.MIN_RTO_S)
+                                        for x in p]),
+                "mss_bytes": np.full(points, mss), "rtt_ms": np.full(points, rtt_s * 1e3)}
 
     def label_text(self, name: str, table: str = "captures") -> list[str]:
         """A label's values as written ("10%", "" where a capture has none), a row each of
@@ -215,11 +240,15 @@ class Compare(Result):
 
     def _figure(self, ax=None, *, kind: str = "metrics", metrics=None,
                 title: str | None = None):
-        from ..plots.compare import compare_figure, iographs_figure  # lazy: matplotlib
+        from ..plots.compare import (compare_figure, iographs_figure,  # lazy: matplotlib
+                                     models_figure)
         if kind == "iographs":
             return iographs_figure(self, ax=ax, title=title)
+        if kind == "models":
+            return models_figure(self, ax=ax, title=title)
         if kind != "metrics":
-            raise UsageError(f"unknown figure kind {kind!r}", hint="metrics or iographs")
+            raise UsageError(f"unknown figure kind {kind!r}",
+                             hint="metrics, iographs or models")
         wanted = [catalogue.lookup(m, self.metrics) for m in parse_names(metrics, "metrics")]
         return compare_figure(self, metrics=wanted or None, ax=ax, title=title)
 
@@ -279,6 +308,7 @@ def _legend(result: Compare, name: str) -> str:
             "resent_share": "re-sent share: of the data packets",
             "rtt_median_ms": "RTT min, median: the main TCP transfer's base RTT and RTT under "
                              "load (their difference is queueing)",
+            "limit": "limit: what held the main TCP transfer's sender back longest",
             "datagram_loss": "UDP loss, jitter: the main UDP flow (capture jitter: at this "
                              "capture point; app jitter: what the receiving iperf3 reported)"}
     table = result.table("captures")

@@ -157,7 +157,9 @@ def _figures(result: Compare) -> str:
              + (": group means with their 95 % confidence intervals (Student's t), each "
                 "capture a faint dot." if result.by else ", one point a capture.")),
             ("iographs", "I/O graphs of every packet, with each capture's average over its "
-                         "span (dashed) and its peak interval (triangle).")):
+                         "span (dashed) and its peak interval (triangle)."),
+            ("models", "Each capture's goodput against its loss rate, beside what the Mathis "
+                       "and Padhye models give at the captures' median MSS and RTT.")):
         try:
             data = png(result.figure(kind=kind))
         except UsageError as e:

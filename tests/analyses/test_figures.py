@@ -156,7 +156,7 @@ def test_iograph_by_stream_names_the_endpoints():
 
 
 @pytest.mark.parametrize("path", TCP_RUNS, ids=lambda p: p.name)
-@pytest.mark.parametrize("analysis", ["cwnd", "seqgraph", "rtt"])
+@pytest.mark.parametrize("analysis", ["cwnd", "seqgraph", "rtt", "limits"])
 def test_per_stream_figures_name_their_capture(analysis, path):
     result = getattr(ps, analysis)(path)
     assert_readable(result.figure(), [path.name])

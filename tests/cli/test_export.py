@@ -183,6 +183,7 @@ FITTING = {"throughput": "tcp_2streams.pcap", "iograph": "tcp_2streams.pcap",
            "tcp_analysis": "sp-reno-loss1pct.pcap", "retrans": "sp-reno-loss1pct.pcap",
            "rtt": "sp-reno-loss1pct.pcap", "seqgraph": "sp-reno-loss1pct.pcap",
            "cwnd": "sp-reno-loss1pct.pcap", "flavour": "sp-reno-loss1pct.pcap",
+           "limits": "sp-reno-loss1pct.pcap",
            "verify": "sp-reno-loss1pct.pcap", "ping": "ping-sweep.pcap",
            "udp": "iperf3-udp-loss1pct.pcap", "fairness": "sp-2pairs-reno+cubic.pcap",
            "delay": "ping-sweep-sender.pcap"}
