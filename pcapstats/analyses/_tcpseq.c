@@ -87,8 +87,11 @@ typedef struct {
     uint8_t rs_started;
     uint32_t rs_prev;           /* the last segment's relative seq */
     int64_t rs_pos, rs_max;     /* its place on the line, the highest end so far */
-    /* ts_rtt: when each TSval was first sent, and the TSecr values this side echoed */
+    /* ts_rtt: when each TSval was first sent, and the TSecr values this side echoed (the last
+     * of each, which most packets repeat, looked up without hashing) */
     tsmap_t ts_sent, ts_echoed;
+    uint32_t last_tsval, last_tsecr;
+    uint8_t tsval_seen, tsecr_seen;
 } flow_t;
 
 typedef struct {
@@ -540,7 +543,7 @@ static int timestamp_rtt(flow_t *fw, flow_t *rv, int64_t i, const tcpseq_args *a
 {
     int64_t now = a->t[i];
     uint32_t tsecr = a->tsecr[i];
-    if ((a->flags[i] & TH_ACK) && tsecr != 0) {
+    if ((a->flags[i] & TH_ACK) && tsecr != 0 && !(fw->tsecr_seen && tsecr == fw->last_tsecr)) {
         int first = ts_add(&fw->ts_echoed, tsecr, 0);
         if (first < 0)
             return -1;
@@ -549,7 +552,13 @@ static int timestamp_rtt(flow_t *fw, flow_t *rv, int64_t i, const tcpseq_args *a
             a->ts_rtt[i] = now - sent;
             a->ts_ok[i] = 1;
         }
+        fw->last_tsecr = tsecr;
+        fw->tsecr_seen = 1;
     }
+    if (fw->tsval_seen && a->tsval[i] == fw->last_tsval)
+        return 0;
+    fw->last_tsval = a->tsval[i];
+    fw->tsval_seen = 1;
     return ts_add(&fw->ts_sent, a->tsval[i], now) < 0 ? -1 : 0;
 }
 

@@ -31,7 +31,7 @@ from ..render import Shown
 from ..results import Result
 from ..schema import Column, TableSpec
 from ..streams import DIRECTIONS, choose_stream
-from .tcp_analysis import PACKETS, AnalysedWindows
+from .tcp_analysis import PACKETS, AnalysedWindows, analysed
 from .tcpseq import COUNTS as COUNTED, FLAG_BITS
 
 # tshark's tcp.analysis flags, counted and listed, in this order (tcp_analysis' columns)
@@ -102,12 +102,13 @@ def retrans(capture, *, stream: int | None = None) -> Retrans:
 
 def _pass(stream: int | None) -> AnalysedWindows:
     """The analyser's pass, keeping the events of each window (the flagged packets alone)."""
-    return AnalysedWindows(_events, _READS, stream=stream, select=_flagged)
+    return AnalysedWindows(_window_events, stream=stream)
 
 
-def _flagged(src: dict) -> np.ndarray:
-    """The analysed packets that are re-sent or carry one of FLAGS."""
-    return np.flatnonzero(src["resent"] | (src["aflags"] & _ANY_FLAG))
+def _window_events(window, src: dict, t0: int | None) -> dict[str, np.ndarray]:
+    """The events of one window: its analysed packets that are re-sent or carry a flag."""
+    flagged = np.flatnonzero(src["resent"] | (src["aflags"] & _ANY_FLAG))
+    return _events(analysed(src, _READS, flagged), t0)
 
 
 _ANY_FLAG = sum(FLAG_BITS.values())

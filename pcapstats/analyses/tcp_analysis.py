@@ -197,6 +197,9 @@ def tcp_rows(cap: Capture) -> np.ndarray:
 
 
 STREAM_NEEDS = Needs(STREAM_READS, tcp_rows)
+# no rows: a Kept of it is the file's facts alone (first time, packets, layer counts), what a
+# streamed analysis hands the stream summary to (SummaryKeeper.put)
+FILE_FACTS = Needs((), lambda window: np.zeros(len(window), bool))
 
 
 class TcpAnalysis(Result):
@@ -263,19 +266,30 @@ def _assembled(src: dict[str, np.ndarray], names) -> dict[str, np.ndarray]:
     return out
 
 
+def analysed(src: dict[str, np.ndarray], names, at: np.ndarray | None = None
+             ) -> dict[str, np.ndarray]:
+    """The columns ``names`` packet_analysis gives, made from one run of the analyser (its
+    inputs and outputs and the analysed ``rows``, as AnalysedWindows hands them over), at the
+    packets ``at`` of them (all when None)."""
+    names = tuple(names)
+    keys = {key for name in names for key in _MADE[name][0]}
+    return _assembled({k: (src[k] if at is None else src[k][at]) for k in keys}, names)
+
+
 class AnalysedWindows:
-    """A keeper of ``ingest.read_kept``: packet_analysis of a file a window at a time, as the
-    reader walks it.  The analyser's state is carried from window to window, so every number
-    is the one the whole table gives; of each window's analysed packets (those ``select(src)``
-    picks, given the analyser's inputs and outputs, when given) the ``columns``
-    packet_analysis gives go to ``each(values, first_time_ns)`` (the file's first time), whose
-    answer is kept in ``parts``, and are let go: memory follows the streams and what ``each``
-    keeps, not the file.  ``done`` gives this keeper, with ``counts``: the analyser's
+    """A keeper of ``ingest.read_kept``: the sequence analysis of a file a window at a time, as
+    the reader walks it.  The analyser's state is carried from window to window, so every
+    number is the one the whole table gives.  Each window goes to ``each(window, src,
+    first_time_ns)``: the window, the analyser's inputs and outputs for its analysed packets
+    and their ``rows`` (:func:`analysed` makes packet_analysis' columns of them), and the
+    file's first time; its answer, unless None, is kept in ``parts`` and the window let go, so
+    memory follows the streams and what ``each`` keeps, not the file.  ``timestamps``: with ts_rtt;
+    ``stream``: that stream alone.  ``done`` gives this keeper, with ``counts``: the analyser's
     tcpseq.COUNTS rows of every stream and direction."""
 
-    def __init__(self, each, columns: tuple[str, ...], *, stream: int | None = None,
-                 select=None, kernel: str = "auto"):
-        self.each, self.columns, self.stream, self.select = each, columns, stream, select
+    def __init__(self, each, *, stream: int | None = None, timestamps: bool = False,
+                 kernel: str = "auto"):
+        self.each, self.stream, self.timestamps = each, stream, timestamps
         self.analyser = new_analyser(kernel)
         self.first_time_ns, self.windows, self.parts, self.counts = None, 0, [], None
 
@@ -287,15 +301,13 @@ class AnalysedWindows:
         if not self.windows:
             self.first_time_ns = window.first_time_ns
         self.windows += 1
-        rows, inputs = analysis_inputs(window, self.stream,
-                                       timestamps="ts_rtt_ns" in self.columns)
+        rows, inputs = analysis_inputs(window, self.stream, timestamps=self.timestamps)
         src = {**inputs, **run_analyser(inputs, analyser=self.analyser, whole=False),
                "rows": rows}
         del inputs
-        if self.select is not None:
-            at = self.select(src)
-            src = {name: values[at] for name, values in src.items()}
-        self.parts.append(self.each(_assembled(src, self.columns), self.first_time_ns))
+        part = self.each(window, src, self.first_time_ns)
+        if part is not None:
+            self.parts.append(part)
 
     def done(self, total: int) -> "AnalysedWindows":
         self.counts = self.analyser.counts()
@@ -325,6 +337,7 @@ _MADE = {
     "tcp_stream": (("stream",), lambda v: (v["stream"], None)),
     "direction": (("dir",), lambda v: (v["dir"], None)),
     "tcp_len": (("seglen",), lambda v: (v["seglen"], None)),
+    "tcp_flags": (("flags",), lambda v: (v["flags"], None)),     # the header's, as read
     "tcp_seq": (("rel_seq",), lambda v: (v["rel_seq"], None)),
     "tcp_ack": (("rel_ack",), lambda v: (v["rel_ack"], None)),
     "tcp_nxtseq": _optional("nxtseq", "analysed", when=lambda v: v["analysed"].astype(bool)),
