@@ -33,7 +33,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..batch import analysis, each_stream
-from ..capture import Capture
+from ..capture import FILE_FACTS, Capture
 from ..ingest import Kept, read_kept
 from ..plots.tcp import rtt_figure
 from ..render import Shown
@@ -41,7 +41,7 @@ from ..results import Result
 from ..schema import Column, TableSpec
 from ..reader import as_capture
 from ..streams import DIRECTIONS, SummaryKeeper, stream_names
-from .tcp_analysis import FILE_FACTS, AnalysedWindows
+from .tcp_analysis import AnalysedWindows
 from .tcp_flow import SIDES, FlowDigests, capture_side, data_direction, stream_rows
 
 RTT_SERIES = ("ack_rtt_ms", "ack_rtt_karn_ms", "ts_rtt_ms")

@@ -197,9 +197,6 @@ def tcp_rows(cap: Capture) -> np.ndarray:
 
 
 STREAM_NEEDS = Needs(STREAM_READS, tcp_rows)
-# no rows: a Kept of it is the file's facts alone (first time, packets, layer counts), what a
-# streamed analysis hands the stream summary to (SummaryKeeper.put)
-FILE_FACTS = Needs((), lambda window: np.zeros(len(window), bool))
 
 
 class TcpAnalysis(Result):
