@@ -20,6 +20,11 @@ the fastest peer doing the same job:
 | time-sequence graph | ``seqgraph`` | ``tcptrace -n -S`` (xplot files, written to a scratch directory) |
 | the other per-stream analyses | ``cwnd``, ``wscale``, ``flavour``, ``verify``, ``fairness`` | none: against ``throughput``'s time |
 
+A row ``start-up`` runs ``pcapstats throughput`` on the capture's first 20 packets (cut once
+with ``editcap -r``): the command's fixed cost (interpreter, numpy, typer, pcapstats' imports),
+which every pcapstats row pays and which alone is most of tcptrace's whole run.  CPU seconds
+(user + system) are shown beside the wall time: on a shared machine they move less.
+
 The issue's targets, judged on this run: throughput, retrans and rtt at least 1.5x faster than
 tcptrace's matching run; iograph --series within 1.5x throughput's time; every other
 per-stream analysis within 2x throughput's.  ``--before COMMIT`` runs the pcapstats rows from
@@ -111,10 +116,24 @@ def say(msg: str) -> None:
 
 
 def pcapstats_rows(codes, jobs, capture: Path) -> list[scale.Row]:
-    return [scale.Row(("pcapstats", job.name, code.name),
+    rows = [scale.Row(("pcapstats", job.name, code.name),
                       code.command(*job.args, str(capture), "--format", "csv"),
                       env=code.env(), cwd=scale.OUTSIDE, ok_codes=(0, 1))
             for job in jobs for code in codes]
+    tiny = first_packets(capture, 20)
+    return rows + [scale.Row(("pcapstats", "start-up", code.name),
+                             code.command("throughput", str(tiny), "--format", "csv"),
+                             env=code.env(), cwd=scale.OUTSIDE) for code in codes]
+
+
+def first_packets(capture: Path, n: int) -> Path:
+    """The capture's first ``n`` packets (editcap -r), cut once beside the scale captures."""
+    out = scale.SCALE / f"{capture.stem}-first{n}{capture.suffix}"
+    if not out.exists() or out.stat().st_mtime < capture.stat().st_mtime:
+        scale.SCALE.mkdir(parents=True, exist_ok=True)
+        subprocess.run(["editcap", "-r", str(capture), str(out), f"1-{n}"], check=True,
+                       capture_output=True)
+    return out
 
 
 def peer_rows(jobs, capture: Path, scratch: Path, tshark: bool) -> list[scale.Row]:
@@ -176,8 +195,8 @@ def speed_report(rows, jobs, codes, a) -> list[str]:
     by = {r.key: r for r in rows}
     names = [c.name for c in codes]
     head = (["job"] + [f"pcapstats s {n}" if len(names) > 1 else "pcapstats s" for n in names]
-            + ["pcapstats MB", "fastest peer", "peer s", "peer MB", "peer / pcapstats",
-               "target", "met?"])
+            + ["cpu s", "pcapstats MB", "fastest peer", "peer s", "cpu s", "peer MB",
+               "peer / pcapstats", "target", "met?"])
     lines, said = [], []
     base = by[("pcapstats", "throughput", "main")]
     for job in jobs:
@@ -192,13 +211,14 @@ def speed_report(rows, jobs, codes, a) -> list[str]:
         best = min(good, key=lambda r: r.median("wall_s")) if good else None
         cells = [f"{r.median('wall_s'):.2f}" if r.good else "FAILED" for r in ours]
         mine = main.median("wall_s") if main.good else float("nan")
-        row = [job.name, *cells, f"{main.peak_mb():.0f}" if main.good else "-"]
+        row = [job.name, *cells, f"{main.median('cpu_s'):.2f}" if main.good else "-",
+               f"{main.peak_mb():.0f}" if main.good else "-"]
         if best:
             theirs = best.median("wall_s")
-            row += [best.key[2], f"{theirs:.2f}", f"{best.peak_mb():.0f}",
-                    f"{theirs / mine:.2f}x"]
+            row += [best.key[2], f"{theirs:.2f}", f"{best.median('cpu_s'):.2f}",
+                    f"{best.peak_mb():.0f}", f"{theirs / mine:.2f}x"]
         else:
-            row += ["-", "-", "-", "-"]
+            row += ["-", "-", "-", "-", "-"]
         kind, factor = job.target
         if kind == "peer":
             goal = f"peer / pcapstats >= {factor:g}x"
@@ -208,6 +228,12 @@ def speed_report(rows, jobs, codes, a) -> list[str]:
             goal = f"<= {factor:g}x throughput ({ratio:.2f}x)"
             ok = ratio <= factor
         lines.append(row + [goal, "met" if ok else "MISSED"])
+    floor = [by[("pcapstats", "start-up", n)] for n in names]
+    lines.append(["start-up (20 packets)",
+                  *(f"{r.median('wall_s'):.2f}" if r.good else "FAILED" for r in floor),
+                  f"{floor[-1].median('cpu_s'):.2f}" if floor[-1].good else "-",
+                  f"{floor[-1].peak_mb():.0f}" if floor[-1].good else "-",
+                  *["-"] * 5, "-", "-"])
     return [render(head, lines, a.markdown), *said,
             "each cell: the median wall time of the whole process (s) and the max peak RSS "
             "(GNU time's, MB); peer / pcapstats: how many times longer the fastest peer took"]
