@@ -446,6 +446,41 @@ def test_compiled_analyser_equals_python_fed_whole_or_in_pieces(case):
     assert want_counts[:, 2].sum() == len(flags)
 
 
+SMALL_WINDOW = 1 << 14       # bytes: the shipped captures read in many windows
+
+
+@pytest.mark.skipif(not c_analyser_available(), reason="the compiled TCP analyser is not built")
+@pytest.mark.parametrize("path", sorted(CAPTURES.glob("*.pcap")) + [DATA / n for n in PUBLIC],
+                         ids=lambda p: p.name)
+def test_streamed_analysis_equals_the_whole_tables_with_either_analyser(path):
+    """The analyser fed a file's windows as they are read (AnalysedWindows: what retrans and
+    rtt run on a path) gives, with the compiled analyser and with the Python one, every column
+    packet_analysis gives on the whole table, and counts that are its columns' sums."""
+    from pcapstats.analyses.tcp_analysis import _MADE, AnalysedWindows, analysed, packet_analysis
+    from pcapstats.ingest import read_kept
+    names = tuple(n for n in _MADE if n != "row")
+
+    def keep(window, src, t0):          # copies: the window's arrays are used again
+        return {n: v.copy() for n, v in analysed(src, names).items()}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        whole = packet_analysis(ps.read(path))
+        for kernel in ("c", "python"):
+            passes = read_kept(path, [AnalysedWindows(keep, timestamps=True, kernel=kernel)],
+                               window_bytes=SMALL_WINDOW)
+            got = {n: np.concatenate([p[n] for p in passes[0].parts]) for n in names}
+            for n in names:
+                np.testing.assert_array_equal(got[n], whole[n], err_msg=f"{kernel} {n}")
+            counts = passes[0].counts
+            key = whole["tcp_stream"] * 2 + whole["direction"]
+            assert counts[:, 2].sum() == len(key)
+            for row in counts:
+                mine = key == row[0] * 2 + row[1]
+                assert row[2] == mine.sum() and row[3] == whole["tcp_len"][mine].sum()
+                assert row[4] == whole["resent"][mine].sum()
+                assert row[5] == whole["retransmission"][mine].sum()
+
+
 @pytest.mark.parametrize("name", ["sp-2pairs-reno+cubic.pcap", "sp-cubic-loss10pct.pcap",
                                   "iperf3-4flows.pcap", "chain-3hops.pcap"])
 def test_one_stream_analysed_alone_equals_its_rows_of_the_whole_analysis(name):
