@@ -376,6 +376,15 @@ def table_index(cap: Capture, rows: np.ndarray, at: np.ndarray | None = None):
     return rows if at is None else rows[at]
 
 
+def analysed_rows(cap: Capture, stream: int | None = None) -> np.ndarray:
+    """The rows of the TCP packets the analyser takes (with their own TCP header of 20 bytes
+    or more), of ``stream`` alone when given."""
+    analysed = own_transport(cap, "tcp") & (cap.column("tcp_hdr_len") >= 20)
+    if stream is not None:
+        analysed &= cap.column("tcp_stream") == stream
+    return np.flatnonzero(analysed)
+
+
 def analysis_inputs(cap: Capture, stream: int | None = None, *, timestamps: bool = False
                     ) -> tuple[np.ndarray, dict[str, np.ndarray]]:
     """(rows of the TCP packets analysed, the analyser's input arrays).  ``dir`` is the packet
@@ -383,10 +392,7 @@ def analysis_inputs(cap: Capture, stream: int | None = None, *, timestamps: bool
     analyser keeps no state across streams, so one stream's numbers are the same analysed
     alone, in the time and memory of its own packets.  ``timestamps``: with the TCP
     timestamps option's inputs, for ts_rtt."""
-    analysed = own_transport(cap, "tcp") & (cap.column("tcp_hdr_len") >= 20)
-    if stream is not None:
-        analysed &= cap.column("tcp_stream") == stream
-    rows = np.flatnonzero(analysed)
+    rows = analysed_rows(cap, stream)
     index = table_index(cap, rows)   # a table of TCP rows alone (read for Needs): no copies
     col = lambda name: cap.column(name)[index]  # noqa: E731
     stream = np.asarray(col("tcp_stream"), np.int64)     # a batch's own column: not copied
@@ -432,7 +438,7 @@ def resent_packets(cap: Capture) -> tuple[np.ndarray, np.ndarray]:
     are, as long as the direction's base stays put (a SYN, a repeated SYN, a stream caught
     mid-flow, fragments and zero-window probes all leave it); where a SYN/ACK moves the base
     (reused ports), ``_from_base`` moves them with it."""
-    rows = np.flatnonzero(own_transport(cap, "tcp") & (cap.column("tcp_hdr_len") >= 20))
+    rows = analysed_rows(cap)
     col = lambda name: cap.column(name)[rows]  # noqa: E731
     inputs = {"stream": col("tcp_stream"), "dir": col("direction"), "flags": col("tcp_flags"),
               "seglen": col("tcp_len"), "analysed": ~col("ip_fragment").astype(bool, copy=False)}
