@@ -264,7 +264,7 @@ def _side_from_rtts(flow, data_dir) -> tuple[str, str]:
 
 _SYN, _ACK, _SYN_ACK, _PURE_ACK = 0x02, 0x10, 0x12, 0x17   # (_PURE_ACK: the bits a pure ACK
 #                                                              has only ACK of)
-DIGEST_COLUMNS = ("frame_number", "frame_time_ns", "tcp_stream", "direction", "tcp_len",
+DIGEST_COLUMNS = ("frame_number", "frame_time_ns", "direction", "tcp_len",
                   "resent", "tcp_flags", "ack_rtt_ns", "ack_rtt_karn_ns", "ts_rtt_ns")
 
 
@@ -276,12 +276,11 @@ class FlowDigests:
     what it keeps, not with the packets."""
 
     def __init__(self):
-        self.parts: list[dict[str, np.ndarray]] = []
+        self.parts: list[tuple] = []     # per window: streams, their bounds, the rows kept
         self.last_dir = np.full(0, -1, np.int8)           # by stream: -1 no row yet
         self.awaited = np.zeros((0, 2), bool)             # by stream and direction
         self.ttls: dict[int, int] = {}                    # key (_ttl_key) -> packets
         self.irtt: dict[int, int] = {}                    # stream -> its iRTT, ns
-        self.table: dict[str, np.ndarray] | None = None
 
     def __call__(self, window: Capture, src: dict, t0) -> None:
         stream = src["stream"]
@@ -305,7 +304,11 @@ class FlowDigests:
             ids, first = np.unique(stream[with_irtt], return_index=True)
             for s, at in zip(ids.tolist(), with_irtt[first].tolist()):
                 self.irtt.setdefault(s, int(src["initial_rtt"][at]))
-        self.parts.append(analysed(src, DIGEST_COLUMNS, np.flatnonzero(keep)))
+        kept = np.flatnonzero(keep)
+        kept = kept[np.argsort(stream[kept], kind="stable")]      # by stream, in frame order
+        ids, starts = np.unique(stream[kept], return_index=True)
+        # stream ids[i]'s rows are [bounds[i], bounds[i + 1])
+        self.parts.append((ids, np.r_[starts, len(kept)], analysed(src, DIGEST_COLUMNS, kept)))
 
     def _turns(self, stream, d) -> np.ndarray:
         """Rows next to a row of the other direction in their stream (the previous one, from
@@ -352,15 +355,17 @@ class FlowDigests:
         but on the first row, which holds the stream's iRTT when it has one) with
         ``ttl_counts`` and ``payload_bytes`` (its two directions', from the analyser's
         counts) for data_direction and capture_side; None when it has no rows."""
-        if self.table is None:
-            self.table = {name: np.concatenate([p[name] for p in self.parts])
-                          for name in DIGEST_COLUMNS}
-            self.parts = []
-        at = np.flatnonzero(self.table["tcp_stream"] == stream)
-        if not len(at):
+        pieces = []
+        for ids, bounds, part in self.parts:
+            i = np.searchsorted(ids, stream)
+            if i < len(ids) and ids[i] == stream:
+                pieces.append({name: values[bounds[i]:bounds[i + 1]]
+                               for name, values in part.items()})
+        if not pieces:
             return None
-        flow = {name: values[at] for name, values in self.table.items()}
-        flow["initial_rtt_ns"] = np.full(len(at), np.nan)
+        flow = {name: np.concatenate([p[name] for p in pieces]) for name in pieces[0]}
+        n = len(flow["frame_number"])
+        flow["initial_rtt_ns"] = np.full(n, np.nan)
         flow["initial_rtt_ns"][0] = self.irtt.get(stream, np.nan)
         counts = np.zeros((2, 2, 256), np.int64)
         for key, n in self.ttls.items():
