@@ -220,9 +220,10 @@ def _data_packets(cap: Capture, tcp_rows: np.ndarray, resent: np.ndarray) -> lis
             rows = np.flatnonzero(own)
             payload = good = cap.column("payload_len")[rows]
         own = np.flatnonzero(own)
-        key = lambda at: cap.column(f"{proto}_stream")[at] * 2 + cap.column("direction")[at]  # noqa: E731
-        out.append({"key": key(rows), "t": cap.column("frame_time_ns")[rows], "good": good,
-                    "data": payload > 0, "own_key": key(own), "own": own})
+        stream, direction = cap.column(f"{proto}_stream"), cap.column("direction")
+        out.append({"key": stream[rows] * 2 + direction[rows],
+                    "t": cap.column("frame_time_ns")[rows], "good": good, "data": payload > 0,
+                    "own_key": stream[own] * 2 + direction[own], "own": own})
     return out
 
 

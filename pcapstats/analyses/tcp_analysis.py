@@ -281,9 +281,9 @@ class AnalysedWindows:
     and their ``rows`` (:func:`analysed` makes packet_analysis' columns of them), and the
     file's first time; its answer, unless None, is kept in ``parts`` and the window let go, so
     memory follows the streams and what ``each`` keeps, not the file (``src``'s arrays may be
-    the reader's, written over by the next window: keep copies, as a selection of rows is).  ``timestamps``: with ts_rtt;
-    ``stream``: that stream alone.  ``done`` gives this keeper, with ``counts``: the analyser's
-    tcpseq.COUNTS rows of every stream and direction."""
+    the reader's, written over by the next window: keep copies, as a selection of rows is).
+    ``timestamps``: with ts_rtt; ``stream``: that stream alone.  ``done`` gives this keeper,
+    with ``counts``: the analyser's tcpseq.COUNTS rows of every stream and direction."""
 
     def __init__(self, each, *, stream: int | None = None, timestamps: bool = False,
                  kernel: str = "auto"):
