@@ -1,4 +1,4 @@
-"""pcapstats' per-stream jobs against tcptrace and tshark doing the same job, in one run (issue 29).
+"""pcapstats' per-stream jobs against tcptrace and tshark doing the same job, one run (issue 29).
 
     python bench/peers.py [--capture FILE] [--repeat 5] [--only JOB,...] [--no-tshark]
                           [--before COMMIT] [--markdown]
@@ -11,14 +11,15 @@ touches all alike), each run after touching --warm-memory-gb of memory, page cac
 median wall time and the max peak RSS (GNU time's) of each, and each pcapstats job against
 the fastest peer doing the same job:
 
-| job | pcapstats | peers |
-|---|---|---|
-| per-connection table | ``throughput`` | ``tcptrace -n``, ``tshark -q -z conv,tcp`` |
-| re-sent segments per direction | ``retrans`` | ``tcptrace -n -l``, ``tshark -q -z io,stat,0`` of the ``tcp.analysis.*`` flags |
-| RTT per direction | ``rtt`` | ``tcptrace -n -l -r``, ``tshark -q -z io,stat,0`` MIN/AVG/MAX of ``tcp.analysis.ack_rtt`` |
-| I/O graph | ``iograph --series`` | ``tshark -q -z io,stat,1`` |
-| time-sequence graph | ``seqgraph`` | ``tcptrace -n -S`` (xplot files, written to a scratch directory) |
-| the other per-stream analyses | ``cwnd``, ``wscale``, ``flavour``, ``verify``, ``fairness`` | none: against ``throughput``'s time |
+- per-connection table: ``throughput``; ``tcptrace -n``, ``tshark -q -z conv,tcp``;
+- re-sent segments per direction: ``retrans``; ``tcptrace -n -l``, ``tshark -q -z io,stat,0``
+  of the ``tcp.analysis.*`` flags;
+- RTT per direction: ``rtt``; ``tcptrace -n -l -r``, ``tshark -q -z io,stat,0`` MIN/AVG/MAX of
+  ``tcp.analysis.ack_rtt``;
+- I/O graph: ``iograph --series``; ``tshark -q -z io,stat,1``;
+- time-sequence graph: ``seqgraph``; ``tcptrace -n -S`` (xplot files, in a scratch directory);
+- the other per-stream analyses, ``cwnd``, ``wscale``, ``flavour``, ``verify``, ``fairness``:
+  no peer, against ``throughput``'s time.
 
 A row ``start-up`` runs ``pcapstats throughput`` on the capture's first 20 packets (cut once
 with ``editcap -r``): the command's fixed cost (interpreter, numpy, typer, pcapstats' imports),
