@@ -195,9 +195,9 @@ def tool_versions() -> str:
 def speed_report(rows, jobs, codes, a) -> list[str]:
     by = {r.key: r for r in rows}
     names = [c.name for c in codes]
-    head = (["job"] + [f"pcapstats s {n}" if len(names) > 1 else "pcapstats s" for n in names]
-            + ["cpu s", "pcapstats MB", "fastest peer", "peer s", "cpu s", "peer MB",
-               "peer / pcapstats", "target", "met?"])
+    each = lambda what: [f"{what} {n}" if len(names) > 1 else what for n in names]  # noqa
+    head = (["job", *each("pcapstats s"), *each("cpu s"), *each("MB"), "fastest peer",
+             "peer s", "cpu s", "peer MB", "peer / pcapstats", "cpu ratio", "target", "met?"])
     lines, said = [], []
     base = by[("pcapstats", "throughput", "main")]
     for job in jobs:
@@ -210,16 +210,16 @@ def speed_report(rows, jobs, codes, a) -> list[str]:
                  for r in peers if r.failed]
         good = [r for r in peers if r.good]
         best = min(good, key=lambda r: r.median("wall_s")) if good else None
-        cells = [f"{r.median('wall_s'):.2f}" if r.good else "FAILED" for r in ours]
         mine = main.median("wall_s") if main.good else float("nan")
-        row = [job.name, *cells, f"{main.median('cpu_s'):.2f}" if main.good else "-",
-               f"{main.peak_mb():.0f}" if main.good else "-"]
+        row = [job.name, *_cells(ours)]
         if best:
             theirs = best.median("wall_s")
+            cpu = main.median("cpu_s") if main.good else float("nan")
             row += [best.key[2], f"{theirs:.2f}", f"{best.median('cpu_s'):.2f}",
-                    f"{best.peak_mb():.0f}", f"{theirs / mine:.2f}x"]
+                    f"{best.peak_mb():.0f}", f"{theirs / mine:.2f}x",
+                    f"{best.median('cpu_s') / cpu:.2f}x"]
         else:
-            row += ["-", "-", "-", "-", "-"]
+            row += ["-"] * 6
         kind, factor = job.target
         if kind == "peer":
             goal = f"peer / pcapstats >= {factor:g}x"
@@ -230,14 +230,20 @@ def speed_report(rows, jobs, codes, a) -> list[str]:
             ok = ratio <= factor
         lines.append(row + [goal, "met" if ok else "MISSED"])
     floor = [by[("pcapstats", "start-up", n)] for n in names]
-    lines.append(["start-up (20 packets)",
-                  *(f"{r.median('wall_s'):.2f}" if r.good else "FAILED" for r in floor),
-                  f"{floor[-1].median('cpu_s'):.2f}" if floor[-1].good else "-",
-                  f"{floor[-1].peak_mb():.0f}" if floor[-1].good else "-",
-                  *["-"] * 5, "-", "-"])
+    lines.append(["start-up (20 packets)", *_cells(floor), *["-"] * 8])
     return [render(head, lines, a.markdown), *said,
-            "each cell: the median wall time of the whole process (s) and the max peak RSS "
-            "(GNU time's, MB); peer / pcapstats: how many times longer the fastest peer took"]
+            "pcapstats s / cpu s / MB: the median wall time and CPU seconds (user + system) of "
+            "the whole process and its max peak RSS (GNU time's); peer / pcapstats: how many "
+            "times longer the fastest peer took, by the wall clock; cpu ratio: by CPU seconds"]
+
+
+def _cells(rows) -> list[str]:
+    """Each code's median wall s, then each one's median CPU s, then each one's peak RSS."""
+    def cell(r, what):
+        if not r.good:
+            return "FAILED"
+        return f"{r.median(what):.2f}" if what != "mb" else f"{r.peak_mb():.0f}"
+    return [cell(r, what) for what in ("wall_s", "cpu_s", "mb") for r in rows]
 
 
 def stream_shares(capture: Path) -> float:
