@@ -2,7 +2,7 @@
 
     python bench/peers.py [--capture FILE] [--repeat 5] [--only JOB,...] [--no-tshark]
                           [--before COMMIT] [--markdown]
-    python bench/peers.py memory [--factor 4] [--repeat 1] [--markdown]
+    python bench/peers.py memory [--factor 4] [--repeat 1] [--before COMMIT] [--markdown]
 
 **speed** (the default): every job below as a whole process on bench/data/big.pcap (made by
 ``python bench/ingest.py --capture-only``, root), each pcapstats command and each peer run
@@ -268,12 +268,12 @@ def memory(a: argparse.Namespace) -> int:
     if capture is None:
         return 1
     capture, linked = scale.without_foreign_sidecar(capture)
-    code = scale.Code("main", scale.REPO)
+    codes = ([scale.before(a.before)] if a.before else []) + [scale.Code("main", scale.REPO)]
     commands = [(n,) for n in SMALL] + [(n,) for n in PER_SAMPLE]
     commands[1] = ("iograph", "--series")
-    rows = [scale.Row(("pcapstats", args[0], "main"),
+    rows = [scale.Row(("pcapstats", args[0], code.name),
                       code.command(*args, str(capture), "--format", "csv"), env=code.env(),
-                      cwd=scale.OUTSIDE, ok_codes=(0, 1)) for args in commands]
+                      cwd=scale.OUTSIDE, ok_codes=(0, 1)) for args in commands for code in codes]
     started, load_at_start = time.strftime("%Y-%m-%d %H:%M %Z"), load_average()
     other = OtherWork()
     size_mb = capture.stat().st_size / 1e6
@@ -282,28 +282,38 @@ def memory(a: argparse.Namespace) -> int:
           f"capture {capture.name}: {scale.capinfos(capture)['packets']:,} packets, "
           f"{size_mb:.0f} MB; the largest stream {share:.1%} of it ({share * size_mb:.0f} MB)"
           + (f" ({linked})" if linked else ""),
-          f"code: {scale.code_version(code.env())}", sep="\n", flush=True)
+          *(f"code {c.name}: {scale.code_version(c.env())}" for c in codes), sep="\n",
+          flush=True)
     scale.warm_page_cache([capture])
     scale.measure(rows, a.repeat, a.warm_memory_gb)
+    by = {r.key: r for r in rows}
+    names = [c.name for c in codes]
+    each = lambda what: [f"{what} {n}" if len(names) > 1 else what for n in names]  # noqa
     lines = []
-    for row, args in zip(rows, commands):
-        name = " ".join(args)
-        if not row.good:
-            kind = "n/a" if row.failed and row.failed.returncode == 2 else "FAILED"
-            lines.append([name, "-", kind, "-", "-", row.failed.error_line()[:60]])
+    for args in commands:
+        group = [by[("pcapstats", args[0], n)] for n in names]
+        main = group[-1]
+        if not main.good:
+            kind = "n/a" if main.failed and main.failed.returncode == 2 else "FAILED"
+            lines.append([" ".join(args), *["-"] * (3 * len(names)),
+                          main.failed.error_line()[:60], kind])
             continue
-        mb = row.peak_mb()
+        mb = main.peak_mb()
         if args[0] in SMALL:
             goal, ok = f"< {SMALL_MB} MB", mb < SMALL_MB
         else:
             limit = SHARE_TARGET * share * size_mb
             goal, ok = f"<= {SHARE_TARGET:g}x the largest stream ({limit:.0f} MB)", mb <= limit
-        lines.append([name, f"{row.median('wall_s'):.2f}", f"{mb:.0f}",
-                      f"{row.peak_mb('RssAnon'):.0f} / {row.peak_mb('RssFile'):.0f}", goal,
-                      "met" if ok else "MISSED"])
+        cell = lambda r, f: f(r) if r.good else "-"  # noqa
+        lines.append([" ".join(args),
+                      *(cell(r, lambda r: f"{r.median('cpu_s'):.2f}") for r in group),
+                      *(cell(r, lambda r: f"{r.peak_mb():.0f}") for r in group),
+                      *(cell(r, lambda r: f"{r.peak_mb('RssAnon'):.0f} / "
+                                          f"{r.peak_mb('RssFile'):.0f}") for r in group),
+                      goal, "met" if ok else "MISSED"])
     print()
-    print(render(["command", "wall s", "peak RSS MB", "anon / file MB", "target", "met?"],
-                 lines, a.markdown))
+    print(render(["command", *each("cpu s"), *each("peak RSS MB"), *each("anon / file MB"),
+                  "target", "met?"], lines, a.markdown))
     print()
     print("\n".join(scale.footer(other, load_at_start, a)))
     return 0
