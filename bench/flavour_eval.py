@@ -265,7 +265,7 @@ def classify_cell(sidecar_file: Path) -> list[dict]:
             if stream is None or flow.get("proto") != "tcp":
                 continue
             row = flavour_stream(cap, stream).row
-            row.update(
+            row.update(label=row.pop("flavour"), confidence=row.pop("flavour_confidence"),
                 truth=flow["cc"], file=capture["file"], cell=sidecar_file.stem,
                 group=sidecar_file.stem.split("-")[0], true_side=capture["side"],
                 trial=int(scenario.get("trial", 1)),

@@ -696,8 +696,8 @@ def capped(a: argparse.Namespace) -> int:
     if flavour:
         original = list(csv.DictReader(io.StringIO(_tool(
             cli + ["flavour", str(base), "--format", "csv"]))))
-        want = [r["label"] for r in original]
-        got = [r["label"] for r in flavour]
+        want = [r["flavour"] for r in original]
+        got = [r["flavour"] for r in flavour]
         checks.append(f"flavour labels of the {a.factor} copies {got} = the original's {want} "
                       f"each time: {'yes' if got == want * a.factor else 'NO'}")
     print("\n".join(["", *checks]))

@@ -157,7 +157,7 @@ def eval_delay(run: LabRun, doc: dict, path: Path) -> list[Check]:
         summary = doc["reports"][0]["summary"]
         sizes = result.to_pandas("sizes")
         sizes = sizes[sizes["source"] == model.source]
-        mine = dict(zip(sizes["size_bytes"], sizes["mean_ms"]))
+        mine = dict(zip(sizes["size_bytes"], sizes["latency_mean_ms"]))
         counts = dict(zip(sizes["size_bytes"], sizes["n"]))
         diffs = [tools - mine[s] for s, tools in zip(summary["sizes_bytes"], summary["avg_ms"])
                  if s in mine]
@@ -236,7 +236,7 @@ def eval_udp(run: LabRun, doc: dict, path: Path) -> list[Check]:
             else ""
         out.append(_row(run, measure, f"{int(mine):,}{note}", f"{int(theirs):,} ({src})",
                         f"{int(mine) - int(theirs):+d}", "exact", int(mine) == int(theirs)))
-    j, ref = float(flow.jitter_ms), float(server["jitter_ms"])
+    j, ref = float(flow.capture_jitter_ms), float(server["jitter_ms"])
     pct = f" ({(j - ref) / ref * 100:+.0f} %)" if ref else ""
     out.append(_row(run, "jitter_ms", f"{j:.3f} ms", f"{ref:.3f} ms ({src})",
                     f"{j - ref:+.3f} ms{pct}", f"|diff| <= {JITTER_BOUND_MS} ms",

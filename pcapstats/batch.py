@@ -23,7 +23,7 @@ from typing import Callable, Iterable, Iterator
 import numpy as np
 
 from .capture import FILE_FACTS, Capture, Needs
-from .errors import PcapstatsError, PcapstatsWarning
+from .errors import Note, NothingToReport, PcapstatsError, PcapstatsWarning
 from .ingest import Kept, read_kept, reporting_progress
 from .ingest.groups import ByStream, table_budget
 from .reader import as_capture
@@ -201,11 +201,11 @@ def stacked_streams(path, ids: list[int], results: dict) -> Result:
     """``stream="all"``'s answer: each stream's result (or the error that left it out, said
     in a note) stacked in the order of ``ids``; an error when none could be analysed."""
     done = [results[s] for s in ids if not isinstance(results[s], PcapstatsError)]
-    skipped = [f"stream {s} left out: {results[s]}" for s in ids
+    skipped = [Note("left out", about=f"stream {s}", detail=str(results[s])) for s in ids
                if isinstance(results[s], PcapstatsError)]
     if not done:
-        raise PcapstatsError(f"no TCP stream could be analysed in {path}",
-                             hint=skipped[0] if skipped else None)
+        raise NothingToReport(f"no TCP stream could be analysed in {path}",
+                              hint=f"{skipped[0]}: {skipped[0].detail}" if skipped else None)
     result = stack(done)
     result.notes += skipped
     return result

@@ -7,6 +7,9 @@
     │                              pcapng trailer disagreeing with its header, ...): has an offset
     ├── EngineError                the tshark engine is missing or failed
     ├── UsageError                 a request that cannot be met (no such stream, bad interval)
+    ├── NothingToReport            the capture was read but holds nothing the analysis looks
+    │                              for (no TCP for retrans, no echoes for ping): the message
+    │                              says what was looked for and what the capture holds
     └── InternalError              a bug of ours met on one capture, kept as that capture's error
                                    so the others still run (the CLI's exit status is then 3)
 
@@ -15,8 +18,11 @@
     ├── SkippedPacketsWarning      packets of a link type we cannot decode were counted, skipped
     └── ClockWarning               the capture's clock steps back, jumps ahead or is absurd
 
-The CLI prints ``str(error)`` as its one line and exits non-zero; ``str`` joins the parts as
-``what (where). hint``.
+    Note                           not an exception: what an analysis wants said beside its
+                                   answer (a result's ``notes``), short, with its long form
+
+The CLI prints ``str(error)`` as its one line and exits non-zero (1 for NothingToReport, 2 for
+the others, 3 for InternalError); ``str`` joins the parts as ``what (where). hint``.
 """
 
 from __future__ import annotations
@@ -70,6 +76,10 @@ class UsageError(PcapstatsError):
     pass
 
 
+class NothingToReport(PcapstatsError):
+    pass
+
+
 class InternalError(PcapstatsError):
     pass
 
@@ -88,3 +98,30 @@ class SkippedPacketsWarning(PcapstatsWarning):
 
 class ClockWarning(PcapstatsWarning):
     pass
+
+
+class Note(str):
+    """A sentence an analysis wants said beside its answer (``Result.notes``), still a ``str``:
+    its short form, one line (``stream 0: sender-side capture``).  ``about``: what it is about
+    (``stream 0``; a capture's path is put before it when results are put together), ``text``:
+    what is said of it, so the command line says the same text of several streams or
+    captures once; ``detail``: the long form (the evidence, the why), which ``--explain``
+    prints and ``pcapstats columns`` gives where it defines a column."""
+    about: str = ""
+    text: str = ""
+    detail: str = ""
+
+    def __new__(cls, text: str, *, about: str = "", detail: str = ""):
+        self = super().__new__(cls, f"{about}: {text}" if about else text)
+        self.about, self.text, self.detail = about, text, detail
+        return self
+
+    @classmethod
+    def of(cls, note: str) -> "Note":
+        """A note as a Note (a plain string is all text, without detail)."""
+        return note if isinstance(note, Note) else cls(str(note))
+
+    def under(self, where: str) -> "Note":
+        """The same note, about something of ``where`` (a capture)."""
+        return Note(self.text, about=f"{where}: {self.about}" if self.about else where,
+                    detail=self.detail)

@@ -50,14 +50,16 @@ from typing import ClassVar, Iterable, Mapping, Sequence
 
 import numpy as np
 
-from . import render
-from .errors import UsageError
+from . import catalogue, render
+from .errors import Note, UsageError
+from .naming import capture_names
 from .schema import PACKET_TABLE, Column, TableSpec
 
 HTML_ROWS = 50          # rows a notebook shows of a table
 
 
 RESULT_TYPES: dict[str, type["Result"]] = {}   # analysis name -> its result class
+SAME_TABLES = {"wscale": "cwnd"}    # an analysis whose result is another's (ps.wscale: Cwnd)
 
 
 class Result:
@@ -89,6 +91,18 @@ class Result:
         self.captures = [str(capture)]
         self.notes = [n for n in notes if n]
         self.parts: list[Result] = [self]
+
+    @property
+    def names(self) -> list[str]:
+        """``captures`` as figures, legends and file names show them: each one's shortest
+        path suffix that no other shares (pcapstats.naming: ``t1/run.pcap``, ``t2/run.pcap``);
+        a part of several captures' result keeps its name among them."""
+        return getattr(self, "_names", None) or capture_names(self.captures)
+
+    @names.setter
+    def names(self, names: Sequence[str]) -> None:
+        """How ``captures`` are named among others this result is shown beside."""
+        self._names = list(names)
 
     @classmethod
     def specs_for(cls, **options) -> tuple[TableSpec, ...]:
@@ -157,25 +171,37 @@ class Result:
         integers = frozenset(c.name for c in spec.columns if c.dtype.startswith(("int", "uint")))
         if fmt != "table":
             return render.render(table, fmt, integers)
-        shown = None if all_columns else self.view.get(spec.name)
-        units = {c.name: c.unit for c in spec.columns if c.unit}
+        view = self.view.get(spec.name)
+        complete = all_columns or not view
+        shown = render.every_column(table, view) if complete else view
         width = width or render.terminal_width()
+        sections = None
         if "capture" in table and len(self.captures) > 1 and len(table["capture"]):
-            # a block a capture, titled
-            blocks, captures = [], table["capture"]
+            # a block a capture, titled, all in the same units and widths
+            captures = table["capture"]
             edges = np.flatnonzero(np.r_[True, captures[1:] != captures[:-1], True])
-            for a, b in zip(edges[:-1], edges[1:]):
-                capture = captures[a]
-                part = {k: v[a:b] for k, v in table.items() if k != "capture"}
-                blocks.append(f"{capture}:\n" + render.render(part, "table", integers, units,
-                                                               shown, width))
-            text = "\n".join(blocks)
-        else:
-            text = render.render(table, "table", integers, units, shown, width)
+            sections = [(captures[a], np.arange(a, b)) for a, b in zip(edges[:-1], edges[1:])]
+            shown = [s for s in shown if s.column != "capture"]
+        units = {c.name: c.unit for c in spec.columns if c.unit}
+        text = render.human(table, units, shown, width, headings=self.headings(spec.name),
+                            sections=sections, complete=complete)
         legend = self.legend.get(spec.name)
-        if legend and shown:
+        if legend and not complete:
             text += textwrap.fill(legend, width) + "\n"
         return text
+
+    def headings(self, name: str | None = None) -> dict[str, str]:
+        """Column -> its heading where one is declared, for a table's human text: the
+        column's own ``heading``, else the one a view of another of this result's tables gives
+        the same column (so ``--series`` and ``--losses`` head a column as the summary does);
+        a table's own view may still head it otherwise."""
+        spec = self.spec(name)
+        out = {c.name: c.heading for c in spec.columns if c.heading}
+        for view in self.view.values():
+            for s in view:
+                if s.heading and s.column in spec.names and s.join is None and not s.endpoints:
+                    out.setdefault(s.column, s.heading)
+        return out
 
     def __len__(self) -> int:
         return self.rows()
@@ -186,10 +212,16 @@ class Result:
         return f"<{type(self).__name__} of {where}: {sizes}>"
 
     # -- figures -----------------------------------------------------------------------------
-    def figure(self, *, stream: int | None = None, capture: str | None = None, **options):
-        """The analysis' figure as a matplotlib Figure (it displays itself in a notebook).  A
-        result of several streams or captures that one figure cannot show draws the part
-        ``stream`` / ``capture`` pick."""
+    def figure(self, ax=None, *, stream: int | None = None, capture: str | None = None,
+               **options):
+        """The analysis' figure as a matplotlib Figure (it displays itself in a notebook); given
+        ``ax`` (a matplotlib Axes, or a list of them for a figure of several panels), drawn into
+        it instead, and ``ax`` returned, as pandas' ``plot(ax=...)`` does (its legend goes beside
+        the Axes: make the figure with ``layout="constrained"``, or save it with
+        ``bbox_inches="tight"``, to keep it whole).  A result of several
+        streams or captures that one figure cannot show draws the part ``stream`` /
+        ``capture`` pick.  The time figures (iograph, cwnd, rtt, seqgraph) take ``from_s`` /
+        ``to_s``: a zoom, in seconds since the capture's first packet."""
         if not self.draws:
             raise UsageError(f"{self.analysis} draws no figure",
                              hint="write its tables with .csv or .json instead")
@@ -200,7 +232,7 @@ class Result:
                 elif self.stream != stream:
                     raise UsageError(f"this {self.analysis} result is of stream {self.stream}, "
                                      f"not {stream}")
-            return self._figure(**options)
+            return self._figure(ax, **options)
         picked = [p for p in self.parts
                   if (stream is None or getattr(p, "stream", None) == stream)
                   and (capture is None or p.captures[0] == str(capture))]
@@ -210,9 +242,9 @@ class Result:
             raise UsageError(f"one {self.analysis} figure shows one stream of one capture; "
                              f"this result has {len(self.parts)}",
                              hint=f"pick one with stream= / capture= ({which})")
-        return picked[0]._figure(**options)
+        return picked[0]._figure(ax, **options)
 
-    def _figure(self, **options):
+    def _figure(self, ax=None, **options):
         raise NotImplementedError
 
     # -- notebooks ---------------------------------------------------------------------------
@@ -248,6 +280,12 @@ class Result:
         buf = io.BytesIO()
         self.figure().savefig(buf, format="png")
         return buf.getvalue()
+
+
+def shown(column: str, **options) -> render.Shown:
+    """A human table's column under its metric's heading (pcapstats.catalogue), so a metric is
+    headed the same in every command; a column that is no metric under its own name."""
+    return render.Shown(catalogue.heading(column) or column, column, **options)
 
 
 def stack(results: Sequence[Result]) -> Result:
@@ -290,7 +328,10 @@ def concat(results: Sequence[Result]) -> Result:
             columns[c.name] = np.concatenate([p.table(spec.name)[c.name] for p in parts])
         combined._tables[spec.name] = columns
     combined.captures = [p.captures[0] for p in parts]
-    combined.notes = [f"{p.captures[0]}: {n}" for p in parts for n in p.notes]
+    combined.__dict__.pop("_names", None)
+    for part, name in zip(parts, capture_names(combined.captures)):
+        part._names = [name]                   # its figure's title names it as the others
+    combined.notes = [Note.of(n).under(p.captures[0]) for p in parts for n in p.notes]
     combined.parts = parts
     return combined
 
@@ -320,17 +361,11 @@ def joined(parts: Sequence[Result], order: Mapping[str, tuple[str, ...]]) -> Res
 def describe(analysis: str | None = None) -> str:
     """The tables of an analysis (``"packets"``: the packet table; None: the packet table and
     every analysis), column by column: name, type, unit, meaning, Wireshark field (for
-    ``pcapstats columns``)."""
-    if analysis == "packets":
-        tables = [("packets", PACKET_TABLE)]
-    elif analysis is None:
-        tables = [("packets", PACKET_TABLE)] + [(k, s) for k in sorted(RESULT_TYPES)
-                                                for s in RESULT_TYPES[k].specs]
-    elif analysis in RESULT_TYPES:
-        tables = [(analysis, s) for s in RESULT_TYPES[analysis].specs]
-    else:
-        raise UsageError(f"no analysis named {analysis!r}",
-                         hint="use one of " + ", ".join(["packets", *sorted(RESULT_TYPES)]))
+    ``pcapstats columns``); ``"metrics"``: the metric catalogue; a metric's name, heading or
+    alias: that metric and every table that carries it."""
+    tables, metrics = _described(analysis)
+    if metrics:
+        return _describe_metrics(metrics)
     out = []
     for name, spec in tables:
         out.append(textwrap.fill(f"{name} / {spec.name}: {spec.doc}", render.terminal_width(),
@@ -338,6 +373,55 @@ def describe(analysis: str | None = None) -> str:
         out.append(_describe_columns(spec.columns))
         out.append("")
     return "\n".join(out).rstrip() + "\n"
+
+
+def described(analysis: str | None = None):
+    """:func:`describe` as a pandas DataFrame (``ps.columns``): a row a column (analysis,
+    table, column, dtype, unit, meaning, wireshark), or a row a metric (metric, heading, unit,
+    definition) for ``"metrics"`` or a metric's name."""
+    import pandas as pd  # lazy: the CLI does not load pandas
+    tables, metrics = _described(analysis)
+    if metrics:
+        return pd.DataFrame([row for row in catalogue.describe() if row[0] in metrics],
+                            columns=["metric", "heading", "unit", "definition"])
+    return pd.DataFrame([(name, spec.name, c.name, c.dtype, c.unit, c.doc, c.wireshark)
+                         for name, spec in tables for c in spec.columns],
+                        columns=["analysis", "table", "column", "dtype", "unit", "meaning",
+                                 "wireshark"])
+
+
+def _described(analysis: str | None) -> tuple[list, list[str]]:
+    """(analysis name, TableSpec) of the tables ``analysis`` names, or the metrics it names."""
+    analysis = SAME_TABLES.get(analysis, analysis)
+    if analysis == "metrics":
+        return [], [m.name for m in catalogue.METRICS]
+    if analysis == "packets":
+        return [("packets", PACKET_TABLE)], []
+    if analysis is None:
+        return [("packets", PACKET_TABLE)] + [(k, s) for k in sorted(RESULT_TYPES)
+                                              for s in RESULT_TYPES[k].specs], []
+    if analysis in RESULT_TYPES:
+        return [(analysis, s) for s in RESULT_TYPES[analysis].specs], []
+    try:
+        return [], [catalogue.lookup(analysis)]
+    except UsageError:
+        raise UsageError(f"no analysis or metric named {analysis!r}",
+                         hint="use one of " + ", ".join(["packets", "metrics",
+                                                         *sorted(RESULT_TYPES)])
+                         + ", or a metric (`pcapstats columns metrics` lists them)"
+                         ) from None
+
+
+def _describe_metrics(names) -> str:
+    """Each metric: its name, heading and unit, then its definition and where it is computed,
+    wrapped to the terminal."""
+    width = render.terminal_width()
+    out = []
+    for name, heading, unit, text in catalogue.describe():
+        if name in names:
+            out.append(f"{name}  ({heading}, {unit})")
+            out += textwrap.wrap(text, width, initial_indent="    ", subsequent_indent="    ")
+    return "\n".join(out) + "\n"
 
 
 def _describe_columns(columns: Sequence[Column]) -> str:

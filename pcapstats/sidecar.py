@@ -73,13 +73,16 @@ FIELDS: tuple[tuple[str, str], ...] = (
     ("impairment.asked", "The impairment as parsed: loss (fraction 0..1), delay_ms and "
      "jitter_ms (one way, each direction), rate_bps, serialize (each packet also waits "
      "size/rate, both ways), queue (bytes or packets as given)."),
-    ("impairment.mechanisms", "Which mechanism set each value (netem, tbf, htb, iptables "
-     "statistic, nfqueue delay line...), as reported by the impairment module."),
+    ("impairment.mechanisms", "value -> what set it: rate and queue tbf on every host; loss, "
+     "ack_loss, delay, jitter, serialisation netem where the kernel has it, else "
+     "iptables-statistic (loss) and nfqueue-delayline (the rest)."),
     ("impairment.settings", "The exact settings applied (qdisc parameters, rules, queue "
      "lengths), as reported by the impairment module."),
     ("impairment.counters", "The mechanisms' own counters read after the traffic and before "
-     "removal: packets seen/dropped by the loss rule, qdisc drops/overlimits/backlog, delay "
-     "line packets and drops."),
+     "removal: loss (data / ack: packets offered through the direction's chain, dropped at "
+     "random by the DROP rule or by netem, whose dropped_bytes is null), qdiscs (the rate's "
+     "tbf by interface: drops/overlimits/backlog), netem (its qdiscs by interface), delay "
+     "(the delay lines' packets and drops)."),
     ("hops", "A chain only (null otherwise): one entry per router, the sender's side first: "
      "router, and asked, mechanisms, settings, counters as in impairment.  Link k leaves "
      "router k toward the receiver; the sender's own link is not impaired."),
@@ -125,8 +128,8 @@ FIELDS: tuple[tuple[str, str], ...] = (
      "median), rate_asked_bps (a chain: the slowest router's), throughput_bps (every flow's "
      "received bytes over the span from the first start to the last end; iperf3: its "
      "reports' rates added), loss_asked, loss_measured (the loss rule's drops / packets it "
-     "was offered, data direction; over a chain, 1 - the product of what each router kept; "
-     "null under netem), retransmitted_segments (sum of the senders' final TCP_INFO "
+     "was offered, data direction, read the same with netem; over a chain, 1 - the product "
+     "of what each router kept), retransmitted_segments (sum of the senders' final TCP_INFO "
      "total_retrans, simpleperf only)."),
 )
 
@@ -255,6 +258,50 @@ def stream_flows(capture: str | os.PathLike) -> dict[tuple[str, int], dict]:
     return out
 
 
+def iperf3_udp_reports(capture: str | os.PathLike) -> dict[int, dict]:
+    """udp.stream -> what iperf3's server reported of that UDP flow of the capture (from the
+    lab sidecar beside it: the server's own -J output, the stream whose socket the flow's
+    source port connected): ``packets``, ``lost_packets``, ``out_of_order``, ``jitter_ms``;
+    empty without a sidecar (or one that cannot be read) or iperf3 UDP runs."""
+    capture = Path(capture)
+    try:
+        doc = load_sidecar(sidecar_for(capture))
+    except SidecarError:
+        return {}
+    servers = {r.get("pair"): ((r.get("raw") or {}).get("server") or {})
+               for r in doc.get("reports") or [] if r.get("tool") == "iperf3"
+               and r.get("mode") == "udp"}
+    out = {}
+    for flow in doc.get("flows") or []:
+        stream = (flow.get("streams") or {}).get(capture.name)
+        server = servers.get(flow.get("pair"))
+        if stream is None or flow.get("proto") != "udp" or not server:
+            continue
+        sockets = [c.get("socket") for c in (server.get("start") or {}).get("connected") or []
+                   if c.get("remote_port") == flow.get("sport")
+                   and c.get("remote_host") == flow.get("src")]
+        for s in (server.get("end") or {}).get("streams") or []:
+            udp = s.get("udp") or {}
+            if sockets and udp.get("socket") == sockets[0]:
+                out[int(stream)] = {k: udp.get(k) for k in ("packets", "lost_packets",
+                                                           "out_of_order", "jitter_ms")}
+    return out
+
+
+def asked_rate_bps(capture: str | os.PathLike) -> float | None:
+    """The bottleneck rate asked of the run that made the capture (a lab run's
+    measured.rate_asked_bps: a chain's slowest router; `pcapstats capture`: its impairment's
+    rate_bps); None without a sidecar (or one that cannot be read) or a rate."""
+    try:
+        doc = load_sidecar(sidecar_for(capture))
+    except SidecarError:
+        return None
+    rate = (doc.get("measured") or {}).get("rate_asked_bps")
+    if rate is None:
+        rate = ((doc.get("impairment") or {}).get("asked") or {}).get("rate_bps")
+    return float(rate) if isinstance(rate, (int, float)) and rate > 0 else None
+
+
 def stream_labels(capture: str | os.PathLike) -> dict[tuple[str, int], str]:
     """(proto, stream) -> what the lab ran on it ("reno, pair 1, simpleperf"), from the sidecar
     beside the capture; empty when there is none (or it cannot be read)."""
@@ -284,21 +331,22 @@ CAPTURE_FIELDS: tuple[tuple[str, str], ...] = (
     ("impairment", "null when none was asked; else the fields below."),
     ("impairment.asked", "loss (fraction), delay_s and jitter_s (one way, on the interface's "
      "egress only), rate_bps, queue_bytes (the default: one BDP, at least 64 full frames)."),
-    ("impairment.mechanisms", "value -> what set it: netem (where the kernel has it), else tbf "
-     "(rate, queue), nfqueue-delayline (loss, delay, jitter: the delay line drops with NF_DROP, "
-     "a real loss also for this host's own packets)."),
+    ("impairment.mechanisms", "value -> what set it: tbf (rate, queue) on every host; netem "
+     "(loss, delay, jitter) where the kernel has it, else nfqueue-delayline (the delay line "
+     "drops with NF_DROP, a real loss also for this host's own packets)."),
     ("impairment.settings", "The parameters: netem (limit_packets, spec), tbf (rate_bps, "
      "burst_bytes, limit_bytes), iptables (table mangle, hook POSTROUTING, match -o IFACE, "
      "chain PCAPSTATS-<hex>, tools, comment), delay_line (queue, pid, bypass)."),
     ("impairment.commands", "Every command that installed it, in order, exactly as run."),
     ("impairment.limits", "mechanism -> what it cannot do on this host's own traffic "
-     "(measured; see pcapstats.lab.live_impair)."),
+     "(measured; see pcapstats.lab.impair.host)."),
     ("impairment.counters", "Read just before removal: loss (offered_packets / offered_bytes "
-     "through the jump, dropped_packets / dropped_bytes by the DROP rule, IPv4 + IPv6, as "
-     "netfilter sees them: this host's own TCP in GSO bursts of up to 64 kB), qdisc (kind, "
-     "handle, sent_bytes, sent_packets, dropped_packets, overlimits, backlog_bytes, "
-     "backlog_packets), delay_line (queue, pid, alive, kernel: its "
-     "/proc/net/netfilter/nfnetlink_queue line, program: the delay line's final stats)."),
+     "through the chain's jump, IPv4 + IPv6, as netfilter sees them: this host's own TCP in "
+     "GSO bursts of up to 64 kB; dropped_packets by the delay line, or by netem less its "
+     "tbf's), qdisc (the rate's tbf: kind, handle, sent_bytes, sent_packets, dropped_packets, "
+     "overlimits, backlog_bytes, backlog_packets), netem (the same for netem), delay_line "
+     "(queue, pid, alive, kernel: its /proc/net/netfilter/nfnetlink_queue line, program: the "
+     "delay line's final stats)."),
     ("impairment.problems", "Why the impairment was not the one asked (the delay line died, "
      "its queue overflowed); empty when it was."),
     ("impairment.removed", "What removal did, one line per item."),

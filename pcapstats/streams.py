@@ -44,7 +44,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from . import schema
-from .errors import UsageError
+from .errors import Note, NothingToReport, UsageError
 from .sidecar import stream_labels
 
 if TYPE_CHECKING:
@@ -625,24 +625,36 @@ class StreamChoice:
     payload_bytes: int
     streams_with_data: int
 
-    def note(self) -> str | None:
+    def note(self) -> Note | None:
         """What to tell the user when the stream was picked for them, else None."""
         if not self.chosen or self.streams_with_data <= 1:
             return None
-        return (f"TCP stream {self.stream} ({self.payload_bytes} payload bytes, the most of "
-                f"{self.streams_with_data} streams with data); pick another with stream=N "
-                "(--stream N)")
+        return Note("the most payload; --stream N picks another",
+                    about=f"TCP stream {self.stream}",
+                    detail=f"{self.payload_bytes} payload bytes, the most of the "
+                           f"{self.streams_with_data} streams with data; pick another with "
+                           "stream=N (--stream N)")
+
+
+def require_tcp(cap: "Capture") -> None:
+    """NothingToReport when the capture has no TCP packet: the one line every TCP analysis
+    says then, with what the capture holds."""
+    if not cap.layer_count(schema.TCP):
+        raise NothingToReport(f"no TCP packets in {cap.path} ({cap.holds()})",
+                              hint="this analysis works on TCP streams; `pcapstats throughput` "
+                                   "lists the streams there are")
 
 
 def choose_stream(cap: "Capture", stream: int | None) -> StreamChoice:
     """The TCP stream asked for, checked, or by default the one with the most payload bytes;
-    one clear UsageError when there is none to analyse (no TCP, a UDP stream, no such stream)."""
+    one clear error when there is none to analyse (no TCP: NothingToReport; a UDP stream, no
+    such stream: UsageError)."""
     tcp = stream_summary(cap, proto="tcp")
     ids = tcp["stream"]
     if len(ids) == 0:
-        raise UsageError("no TCP packets in this capture", path=cap.path,
-                         hint="this analysis works on TCP streams; `pcapstats throughput` "
-                              "lists the streams there are")
+        require_tcp(cap)
+        raise NothingToReport(f"no TCP stream in {cap.path} ({cap.holds()})",
+                              hint="`pcapstats throughput` lists the streams there are")
     payload = tcp["payload_bytes_a_to_b"] + tcp["payload_bytes_b_to_a"]
     with_data = int((payload > 0).sum())
     if stream is None:

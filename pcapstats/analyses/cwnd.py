@@ -54,17 +54,18 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .. import catalogue
 from ..batch import analysis, each_stream
 from ..capture import Capture
 from ..clock import GAP_NS, shifted
-from ..errors import UsageError
+from ..errors import Note, NothingToReport, UsageError
 from ..plots.tcp import cwnd_figure, wscale_figure
 from ..render import Shown
-from ..results import Result
+from ..results import Result, shown
 from ..schema import Column, TableSpec
 from ..streams import DIRECTIONS, choose_stream, stream_names
 from .tcp_analysis import STREAM_NEEDS
-from .tcp_flow import (SIDES, capture_side, data_direction, near_end, segment_size,
+from .tcp_flow import (SIDE_DOC, SIDES, capture_side, data_direction, near_end, segment_size,
                        stream_rows)
 
 PROMPT_NS = 200_000           # an ACK answered by new data within this is "answered at once"
@@ -81,12 +82,12 @@ _FRAME = _C("frame_number", "int64", "packet number in the file")
 _TIME = _C("time_s", "float64", "its time, seconds since the capture's first packet", "s")
 SUMMARY = TableSpec("summary", "one row per stream: what its window did", (
     _STREAM,
-    _C("side", "str", "where the capture was taken: sender, receiver (of the data), middle (of "
-       "the path) or unknown; middle and unknown are analysed as the sender", values=SIDES),
+    _C("side", "str", f"{SIDE_DOC}; middle and unknown are analysed as the sender",
+       values=SIDES),
     _C("data_direction", "str", "the direction carrying the data", values=DIRECTIONS),
     _C("mss_bytes", "int64", "the sender's MSS: the SYNs' MSS option less the options the data "
        "carries, else the common segment size (not the largest: offload)", "bytes"),
-    _C("rtt_ms", "float64", "the smoothed RTT the one-RTT windows use", "ms"),
+    catalogue.column("srtt_ms", optional=False),
     _C("samples", "int64", "window samples"),
     _C("cwnd_share", "float64", "share of the samples cwnd-limited (the estimate is the cwnd)"),
     _C("rwnd_share", "float64", "share receiver-window-limited"),
@@ -99,8 +100,8 @@ SUMMARY = TableSpec("summary", "one row per stream: what its window did", (
     _C("rwnd_max_bytes", "float64", "largest window the receiver advertised", "bytes",
        optional=True),
     _C("loss_episodes", "int64", "loss-recovery episodes"),
-    _C("resent_segments", "int64", "segments of the data direction that re-send sequence space "
-       "(tcp_analysis' resent, as pcapstats retrans counts them)", "segments"),
+    catalogue.column("resent", doc="in the data direction (as pcapstats retrans counts them)",
+                     optional=False),
     _C("ratio_median", "float64", "median window after / before an episode (Reno 0.5, Cubic "
        "0.7)", optional=True),
 ))
@@ -127,7 +128,7 @@ LOSSES = TableSpec("losses", "one row per loss-recovery episode", (
     _C("end_s", "float64", "the ACK that ended the episode; empty if it never ended", "s",
        optional=True),
     _C("recover_seq", "int64", "relative sequence number the ACK had to reach"),
-    _C("resent_segments", "int64", "re-sent segments during the episode", "segments"),
+    catalogue.column("resent", doc="during the episode", optional=False),
     _C("cwnd_before_bytes", "float64", "flight of the last sample before the episode", "bytes",
        optional=True),
     _C("cwnd_after_bytes", "float64", "flight of the first sample after it", "bytes",
@@ -185,12 +186,13 @@ class Cwnd(Result):
     specs = (SUMMARY, SAMPLES, LOSSES, FLIGHT, RWND, LIMITED)
     series = "samples"
     draws = True
+    graph = "cwnd"           # what .figure() draws by default: ps.wscale's results say wscale
     view = {"summary": (Shown("stream", "stream"), Shown("side", "side"),
                         Shown("samples", "samples"), Shown("cwnd max", "cwnd_max_bytes"),
                         Shown("cwnd median", "cwnd_median_bytes"),
                         Shown("flight max", "flight_max_bytes"),
                         Shown("rwnd max", "rwnd_max_bytes", minor=True),
-                        Shown("losses", "loss_episodes"), Shown("re-sent", "resent_segments"),
+                        Shown("loss episodes", "loss_episodes"), shown("resent"),
                         Shown("after/before", "ratio_median"),
                         Shown("cwnd-limited", "cwnd_share", minor=True))}
 
@@ -201,17 +203,21 @@ class Cwnd(Result):
                          **t} for name, t in tables.items()}
         tables["limited"] = _limited(est.stream, tables["samples"])
         tables["summary"] = _summary(est, tables)
-        notes = [f"stream {est.stream}: {est.side}-side capture ({est.side_evidence})"]
+        notes = [Note(f"{est.side}-side capture", about=f"stream {est.stream}",
+                      detail=est.side_evidence)]
         super().__init__(tables, capture=capture, notes=notes)
         self.stream, self.side, self.side_evidence = est.stream, est.side, est.side_evidence
         self.data_direction = DIRECTIONS[est.data_direction]
         self.mss_bytes, self.rtt_s = est.mss_bytes, est.rtt_s
         self.name = name            # the stream's endpoints, and what the lab ran on it
 
-    def _figure(self, *, graph: str = "cwnd", title: str | None = None):
+    def _figure(self, ax=None, *, graph: str | None = None, **options):
+        """``graph``: cwnd or wscale (by default the result's own: ps.wscale's say wscale);
+        ``from_s`` / ``to_s``: the zoom, ``title``."""
+        graph = graph or self.graph
         if graph not in GRAPHS:
             raise UsageError(f"unknown graph {graph!r}", hint="use cwnd or wscale")
-        return (cwnd_figure if graph == "cwnd" else wscale_figure)(self, title=title)
+        return (cwnd_figure if graph == "cwnd" else wscale_figure)(self, ax=ax, **options)
 
 
 @analysis(needs=STREAM_NEEDS, one_stream=True)
@@ -222,6 +228,17 @@ def cwnd(capture: Capture, *, stream: int | str | None = None, side: str = "auto
     return each_stream(capture, stream,
                        lambda s: Cwnd(estimate(capture, s, side=side), capture=capture.path,
                                       name=stream_names(capture).get(("tcp", s), "")))
+
+
+@analysis(needs=STREAM_NEEDS, one_stream=True)
+def wscale(capture: Capture, *, stream: int | str | None = None, side: str = "auto") -> Cwnd:
+    """Wireshark's Window Scaling graph of one TCP stream (``pcapstats wscale``): cwnd's result,
+    whose ``.figure()`` draws the bytes in flight and the receiver's window (the ``flight``
+    and ``rwnd`` tables); ``.figure(graph="cwnd")`` the estimate."""
+    result = cwnd(capture, stream=stream, side=side)
+    for part in {id(p): p for p in (result, *result.parts)}.values():
+        part.graph = "wscale"
+    return result
 
 
 def estimate(cap: Capture, stream: int | None = None, *, side: str = "auto") -> CwndEstimate:
@@ -239,8 +256,9 @@ def estimate(cap: Capture, stream: int | None = None, *, side: str = "auto") -> 
     t0 = cap.first_time_ns
     v = _Views(flow, data_dir, t0, receiver)
     if v.data.size == 0:
-        raise UsageError(f"TCP stream {stream} carries no data", path=cap.path,
-                         hint="pick a stream with payload (see `pcapstats throughput`)")
+        raise NothingToReport(f"TCP stream {stream} of {cap.path} carries no data (its "
+                              f"{len(flow['direction'])} packets have no payload)",
+                              hint="pick a stream with payload (see `pcapstats throughput`)")
     if receiver:
         samples = _receiver_samples(v)
     else:
@@ -284,7 +302,7 @@ def _summary(est: CwndEstimate, tables: dict) -> dict[str, np.ndarray]:
     ratio = losses["ratio"][~np.isnan(losses["ratio"])]
     largest = (lambda v: float(np.nanmax(v)) if np.any(~np.isnan(v)) else np.nan)  # noqa: E731
     row = {"stream": est.stream, "side": est.side, "data_direction": DIRECTIONS[est.data_direction],
-           "mss_bytes": est.mss_bytes, "rtt_ms": est.rtt_s * 1e3, "samples": len(state),
+           "mss_bytes": est.mss_bytes, "srtt_ms": est.rtt_s * 1e3, "samples": len(state),
            "cwnd_share": share("cwnd"), "rwnd_share": share("rwnd"), "app_share": share("app"),
            "recovery_share": share("recovery"),
            "cwnd_max_bytes": float(cwnd.max()) if len(cwnd) else np.nan,
@@ -292,7 +310,7 @@ def _summary(est: CwndEstimate, tables: dict) -> dict[str, np.ndarray]:
            "flight_max_bytes": largest(tables["flight"]["bytes_in_flight"].astype(float)),
            "rwnd_max_bytes": largest(tables["rwnd"]["rwnd_bytes"].astype(float)),
            "loss_episodes": len(losses["start_s"]),
-           "resent_segments": est.resent_segments,
+           "resent": est.resent_segments,
            "ratio_median": float(np.median(ratio)) if len(ratio) else np.nan}
     return {c.name: np.array([row[c.name]], dtype=object if c.dtype == "str" else c.dtype)
             for c in SUMMARY.columns}
@@ -592,12 +610,12 @@ def _loss_table(episodes, samples, v: _Views) -> dict[str, np.ndarray]:
         out["start_s"].append(float(v.seconds(e["start"])))
         out["end_s"].append(float(v.seconds(e["end"])) if e["end"] is not None else np.nan)
         out["recover_seq"].append(int(e["recover"]))
-        out["resent_segments"].append(e["resent"])
+        out["resent"].append(e["resent"])
         out["cwnd_before_bytes"].append(fb)
         out["cwnd_after_bytes"].append(fa)
         out["ratio"].append(fa / fb if fb > 0 else np.nan)
     return {k: np.array(vals, dtype=np.int64 if k in ("start_frame", "recover_seq",
-                                                      "resent_segments") else np.float64)
+                                                      "resent") else np.float64)
             for k, vals in out.items()}
 
 

@@ -37,15 +37,19 @@ propagation, processing, the headers' serialisation.
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 
+from .. import catalogue
 from ..batch import analysis
-from ..capture import Capture, Needs
-from ..errors import UsageError
+from ..capture import Capture, Needs, holdings
+from ..errors import Note, NothingToReport, UsageError
 from ..ingest import Kept, read_kept
 from ..render import Shown
 from ..results import Result
 from ..schema import IP, TCP, UDP, Column, TableSpec
+from ..sidecar import stream_flows
 from ..stats import ols
 from ..streams import endpoint, id_ranges, own_transport, whole_datagrams
 from .ping import (READS as PING_READS, Echoes, echo_sessions, group_slices, later_fragments,
@@ -59,8 +63,8 @@ FEWEST_PACKETS = 4        # a ping-pong stream's packets with payload: two excha
 EXCHANGE_READS = (
     TCP, UDP, IP, "l4_quoted", "tcp_stream", "udp_stream", "direction", "tcp_flags",
     "tcp_seq_raw", "tcp_srcport", "tcp_dstport", "udp_srcport", "udp_dstport", "payload_len",
-    "frame_time_ns", "ip_src", "ip_dst", "ip_id", "ip_len", "ip_hdr_len", "ip_fragment",
-    "ip_frag_offset")
+    "frame_time_ns", "frame_len", "ip_src", "ip_dst", "ip_id", "ip_len", "ip_hdr_len",
+    "ip_fragment", "ip_frag_offset")
 READS = tuple(dict.fromkeys(PING_READS + EXCHANGE_READS))
 _C = Column
 _SOURCE = _C("source", "str", "where the samples come from: 'icmp A → B' or 'tcp|udp stream N'")
@@ -77,29 +81,54 @@ SIZES = TableSpec("sizes", "one row per source and message size", (
     _SOURCE,
     _C("size_bytes", "int64", "message size S", "bytes"),
     _C("n", "int64", "samples"),
-    _C("mean_ms", "float64", "mean latency", "ms"),
-    _C("median_ms", "float64", "median latency", "ms"),
-    _C("min_ms", "float64", "smallest latency", "ms"),
-    _C("trimmed_ms", "float64", "mean without the lowest and highest 10 % (what the fit uses)",
+    _C("latency_mean_ms", "float64", "mean latency", "ms", heading="mean"),
+    _C("latency_median_ms", "float64", "median latency", "ms", heading="median"),
+    _C("latency_min_ms", "float64", "smallest latency", "ms", heading="min"),
+    _C("latency_trimmed_ms", "float64", "mean latency without the lowest and highest 10 % (what "
+       "the fit uses)",
        "ms"),
 ))
 MODEL = TableSpec("model", "one row per source: the fit D = a*S + b", (
     _SOURCE,
     _C("sizes", "int64", "message sizes fitted"),
     _C("points", "int64", "samples behind them"),
-    _C("a_ms_per_byte", "float64", "slope a", "ms/byte"),
-    _C("a_low", "float64", "95 % confidence interval of a, low end", "ms/byte", optional=True),
-    _C("a_high", "float64", "95 % confidence interval of a, high end", "ms/byte",
+    catalogue.column("a_ms_per_byte", optional=False),
+    _C("a_low_ms_per_byte", "float64", "95 % confidence interval of a, low end", "ms/byte",
+       optional=True, heading="a low"),
+    _C("a_high_ms_per_byte", "float64", "95 % confidence interval of a, high end", "ms/byte",
+       heading="a high",
        optional=True),
-    _C("b_ms", "float64", "intercept b: the size-independent delay", "ms"),
-    _C("b_low", "float64", "95 % confidence interval of b, low end", "ms", optional=True),
-    _C("b_high", "float64", "95 % confidence interval of b, high end", "ms", optional=True),
+    catalogue.column("b_ms", optional=False),
+    _C("b_low_ms", "float64", "95 % confidence interval of b, low end", "ms", optional=True,
+       heading="b low"),
+    _C("b_high_ms", "float64", "95 % confidence interval of b, high end", "ms", optional=True,
+       heading="b high"),
     _C("r2", "float64", "coefficient of determination of the fit", optional=True),
-    _C("crossings", "int64", "times each message byte crosses the bottleneck in turn: 2 "
-       "(request, then answer) or 1 (the answer overlaps the request: an echo as data "
-       "arrives)"),
-    _C("bandwidth_bps", "float64", "crossings x 8 / a: the bottleneck rate the slope implies "
-       "(one bottleneck link)", "bit/s", optional=True),
+    _C("return_bps", "float64", "the answers' own arrival rate at the capture point: payload "
+       "bits of their packets after the second over the time they took to arrive (median "
+       "over the answers in five packets or more; empty when none is): the return path's "
+       "bottleneck, or the line rate where it is not shaped", "bit/s", optional=True,
+       heading="return rate"),
+    _C("request_bps", "float64", "the request direction's bottleneck: 8 / (a - 8 / "
+       "return_bps), what the slope leaves once the answers' own time is taken out; with "
+       "no return_bps, 2 x 8 / a (a path shaped alike both ways); empty when the requests "
+       "cross no bottleneck (all of the slope is the answers')", "bit/s", optional=True,
+       heading="request rate"),
+    _C("crossings", "float64", "how many times a message's bytes cross the bottleneck rate "
+       "within D: 2 when both directions are shaped alike (assumed when the answers come in "
+       "one packet), 1 when only one is or the server answers as data arrives; in between "
+       "when the two rates differ (a x bandwidth_bps / 8)"),
+    catalogue.column("bandwidth_bps", doc="here the slower of request_bps and return_bps "
+                     "(the measured return_bps where they agree within 25 %; 2 x 8 / a with "
+                     "no return_bps), on the wire: the slope's payload bytes carried with "
+                     "their packets' headers"),
+    _C("bandwidth_low_bps", "float64", "low end of bandwidth_bps' 95 % interval: where it is "
+       "the measured return_bps, the order statistic n/2 - 0.98 sqrt(n) of the answers' "
+       "rates (of 6 answers or more); else bandwidth_bps x a / the high end of a's interval",
+       "bit/s", optional=True, heading="bandwidth low"),
+    _C("bandwidth_high_bps", "float64", "high end of that interval (n/2 + 0.98 sqrt(n); "
+       "bandwidth_bps x a / the low end of a's interval)", "bit/s", optional=True,
+       heading="bandwidth high"),
 ))
 
 
@@ -111,21 +140,26 @@ class Delay(Result):
     draws = True
     view = {"model": (Shown("source", "source", wrap=True), Shown("sizes", "sizes"),
                       Shown("samples", "points", minor=True),
-                      Shown("a", "a_ms_per_byte"), Shown("a low", "a_low", minor=True),
-                      Shown("a high", "a_high", minor=True), Shown("b", "b_ms"),
-                      Shown("b low", "b_low", minor=True), Shown("b high", "b_high", minor=True),
+                      Shown("a", "a_ms_per_byte"), Shown("a low", "a_low_ms_per_byte", minor=True),
+                      Shown("a high", "a_high_ms_per_byte", minor=True), Shown("b", "b_ms"),
+                      Shown("b low", "b_low_ms", minor=True),
+                      Shown("b high", "b_high_ms", minor=True),
                       Shown("r²", "r2"), Shown("×", "crossings", minor=True),
+                      Shown("return rate", "return_bps", minor=True),
                       Shown("bandwidth", "bandwidth_bps")),
             "sizes": (Shown("source", "source", wrap=True), Shown("size", "size_bytes"),
-                      Shown("n", "n"), Shown("mean", "mean_ms"), Shown("median", "median_ms"),
-                      Shown("min", "min_ms"), Shown("trimmed", "trimmed_ms"))}
-    legend = {"model": "D = a*S + b fitted to each size's trimmed mean; bandwidth = crossings "
-                       "x 8 / a (2: request then answer cross one bottleneck).  --sizes: per "
-                       "size."}
+                      Shown("n", "n"), Shown("mean", "latency_mean_ms"),
+                      Shown("median", "latency_median_ms"), Shown("min", "latency_min_ms"),
+                      Shown("trimmed", "latency_trimmed_ms"))}
+    legend = {"model": "D = a*S + b fitted to each size's trimmed mean; bandwidth: the slower "
+                       "direction's rate on the wire, from the slope and the answers' own "
+                       "arrival rate (return rate, when they come in several packets): a "
+                       "path shaped both ways holds 2 crossings of it (x), one shaped one "
+                       "way 1.  --sizes: per size; --all: each direction's rate."}
 
-    def _figure(self, **options):
+    def _figure(self, ax=None, **options):
         from ..plots.delay import delay_figure  # lazy: matplotlib only when a figure is drawn
-        return delay_figure(self, **options)
+        return delay_figure(self, ax=ax, **options)
 
 
 def rows_needed(cap: Capture) -> np.ndarray:
@@ -160,20 +194,23 @@ def delay(capture, *, source: str = "auto") -> Delay:
                               exchanges=source != "icmp")
     parts: list[dict] = []
     notes: list[str] = []
+    returns: dict[str, tuple] = {}          # source -> its answers' arrival (_arrival_rate)
     if echoes is not None:
-        parts.append(_icmp_samples(echoes, notes, required=source == "icmp"))
+        parts.append(_icmp_samples(echoes, notes, required=source == "icmp", returns=returns))
     if exchanges is not None:
-        parts += _exchange_samples(exchanges)
+        parts += _exchange_samples(exchanges, returns)
     path, t0 = ((echoes.path, echoes.first_time_ns) if echoes is not None
                 else (exchanges.path, exchanges.first_time_ns))
+    holds = (holdings(echoes.packets, echoes.counts) if echoes is not None
+             else exchanges.holds())
     del echoes, exchanges
     parts = [p for p in parts if p is not None and len(p["size"])]
     if not parts:
-        raise UsageError(f"no latency samples in {path}: no answered ICMP echoes "
-                         "captured at the pinging host and no ping-pong exchange"
-                         + (f" ({notes[0]})" if notes else ""),
-                         hint="capture at the host that sends the requests, with several "
-                              "message sizes")
+        raise NothingToReport(f"no latency samples in {path} ({holds}): no answered ICMP "
+                              "echoes captured at the pinging host and no ping-pong exchange"
+                              + (f" ({notes[0]}: {notes[0].detail})" if notes else ""),
+                              hint="capture at the host that sends the requests, with "
+                                   "several message sizes")
     names: dict[str, int] = {}                 # source name -> code, in order of appearance
     codes = _joined(parts, "code", lambda p, code: np.array(
         [names.setdefault(n, len(names)) for n in p["names"]], np.int64)[code])
@@ -194,8 +231,8 @@ def delay(capture, *, source: str = "auto") -> Delay:
         "request_ms": np.divide(request, 1e6, out=request)}
     del codes, parts, time_s, latency, first, first_ms, request
     sizes = _sizes(table, list(names), by_source)
-    model = _models(sizes, _overlapping_sources(table, list(names), by_source), notes)
-    notes += _paced_sources(table, model, list(names), by_source)
+    model = _models(sizes, _overlapping_sources(table, list(names), by_source), returns, notes)
+    notes += _paced_sources(table, model, list(names), by_source, stream_flows(path))
     return Delay({"model": model, "sizes": sizes, "samples": table}, capture=path, notes=notes)
 
 
@@ -231,20 +268,23 @@ def _samples(source, size, t_ns, latency_ns, first_ns=None, request_ns=None,
             else np.asarray(request_ns, np.float64)}
 
 
-def _icmp_samples(echoes: Echoes, notes: list[str], required: bool) -> dict | None:
+def _icmp_samples(echoes: Echoes, notes: list[str], required: bool,
+                  returns: dict[str, tuple]) -> dict | None:
+    rates = _fragment_rates(echoes.fragments)
     try:
         tables, _ = echo_sessions(echoes, columns=("session", "time_s", "payload_bytes",
                                                    "rtt_ms"))
-    except UsageError:
+    except NothingToReport:
         if required:
             raise
         return None
     e, sessions = tables["echoes"], tables["sessions"]
     at_responder = np.unique(sessions["session"][sessions["side"] == "responder"])
     if len(at_responder):
-        notes.append(f"ICMP session(s) {id_ranges(at_responder.tolist())} captured at the "
-                     "responder: request -> reply there is its turnaround (microseconds), not "
-                     "the delay to model; left out")
+        notes.append(Note("captured at the responder: left out",
+                          about=f"ICMP session(s) {id_ranges(at_responder.tolist())}",
+                          detail="request -> reply there is its turnaround (microseconds), "
+                                 "not the delay to model"))
     keep = ~np.isnan(e["rtt_ms"])
     if len(at_responder):
         keep &= ~np.isin(e["session"], at_responder)
@@ -259,16 +299,20 @@ def _icmp_samples(echoes: Echoes, notes: list[str], required: bool) -> dict | No
     name_of = np.zeros(int(sessions["session"].max()) + 1, np.int64)  # session -> its name
     named = [f"icmp {a} → {b}" for a, b in zip(sessions["requester"], sessions["responder"])]
     names = list(dict.fromkeys(named))
+    for a, b, name in zip(sessions["requester"], sessions["responder"], named):
+        if (b, a) in rates:                 # the replies come from the responder
+            returns[name] = rates[(b, a)]
     code = {name: k for k, name in enumerate(names)}
     name_of[sessions["session"]] = [code[n] for n in named]
     return _samples(names, pick(e["payload_bytes"]), t_ns, latency_ns,
                     code=name_of[pick(e["session"])])
 
 
-def _exchange_samples(cap: Capture) -> list[dict]:
+def _exchange_samples(cap: Capture, returns: dict[str, tuple]) -> list[dict]:
     """Ping-pong samples of every TCP/UDP stream whose messages alternate with answers of
-    their own size."""
+    their own size (and each source's answers' arrival rate in ``returns``)."""
     out = []
+    fragmented = _fragment_rates(cap)       # UDP answers over the MTU come in IP fragments
     for proto in ("tcp", "udp"):
         rows = np.flatnonzero(own_transport(cap, proto) & (cap.column("payload_len") > 0))
         if not len(rows):
@@ -285,6 +329,11 @@ def _exchange_samples(cap: Capture) -> list[dict]:
                               {name: column[mine] for name, column in packets.items()})
             if found is not None:
                 out.append(found)
+                name, arrival = found["names"][0], found.pop("arrival")
+                ends = (found.pop("server"), found.pop("client"))
+                arrival = fragmented.get(ends, arrival) if proto == "udp" else arrival
+                if arrival[0] == arrival[0]:
+                    returns[name] = arrival
     return out
 
 
@@ -293,6 +342,7 @@ def _exchange_packets(cap: Capture, proto: str, rows: np.ndarray) -> dict[str, n
     read once for all its streams."""
     packets = {
         "size": cap.column("payload_len")[rows].astype(np.int64),
+        "wire": cap.column("frame_len")[rows].astype(np.int64),
         "t": cap.column("frame_time_ns")[rows].astype(np.int64, copy=False),
         # a datagram in fragments is there at its last
         "t_whole": whole_datagrams(cap, rows)[1],
@@ -342,8 +392,80 @@ def _pingpong(cap: Capture, proto: str, stream: int, p: dict[str, np.ndarray]) -
     src, dst = cap.addresses[p["src"][0]], cap.addresses[p["dst"][0]]
     name = (f"{proto} stream {stream} {endpoint(src, p['srcport'][0])} → "
             f"{endpoint(dst, p['dstport'][0])}")
-    return _samples(name, request[ok], t[starts[ok]], t_whole[last_answer[ok]] - t[starts[ok]],
-                    t[first_answer[ok]] - t[starts[ok]], t[last_request[ok]] - t[starts[ok]])
+    answers = [np.flatnonzero(~client[a:b + 1]) + a
+               for a, b in zip(first_answer[ok].tolist(), last_answer[ok].tolist())]
+    arrivals = [_arrival_rate(t[k], size[k], p["wire"][k]) for k in answers]
+    return {**_samples(name, request[ok], t[starts[ok]],
+                       t_whole[last_answer[ok]] - t[starts[ok]],
+                       t[first_answer[ok]] - t[starts[ok]], t[last_request[ok]] - t[starts[ok]]),
+            "arrival": _median(arrivals), "server": dst, "client": src}
+
+
+SKIPPED_PACKETS = 2    # an answer's first packets may pass a token bucket's burst at once
+FEWEST_TIMED = 3       # packets after those, to time an answer's arrival rate by
+
+
+def _arrival_rate(t_ns: np.ndarray, payload: np.ndarray, wire: np.ndarray) -> tuple:
+    """How one answer's packets (``t_ns``, their ``payload`` and ``wire`` -- frame -- bytes,
+    in any order) arrived after its first SKIPPED_PACKETS: (bits/s on the wire, wire bytes a
+    payload byte); NaNs for an answer of too few."""
+    if len(t_ns) < SKIPPED_PACKETS + FEWEST_TIMED:
+        return np.nan, np.nan
+    order = np.argsort(t_ns, kind="stable")
+    t_ns, payload, wire = t_ns[order], payload[order], wire[order]
+    # each packet's arrival against the bytes that arrived with it since the burst: a line
+    # whose slope is seconds a byte (one late or early packet tilts it less than the ends)
+    t = (t_ns[SKIPPED_PACKETS - 1:] - t_ns[SKIPPED_PACKETS - 1]) / 1e9
+    sent = np.cumsum(np.r_[0, wire[SKIPPED_PACKETS:]]).astype(np.float64)
+    slope = np.polyfit(sent, t, 1)[0] if t[-1] > 0 else 0.0
+    on_wire = float(wire[SKIPPED_PACKETS:].sum())
+    return (8 / slope if slope > 0 else np.inf,
+            on_wire / max(float(payload[SKIPPED_PACKETS:].sum()), 1.0))
+
+
+def _median(arrivals: list[tuple]) -> tuple:
+    """The median rate of the answers that could be timed, their median wire factor, and the
+    median rate's 95 % interval (distribution-free: the order statistics n/2 -+ 0.98 sqrt(n);
+    NaN for fewer than 6 answers)."""
+    timed = sorted(a for a in arrivals if a[0] == a[0])
+    if not timed:
+        return np.nan, np.nan, np.nan, np.nan
+    rates = np.array([a[0] for a in timed])
+    n, low, high = len(rates), np.nan, np.nan
+    if n >= 6:
+        half = 0.98 * np.sqrt(n)
+        low = rates[max(int(np.floor(n / 2 - half)), 0)]
+        high = rates[min(int(np.ceil(n / 2 + half)), n - 1)]
+    return (float(np.median(rates)), float(np.median([a[1] for a in timed])), low, high)
+
+
+def _fragment_rates(cap: Capture) -> dict[tuple[str, str], tuple]:
+    """(source address, destination address) -> the median arrival rate (:func:`_arrival_rate`)
+    of the IPv4 datagrams between them that came in IP fragments (a ping -s over the MTU, a
+    UDP answer of a ping-pong): fragments of one datagram share the addresses and the IP
+    identification, the first (offset 0) beginning it."""
+    rows = np.flatnonzero(cap.layer(IP) & cap.column("ip_fragment").astype(bool))
+    if not len(rows):
+        return {}
+    key = ((cap.column("ip_src")[rows].astype(np.int64) << 40)
+           | (cap.column("ip_dst")[rows].astype(np.int64) << 16)
+           | cap.column("ip_id")[rows].astype(np.int64))
+    t = cap.column("frame_time_ns")[rows].astype(np.int64)
+    order = np.lexsort((t, key))                 # by datagram key, each in time order
+    rows, key, t = rows[order], key[order], t[order]
+    payload = (cap.column("ip_len")[rows].astype(np.int64)
+               - cap.column("ip_hdr_len")[rows].astype(np.int64))
+    wire = cap.column("frame_len")[rows].astype(np.int64)
+    # a datagram begins where its key does, or where its key is used again (a first fragment)
+    first = cap.column("ip_frag_offset")[rows] == 0
+    bounds = np.r_[0, np.flatnonzero((np.diff(key) != 0) | first[1:]) + 1, len(key)].tolist()
+    by_pair: dict[tuple[str, str], list[tuple]] = {}
+    for a, b in zip(bounds[:-1], bounds[1:]):
+        ends = (str(cap.addresses[cap.column("ip_src")[rows[a]]]),
+                str(cap.addresses[cap.column("ip_dst")[rows[a]]]))
+        by_pair.setdefault(ends, []).append(_arrival_rate(t[a:b], payload[a:b], wire[a:b]))
+    return {ends: arrival for ends, arrivals in by_pair.items()
+            if (arrival := _median(arrivals))[0] == arrival[0]}
 
 
 def _first_sends(raw: np.ndarray, size: np.ndarray, d: np.ndarray) -> np.ndarray:
@@ -382,11 +504,11 @@ def _sizes(samples: dict, names: list[str], by_source: list) -> dict:
             rows["source"].append(names[k])
             rows["size_bytes"].append(int(z[a]))
             rows["n"].append(len(lat))
-            rows["mean_ms"].append(float(lat.mean()))
+            rows["latency_mean_ms"].append(float(lat.mean()))
             # np.median: the mean of the middle one or two of the sorted values (no NaN here)
-            rows["median_ms"].append(float(lat[half - 1 + len(lat) % 2:half + 1].mean()))
-            rows["min_ms"].append(float(lat[0]))
-            rows["trimmed_ms"].append(float(lat[cut:len(lat) - cut].mean()))
+            rows["latency_median_ms"].append(float(lat[half - 1 + len(lat) % 2:half + 1].mean()))
+            rows["latency_min_ms"].append(float(lat[0]))
+            rows["latency_trimmed_ms"].append(float(lat[cut:len(lat) - cut].mean()))
     return {col.name: np.asarray(rows[col.name], dtype=object if col.dtype == "str" else None)
             for col in SIZES.columns}
 
@@ -415,7 +537,7 @@ PACED_FACTOR = 2.0     # a client sending within messages under this x the impli
 
 
 def _paced_sources(samples: dict, model: dict, names: list[str],
-                   by_source: list[np.ndarray]) -> list[str]:
+                   by_source: list[np.ndarray], flows: dict) -> list[str]:
     """Notes for sources whose client sent its requests not much faster than the bandwidth the
     slope implies: a sender pacing itself (BBR with one message in flight paces near its own
     small rate estimate) or held by its window makes the slope its own, not the path's.  The
@@ -431,43 +553,123 @@ def _paced_sources(samples: dict, model: dict, names: list[str],
             continue
         rate = 8 * samples["size_bytes"][rows][sent].sum() / seconds
         if rate < PACED_FACTOR * model["bandwidth_bps"][i]:
-            out.append(f"{source}: the client sent its requests at about {rate / 1e6:.3g} "
-                       f"Mbit/s within each message, near the {model['bandwidth_bps'][i] / 1e6:.3g}"
-                       " Mbit/s the slope implies: the slope may be the sender's pacing or "
-                       "window, not the path (a TCP sender paced by BBR does this; try cubic)")
+            out.append(Note("the slope may be the sender's pacing", about=source,
+                            detail=f"the client sent its requests at about {rate / 1e6:.3g} "
+                                   "Mbit/s within each message, near the "
+                                   f"{model['bandwidth_bps'][i] / 1e6:.3g} Mbit/s the slope "
+                                   "implies: the slope may be the sender's pacing or window, "
+                                   "not the path" + _sender_hint(source, flows)))
     return out
 
 
-def _models(sizes: dict, overlapping: set[str], notes: list[str]) -> dict:
+def _sender_hint(source: str, flows: dict) -> str:
+    """What to try, by the congestion control the lab sidecar says the client's socket used
+    (none said where the capture has no sidecar)."""
+    m = re.match(r"^(tcp|udp) stream (\d+) ", source)
+    cc = (flows.get((m.group(1), int(m.group(2)))) or {}).get("cc") if m else None
+    if cc == "bbr":
+        return " (its sender is BBR, which paces near its own rate estimate: try cubic)"
+    if cc:
+        return (f" (its sender is {cc}: a window too small for the path's bandwidth-delay "
+                "product holds each message back; raise it, or send fewer bytes a message)")
+    return " (BBR paces near its own rate estimate; a small window holds messages back)"
+
+
+def _models(sizes: dict, overlapping: set[str], returns: dict[str, tuple],
+            notes: list[str]) -> dict:
     rows: dict[str, list] = {c.name: [] for c in MODEL.columns}
     source_of = sizes["source"].tolist()                  # each source's sizes are together
     starts = [k for k in range(len(source_of)) if k == 0 or source_of[k] != source_of[k - 1]]
     for a, b in zip(starts, starts[1:] + [len(source_of)]):
         source, mine = source_of[a], slice(a, b)
         s = sizes["size_bytes"][mine].astype(np.float64)
-        y = sizes["trimmed_ms"][mine].astype(np.float64)
+        y = sizes["latency_trimmed_ms"][mine].astype(np.float64)
         if len(s) < 2:
-            notes.append(f"{source}: one message size only; a slope needs two or more")
+            notes.append(Note("one size: no slope", about=source,
+                              detail="a slope needs two message sizes or more"))
             continue
         fit = ols(s, y)
         rows["source"].append(source)
         rows["sizes"].append(len(s))
         rows["points"].append(int(sizes["n"][mine].sum()))
-        for name in ("a_ms_per_byte", "a_low", "a_high", "b_ms", "b_low", "b_high", "r2"):
-            rows[name].append(fit[name])
+        for name, key in (("a_ms_per_byte", "a_ms_per_byte"), ("a_low_ms_per_byte", "a_low"),
+                          ("a_high_ms_per_byte", "a_high"), ("b_ms", "b_ms"),
+                          ("b_low_ms", "b_low"), ("b_high_ms", "b_high"), ("r2", "r2")):
+            rows[name].append(fit[key])
         a = fit["a_ms_per_byte"]
-        crossings = 1 if source in overlapping else 2
-        rows["crossings"].append(crossings)
-        rows["bandwidth_bps"].append(crossings * 8 / (a / 1e3) if a > 0 else np.nan)
-        if crossings == 1:
-            notes.append(f"{source}: the answers begin before their requests end (a server "
-                         "that echoes as data arrives): a byte crosses the bottleneck once in "
-                         "D, so bandwidth = 8 / a; messages of one segment still cross twice, "
-                         "so the line mixes both (fit the larger sizes alone to avoid it)")
+        return_bps, factor, return_low, return_high = returns.get(source, (np.nan,) * 4)
+        factor = factor if factor == factor else 1.0   # wire bytes a payload byte, large S
+        rates = _directions(a / 1e3 / factor, return_bps, source in overlapping)
+        bandwidth = rates["bandwidth_bps"]
+        rows["return_bps"].append(rates["return_bps"])
+        rows["request_bps"].append(rates["request_bps"])
+        rows["crossings"].append(rates["crossings"])
+        rows["bandwidth_bps"].append(bandwidth)
+        if bandwidth == return_bps and return_low == return_low:   # measured: its own
+            rows["bandwidth_low_bps"].append(return_low)
+            rows["bandwidth_high_bps"].append(return_high)
+        else:                                         # from the slope: a's relative interval
+            for name, slope in (("bandwidth_low_bps", fit["a_high"]),
+                                ("bandwidth_high_bps", fit["a_low"])):
+                rows[name].append(bandwidth * a / slope if slope > 0 else np.nan)
+        if fit["b_high"] < 0:
+            notes.append(Note("intercept b below zero: not this path's", about=source,
+                              detail=f"b's 95 % interval is {fit['b_low']:.3g} to "
+                                     f"{fit['b_high']:.3g} ms: latency cannot be negative for "
+                                     "an empty message, so the line is not this path's -- a "
+                                     "delay or rate applied on this host's own egress (after "
+                                     "the capture point), or a sender pacing its larger "
+                                     "messages, bends it; capture where the impairment cannot "
+                                     "hide, or read b as unknown"))
+        if source in overlapping:
+            notes.append(Note("answers overlap requests: bandwidth = 8 / a", about=source,
+                              detail="the answers begin before their requests end (a server "
+                                     "that echoes as data arrives): a byte crosses the "
+                                     "bottleneck once in D, so bandwidth = 8 / a; messages of "
+                                     "one segment still cross twice, so the line mixes both "
+                                     "(fit the larger sizes alone to avoid it)"))
         if not a > 0:
-            notes.append(f"{source}: latency does not grow with size (slope {a:.3g} ms/byte): "
-                         "no bandwidth to infer (a path without serialisation delay, or "
-                         "sizes too close together)")
+            notes.append(Note("flat latency: no bandwidth", about=source,
+                              detail=f"latency does not grow with size (slope {a:.3g} "
+                                     "ms/byte): a path without serialisation delay, or sizes "
+                                     "too close together"))
     return {c.name: np.asarray(rows[c.name], dtype=object if c.dtype == "str" else
                                float if c.dtype == "float64" else np.int64)
             for c in MODEL.columns}
+
+
+UNSHAPED_SHARE = 0.05    # a direction taking under this share of the slope is not shaped
+ALIKE = 0.25             # request and return rates this close: one bottleneck rate both ways
+
+
+def _directions(a_s: float, return_bps: float, overlapping: bool) -> dict:
+    """The request and return rates, the bottleneck and the crossings the slope ``a_s``
+    (seconds a byte on the wire) holds.  D grows by 8 / request rate + 8 / return rate a
+    byte (a store-and-forward path, request then answer), the return rate measured from the
+    answers' own arrival.  The bottleneck is the slower direction; where the two agree within
+    ALIKE it is the measured return rate (the request's, what the slope leaves over, also
+    holds the ends' own time a byte: copying, reassembly).  Without a measured return the
+    two are taken alike (crossings 2); an answer that overlaps its request (an echo as data
+    arrives) crosses once."""
+    out = {"return_bps": return_bps, "request_bps": np.nan, "crossings": 2.0,
+           "bandwidth_bps": np.nan}
+    if not a_s > 0:
+        return out
+    if overlapping:
+        out.update(crossings=1.0, bandwidth_bps=8 / a_s)
+        return out
+    if not return_bps == return_bps:                     # not measured: alike both ways
+        out.update(request_bps=2 * 8 / a_s, bandwidth_bps=2 * 8 / a_s)
+        return out
+    answer = 8 / return_bps                              # seconds a byte on the way back
+    if answer >= (1 - UNSHAPED_SHARE) * a_s:             # only the answers are shaped
+        out.update(crossings=1.0, bandwidth_bps=return_bps)
+        return out
+    out["request_bps"] = request = 8 / (a_s - answer)
+    if answer <= UNSHAPED_SHARE * a_s:                   # only the requests are
+        out.update(crossings=1.0, bandwidth_bps=request)
+        return out
+    alike = abs(request / return_bps - 1) <= ALIKE
+    out["bandwidth_bps"] = return_bps if alike else min(request, return_bps)
+    out["crossings"] = a_s * out["bandwidth_bps"] / 8
+    return out

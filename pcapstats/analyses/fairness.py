@@ -22,13 +22,13 @@ import warnings
 
 import numpy as np
 
-from .. import schema
+from .. import catalogue, schema
 from ..batch import analysis
-from ..capture import Capture
-from ..errors import UsageError
-from ..ingest import read_kept
+from ..capture import Capture, Needs
+from ..errors import Note, NothingToReport, UsageError
+from ..ingest import read_kept, read_needed
 from ..render import Shown
-from ..results import Result
+from ..results import Result, shown
 from ..schema import Column, TableSpec
 from ..sidecar import stream_flows, stream_labels
 from ..streams import PROTOS, endpoint, own_transport
@@ -48,13 +48,13 @@ _C = Column
 SUMMARY = TableSpec("summary", "one row: the index over the run", (
     _C("by", "str", "what a flow is: stream, pair (host pair), or a sidecar field"),
     _C("flows", "int64", "flows compared"),
-    _C("jain_index", "float64", "Jain's fairness index of their goodput"),
+    catalogue.column("jain_index", doc="over the window", optional=False),
     _C("window", "str", "'common' (every flow sending) or 'own' (each flow's own span: they "
        "never overlapped)", values=("common", "own")),
     _C("window_start_s", "float64", "common window start, seconds since the capture's first "
        "packet", "s", optional=True),
     _C("window_s", "float64", "common window length", "s", optional=True),
-    _C("total_bps", "float64", "the flows' goodput added up", "bit/s"),
+    catalogue.column("total_goodput_bps", optional=False),
     _C("min_share", "float64", "the smallest flow's share of the total", "fraction"),
     _C("max_share", "float64", "the largest flow's share of the total", "fraction"),
 ))
@@ -63,13 +63,14 @@ FLOWS = TableSpec("flows", "one row per flow compared", (
     _C("streams", "str", "the TCP/UDP streams it adds up (proto and index)"),
     _C("goodput_bytes", "int64", "payload delivered for the first time within the window",
        "bytes"),
-    _C("goodput_bps", "float64", "goodput_bytes x 8 / the window", "bit/s"),
+    catalogue.column("goodput_bps", doc="here goodput_bytes x 8 / the window", optional=False),
     _C("share", "float64", "its part of the flows' total", "fraction"),
 ))
 SERIES = TableSpec("series", "one row per interval of the common window", (
     _C("time_s", "float64", "interval start, seconds since the capture's first packet", "s"),
     _C("active", "int64", "flows with goodput in the interval"),
-    _C("jain_index", "float64", "the index over every flow's goodput in the interval"),
+    catalogue.column("jain_index", doc="over every flow's goodput in the interval",
+                     optional=False),
 ))
 
 
@@ -80,19 +81,19 @@ class Fairness(Result):
     series = "series"
     draws = True
     view = {"series": (Shown("time", "time_s"), Shown("active flows", "active"),
-                       Shown("Jain index", "jain_index")),
+                       shown("jain_index")),
             "summary": (Shown("by", "by"), Shown("flows", "flows"),
-                        Shown("Jain index", "jain_index"), Shown("window", "window"),
-                        Shown("length", "window_s"), Shown("total", "total_bps"),
+                        shown("jain_index"), Shown("window", "window"),
+                        Shown("length", "window_s"), shown("total_goodput_bps"),
                         Shown("min share", "min_share"), Shown("max share", "max_share")),
             "flows": (Shown("flow", "flow", wrap=True), Shown("streams", "streams", minor=True),
-                      Shown("goodput", "goodput_bps"), Shown("share", "share"))}
+                      shown("goodput_bps"), Shown("share", "share"))}
     legend = {"summary": "Jain's index of goodput (first-time payload) over the window where "
                          "every flow was sending; --flows for each flow, --series per interval."}
 
-    def _figure(self, **options):
+    def _figure(self, ax=None, **options):
         from ..plots.fairness import fairness_figure  # lazy: matplotlib only for a figure
-        return fairness_figure(self, **options)
+        return fairness_figure(self, ax=ax, **options)
 
 
 def jain(x) -> float:
@@ -156,12 +157,20 @@ def fairness(capture, *, by: str = "stream", interval: float = 1.0) -> Fairness:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
                 read_kept(capture, [_Again(told, sums)])
+    if not flows.any:
+        if not isinstance(capture, Capture):     # what the file holds: its partial table's
+            with warnings.catch_warnings():      # (its warnings were said)
+                warnings.simplefilter("ignore")
+                capture = read_needed(capture, Needs(READS, rows_needed))
+        raise NothingToReport(f"no TCP or UDP packets in {capture.path} ({capture.holds()})",
+                              hint="fairness compares the data flows of TCP/UDP streams")
     path = flows.path
     groups = _groups(path, flows, by)
     if len(groups) < 2:
-        raise UsageError(f"fairness needs two flows or more; {path} has "
-                         f"{len(groups)} (flows of {MIN_FLOW_BYTES} payload bytes or more, "
-                         f"by {by})", hint="`pcapstats throughput` lists the streams")
+        raise NothingToReport(f"fairness needs two flows or more; {path} has "
+                              f"{len(groups)} (flows of {MIN_FLOW_BYTES} payload bytes or "
+                              f"more, by {by})",
+                              hint="`pcapstats throughput` lists the streams")
     t0 = flows.t0
     firsts = np.array([flows.earliest[g["keys"]].min() for g in groups])
     lasts = np.array([flows.latest[g["keys"]].max() for g in groups])
@@ -177,8 +186,9 @@ def fairness(capture, *, by: str = "stream", interval: float = 1.0) -> Fairness:
     else:
         spans = (lasts - firsts) / 1e9
         delivered = flows.good
-        notes.append("the flows never all sent at once: each is measured over its own first "
-                     "to last data packet, so the index compares rates at different times")
+        notes.append(Note("the flows never all sent at once",
+                          detail="each is measured over its own first to last data packet, so "
+                                 "the index compares rates at different times"))
     goodput = np.array([int(delivered[g["keys"]].sum()) for g in groups])
     bps = np.where(spans > 0, goodput * 8 / np.where(spans > 0, spans, 1), np.nan)
     total = float(np.nansum(bps))
@@ -188,7 +198,7 @@ def fairness(capture, *, by: str = "stream", interval: float = 1.0) -> Fairness:
                "window": np.array(["common" if common else "own"], object),
                "window_start_s": np.array([(start - t0) / 1e9 if common else np.nan]),
                "window_s": np.array([(end - start) / 1e9 if common else np.nan]),
-               "total_bps": np.array([total]),
+               "total_goodput_bps": np.array([total]),
                "min_share": np.array([np.nanmin(share)]), "max_share": np.array([np.nanmax(share)])}
     flow_table = {"flow": np.array([g["name"] for g in groups], object),
                   "streams": np.array([g["streams"] for g in groups], object),
@@ -332,9 +342,6 @@ class _Again:
 
 def _groups(path, flows: _Flows, by: str) -> list[dict]:
     """The flows to compare: each a name, the streams it adds up, and its flow keys."""
-    if not flows.any:
-        raise UsageError(f"no TCP or UDP packets in {path}",
-                         hint="fairness compares the data flows of TCP/UDP streams")
     udp_from = flows.udp_from
     seen, payload = flows.seen, flows.good
     n_keys = len(seen)
@@ -425,9 +432,9 @@ class _Goodput:
         else:
             listed = np.unique(k)
             column = np.searchsorted(listed, k)
-            notes.append(f"{n - len(listed)} intervals of {step / 1e9:g} s in which no flow "
-                         "sent are not listed (the common window spans far more intervals "
-                         "than there are packets: a clock step?)")
+            notes.append(Note(f"{n - len(listed)} intervals of {step / 1e9:g} s with no "
+                              "flow sending not listed", detail="the common window spans far "
+                              "more intervals than there are packets: a clock step?"))
         groups = len(self.groups)
         cell = flow * len(listed) + column
         per_flow = np.zeros(groups * len(listed), np.int64)

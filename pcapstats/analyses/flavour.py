@@ -76,17 +76,19 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .. import catalogue
 from ..batch import analysis
 from ..capture import Capture
 from ..clock import GAP_NS, without_long_gaps
 from ..errors import UsageError
 from ..plots.flavour import flavour_figure
 from ..render import Shown
-from ..results import Result, joined
+from ..results import Result, joined, shown
 from ..schema import Column, TableSpec
 from ..streams import choose_stream, id_ranges, stream_names, stream_summary
 from .cwnd import SIDES, Cwnd, estimate
 from .tcp_analysis import STREAM_NEEDS
+from .tcp_flow import SIDE_DOC
 
 LABELS = ("reno", "cubic", "bbr", "unknown")
 
@@ -161,17 +163,15 @@ _C = Column
 STREAMS = TableSpec("streams", "one row per TCP stream that carried MIN_STREAM_BYTES or more "
                     "(or the one asked for)", (
     _C("stream", "int64", "tcp.stream index, as Wireshark numbers it"),
-    _C("label", "str", "reno | cubic | bbr | unknown", values=LABELS),
-    _C("confidence", "float64", "0..1: the share of the evidence for the label (see classify), "
-       "0 for unknown"),
+    catalogue.column("flavour", values=LABELS),
+    catalogue.column("flavour_confidence", doc="see classify"),
     _C("reason", "str", "the evidence in words; for unknown, why"),
-    _C("side", "str", "sender | receiver | middle | unknown: where the capture was taken (cwnd "
-       "analysis)", values=SIDES),
+    _C("side", "str", SIDE_DOC, values=SIDES),
     _C("side_evidence", "str", "how the side was told"),
     _C("data_segments", "int64", "data segments of the stream (re-sent ones included)",
        "segments"),
     _C("duration_s", "float64", "first to last data segment, seconds", "s"),
-    _C("rtt_ms", "float64", "the smoothed RTT the analysis used", "ms"),
+    catalogue.column("srtt_ms", doc="the cwnd analysis'", optional=False),
     _C("mss_bytes", "int64", "the sender's MSS (cwnd analysis)", "bytes"),
     _C("rwnd_limited_share", "float64", "share of the window samples (outside recovery) "
        "receiver-window-limited", optional=True),
@@ -239,9 +239,9 @@ class Flavour(Result):
     draws."""
     analysis = "flavour"
     specs = (STREAMS,)
-    view = {"streams": (Shown("stream", "stream"), Shown("label", "label"),
-                        Shown("confidence", "confidence"), Shown("side", "side"),
-                        Shown("losses", "loss_events"),
+    view = {"streams": (Shown("stream", "stream"), shown("flavour"),
+                        shown("flavour_confidence"), Shown("side", "side"),
+                        Shown("loss events", "loss_events"),
                         Shown("after/before", "decrease_factor_median", minor=True),
                         Shown("ack-clocked", "ack_clocked_share", minor=True),
                         Shown("reason", "reason", wrap=True))}
@@ -255,7 +255,7 @@ class Flavour(Result):
         super().__init__({"streams": table}, capture=capture, notes=notes)
         self.details = details
 
-    def _figure(self, *, stream: int | None = None, title: str | None = None):
+    def _figure(self, ax=None, *, stream: int | None = None, title: str | None = None):
         if not self.details:
             raise UsageError("no stream to draw: none carried enough data to judge")
         if stream is None:
@@ -263,7 +263,7 @@ class Flavour(Result):
         if stream not in self.details:
             raise UsageError(f"no flavour of TCP stream {stream} here",
                              hint=f"streams judged: {id_ranges(self.details)}")
-        return flavour_figure(self.details[stream], title=title)
+        return flavour_figure(self.details[stream], ax=ax, title=title)
 
 
 class StreamDetails(Mapping):
@@ -622,7 +622,7 @@ def flavour_stream(cap: Capture, stream: int) -> StreamFlavour:
         "side_evidence": cw.side_evidence,
         "data_segments": int(len(flight["time_s"])),
         "duration_s": duration_s,
-        "rtt_ms": rtt_s * 1e3,
+        "srtt_ms": rtt_s * 1e3,
         "mss_bytes": cw.mss_bytes,
         "rwnd_limited_share": float((states == "rwnd").sum() / n_out),
         "idle_share": idle_share(flight["time_s"], ~new, cw.rwnd["time_s"],
@@ -709,13 +709,13 @@ def _nan_iqr(values) -> float:
 
 
 def classify(row: dict) -> dict:
-    """``label``, ``confidence`` and ``reason`` from a row's evidence: the rules of the module
-    docstring, in order."""
-    rtt_s = row["rtt_ms"] / 1e3
+    """``flavour``, ``flavour_confidence`` and ``reason`` from a row's evidence: the rules of
+    the module docstring, in order."""
+    rtt_s = row["srtt_ms"] / 1e3
     if row["data_segments"] < MIN_DATA_SEGMENTS or row["duration_s"] < MIN_RTTS * rtt_s:
         return _unknown(f"too short: {row['data_segments']} data segments over "
                         f"{row['duration_s']:.2f} s (need {MIN_DATA_SEGMENTS} and "
-                        f"{MIN_RTTS} RTTs of {row['rtt_ms']:.1f} ms)")
+                        f"{MIN_RTTS} RTTs of {row['srtt_ms']:.1f} ms)")
     if row["rwnd_limited_share"] > MAX_LIMITED_SHARE:
         return _unknown(f"receiver-window-limited {row['rwnd_limited_share']:.0%} of the time: "
                         "the sender's own window never showed")
@@ -781,8 +781,9 @@ def classify(row: dict) -> dict:
 
 
 def _verdict(label: str, confidence: float, reason: str) -> dict:
-    return {"label": label, "confidence": round(float(confidence), 3), "reason": reason}
+    return {"flavour": label, "flavour_confidence": round(float(confidence), 3),
+            "reason": reason}
 
 
 def _unknown(reason: str) -> dict:
-    return {"label": "unknown", "confidence": 0.0, "reason": reason}
+    return {"flavour": "unknown", "flavour_confidence": np.nan, "reason": reason}

@@ -72,10 +72,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .. import schema
+from .. import catalogue, schema
 from ..batch import analysis
 from ..capture import FILE_FACTS, Capture, Needs
-from ..errors import UsageError
+from ..errors import Note, UsageError
 from ..ingest import Kept, read_kept
 from ..plots.iograph import iograph_figure
 from ..render import Shown
@@ -84,6 +84,7 @@ from ..schema import Column, TableSpec
 from ..reader import as_capture
 from ..units import interval_ns
 from ..streams import DIRECTIONS, PROTOS, SummaryKeeper, stream_names
+from .throughput import PEAK_BELOW
 
 UNITS = ("bits", "bytes", "packets")
 RATE_NAMES = {"bits": "bps", "bytes": "bytes_per_s", "packets": "packets_per_s"}
@@ -101,7 +102,7 @@ KEY_COLUMNS = {
 
 
 GROUP_KEYS = {None: [], "direction": ["direction"], "stream": ["proto", "stream"],
-              "stream+direction": ["proto", "stream", "direction"]}   # by -> _group_ids' keys
+              "stream+direction": ["proto", "stream", "direction"]}   # by -> _key_columns' keys
 
 
 def _specs(keys: list[str], unit: str) -> tuple[TableSpec, ...]:
@@ -109,10 +110,19 @@ def _specs(keys: list[str], unit: str) -> tuple[TableSpec, ...]:
     name for the unit (``bps``, ``bytes_per_s``, ``packets_per_s``)."""
     rate, per_s = RATE_NAMES[unit], RATE_UNITS[unit]
 
+    def column(name, dtype, doc, unit_, optional):
+        """A column; a bit/s one that is a catalogue metric is declared as that metric (its
+        bytes/s and packets/s twins are headed as it is)."""
+        metric = name.format(rate="bps")
+        if unit == "bits" and catalogue.heading(metric):
+            return catalogue.column(metric, doc=f"here {doc.format(unit=unit)}",
+                                    optional=optional)
+        return _C(name.format(rate=rate), dtype, doc.format(unit=unit),
+                  unit_ and unit_.format(r=per_s), optional=optional,
+                  heading=catalogue.heading(metric))
+
     def cols(*defs):
-        return (*(KEY_COLUMNS[k] for k in keys),
-                *(_C(n.format(rate=rate), d, doc.format(unit=unit), u and u.format(r=per_s),
-                     optional=opt) for n, d, doc, u, opt in defs))
+        return (*(KEY_COLUMNS[k] for k in keys), *(column(*d) for d in defs))
     summary = cols(
         ("packets", "int64", "frames of the group", "packets", False),
         ("bytes", "int64", "frame bytes on the wire of the group", "bytes", False),
@@ -133,7 +143,7 @@ def _specs(keys: list[str], unit: str) -> tuple[TableSpec, ...]:
          "s", False),
         ("transfers", "int64", "runs of the group's packets with no idle gap longer than gap_s",
          None, False),
-        ("mean_transfer_{rate}", "float64", "the rate while transferring: the transfers' "
+        ("avg_transfer_{rate}", "float64", "the rate while transferring: the transfers' "
          "{unit} / the sum of their durations (a rate weighted by how long each lasted, so a "
          "two-packet keep-alive barely counts); transfers of one instant are left out", "{r}",
          True),
@@ -158,8 +168,8 @@ def _specs(keys: list[str], unit: str) -> tuple[TableSpec, ...]:
         ("last_s", "float64", "its last packet, seconds after the capture's first packet", "s",
          False),
         ("duration_s", "float64", "last_s - first_s", "s", False),
-        ("avg_{rate}", "float64", "{unit} / duration_s (over the transfer's own first to last "
-         "packet); empty when duration_s is 0", "{r}", True),
+        ("avg_transfer_{rate}", "float64", "{unit} / duration_s (over the transfer's own first "
+         "to last packet); empty when duration_s is 0", "{r}", True),
     )
     return (TableSpec("summary", "one row per group: averages, peak interval, transfers",
                       summary),
@@ -237,8 +247,9 @@ class IOGraph(Result):
         kept += [f"{k} {f[k]}" for k in ("host", "port") if k in f]
         return ", ".join(kept)
 
-    def _figure(self, *, layout: str = "overlay", title: str | None = None):
-        return iograph_figure(self, layout=layout, title=title)
+    def _figure(self, ax=None, **options):
+        """``layout``: overlay or side; ``from_s`` / ``to_s``: the zoom, ``title``."""
+        return iograph_figure(self, ax=ax, **options)
 
 
 def _view(keys: list[str], rate: str) -> dict:
@@ -248,12 +259,12 @@ def _view(keys: list[str], rate: str) -> dict:
         shown.append(Shown("stream", join="{proto} {stream}"))
     if "direction" in keys:
         shown.append(Shown("direction", "direction"))
+    def metric(name: str, **options) -> Shown:   # headed as its bit/s metric is
+        return Shown(catalogue.heading(f"{name}_bps"), f"{name}_{rate}", **options)
     return (*shown, Shown("packets", "packets", minor=True), Shown("bytes", "bytes"),
-            Shown("active", "active_s"), Shown("avg", f"avg_capture_{rate}"),
-            Shown("avg active", f"avg_active_{rate}"), Shown("peak", f"peak_{rate}"),
-            Shown("peak at", "peak_start_s", minor=True),
-            Shown("transfers", "transfers", minor=True),
-            Shown("transferring", f"mean_transfer_{rate}"))
+            Shown("active", "active_s"), metric("avg_capture"), metric("avg_active"),
+            metric("peak"), Shown("peak at", "peak_start_s", minor=True),
+            Shown("transfers", "transfers", minor=True), metric("avg_transfer"))
 
 
 def _partial_peaks(summary: dict, keys: list[str], rate: str, interval_s: float) -> list[str]:
@@ -262,9 +273,9 @@ def _partial_peaks(summary: dict, keys: list[str], rate: str, interval_s: float)
     with np.errstate(invalid="ignore"):
         low = ((summary[f"peak_{rate}"] < summary[f"avg_active_{rate}"])
                & (summary["active_s"] < 2 * interval_s) & (summary["packets"] >= 10))
-    return [f"{' '.join(str(summary[k][i]) for k in keys) or 'all packets'}: peak below the "
-            f"average while active: active {summary['active_s'][i]:.3g} s, so no "
-            f"{interval_s:g} s interval was busy all through (try a shorter --interval)"
+    return [Note(PEAK_BELOW, about=' '.join(str(summary[k][i]) for k in keys) or "all packets",
+                 detail=f"active {summary['active_s'][i]:.3g} s, so no {interval_s:g} s "
+                        "interval was busy all through; a shorter --interval shows its rate")
             for i in np.flatnonzero(low)]
 
 
@@ -608,10 +619,10 @@ class _Sums:
         packets[cell], bytes_[cell] = c_packets, c_bytes
         notes = []
         if left_out:
-            notes.append(f"{left_out} empty intervals of {o.interval_ns / 1e9:g} s are not "
-                         "listed (the capture spans far more intervals than it has packets: a "
-                         "clock step, or a long idle time); each run of them is shown by its "
-                         "first")
+            notes.append(Note(f"{left_out} empty intervals of {o.interval_ns / 1e9:g} s not "
+                              "listed", detail="the capture spans far more intervals than it "
+                              "has packets (a clock step, or a long idle time); each run of "
+                              "empty intervals is shown by its first"))
         per_s = 1e9 / o.interval_ns
         value = _in_unit(o.unit, packets, bytes_) * per_s
 
@@ -644,7 +655,7 @@ class _Sums:
         transfers = {name: vals[tseg] for name, vals in keys.items()}
         transfers.update({"transfer": t_index, "packets": t_packets, "bytes": t_bytes,
                           "first_s": (t_first - t0) / 1e9, "last_s": (t_last - t0) / 1e9,
-                          "duration_s": t_dur_ns / 1e9, f"avg_{rate}": t_avg})
+                          "duration_s": t_dur_ns / 1e9, f"avg_transfer_{rate}": t_avg})
 
         g_amount = _in_unit(o.unit, g_packets, g_bytes)
         summary = dict(keys)
@@ -657,7 +668,7 @@ class _Sums:
             f"avg_active_{rate}": _rate(g_amount, last_ns - first_ns),
             f"peak_{rate}": peak, "peak_start_s": peak_start_s,
             "transfers": np.bincount(tseg, minlength=n_groups).astype(np.int64),
-            f"mean_transfer_{rate}": mean_transfer,
+            f"avg_transfer_{rate}": mean_transfer,
         })
         return IOGraph({"summary": summary, "series": series, "transfers": transfers},
                        capture=self.path, options=o, keys=key_names, series_rows=lengths,

@@ -8,7 +8,7 @@ identifier (ICMPv4 type 8 -> 0, ICMPv6 128 -> 129).  With several payload sizes 
   order, so a session past 65535 requests still counts each);
 - ``received``: requests answered at least once; ``duplicates``: further replies to an answered
   request (ping's "+N duplicates");
-- ``loss_pct``: (transmitted - received) / transmitted x 100;
+- ``echo_loss``: (transmitted - received) / transmitted, a fraction (ping prints it x 100);
 - RTT of a reply: its capture time minus that of the *first* request with its sequence number
   (the latest one before it, when numbers wrap); an echo larger than the MTU travels in IP
   fragments: its size is the whole message's and its reply counts from its last fragment; ``rtt_min/avg/max_ms`` over the replies,
@@ -36,13 +36,14 @@ from __future__ import annotations
 
 import numpy as np
 
+from .. import catalogue
 from ..batch import analysis
-from ..capture import Capture, Needs
-from ..errors import UsageError
+from ..capture import Capture, Needs, holdings
+from ..errors import Note, NothingToReport
 from ..ingest import Kept, read_kept
 from ..ingest.contract import table_array
 from ..render import Shown
-from ..results import Result
+from ..results import Result, shown
 from ..ingest.source import open_source
 from ..schema import ICMP, ICMP_ECHO, IP, TCP, UDP, Column, TableSpec
 from ..streams import id_ranges, whole_datagrams
@@ -56,7 +57,8 @@ MATCH_CHUNK = 1 << 16      # replies matched at a time (the arrays of a few step
 # calls): a reader can load only these, for only the rows ``rows_needed`` keeps.
 READS = (ICMP_ECHO, IP, "ip_version", "ip_src", "ip_dst", "ip_ttl", "ip_id", "ip_len",
          "ip_hdr_len", "ip_fragment", "ip_frag_offset", "icmp_type", "icmp_ident", "icmp_seq",
-         "frame_number", "frame_time_ns", "payload_len", "payload_offset", "payload_cap_len")
+         "frame_number", "frame_time_ns", "frame_len", "payload_len", "payload_offset",
+         "payload_cap_len")
 _C = Column
 _SESSION = (
     _C("session", "int64", "session number, in order of first request"),
@@ -72,14 +74,9 @@ SESSIONS = TableSpec("sessions", "one row per echo session (requester, responder
     _C("transmitted", "int64", "requests seen (one per sequence number)", "packets"),
     _C("received", "int64", "requests answered", "packets"),
     _C("duplicates", "int64", "replies beyond the first to a request", "packets"),
-    _C("loss_pct", "float64", "(transmitted - received) / transmitted x 100", "%"),
-    _C("rtt_min_ms", "float64", "smallest request -> reply time (empty at the responder)", "ms",
-       optional=True),
-    _C("rtt_avg_ms", "float64", "mean request -> reply time, duplicates included as ping does",
-       "ms", optional=True),
-    _C("rtt_max_ms", "float64", "largest request -> reply time", "ms", optional=True),
-    _C("rtt_mdev_ms", "float64", "ping's mdev: sqrt(mean(rtt^2) - mean(rtt)^2)", "ms",
-       optional=True),
+    catalogue.column("echo_loss", optional=False),
+    *(catalogue.column(name, doc="of the request -> reply times (empty at the responder)")
+      for name in ("rtt_min_ms", "rtt_avg_ms", "rtt_max_ms", "rtt_mdev_ms")),
     _C("turnaround_ms", "float64", "at the responder: mean request -> reply time there (the "
        "responder's own delay, not the path's)", "ms", optional=True),
     _C("first_s", "float64", "first request, seconds since the capture's first packet", "s"),
@@ -111,16 +108,15 @@ class Ping(Result):
                          Shown("id", "ident", minor=True), Shown("size", "payload_bytes"),
                          Shown("side", "side", minor=True), Shown("sent", "transmitted"),
                          Shown("recv", "received"), Shown("dup", "duplicates", minor=True),
-                         Shown("loss", "loss_pct"), Shown("min", "rtt_min_ms"),
-                         Shown("avg", "rtt_avg_ms"), Shown("max", "rtt_max_ms"),
-                         Shown("mdev", "rtt_mdev_ms"),
+                         *(shown(name) for name in ("echo_loss", "rtt_min_ms", "rtt_avg_ms",
+                                                     "rtt_max_ms", "rtt_mdev_ms")),
                          Shown("turnaround", "turnaround_ms", minor=True))}
-    legend = {"sessions": "min/avg/max/mdev: request -> reply times as ping prints them "
+    legend = {"sessions": "RTT min/avg/max/mdev: request -> reply times as ping prints them "
                           "(duplicates included).  --all: identifiers, sides, times."}
 
-    def _figure(self, **options):
+    def _figure(self, ax=None, **options):
         from ..plots.ping import ping_figure  # lazy: matplotlib only when a figure is drawn
-        return ping_figure(self, **options)
+        return ping_figure(self, ax=ax, **options)
 
 
 def rows_needed(cap: Capture) -> np.ndarray:
@@ -150,7 +146,8 @@ def _fragment_rows(cap: Capture) -> np.ndarray:
 # The fragments an echo over the MTU travels in (usually none): its first (an echo row) and
 # those after it, with what streams.whole_datagrams reads of them.
 FRAGMENTS = Needs((IP, "ip_src", "ip_dst", "ip_id", "ip_len", "ip_hdr_len", "ip_fragment",
-                   "ip_frag_offset", "frame_time_ns", "frame_number"), _fragment_rows)
+                   "ip_frag_offset", "frame_time_ns", "frame_number", "frame_len"),
+                  _fragment_rows)
 # what ping keeps of each request and each reply: its name -> the packet-table column
 _REQUEST = {"seq": "icmp_seq", "t": "frame_time_ns", "frame": "frame_number",
             "size": "payload_len", "ttl": "ip_ttl"}
@@ -272,8 +269,7 @@ class Echoes:
         self.key_table = np.array(list(self._keys), np.int64).reshape(-1, 3)
         self.fragments = self.fragments.done(packets)
         counted = self.fragments.whole.layer_counts
-        self.counts = {name: counted.get(layer, 0)
-                       for name, layer in (("TCP", TCP), ("UDP", UDP), ("ICMP", ICMP))}
+        self.counts = {layer: counted.get(layer, 0) for layer in (TCP, UDP, ICMP)}
         for store, n in zip((self.requests, self.replies), self._n):
             for name in store:
                 store[name] = store[name][:n]
@@ -297,8 +293,7 @@ def ping(capture, *, requester: str | None = None) -> Ping:
 
 def _what_it_has(echoes: Echoes) -> str:
     """What the whole file holds (ping keeps only its echoes)."""
-    has = [f"{n} {name}" for name, n in echoes.counts.items() if n]
-    return f"{echoes.packets} packets: " + (", ".join(has) if has else "none TCP, UDP or ICMP")
+    return holdings(echoes.packets, echoes.counts)
 
 
 ECHO_COLUMNS = ECHOES.names
@@ -317,10 +312,11 @@ def echo_sessions(echoes: Echoes, requester: str | None = None,
         mine = mine[req["key"]]
         req = {name: column[mine] for name, column in req.items()}
     if not len(req["t"]):
-        raise UsageError(f"no ICMP echo requests{'' if requester is None else ' from ' + requester}"
-                         f" in {echoes.path} ({_what_it_has(echoes)})",
-                         hint="ping sessions are echo requests and their replies; "
-                              "`pcapstats throughput` lists the streams it has")
+        sent_by = "" if requester is None else f" from {requester}"
+        raise NothingToReport(f"no ICMP echo requests{sent_by} in {echoes.path} "
+                              f"({_what_it_has(echoes)})",
+                              hint="ping sessions are echo requests and their replies; "
+                                   "`pcapstats throughput` lists the streams it has")
     keys, session, rep_session = _session_keys(echoes.key_table, req.pop("key"),
                                                rep.pop("key"))
     answered = rep_session >= 0
@@ -394,8 +390,10 @@ def echo_sessions(echoes: Echoes, requester: str | None = None,
     for k in np.flatnonzero(np.asarray(sides, object) != "requester").tolist():
         pair = f"{addresses[keys[k, 0]]} → {addresses[keys[k, 1]]}"
         said.setdefault((pair, sides[k], evidence[k]), []).append(k)
-    notes = [f"session{'s' if len(ks) > 1 else ''} {id_ranges(ks)} ({pair}): {_SIDE_SAYS[side]}"
-             f" ({why})" for (pair, side, why), ks in said.items()]
+    notes = [Note(_SIDE_SAYS[side][0], about=f"session{'s' if len(ks) > 1 else ''} "
+                                             f"{id_ranges(ks)}",
+                  detail=f"{pair}: {_SIDE_SAYS[side][1]} ({why})")
+             for (pair, side, why), ks in said.items()]
     return {"sessions": summary, "echoes": {c: out[c] for c in columns}}, notes
 
 
@@ -426,13 +424,16 @@ def _session_keys(key_table: np.ndarray, request_key: np.ndarray, reply_key: np.
     return key_table[sessions], rank[request_key], rank[reply_key]
 
 
-_SIDE_SAYS = {
-    "responder": "captured at the responder: request -> reply is its turnaround, not the "
-                 "round trip (turnaround_ms); capture at the pinging host for RTTs",
-    "path": "captured between the hosts: RTTs are from the capture point to the responder "
-            "and back, less than ping's",
-    "unknown": "the capture side is unknown: if it was taken at the responder, the RTTs are "
-               "its turnaround",
+_SIDE_SAYS = {    # side: (a note's short form, its long form)
+    "responder": ("captured at the responder: no RTTs",
+                  "captured at the responder: request -> reply is its turnaround, not the "
+                  "round trip (turnaround_ms); capture at the pinging host for RTTs"),
+    "path": ("captured between the hosts: RTTs short",
+             "captured between the hosts: RTTs are from the capture point to the responder "
+             "and back, less than ping's"),
+    "unknown": ("capture side unknown",
+                "the capture side is unknown: if it was taken at the responder, the RTTs are "
+                "its turnaround"),
 }
 
 
@@ -775,7 +776,7 @@ def _summary(session, size, replies, e_t, t0, match, rtt_ns, keys, sides, addres
         rows["transmitted"].append(tx)
         rows["received"].append(rx)
         rows["duplicates"].append(dup)
-        rows["loss_pct"].append(100.0 * (tx - rx) / tx)
+        rows["echo_loss"].append((tx - rx) / tx)
         for name, value in zip(("rtt_min_ms", "rtt_avg_ms", "rtt_max_ms", "rtt_mdev_ms"), stats):
             rows[name].append(np.nan if at_responder else value)
         rows["turnaround_ms"].append(stats[1] if at_responder else np.nan)

@@ -23,14 +23,16 @@ from __future__ import annotations
 
 import numpy as np
 
+from .. import catalogue
 from ..batch import analysis
 from ..capture import Capture
+from ..errors import NothingToReport
 from ..ingest import read_kept
 from ..reader import as_capture
 from ..render import Shown
-from ..results import Result
+from ..results import Result, shown
 from ..schema import Column, TableSpec
-from ..streams import DIRECTIONS, choose_stream
+from ..streams import DIRECTIONS, choose_stream, require_tcp
 from .tcp_analysis import PACKETS, AnalysedWindows, analysed
 from .tcpseq import COUNTS as COUNTED, FLAG_BITS
 
@@ -47,8 +49,8 @@ COUNTS = TableSpec("counts", "one row per TCP stream and direction that has pack
     _C("packets", "int64", "TCP packets in this direction", "packets"),
     _C("payload_bytes", "int64", "payload bytes in this direction (retransmissions included)",
        "bytes"),
-    _C(RESENT, "int64", "segments carrying sequence space already sent: every re-send, whatever "
-       "Wireshark calls it (pcapstats' count; the sender kernel's total_retrans)", "segments"),
+    catalogue.column(RESENT, doc="in this direction, whatever Wireshark calls each",
+                     optional=False),
     *(_C(flag, "int64", f"packets tshark flags tcp.analysis.{flag} (Wireshark's rule)",
          "packets", wireshark=f"tcp.analysis.{flag}") for flag in FLAGS),
 ))
@@ -68,12 +70,12 @@ class Retrans(Result):
     analysis = "retrans"
     specs = (COUNTS, EVENTS)
     view = {"counts": (Shown("stream", "stream"), Shown("direction", "direction"),
-                       Shown("packets", "packets"), Shown("resent", RESENT),
+                       Shown("packets", "packets"), shown(RESENT),
                        Shown("retrans*", "retransmission"), Shown("fast*", "fast_retransmission"),
                        Shown("spurious*", "spurious_retransmission"),
                        Shown("out-of-ord*", "out_of_order"), Shown("lost*", "lost_segment"),
                        Shown("dup-ACK*", "duplicate_ack"))}
-    legend = {"counts": "resent: every segment re-sending sequence space (what the sender's "
+    legend = {"counts": "re-sent: every segment re-sending sequence space (what the sender's "
                         "kernel counts).  * Wireshark's tcp.analysis flags: by its rules many "
                         "re-sends are out-of-order, not retransmissions.  --all: every flag."}
 
@@ -91,11 +93,16 @@ def retrans(capture, *, stream: int | None = None) -> Retrans:
     if isinstance(capture, Capture):
         if stream is not None:
             choose_stream(capture, stream)   # one clear error for a UDP or missing stream
+        require_tcp(capture)
         pass_ = _pass(stream)
         pass_.add(capture)
-        return _result(pass_.done(len(capture)), capture.path)
+        pass_.done(len(capture))
+        if not len(pass_.counts):            # TCP headers only inside ICMP errors
+            raise NothingToReport(f"no TCP stream in {capture.path} ({capture.holds()})",
+                                  hint="`pcapstats throughput` lists the streams there are")
+        return _result(pass_, capture.path)
     pass_ = read_kept(capture, [_pass(stream)])[0]
-    if stream is not None and not len(pass_.counts):     # no such TCP stream: the error the
+    if not len(pass_.counts):                # no such TCP stream, or none: the error the
         return retrans(as_capture(capture), stream=stream)     # whole table gives
     return _result(pass_, str(capture))
 

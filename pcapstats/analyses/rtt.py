@@ -32,19 +32,32 @@ from __future__ import annotations
 
 import numpy as np
 
+from .. import catalogue
 from ..batch import analysis, each_stream
 from ..capture import FILE_FACTS, Capture
+from ..errors import Note
 from ..ingest import Kept, read_kept
 from ..plots.tcp import rtt_figure
 from ..render import Shown
-from ..results import Result
+from ..results import Result, shown
 from ..schema import Column, TableSpec
 from ..reader import as_capture
 from ..streams import DIRECTIONS, SummaryKeeper, stream_names
 from .tcp_analysis import AnalysedWindows
-from .tcp_flow import SIDES, FlowDigests, capture_side, data_direction, stream_rows
+from .tcp_flow import SIDE_DOC, SIDES, FlowDigests, capture_side, data_direction, stream_rows
 
 RTT_SERIES = ("ack_rtt_ms", "ack_rtt_karn_ms", "ts_rtt_ms")
+STATISTICS = ("rtt_min_ms", "rtt_avg_ms", "rtt_median_ms", "rtt_p95_ms", "rtt_max_ms")
+PATH_STATISTICS = ("rtt_min_ms", "rtt_median_ms", "rtt_p95_ms")   # base, under load, tail
+# The series that span the whole round trip on each capture side ("ack": in the ACKs'
+# direction, "data": in the data's), the path's estimate first: at the sender every series the
+# ACKs close (Wireshark's ACK RTT keeps a re-sent segment's timeout in, the timestamp echo the
+# receiver's delayed-ACK wait); at the receiver only the echo on the data.  Every other series
+# times one leg from the capture point (the receiver's own ACK delay, the sender's turnaround),
+# and in the middle of the path every series does: no round trip.
+ROUND_TRIPS = {"sender": (("ack_rtt_karn_ms", "ack"), ("ack_rtt_ms", "ack"),
+                          ("ts_rtt_ms", "ack")),
+               "receiver": (("ts_rtt_ms", "data"),)}
 _C = Column
 _STREAM = _C("stream", "int64", "tcp.stream index, as Wireshark numbers it")
 _DIRECTION = _C("direction", "str", "direction of the packet closing the round trip (a_to_b: "
@@ -66,19 +79,16 @@ SUMMARY = TableSpec("summary", "one row per series and direction with samples", 
     _C("series", "str", "ack_rtt_ms, ack_rtt_karn_ms or ts_rtt_ms", values=RTT_SERIES),
     _DIRECTION,
     _C("samples", "int64", "number of samples"),
-    _C("min_ms", "float64", "smallest", "ms"), _C("mean_ms", "float64", "mean", "ms"),
-    _C("median_ms", "float64", "median", "ms"),
-    _C("p95_ms", "float64", "95th percentile (linear)", "ms"),
-    _C("max_ms", "float64", "largest", "ms"),
+    *(catalogue.column(name, doc="of the series in this direction", optional=False)
+      for name in STATISTICS),
     _C("path_rtt", "bool", "this series and direction is the path's round trip on this "
        "capture's side (see the path table)"),
 ))
 PATH = TableSpec("path", "one row per stream: the estimate of the path's round trip", (
     _STREAM,
-    _C("side", "str", "where the capture was taken: sender, receiver (of the data), middle "
-       "(of the path) or unknown", values=SIDES),
-    _C("path_rtt_ms", "float64", "the path's round trip: the estimate's median", "ms",
-       optional=True),
+    _C("side", "str", SIDE_DOC, values=SIDES),
+    *(catalogue.column(name, doc="of the path's round trip: the estimate's samples")
+      for name in PATH_STATISTICS),
     _C("estimate", "str", "which: 'ack_rtt_karn_ms b_to_a', 'ts_rtt_ms a_to_b' or 'handshake'"),
     _C("why", "str", "why that estimate on this side"),
 ))
@@ -92,11 +102,11 @@ class Rtt(Result):
     series = "samples"
     view = {"summary": (Shown("stream", "stream"), Shown("series", "series"),
                         Shown("direction", "direction"), Shown("samples", "samples", minor=True),
-                        Shown("min", "min_ms"), Shown("mean", "mean_ms"),
-                        Shown("median", "median_ms"), Shown("p95", "p95_ms", minor=True),
-                        Shown("max", "max_ms"), Shown("path RTT", "path_rtt")),
+                        shown("rtt_min_ms"), shown("rtt_avg_ms"), shown("rtt_median_ms"),
+                        shown("rtt_p95_ms", minor=True), shown("rtt_max_ms"),
+                        Shown("path RTT", "path_rtt")),
             "path": (Shown("stream", "stream"), Shown("side", "side"),
-                     Shown("path RTT", "path_rtt_ms"), Shown("estimate", "estimate"),
+                     *(shown(name) for name in PATH_STATISTICS), Shown("estimate", "estimate"),
                      Shown("why", "why", wrap=True))}
     draws = True
 
@@ -106,8 +116,16 @@ class Rtt(Result):
         self.stream, self.data_direction = stream, data_direction
         self.name = name            # the stream's endpoints, and what the lab ran on it
 
-    def _figure(self, *, title: str | None = None):
-        return rtt_figure(self, title=title)
+    def round_trips(self) -> list[tuple[str, str]]:
+        """(series, direction) of the samples that are round trips on this capture's side
+        (ROUND_TRIPS), the path's estimate first; none in the middle of the path."""
+        side = self.table("path")["side"][0]
+        ack = DIRECTIONS[1 - DIRECTIONS.index(self.data_direction)]
+        return [(series, self.data_direction if role == "data" else ack)
+                for series, role in ROUND_TRIPS.get(side, ())]
+
+    def _figure(self, ax=None, **options):
+        return rtt_figure(self, ax=ax, **options)
 
 
 @analysis(reads=False)
@@ -168,8 +186,10 @@ def _rtt(capture: Capture, stream: int, flow: dict) -> Rtt:
     path = _path(stream, side, samples, DIRECTIONS[data_dir],
                  irtt[0] / 1e6 if len(irtt) else np.nan)
     summary = _summary(stream, samples, path["estimate"][0])
-    note = (f"stream {stream}: path RTT {path['path_rtt_ms'][0]:.3f} ms from "
-            f"{path['estimate'][0]} ({side}-side capture: {side_evidence})")
+    note = Note(f"{side}-side capture", about=f"stream {stream}",
+                detail=f"{side_evidence}; so the path RTT is {path['estimate'][0]}: min "
+                       f"{path['rtt_min_ms'][0]:.3f} ms, median "
+                       f"{path['rtt_median_ms'][0]:.3f} ms")
     return Rtt({"summary": summary, "samples": samples, "path": path}, capture=capture.path,
                stream=stream, data_direction=DIRECTIONS[data_dir], notes=[note],
                name=stream_names(capture).get(("tcp", stream), ""))
@@ -186,6 +206,7 @@ def _summary(stream: int, samples: dict, path_estimate: str) -> dict[str, np.nda
             if len(v):
                 rows.append((stream, name, direction, len(v), v.min(), v.mean(), np.median(v),
                              np.percentile(v, 95), v.max(), path_estimate == f"{name} {direction}"))
+    # the columns in SUMMARY's order: STATISTICS are min, avg (mean), median, p95, max
     return {c.name: np.array([r[k] for r in rows],
                              dtype=object if c.dtype == "str" else c.dtype)
             for k, c in enumerate(SUMMARY.columns)}
@@ -211,14 +232,17 @@ def _path(stream: int, side: str, samples: dict, data_dir: str, irtt_ms: float) 
         v = samples[name][samples["direction"] == direction]
         v = v[~np.isnan(v)]
         if len(v):
-            return _row(stream, side, float(np.median(v)), f"{name} {direction}", _WHY[side])
+            return _row(stream, side, v, f"{name} {direction}", _WHY[side])
     why = _WHY["handshake"] + {"receiver": " (no timestamps to echo)",
                                "middle": " (the capture is in the middle of the path)",
                                "unknown": " (the capture side is not known)"}.get(side, "")
-    return _row(stream, side, irtt_ms, "handshake", why)
+    return _row(stream, side, np.array([irtt_ms]), "handshake", why)
 
 
-def _row(stream, side, rtt_ms, estimate, why) -> dict:
+def _row(stream, side, rtt_ms: np.ndarray, estimate, why) -> dict:
+    """The path table's row from the estimate's samples (one, the iRTT, for the handshake)."""
     return {"stream": np.array([stream], np.int64), "side": np.array([side], object),
-            "path_rtt_ms": np.array([rtt_ms], np.float64), "estimate": np.array([estimate], object),
-            "why": np.array([why], object)}
+            "rtt_min_ms": np.array([np.min(rtt_ms)]),
+            "rtt_median_ms": np.array([np.median(rtt_ms)]),
+            "rtt_p95_ms": np.array([np.percentile(rtt_ms, 95)]),
+            "estimate": np.array([estimate], object), "why": np.array([why], object)}

@@ -13,12 +13,13 @@ from __future__ import annotations
 
 import numpy as np
 
+from .. import catalogue
 from ..batch import analysis, each_stream
 from ..capture import Capture
 from ..errors import UsageError
 from ..plots.tcp import seqgraph_figure
 from ..render import Shown
-from ..results import Result
+from ..results import Result, shown
 from ..schema import Column, TableSpec
 from ..streams import DIRECTIONS, stream_names
 from .tcp_analysis import STREAM_NEEDS
@@ -33,8 +34,7 @@ SUMMARY = TableSpec("summary", "one row per stream: its data direction at a glan
     _STREAM,
     _C("data_direction", "str", "the direction carrying the data", values=DIRECTIONS),
     _C("segments", "int64", "data segments", "segments"),
-    _C("resent_segments", "int64", "of which re-send sequence space already sent (tcp_analysis' "
-       "resent; pcapstats retrans counts re-sent SYNs and FINs too)", "segments"),
+    catalogue.column("resent_data", doc="of the data segments", optional=False),
     _C("sequence_bytes", "int64", "sequence space the data covered: highest next seq - lowest "
        "seq", "bytes"),
     _C("first_s", "float64", "first data segment, seconds since the capture's first packet", "s"),
@@ -70,7 +70,7 @@ class SeqGraph(Result):
     series = "segments"
     draws = True
     view = {"summary": (Shown("stream", "stream"), Shown("data", "data_direction"),
-                        Shown("segments", "segments"), Shown("re-sent", "resent_segments"),
+                        Shown("segments", "segments"), shown("resent_data"),
                         Shown("sequence", "sequence_bytes"), Shown("start", "first_s"),
                         Shown("duration", "duration_s"), Shown("ACKs", "acks"),
                         Shown("SACK blocks", "sack_blocks"))}
@@ -81,10 +81,11 @@ class SeqGraph(Result):
         self.stream, self.data_direction = stream, data_direction
         self.name = name            # the stream's endpoints, and what the lab ran on it
 
-    def _figure(self, *, style: str = "stevens", title: str | None = None):
+    def _figure(self, ax=None, *, style: str = "stevens", **options):
+        """``style``: stevens or tcptrace; ``from_s`` / ``to_s``: the zoom, ``title``."""
         if style not in STYLES:
             raise UsageError(f"unknown style {style!r}", hint="use stevens or tcptrace")
-        return seqgraph_figure(self, style=style, title=title)
+        return seqgraph_figure(self, style=style, ax=ax, **options)
 
 
 @analysis(needs=STREAM_NEEDS, one_stream=True)
@@ -130,7 +131,7 @@ def _summary(stream: int, data_dir: str, tables: dict) -> dict[str, np.ndarray]:
     span = int(ends.max() - seg["tcp_seq"].min()) if n and len(ends) else 0
     t = seg["time_s"]
     row = {"stream": stream, "data_direction": data_dir, "segments": n,
-           "resent_segments": int(seg["resent"].sum()), "sequence_bytes": span,
+           "resent_data": int(seg["resent"].sum()), "sequence_bytes": span,
            "first_s": float(t.min()) if n else np.nan,
            "duration_s": float(t.max() - t.min()) if n else np.nan,
            "acks": len(tables["acks"]["tcp_ack"]), "sack_blocks": len(tables["sacks"]["left"])}

@@ -50,6 +50,15 @@ from ..schema import INITIAL_TTLS
 from .tcp_analysis import analysed, packet_analysis, table_index
 
 SIDES = ("sender", "receiver", "middle", "unknown")
+# capture_side in a sentence: the `side` column's definition (`pcapstats columns`), and the
+# long form of the analyses' "stream N: sender-side capture" notes without the numbers
+SIDE_DOC = ("where the capture was taken: sender, receiver (of the data), middle (of the path) "
+            "or unknown, told by the first of: the handshake's timing (near the client SYN -> "
+            "SYN/ACK takes the whole round trip, near the server SYN/ACK -> ACK does); which "
+            "packets trigger which (at the sender new data leaves microseconds after an ACK, at "
+            "the receiver an ACK microseconds after the data); the TTLs (a packet captured "
+            "where it was sent still has its initial TTL); without a handshake, the data's ACK "
+            "RTT against its timestamp RTT")
 # the tcp_analysis columns the stream analyses read (stream_rows adds header fields)
 FLOW_COLUMNS = ("row", "frame_number", "frame_time_ns", "direction", "tcp_len", "tcp_seq",
                 "tcp_ack", "tcp_nxtseq", "tcp_window_size", "bytes_in_flight", "retransmission",

@@ -26,37 +26,38 @@ from __future__ import annotations
 
 import numpy as np
 
+from .. import catalogue
 from ..batch import analysis
 from ..capture import Capture
-from ..errors import UsageError
+from ..errors import Note, UsageError
 from ..ingest import WINDOW_BYTES, read_fast, stream_windows
 from ..render import Shown
-from ..results import Result
+from ..results import Result, shown
 from ..schema import Column, TableSpec
 from ..streams import (PROTOS, STREAM_SUMMARY_COLUMNS, StreamTotals, TimeWentBack, empty_summary,
                        id_ranges, stack_summaries, stream_summary)
 from ..units import interval_ns  # the peak is the busiest I/O-graph interval
 
 _COUNTS = {c.name: c for c in STREAM_SUMMARY_COLUMNS}
-_C = Column
+_SIDES = ("a_to_b", "b_to_a")
+
+
+def _avg(side: str) -> Column:
+    return catalogue.column("avg_stream_bps", side, doc=f"bytes_{side} x 8 / duration_s "
+                            "(empty when the duration is 0)")
+
+
 STREAMS = TableSpec("streams", "one row per TCP/UDP stream (TCP first, each by stream index)", (
     *(_COUNTS[n] for n in ("stream", "proto", "address_a", "port_a", "address_b", "port_b",
                            "packets", "bytes", "packets_a_to_b", "bytes_a_to_b",
                            "packets_b_to_a", "bytes_b_to_a", "rel_start_s", "duration_s")),
-    _C("bps_a_to_b", "float64", "bytes_a_to_b x 8 / duration_s: on-wire bits/s, Wireshark's "
-       "Bits/s A -> B (empty when the duration is 0)", "bit/s", optional=True),
-    _C("bps_b_to_a", "float64", "bytes_b_to_a x 8 / duration_s", "bit/s", optional=True),
+    _avg("a_to_b"), _avg("b_to_a"),
     _COUNTS["payload_bytes_a_to_b"], _COUNTS["payload_bytes_b_to_a"],
-    _C("payload_bps_a_to_b", "float64", "payload_bytes_a_to_b x 8 / duration_s (goodput, "
-       "retransmissions included)", "bit/s", optional=True),
-    _C("payload_bps_b_to_a", "float64", "payload_bytes_b_to_a x 8 / duration_s", "bit/s",
-       optional=True),
-    _C("peak_bps_a_to_b", "float64", "largest on-wire bits/s sent by A in one interval", "bit/s"),
-    _C("peak_bps_b_to_a", "float64", "largest on-wire bits/s sent by B in one interval", "bit/s"),
-    _C("peak_payload_bps_a_to_b", "float64", "largest payload bits/s sent by A in one interval",
-       "bit/s"),
-    _C("peak_payload_bps_b_to_a", "float64", "largest payload bits/s sent by B in one interval",
-       "bit/s"),
+    *(catalogue.column("payload_bps", d) for d in _SIDES),
+    *(catalogue.column("peak_bps", d, doc=f"of the packets {who} sent", optional=False)
+      for d, who in zip(_SIDES, "AB")),
+    *(catalogue.column("peak_payload_bps", d, doc=f"of the packets {who} sent", optional=False)
+      for d, who in zip(_SIDES, "AB")),
 ))
 _L4 = {"tcp": 6, "udp": 17}   # the kernel's l4 codes
 NOTE_MIN_PACKETS = 10         # a stream this long is a transfer worth a note about its peak
@@ -70,17 +71,22 @@ class Throughput(Result):
     view = {"streams": (Shown("stream", join="{proto} {stream}"),
                         Shown("A → B", endpoints=True, wrap=True),
                         Shown("packets", "packets", minor=True), Shown("bytes", "bytes"),
-                        Shown("duration", "duration_s"), Shown("avg A→B", "bps_a_to_b"),
-                        Shown("peak A→B", "peak_bps_a_to_b"),
-                        Shown("avg B→A", "bps_b_to_a", minor=True),
-                        Shown("peak B→A", "peak_bps_b_to_a", minor=True))}
-    legend = {"streams": "avg: bits over the stream's duration (Wireshark's Bits/s); peak: the "
-                         "busiest interval.  --all: payload rates and every count."}
+                        Shown("duration", "duration_s"), shown("avg_stream_bps_a_to_b"),
+                        shown("peak_bps_a_to_b"), shown("avg_stream_bps_b_to_a", minor=True),
+                        shown("peak_bps_b_to_a", minor=True))}
+    legend = {"streams": "stream avg: frame bits over the stream's duration (Wireshark's "
+                         "Bits/s), at this capture point, headers included; peak: the busiest "
+                         "interval.  --all: payload rates and every count."}
+    draws = overlays = True          # a bar a stream and direction, of every capture
 
     def __init__(self, table, *, capture, interval_s: float, packets: int):
         super().__init__({"streams": table}, capture=capture, notes=_short_streams(table,
                                                                                    interval_s))
         self.interval_s, self.packets = interval_s, packets
+
+    def _figure(self, ax=None, **options):
+        from ..plots.throughput import throughput_figure  # lazy: matplotlib only for a figure
+        return throughput_figure(self, ax=ax, **options)
 
 
 @analysis(reads=False)
@@ -104,17 +110,22 @@ def throughput(capture, *, interval: float = 1.0, stream: int | None = None,
     return Throughput(table, capture=path, interval_s=bin_ns / 1e9, packets=packets)
 
 
+# a transfer shorter than two intervals filled none: its busiest one reads below its average
+PEAK_BELOW = "peak below average: too short"
+
+
 def _short_streams(table: dict, interval_s: float) -> list[str]:
     """A note for the transfers (10 packets or more) whose peak reads below their average
     because they lasted less than two intervals, so none filled one (the busiest interval is
     the I/O graph's, aligned to the capture's start)."""
     low = (table["duration_s"] < 2 * interval_s) & (table["packets"] >= NOTE_MIN_PACKETS)
     with np.errstate(invalid="ignore"):
-        low &= ((table["peak_bps_a_to_b"] < table["bps_a_to_b"])
-                | (table["peak_bps_b_to_a"] < table["bps_b_to_a"]))
-    return [f"{table['proto'][i]} stream {table['stream'][i]}: peak below average: it lasted "
-            f"{table['duration_s'][i]:.3g} s, so no {interval_s:g} s interval was busy all "
-            "through; a shorter --interval shows its rate" for i in np.flatnonzero(low)]
+        low &= ((table["peak_bps_a_to_b"] < table["avg_stream_bps_a_to_b"])
+                | (table["peak_bps_b_to_a"] < table["avg_stream_bps_b_to_a"]))
+    return [Note(PEAK_BELOW, about=f"{table['proto'][i]} stream {table['stream'][i]}",
+                 detail=f"it lasted {table['duration_s'][i]:.3g} s, so no {interval_s:g} s "
+                        "interval was busy all through; a shorter --interval shows its rate")
+            for i in np.flatnonzero(low)]
 
 
 def _streamed_summary(path, protos, bin_ns, kernel, window_bytes) -> tuple[dict, int]:
@@ -173,7 +184,7 @@ def _rates(counts: dict, bin_ns: int) -> dict:
     to_bps = 8e9 / bin_ns
     out = dict(counts)
     for side in ("a_to_b", "b_to_a"):
-        out[f"bps_{side}"] = counts[f"bytes_{side}"] * rate
+        out[f"avg_stream_bps_{side}"] = counts[f"bytes_{side}"] * rate
         out[f"payload_bps_{side}"] = counts[f"payload_bytes_{side}"] * rate
         out[f"peak_bps_{side}"] = counts[f"peak_bytes_{side}"] * to_bps
         out[f"peak_payload_bps_{side}"] = counts[f"peak_payload_bytes_{side}"] * to_bps

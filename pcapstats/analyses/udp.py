@@ -8,14 +8,14 @@ what the datagrams carry (``method``):
   follow iperf3's receiver exactly, in capture order: a count above the highest so far adds
   the gap to ``lost``; one at or below it is ``out_of_order`` and takes one back from ``lost``
   (a duplicate counts as out of order too, as in iperf3); ``sent`` is the highest count (the
-  datagrams iperf3 says were sent, ``packets`` in its report), ``loss_pct`` = lost / sent.
-  ``jitter_ms`` is RFC 3550's interarrival jitter (section 6.4.1, computed as in A.8) of the
+  datagrams iperf3 says were sent, ``packets`` in its report), ``datagram_loss`` = lost / sent.
+  ``capture_jitter_ms`` is RFC 3550's interarrival jitter (section 6.4.1, computed as in A.8) of the
   transit time, capture time minus the sender's stamp, over the datagrams in capture order:
   J += (|D| - J) / 16 -- iperf3's own figure, with the capture's clock for its arrival time.
   iperf3's server stops counting when the client's TEST_END reaches it; datagrams still in
   the path's queues then arrive later and are left out (``after_end`` counts them);
 - **arrival spacing** (any other flow of 10 datagrams or more): no loss can be told from the
-  datagrams alone (``lost`` empty); ``jitter_ms`` is the same filter over the deviations of
+  datagrams alone (``lost`` empty); ``capture_jitter_ms`` is the same filter over the deviations of
   each inter-arrival gap from the flow's median gap, which is RFC 3550's jitter for a flow sent
   at a constant rate;
 - **matched captures** (any flow without iperf's counters, given a second capture of the same
@@ -31,7 +31,7 @@ what the datagrams carry (``method``):
   others carry no UDP header).  ``sent`` = the datagrams of the sender capture; ``lost`` =
   those never seen in the receiver capture; ``duplicates`` = arrivals of a datagram already
   seen; ``out_of_order`` = iperf3's rule above, with each datagram's place in the sender
-  capture as its count (duplicates included, as in iperf3); ``jitter_ms`` = the same RFC 3550
+  capture as its count (duplicates included, as in iperf3); ``capture_jitter_ms`` = the same RFC 3550
   filter over the transit times, receiver capture time minus sender capture time, in arrival
   order (duplicates included): a constant offset between the two capture clocks cancels, as
   only differences of transit times count.  Every datagram counts, with no TEST_END cut (a
@@ -64,16 +64,17 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import schema
+from .. import catalogue, schema
 from ..batch import analysis
 from ..capture import Capture, Needs
-from ..errors import UsageError
+from ..errors import Note, NothingToReport, UsageError
 from ..ingest.source import Source, open_source
 from ..reader import as_capture
 from ..render import Shown
-from ..results import Result
+from ..results import Result, shown
 from ..schema import Column, TableSpec
-from ..streams import DIRECTIONS, endpoint, own_transport
+from ..sidecar import iperf3_udp_reports
+from ..streams import DIRECTIONS, endpoint, id_ranges, own_transport
 from .ping import INITIAL_TTLS
 from .udp_headers import HEAD_BYTES, LAYOUTS, Headers, read_headers
 from .udp_match import common_cut, datagram_keys, match
@@ -83,7 +84,8 @@ _HEADS_PER_READ = 1 << 16   # datagrams whose header bytes are gathered at once
 _WALK_PART = 1 << 16        # datagrams of iperf3's lost counter walked at once
 JITTER_MEMORY = 12_000   # (15/16)^12000 < 1e-336: older differences no longer count in J
 MATCHED = "matched captures"
-METHODS = ("iperf3", "iperf3-64", "iperf2", MATCHED, "arrival spacing", "none")
+REPORT = "iperf3 report"      # loss taken from iperf3's own report (a capture at the sender)
+METHODS = ("iperf3", "iperf3-64", "iperf2", MATCHED, REPORT, "arrival spacing", "none")
 SIDES = ("sender", "further on", "not found")
 _C = Column
 FLOWS = TableSpec("flows", "one row per UDP stream and direction that carried datagrams (with "
@@ -101,22 +103,22 @@ FLOWS = TableSpec("flows", "one row per UDP stream and direction that carried da
     _C("bytes", "int64", "UDP payload bytes captured", "bytes"),
     _C("first_s", "float64", "first datagram, seconds since the capture's first packet", "s"),
     _C("duration_s", "float64", "first to last datagram", "s"),
-    _C("bps", "float64", "payload bits / duration (empty when it lasted 0 s)", "bit/s",
-       optional=True),
+    catalogue.column("payload_bps", doc="of the flow's datagrams (empty when it lasted 0 s)"),
     _C("method", "str", "what loss and jitter come from (see the module docstring)",
        values=METHODS),
     _C("sent", "int64", "datagrams sent: the highest iperf count (iperf3's 'packets'); matched "
        "captures: the sender capture's datagrams", "packets", optional=True),
     _C("lost", "int64", "missing at the capture point, by iperf3's rule; matched captures: sent "
        "datagrams never seen in the receiver capture", "packets", optional=True),
-    _C("loss_pct", "float64", "lost / sent x 100", "%", optional=True),
+    catalogue.column("datagram_loss"),
     _C("out_of_order", "int64", "datagrams whose count (matched captures: place in the sender "
        "capture) is not above every earlier one's (duplicates included, as iperf3 counts)",
        "packets", optional=True),
     _C("duplicates", "int64", "datagrams whose count was seen before (matched captures: "
        "arrivals of a datagram already seen)", "packets", optional=True),
-    _C("jitter_ms", "float64", "RFC 3550 interarrival jitter at the capture point (matched "
-       "captures: of receiver time - sender capture time)", "ms", optional=True),
+    catalogue.column("capture_jitter_ms", doc="matched captures: of receiver time - sender "
+                     "capture time"),
+    catalogue.column("app_jitter_ms"),
     _C("after_end", "int64", "iperf3 datagrams captured after the client's TEST_END passed "
        "this point: the server stops counting there, so they are left out of the columns "
        "before", "packets", optional=True),
@@ -129,14 +131,15 @@ class Udp(Result):
     specs = (FLOWS,)
     view = {"flows": (Shown("stream", "stream"), Shown("sender → receiver", join="{src} → {dst}",
                                                        wrap=True),
-                      Shown("datagrams", "datagrams", minor=True), Shown("rate", "bps"),
+                      Shown("datagrams", "datagrams", minor=True), shown("payload_bps"),
                       Shown("sent", "sent", minor=True), Shown("lost", "lost"),
-                      Shown("loss", "loss_pct"), Shown("reorder", "out_of_order", minor=True),
-                      Shown("jitter", "jitter_ms"), Shown("from", "method"),
-                      Shown("side", "side", minor=True))}
-    legend = {"flows": "lost, loss, jitter: as iperf3's server counts them at this capture "
-                       "point, or between two captures ('from' says what they come from).  "
-                       "--all: every column."}
+                      shown("datagram_loss"), Shown("from", "method"),
+                      Shown("reorder", "out_of_order", minor=True), shown("capture_jitter_ms"),
+                      shown("app_jitter_ms", minor=True), Shown("side", "side", minor=True))}
+    legend = {"flows": "lost, loss: as iperf3's server counts them at this capture point, "
+                       "between two captures, or (captured where sent) from iperf3's own "
+                       "report ('from' says which); capture jitter: at this capture point; "
+                       "app jitter: what the receiving iperf3 reported.  --all: every column."}
 
 
 # What udp reads of a capture (a reader may hand it a Capture of only these columns and of
@@ -186,7 +189,8 @@ def udp(capture: Capture, *, stream: int | None = None, receiver=None,
         found = [_flow(cap, flow_rows, stream_id, direction, counters)
                  for stream_id, direction, flow_rows in _flows(cap, _udp_rows(cap, stream))]
     table = _table(found)
-    return Udp({"flows": table}, capture=capture.path, notes=_notes(table))
+    notes = _with_reports(table, capture)
+    return Udp({"flows": table}, capture=capture.path, notes=[*notes, *_notes(table)])
 
 
 def _udp_rows(capture: _Capture, stream: int | None) -> np.ndarray:
@@ -197,8 +201,8 @@ def _udp_rows(capture: _Capture, stream: int | None) -> np.ndarray:
             raise UsageError(f"no UDP stream {stream} in {capture.path}",
                              hint="`pcapstats throughput --proto udp` lists the UDP streams")
     if not len(rows):
-        raise UsageError(f"no UDP datagrams in {capture.path}",
-                         hint="`pcapstats throughput` lists the streams it has")
+        raise NothingToReport(f"no UDP datagrams in {capture.path} ({capture.cap.holds()})",
+                              hint="`pcapstats throughput` lists the streams it has")
     return rows
 
 
@@ -310,24 +314,24 @@ def _flow(cap: _Capture, rows: np.ndarray, stream: int, direction: int,
     out = {"stream": stream, "direction": DIRECTIONS[direction], "src": src, "dst": dst,
            "side": _side(cap, rows), "datagrams": len(rows), "bytes": int(total),
            "first_s": (t[0] - cap.first_time_ns) / 1e9, "duration_s": span,
-           "bps": 8 * total / span if span > 0 else np.nan}
+           "payload_bps": 8 * total / span if span > 0 else np.nan, "app_jitter_ms": np.nan}
     data = size >= HEAD_BYTES            # iperf's connect message and reply are 4 bytes
     del size
     if counters and np.count_nonzero(data) >= 2:
         data_at = _as_slice(data)
         data_rows, t_data = rows[data_at], t[data_at]
         heads = cap.heads(data_rows)
-        headers = read_headers(heads, t_data) if heads is not None else None
+        headers = read_headers(heads) if heads is not None else None
         del heads                        # the bytes, once read into counts and send times
         if headers is not None:
             out.update(_counted(cap, data_rows, t_data, headers))
             return out
-    out.update(dict.fromkeys(("sent", "lost", "loss_pct", "out_of_order", "duplicates",
+    out.update(dict.fromkeys(("sent", "lost", "datagram_loss", "out_of_order", "duplicates",
                               "after_end"), np.nan))
     if len(rows) >= MIN_SPACING_DATAGRAMS:
-        out.update(method="arrival spacing", jitter_ms=_spacing_jitter(t) / 1e6)
+        out.update(method="arrival spacing", capture_jitter_ms=_spacing_jitter(t) / 1e6)
     else:
-        out.update(method="none", jitter_ms=np.nan)
+        out.update(method="none", capture_jitter_ms=np.nan)
     return out
 
 
@@ -358,9 +362,9 @@ def _counted(cap: _Capture, rows: np.ndarray, t: np.ndarray, headers: Headers) -
     last = (np.flatnonzero(counted)[-JITTER_MEMORY - 1:] if after_end
             else slice(-JITTER_MEMORY - 1, None))
     return dict(method=headers.layout, sent=sent, lost=lost,
-                loss_pct=100.0 * lost / sent if sent > 0 else np.nan, out_of_order=ooo,
+                datagram_loss=lost / sent if sent > 0 else np.nan, out_of_order=ooo,
                 duplicates=duplicates,
-                jitter_ms=rfc3550_jitter(t[last] - headers.sent_ns[last]) / 1e6,
+                capture_jitter_ms=rfc3550_jitter(t[last] - headers.sent_ns[last]) / 1e6,
                 after_end=after_end)
 
 
@@ -413,34 +417,39 @@ def _paired(sender: _Capture, rows: np.ndarray, receiver: _Capture, counters: bo
                   datagram_keys(receiver, down, receiver.source(), cut),
                   times[down], span)
         if not m.arrivals:
-            notes.append(f"{name}: none of its {len(down)} datagrams in the receiver capture "
-                         f"is one of the {len(up)} in the sender capture (changed on the "
-                         "way?): its loss is unknown")
+            notes.append(Note("loss unknown: no datagram matched", about=name,
+                              detail=f"none of its {len(down)} datagrams in the receiver "
+                                     f"capture is one of the {len(up)} in the sender capture "
+                                     "(changed on the way?)"))
             continue
         row.update(method=MATCHED, sent=m.sent, lost=m.lost,
-                   loss_pct=100.0 * m.lost / m.sent if m.sent else np.nan,
+                   datagram_loss=m.lost / m.sent if m.sent else np.nan,
                    out_of_order=m.out_of_order, duplicates=m.duplicates,
-                   jitter_ms=rfc3550_jitter(m.transit_ns) / 1e6)
+                   capture_jitter_ms=rfc3550_jitter(m.transit_ns) / 1e6)
         if m.unmatched:
-            notes.append(f"{name}: {m.unmatched} datagram(s) in the receiver capture match "
-                         "none in the sender capture (it started later or stopped sooner, "
-                         "or they were changed on the way): not counted")
+            notes.append(Note(f"{m.unmatched} received datagram(s) not sent: not counted",
+                              about=name, detail="they match none in the sender capture (it "
+                                                 "started later or stopped sooner, or they "
+                                                 "were changed on the way)"))
         if m.outside:
-            notes.append(f"{name}: {m.outside} datagram(s) of the sender capture were sent "
-                         "when the receiver capture could not have seen them (before it "
-                         "started or after it stopped): left out of sent and lost")
+            notes.append(Note(f"{m.outside} datagram(s) sent unseen: not counted",
+                              about=name, detail="the sender capture has them sent when the "
+                                                 "receiver capture could not have seen them "
+                                                 "(before it started or after it stopped): "
+                                                 "left out of sent and lost"))
     if missing:
-        notes.append(f"{_some(missing)} {'is' if len(missing) == 1 else 'are'} not in the "
-                     "receiver capture: loss unknown (flows are found by their addresses and "
-                     "ports as they are; behind a NAT they differ, and NAT is not followed)")
+        notes.append(Note("not in the receiver capture: loss unknown", about=_some(missing),
+                          detail="flows are found by their addresses and ports as they are; "
+                                 "behind a NAT they differ, and NAT is not followed"))
     if reverse:
-        notes.append(f"{_some(reverse)} {'was' if len(reverse) == 1 else 'were'} sent from the "
-                     "receiver capture's side (by the TTL): not matched this way round; give "
-                     "the two captures the other way round for the loss")
+        notes.append(Note("sent from the receiver's side: give the captures the other way "
+                          "round", about=_some(reverse),
+                          detail="by the TTL, sent from the receiver capture's side: not "
+                                 "matched this way round"))
     others = len(at_receiver.keys() - seen)
     if others and every:
-        notes.append(f"the receiver capture has {others} UDP flow direction(s) the sender "
-                     f"capture has not: not shown (`pcapstats udp {receiver.path}` shows them)")
+        notes.append(Note(f"{others} UDP flow direction(s) only in the receiver capture: not "
+                          "shown", detail=f"`pcapstats udp {receiver.path}` shows them"))
     table = _table(found)
     return Udp({"flows": table}, capture=sender.path, notes=_notes(table) + notes)
 
@@ -516,9 +525,73 @@ def rfc3550_jitter(transit_ns: np.ndarray) -> float:
 def _notes(table: dict) -> list[str]:
     notes = []
     senders = [int(s) for s, side, m in zip(table["stream"], table["side"], table["method"])
-               if side == "sender" and m.startswith("iperf")]
+               if side == "sender" and m in LAYOUTS]
     if senders:
-        notes.append(f"UDP stream(s) {', '.join(map(str, sorted(set(senders))))} captured at "
-                     "the sender: nothing is lost yet there, and the jitter is the sender's "
-                     "own; capture at the receiver for what iperf3's server reports")
+        streams = sorted(set(senders))
+        notes.append(Note("captured where sent: loss not known here",
+                          about=f"UDP stream{'s' if len(streams) > 1 else ''} "
+                                f"{id_ranges(streams)}",
+                          detail="the loss happens further on, so it is not known here, and "
+                                 "the capture jitter is the sender's own pacing; capture at "
+                                 "the receiver, keep the lab sidecar beside the capture, or "
+                                 "capture whole packets (iperf3 then sends its server's "
+                                 "report on the control connection)"))
     return notes
+
+
+def _with_reports(table: dict, capture) -> list[str]:
+    """Each iperf flow's report from the receiving iperf3 (the lab sidecar's server output, or
+    the results the test exchanged on its control connection, as verify reads them), put in
+    the table in place: ``app_jitter_ms`` beside the capture's, and for a flow captured where
+    it was sent -- whose loss happens further on -- its sent, lost and loss (method
+    REPORT).  Without one, such a flow's loss is left empty, never 0."""
+    iperf = np.isin(table["method"], LAYOUTS)
+    sender = iperf & (table["side"] == "sender")
+    for name in ("lost", "datagram_loss", "out_of_order", "duplicates", "after_end"):
+        table[name][sender] = np.nan                    # not known where the datagrams left
+    if not iperf.any():
+        return []
+    reports, source = _iperf3_reports(capture, table, bool(sender.any()))
+    for i in np.flatnonzero(iperf):
+        report = reports.get((int(table["stream"][i]), table["direction"][i]))
+        if report is None:
+            continue
+        if report.get("jitter_ms") is not None:
+            table["app_jitter_ms"][i] = float(report["jitter_ms"])
+        if sender[i] and report.get("packets") and report.get("lost_packets") is not None:
+            sent, lost = int(report["packets"]), int(report["lost_packets"])
+            table["method"][i] = REPORT
+            table["sent"][i], table["lost"][i], table["datagram_loss"][i] = \
+                sent, lost, lost / sent
+            if report.get("out_of_order") is not None:
+                table["out_of_order"][i] = int(report["out_of_order"])
+    used = sorted({int(s) for s, m in zip(table["stream"], table["method"]) if m == REPORT})
+    about = f"UDP stream{'s' if len(used) > 1 else ''} {id_ranges(used)}"
+    return [Note("loss from iperf3's own report", about=about,
+                 detail=f"sent, lost and loss are iperf3's server's own, from {source}, as "
+                        "this capture was taken where the datagrams were sent")] if used else []
+
+
+def _iperf3_reports(capture, table: dict, at_sender: bool) -> tuple[dict, str]:
+    """(stream, direction) -> the receiving iperf3's report of that flow, and where it came
+    from: the lab sidecar beside the capture, else -- only when a flow captured at its sender
+    needs one -- the results exchanged on the control connection (verify reads them; a second
+    read of the capture, for its TCP streams)."""
+    iperf = np.isin(table["method"], LAYOUTS)       # a stream's data direction
+    direction = {int(s): d for s, d in zip(table["stream"][iperf], table["direction"][iperf])}
+    reports = {(s, direction[s]): r for s, r in iperf3_udp_reports(capture.path).items()
+               if s in direction}
+    if reports:
+        return reports, "the lab sidecar"
+    if not at_sender:
+        return {}, ""
+    from .verify import verify    # lazy: verify reads the capture again, for this case only
+    try:
+        checked = verify(capture if capture.whole is None else capture.path)  # partial: reread
+    except UsageError:
+        return {}, ""
+    for v in checked.verdicts:
+        r = v.facts.get("iperf3_server")
+        if v.proto == "udp" and r is not None and v.stream in direction:
+            reports[(v.stream, direction[v.stream])] = r
+    return reports, "the results iperf3 exchanged on its control connection"

@@ -4,9 +4,17 @@ The commands themselves live one group a module beside this one (``throughput.py
 ``pcapstats.cli`` imports them so that they register on :data:`app`.  How the analysis
 commands read captures and write results: ``output.py``.
 
-Every failure the user can cause ends as ONE line on stderr, ``pcapstats: error: ...``, and
-exit status 2 (1 when the command ran but found nothing to report); warnings are one line each,
-``pcapstats: warning: ...``.  A traceback is never shown unless PCAPSTATS_DEBUG=1.
+The exit status, the same for every command (the README's "Exit status"): 0 when it answered
+(a "cannot tell" verdict included, unless ``--strict``); 1 when a capture holds nothing it
+looks for, said in ONE line, ``pcapstats: nothing to report: ...``, with what it looked for and
+what the capture holds (errors.NothingToReport); 2 for bad input or usage, ONE line,
+``pcapstats: error: ...``; 3 for a bug of ours; 130 when interrupted.  Warnings are one line
+each, ``pcapstats: warning: ...``.  A traceback is never shown unless PCAPSTATS_DEBUG=1.
+
+An analysis' notes (:func:`say_notes`) are one line each, ``pcapstats: note: ...``, and said
+once a run: the same note of several streams or captures is one line that says how many.
+Their long form (the evidence, the why) is behind ``--explain`` (:data:`EXPLAIN`), an option
+of every command that reads captures.
 """
 
 from __future__ import annotations
@@ -14,6 +22,7 @@ from __future__ import annotations
 import functools
 import os
 import sys
+import textwrap
 from enum import Enum
 from pathlib import Path
 from typing import Optional
@@ -21,10 +30,11 @@ from typing import Optional
 import typer
 
 from .._version import __version__
-from ..errors import PcapstatsError, UsageError
+from ..errors import Note, NothingToReport, PcapstatsError, UsageError
 from ..pool import LOCAL
 
 EXIT_NOTHING, EXIT_ERROR, EXIT_INTERNAL, EXIT_INTERRUPTED = 1, 2, 3, 130
+NOTHING = "nothing to report"          # the kind of the one line of exit status 1
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   rich_markup_mode=None,
@@ -48,6 +58,19 @@ SCHEDULER = typer.Option(None, "--scheduler", metavar="ADDRESS", show_default=Fa
                               "workers need pcapstats and the files at the same paths.")
 DASK = typer.Option(False, "--dask", help="Run the captures on a local Dask cluster of -j "
                                           "worker processes (needs pcapstats[dask]).")
+
+
+_explain = [False]       # --explain was given in this run of main()
+
+
+def _explaining(value: bool) -> bool:
+    _explain[0] = bool(value)
+    return value
+
+
+# Every command that reads captures: what say_notes says of each note.
+EXPLAIN = typer.Option(False, "--explain", callback=_explaining,
+                       help="Say each note's long form too: the evidence and the why.")
 
 
 def workers(jobs: Optional[int], scheduler: Optional[str], dask: bool) -> dict:
@@ -92,12 +115,58 @@ class Kernel(str, Enum):
 
 
 _said: set[str] = set()  # kinds of line said during this run of main()
+NOTE_WIDTH = 100         # a note's line at most (the captures' paths allowing)
 
 
 def say(kind: str, text: str) -> None:
-    """One line on stderr: ``pcapstats: <kind>: <text>`` (kind: error, warning, note)."""
+    """One line on stderr: ``pcapstats: <kind>: <text>`` (kind: error, warning, note,
+    NOTHING)."""
     _said.add(kind)
     print(f"pcapstats: {kind}: {text}", file=sys.stderr)
+
+
+def say_notes(notes) -> None:
+    """Notes, each ``(capture or None, note)``, on stderr: a note's text once, with what it
+    is about (``stream 0``; the same about of several captures: ``stream 0 of 12 captures``;
+    else how many captures), and when it has a long form, ``(--explain: why)``, or with
+    ``--explain`` the long form of each under it, indented."""
+    said: dict[str, list[tuple[str | None, Note]]] = {}
+    for where, note in notes:
+        note = Note.of(note)
+        said.setdefault(note.text, []).append((where, note))
+    for text, places in said.items():
+        detailed = [(where, n) for where, n in places if n.detail]
+        tail = " (--explain: why)" if detailed and not _explain[0] else ""
+        room = NOTE_WIDTH - len("pcapstats: note: ")
+        line = _note_line(places, text, tail, short_paths=False)
+        if len(line) > room:
+            line = _note_line(places, text, tail, short_paths=True)
+        if len(line) > room:
+            line = _note_line(places, text, tail, short_paths=True, counted=True)
+        say("note", line)
+        if _explain[0]:
+            for where, n in detailed:
+                head = ", ".join(x for x in (where, n.about) if x)
+                print("\n".join(textwrap.wrap(f"{head}: {n.detail}" if head else n.detail,
+                                              NOTE_WIDTH, initial_indent="    ",
+                                              subsequent_indent="      ")), file=sys.stderr)
+
+
+def _note_line(places, text: str, tail: str, *, short_paths: bool,
+               counted: bool = False) -> str:
+    """A note's line after ``pcapstats: note:``: ``WHERE: text tail`` (the captures by their
+    file names when ``short_paths``; what it is about only counted when ``counted``)."""
+    wheres = list(dict.fromkeys(w if not short_paths else os.path.basename(w)
+                                for w, _ in places if w))
+    abouts = list(dict.fromkeys(n.about for _, n in places if n.about))
+    if len(wheres) > 1:
+        subject = f"{abouts[0]} of {len(wheres)} captures" if len(abouts) == 1 else \
+            f"{len(wheres)} captures"
+    elif counted and len(abouts) > 1:
+        subject = ": ".join([*wheres, f"{len(abouts)} of them"])
+    else:
+        subject = ": ".join(x for x in (*wheres, ", ".join(abouts)) if x)
+    return f"{subject + ': ' if subject else ''}{text}{tail}"
 
 
 def stderr_console():
@@ -129,10 +198,14 @@ def main(argv: Optional[list] = None) -> int:
     """Console entry point: runs the app and turns every failure into one line and an exit code."""
     try:
         _said.clear()
+        _explain[0] = False
         code = _click_command()(args=argv, standalone_mode=False, prog_name="pcapstats")
         if code == EXIT_INTERRUPTED and "error" not in _said:
             say("error", "interrupted")  # typer turns Ctrl-C in a command into a silent 130
         return code if isinstance(code, int) else 0
+    except NothingToReport as e:
+        say(NOTHING, str(e))
+        return EXIT_NOTHING
     except PcapstatsError as e:
         say("error", str(e))
         return EXIT_ERROR

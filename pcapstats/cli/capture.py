@@ -17,7 +17,10 @@ from typing import List, Optional
 import typer
 
 from ..sidecar import CAPTURE_FIELDS, SCHEMA, SidecarError, load_sidecar, sidecar_path
+from . import impairment
 from .app import app, say
+
+EGRESS = "on the interface's egress"
 
 
 class CaptureFormat(str, Enum):
@@ -49,16 +52,11 @@ def capture_cmd(
     bpf: Optional[str] = typer.Option(None, "--filter", show_default=False,
                                       help="Capture filter (BPF), e.g. 'tcp port 5201'."),
     snaplen: int = typer.Option(262144, "--snaplen", help="Bytes kept a packet (128: headers)."),
-    loss: Optional[str] = typer.Option(None, "--loss", show_default=False,
-                                       help="Random loss on the interface's egress, e.g. 10%."),
-    delay: Optional[str] = typer.Option(None, "--delay", show_default=False,
-                                        help="Delay on the egress (one way), e.g. 20ms."),
-    jitter: Optional[str] = typer.Option(None, "--jitter", show_default=False,
-                                         help="Delay jitter, e.g. 2ms."),
-    rate: Optional[str] = typer.Option(None, "--rate", show_default=False,
-                                       help="Egress rate, e.g. 10mbit."),
-    queue: Optional[str] = typer.Option(None, "--queue", show_default=False,
-                                        help="Queue of the rate limit (bytes, or e.g. 100p)."),
+    loss: Optional[str] = impairment.loss(EGRESS),
+    delay: Optional[str] = impairment.delay(EGRESS),
+    jitter: Optional[str] = impairment.jitter(EGRESS),
+    rate: Optional[str] = impairment.rate(EGRESS),
+    queue: Optional[str] = impairment.queue(EGRESS),
     fmt: Optional[CaptureFormat] = typer.Option(None, "--format", show_default=False,
                                                 help="pcap or pcapng (default: from the "
                                                 "file name, else pcap)."),
@@ -82,9 +80,8 @@ def capture_cmd(
     """
     from ..lab.impair import Impairment  # lazy: the lab costs 0.04 s of every command's start-up
     from ..lab.live import LiveCapture, capture, summary  # lazy: the same
-    wanted = any(v for v in (loss, delay, jitter, rate, queue))
-    imp = Impairment.from_text(loss=loss, delay=delay, jitter=jitter, rate=rate,
-                               queue=queue) if wanted else None
+    wanted = impairment.given(loss=loss, delay=delay, jitter=jitter, rate=rate, queue=queue)
+    imp = Impairment.from_text(**wanted) if wanted else None
     req = LiveCapture(interface=interface, output=output, duration_s=duration, bpf=bpf,
                       snaplen=snaplen, format=fmt.value if fmt else None, impairment=imp,
                       command=list(command) if command else None)

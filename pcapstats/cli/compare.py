@@ -10,8 +10,8 @@ from typing import List, Optional
 import typer
 
 from ..errors import PcapstatsWarning, UsageError
-from .app import (ALL_COLUMNS, CAPTURE_FILES, DASK, FIGURE_FILE, JOBS, SCHEDULER, Fmt, app, say,
-                  workers)
+from .app import (ALL_COLUMNS, CAPTURE_FILES, DASK, EXPLAIN, FIGURE_FILE, JOBS, SCHEDULER, Fmt,
+                  app, say, say_notes, workers)
 from .output import emit, finish, output_kind, progress_bar
 
 BY = typer.Option(None, "--by", metavar="LABEL,...", help="Group the captures by these labels "
@@ -19,7 +19,7 @@ BY = typer.Option(None, "--by", metavar="LABEL,...", help="Group the captures by
 METRICS = typer.Option(None, "--metrics", "-m", metavar="NAME,...", help="Only these metrics "
                        "(`pcapstats columns compare` lists them).")
 LABELS = typer.Option(None, "--label", "-l", metavar="REGEX", help="Labels from the file path: "
-                      "named groups, e.g. 'loss(?P<loss>\\d+)pct' (repeatable).")
+                      "named groups, e.g. 'loss(?P<loss_pct>\\d+)pct' (repeatable).")
 STUDY = typer.Option(None, "--study", metavar="FILE", help="Labels from a .csv or .toml file: "
                      "file, then label=value.")
 INTERVAL = typer.Option(1.0, "--interval", "-i", help="I/O graph interval of the peak, s.")
@@ -42,6 +42,7 @@ def compare(
     jobs: Optional[int] = JOBS,
     scheduler: Optional[str] = SCHEDULER,
     dask: bool = DASK,
+    explain: bool = EXPLAIN,
 ):
     """Captures side by side: throughput, goodput, re-sends, RTT, UDP loss, fairness, flavour.
 
@@ -69,11 +70,12 @@ def compare(
                       interval=interval)
     result, failed = run_study(plan, **workers(jobs, scheduler, dask),
                                keep={"iograph"} if iographs else set())
-    if result is not None:
+    nothing = result is not None and not result.has_values()
+    if result is not None and not nothing:
         emit(result, fmt=fmt.value, output=output, all_columns=all_columns,
              table="groups" if by and not captures else "captures",
              figure={"kind": "iographs" if iographs else "metrics"})
-    finish(result, failed)
+    finish(result, failed, nothing=nothing, empty=nothing and result.nothing_said())
 
 
 def plan_study(files, *, by, metrics, label, study, interval):
@@ -90,16 +92,17 @@ def plan_study(files, *, by, metrics, label, study, interval):
 
 
 def run_study(plan, *, jobs: Optional[int], scheduler: Optional[str] = None, keep=frozenset(),
-              function=None, preload=(), failures: list | None = None):
+              function=None, preload=(), failures: list | None = None, **options):
     """(the comparison of every capture that was read, or None; how many failed), saying each
     capture's warnings and errors on stderr, one line each, as they come (and adding the
-    errors to ``failures``).  ``function``: the worker (default: the metrics alone);
-    ``jobs``, ``scheduler``: where the captures run (pcapstats.pool)."""
+    errors to ``failures``).  ``function``: the worker (default: the metrics alone), given
+    ``options`` too; ``jobs``, ``scheduler``: where the captures run (pcapstats.pool)."""
     from ..study.compare import Compare  # lazy: see compare()
     measured, failed = [], 0
     with progress_bar(plan.sources) as moved:
         for outcome in plan.outcomes(jobs=jobs, scheduler=scheduler, function=function,
-                                     keep=frozenset(keep), preload=preload, progress=moved):
+                                     keep=frozenset(keep), preload=preload, progress=moved,
+                                     **options):
             for text in outcome.warnings:
                 say("warning", text)
             if outcome.error is not None:
@@ -112,6 +115,5 @@ def run_study(plan, *, jobs: Optional[int], scheduler: Optional[str] = None, kee
     if not measured:
         return None, failed
     result = Compare(plan, measured, several=True, notes=plan.notes())
-    for note in result.notes:
-        say("note", note)
+    say_notes((None, note) for note in result.notes)
     return result, failed

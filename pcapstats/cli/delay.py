@@ -9,8 +9,8 @@ from typing import List, Optional
 import typer
 
 from ..errors import UsageError
-from .app import (ALL_COLUMNS, CAPTURE_FILES, DASK, FIGURE_FILE, JOBS, SCHEDULER, Fmt, app,
-                  workers)
+from .app import (ALL_COLUMNS, CAPTURE_FILES, DASK, EXPLAIN, FIGURE_FILE, JOBS, SCHEDULER, Fmt,
+                  app, workers)
 from .output import emit, finish, output_kind, run
 
 
@@ -33,6 +33,7 @@ def delay(
     all_columns: bool = ALL_COLUMNS,
     output: Optional[Path] = FIGURE_FILE,
     jobs: Optional[int] = JOBS, scheduler: Optional[str] = SCHEDULER, dask: bool = DASK,
+    explain: bool = EXPLAIN,
 ):
     """The delay model D = a*S + b: latency against message size.
 

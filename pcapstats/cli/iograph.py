@@ -10,9 +10,9 @@ from typing import List, Optional
 import typer
 
 from ..errors import UsageError
-from .app import (ALL_COLUMNS, CAPTURE_FILES, DASK, FIGURE_FILE, JOBS, SCHEDULER, Fmt, Proto, app,
-                  say, workers)
-from .output import emit, finish, output_kind, run
+from .app import (ALL_COLUMNS, CAPTURE_FILES, DASK, EXPLAIN, FIGURE_FILE, JOBS, NOTHING,
+                  SCHEDULER, Fmt, Proto, app, say, workers)
+from .output import FROM, TO, emit, finish, output_kind, run, zoom
 
 
 class Unit(str, Enum):
@@ -51,7 +51,9 @@ def iograph(
     all_columns: bool = ALL_COLUMNS,
     layout: Layout = typer.Option(Layout.overlay, "--layout",
                                   help="Several captures: overlay on one time axis, or side by side."),
+    from_s: Optional[float] = FROM, to_s: Optional[float] = TO,
     jobs: Optional[int] = JOBS, scheduler: Optional[str] = SCHEDULER, dask: bool = DASK,
+    explain: bool = EXPLAIN,
 ):
     """Wireshark's I/O graph: rate per interval, average, peak.
 
@@ -67,29 +69,33 @@ def iograph(
       pcapstats iograph run.pcap -o io.png
       pcapstats iograph run.pcap --by stream --interval 0.1 -o io.png
       pcapstats iograph loss1.pcap loss10.pcap loss30.pcap --layout side -o sweep.png
+      pcapstats iograph run.pcap -i 0.01 --from 1.5 --to 2 -o zoom.png
     """
     from ..analyses.iograph import (  # lazy: start-up
         IOGraph, check_options, iograph as iograph_of)
     if series and transfers:
         raise UsageError("--series and --transfers each choose the rows: give one of them")
     output_kind(output, IOGraph)
+    window = zoom(output, from_s, to_s)
     options = dict(interval=interval, unit=unit.value, by=by.value if by else None, stream=stream,
                    proto=proto.value if proto else None, host=host, port=port, gap=gap)
     check_options(**options)             # a bad option is one error line before any reading
     result, failed = run(iograph_of, files, **options, **workers(jobs, scheduler, dask))
     if result is not None:
         for part in result.parts:
-            if part.empty and len(files) > 1:
-                say("warning", f"no packet matched {_what(options)} in {part.captures[0]}")
+            if part.empty and len(files) > 1 and not result.empty:
+                say(NOTHING, f"no packet matched {_what(options)} in {part.captures[0]}")
         if result.empty:
             where = (f" in {result.captures[0]}" if len(result.captures) == 1
                      else f" in any of the {len(result.captures)} captures")
-            say("error", f"nothing matched {_what(options)}{where}: no packets to graph. "
-                          "Check the filter against `pcapstats throughput`")
+            said = _what(options)
+            say(NOTHING, f"no packets to graph{where}" if said == "the capture" else
+                f"nothing matched {said}{where}: no packets to graph. Check the filter "
+                "against `pcapstats throughput`")
         else:
             emit(result, fmt=fmt.value, output=output,
                  table="series" if series else "transfers" if transfers else "summary",
-                 figure={"layout": layout.value}, all_columns=all_columns)
+                 figure={"layout": layout.value, **window}, all_columns=all_columns)
     finish(result, failed)
 
 

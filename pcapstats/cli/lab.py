@@ -18,6 +18,7 @@ import typer
 from ..errors import PcapstatsError, UsageError
 from ..render import Shown, render
 from ..sidecar import FIELDS, SCHEMA, SidecarError, load_sidecar, sidecar_path
+from . import impairment
 from .app import EXIT_ERROR, Fmt, say, stderr_console, write_text, app
 
 lab_app = typer.Typer(no_args_is_help=True, rich_markup_mode=None, help="Make real captures between network-namespace hosts.\n\n"
@@ -62,14 +63,11 @@ def run_cmd(
     tool: Tool = typer.Option(Tool.simpleperf, "--tool", metavar="<tool>",
                               help="Traffic to run: simpleperf, iperf3, iperf3-udp, ping, "
                               "pingpong, pingpong-udp, tcp-file or udp-file."),
-    loss: Optional[str] = typer.Option(None, "--loss", help="Random loss on the bottleneck, "
-                                       "e.g. 10% or 0.1."),
-    delay: Optional[str] = typer.Option(None, "--delay", help="One-way delay, each direction "
-                                        "(RTT about twice it), e.g. 20ms."),
-    jitter: Optional[str] = typer.Option(None, "--jitter", help="Delay jitter, e.g. 2ms."),
-    rate: Optional[str] = typer.Option(None, "--rate", help="Bottleneck rate, e.g. 30mbit."),
-    queue: Optional[str] = typer.Option(None, "--queue", help="Bottleneck queue (bytes, or "
-                                        "packets as e.g. 100p)."),
+    loss: Optional[str] = impairment.loss("on the bottleneck"),
+    delay: Optional[str] = impairment.delay("in each direction (RTT about twice it)"),
+    jitter: Optional[str] = impairment.jitter("in each direction"),
+    rate: Optional[str] = impairment.rate("on the bottleneck"),
+    queue: Optional[str] = impairment.queue("on the bottleneck"),
     hops: int = typer.Option(1, "--hops", help="Routers on the path (a chain, one pair). "
                              "--loss, --delay, --jitter, --rate and --queue then take one "
                              "value for all or a comma list, one per router (0 for none), "
@@ -279,7 +277,8 @@ def _report(doc: dict, path: Path) -> None:
 MATRIX_UNITS = {"seconds": "s", "rtt_asked_ms": "ms", "rtt_ms": "ms", "rate_asked_bps": "bit/s",
                 "throughput_bps": "bit/s", "loss_asked": "fraction", "loss_measured": "fraction"}
 MATRIX_INTEGERS = frozenset({"retransmitted_segments"})
-MATRIX_SHOWN = (Shown("cell", "cell"), Shown("status", "status"), Shown("took", "seconds"),
+MATRIX_SHOWN = (Shown("cell", "cell", key=True), Shown("status", "status"),
+                Shown("took", "seconds"),
                 Shown("rtt asked", "rtt_asked_ms", minor=True), Shown("rtt", "rtt_ms"),
                 Shown("rate asked", "rate_asked_bps", minor=True), Shown("throughput", "throughput_bps"),
                 Shown("loss asked", "loss_asked", minor=True), Shown("loss", "loss_measured"),
@@ -330,7 +329,7 @@ def matrix(
         if progress:
             progress.stop()
     write_text(render(summary_table(results), fmt.value, integers=MATRIX_INTEGERS,
-                      units=MATRIX_UNITS, shown=MATRIX_SHOWN), None)
+                      units=MATRIX_UNITS, shown=MATRIX_SHOWN, more="-f csv has them"), None)
     failed = [r for r in results if r.status == "failed"]
     for r in failed:
         say("error", f"cell {r.name}: {r.error}")

@@ -1,7 +1,7 @@
 """`pcapstats netem IFACE`: loss / delay / rate on an interface's egress as a standing setting
 (for people who run their own tools), ``--show`` and ``--clear``.
 
-A thin layer over :mod:`pcapstats.lab.live_impair`, whose state record lets a later process
+A thin layer over :mod:`pcapstats.lab.impair.host`, whose state record lets a later process
 find and remove exactly what pcapstats added (the delay line, in the fallback, is a process
 of its own that outlives this command).
 """
@@ -14,24 +14,21 @@ from typing import Optional
 import typer
 
 from ..errors import UsageError
+from . import impairment
 from .app import app, say
+
+EGRESS = "on the interface's egress"
 
 
 @app.command("netem")
 def netem_cmd(
     interface: str = typer.Argument(..., metavar="IFACE", show_default=False,
                                     help="Interface whose egress to impair."),
-    loss: Optional[str] = typer.Option(None, "--loss", show_default=False,
-                                       help="Random loss, e.g. 10%."),
-    delay: Optional[str] = typer.Option(None, "--delay", show_default=False,
-                                        help="Delay (one way, this interface's egress), e.g. "
-                                        "20ms."),
-    jitter: Optional[str] = typer.Option(None, "--jitter", show_default=False,
-                                         help="Delay jitter, e.g. 2ms."),
-    rate: Optional[str] = typer.Option(None, "--rate", show_default=False,
-                                       help="Rate, e.g. 10mbit."),
-    queue: Optional[str] = typer.Option(None, "--queue", show_default=False,
-                                        help="Queue of the rate limit (bytes, or e.g. 100p)."),
+    loss: Optional[str] = impairment.loss(EGRESS),
+    delay: Optional[str] = impairment.delay(EGRESS),
+    jitter: Optional[str] = impairment.jitter(EGRESS),
+    rate: Optional[str] = impairment.rate(EGRESS),
+    queue: Optional[str] = impairment.queue(EGRESS),
     show: bool = typer.Option(False, "--show", help="Say what is set on IFACE: pcapstats' "
                               "setting and anything else (marked not pcapstats')."),
     clear: bool = typer.Option(False, "--clear", help="Remove what pcapstats set on IFACE, "
@@ -49,34 +46,33 @@ def netem_cmd(
       pcapstats netem eth0 --show
       pcapstats netem eth0 --clear
     """
-    from ..lab import live_impair  # lazy: the lab costs 0.04 s of every command's start-up
+    from ..lab.impair import host  # lazy: the lab costs 0.04 s of every command's start-up
     from ..lab.impair import Impairment  # lazy: the same
-    values = {"loss": loss, "delay": delay, "jitter": jitter, "rate": rate, "queue": queue}
-    wanted = {k: v for k, v in values.items() if v}
+    wanted = impairment.given(loss=loss, delay=delay, jitter=jitter, rate=rate, queue=queue)
     if (show or clear) and wanted or (show and clear):
         raise UsageError("give settings (--loss, --delay, --rate...), --show or --clear: one "
                          "of them")
     if not (show or clear or wanted):
         raise UsageError(f"nothing to do on {interface}",
                          hint="give --loss, --delay, --rate, or --show / --clear")
-    live_impair.require_root("pcapstats netem")
-    live_impair.require("tc")
+    host.require_root("pcapstats netem")
+    host.require("tc")
     if show:
-        _show(live_impair, interface)
+        _show(host, interface)
         return
     if clear:
-        lines = live_impair.clear(interface)
+        lines = host.clear(interface)
         if lines is None:
             print(f"{interface}: nothing set by pcapstats")
         for line in lines or []:
             print(f"{interface}: {line}")
         return
     imp = Impairment.from_text(**wanted)
-    live_impair.check_impairment(imp)
+    host.check_impairment(imp)
     if not (imp.loss or imp.delayed or imp.rate_bps):
         raise UsageError("nothing to set: every value given is zero",
                          hint=f"pcapstats netem {interface} --clear removes a setting")
-    applied = live_impair.InterfaceImpairment.install(interface, imp, owner="netem",
+    applied = host.InterfaceImpairment.install(interface, imp, owner="netem",
                                                       daemon=True)
     for line in applied.replaced:
         print(f"{interface}: replaced pcapstats' {line}")
@@ -91,8 +87,8 @@ def _mechanisms(record) -> str:
     return describe_mechanisms(record)
 
 
-def _show(live_impair, iface: str) -> None:
-    s = live_impair.show(iface)
+def _show(host, iface: str) -> None:
+    s = host.show(iface)
     print(f"{iface} (ifindex {s.ifindex})")
     r = s.record
     if r is None:
@@ -110,8 +106,7 @@ def _show(live_impair, iface: str) -> None:
         if c.get("loss") and r.asked.get("loss"):
             print(f"    loss rule: dropped {c['loss']['dropped_packets']} of "
                   f"{c['loss']['offered_packets']} packets so far")
-        if c.get("qdisc"):
-            q = c["qdisc"]
+        for q in (c[k] for k in ("netem", "qdisc") if c.get(k)):
             print(f"    {q['kind']} {q['handle']} sent {q['sent_packets']} packets, dropped "
                   f"{q['dropped_packets']}, {q['backlog_packets']} queued now")
         if c.get("delay_line"):

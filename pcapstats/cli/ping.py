@@ -7,8 +7,8 @@ from typing import List, Optional
 
 import typer
 
-from .app import (ALL_COLUMNS, CAPTURE_FILES, DASK, FIGURE_FILE, JOBS, SCHEDULER, Fmt, app,
-                  workers)
+from .app import (ALL_COLUMNS, CAPTURE_FILES, DASK, EXPLAIN, FIGURE_FILE, JOBS, SCHEDULER, Fmt,
+                  app, workers)
 from .output import emit, finish, output_kind, run
 
 
@@ -23,6 +23,7 @@ def ping(
     all_columns: bool = ALL_COLUMNS,
     output: Optional[Path] = FIGURE_FILE,
     jobs: Optional[int] = JOBS, scheduler: Optional[str] = SCHEDULER, dask: bool = DASK,
+    explain: bool = EXPLAIN,
 ):
     """Ping's summary from the capture: sent, received, loss, RTT min/avg/max/mdev.
 

@@ -8,7 +8,7 @@ from typing import List, Optional
 import typer
 
 from ..errors import UsageError
-from .app import CAPTURE_FILES, DASK, JOBS, SCHEDULER, app, say, workers
+from .app import CAPTURE_FILES, DASK, EXPLAIN, JOBS, SCHEDULER, app, say, workers
 from .compare import BY, INTERVAL, LABELS, METRICS, STUDY, plan_study, run_study
 from .output import finish
 
@@ -29,6 +29,7 @@ def report(
     jobs: Optional[int] = JOBS,
     scheduler: Optional[str] = SCHEDULER,
     dask: bool = DASK,
+    explain: bool = EXPLAIN,
 ):
     """A study as one HTML file: tables, figures, each capture, every definition.
 
@@ -54,8 +55,9 @@ def report(
                       interval=interval)
     failures: list[str] = []
     result, failed = run_study(plan, **workers(jobs, scheduler, dask), function=capture_report,
-                               preload=PRELOAD, failures=failures)
+                               preload=PRELOAD, failures=failures, names=plan.names())
     if result is not None:
         write(result, output, failures=failures, title=title)
         say("note", f"wrote {output} ({len(result.captures)} captures)")
-    finish(result, failed)
+    nothing = result is not None and not result.has_values()
+    finish(result, failed, nothing=nothing, empty=nothing and result.nothing_said())

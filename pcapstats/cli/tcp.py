@@ -1,6 +1,6 @@
 """`pcapstats retrans | cwnd | rtt | seqgraph | wscale`: TCP streams' trouble, windows,
 round trips and sequence numbers: a summary by default, the samples on request (--series) or
-in a file (-o FILE.csv|.json), the figure with -o FILE.png|.svg.
+in a file (-o FILE.csv|.json), the figure with -o FILE.png|.svg (--from/--to: its zoom).
 
 Without --stream the per-stream commands take the TCP stream with the most payload bytes and
 say which on stderr; ``--stream all`` takes every stream with data (a figure a stream).
@@ -14,9 +14,9 @@ from typing import List, Optional
 
 import typer
 
-from .app import (ALL_COLUMNS, CAPTURE_FILES, DASK, JOBS, SCHEDULER, TABLE_FILE, Fmt, app,
+from .app import (ALL_COLUMNS, CAPTURE_FILES, DASK, EXPLAIN, JOBS, SCHEDULER, TABLE_FILE, Fmt, app,
                   workers)
-from .output import emit, finish, output_kind, run, stream_choice
+from .output import FROM, TO, emit, finish, output_kind, run, stream_choice, zoom
 
 STREAM = typer.Option(None, "--stream", "-s", metavar="N|all",
                       help="TCP stream index, or 'all' (default: the one with the most "
@@ -49,6 +49,7 @@ def retrans(
     fmt: Fmt = FORMAT, all_columns: bool = ALL_COLUMNS,
     output: Optional[Path] = TABLE_FILE,
     jobs: Optional[int] = JOBS, scheduler: Optional[str] = SCHEDULER, dask: bool = DASK,
+    explain: bool = EXPLAIN,
 ):
     """Re-sent segments and Wireshark's tcp.analysis flags.
 
@@ -79,7 +80,9 @@ def cwnd(
     side: Side = typer.Option(Side.auto, "--side",
                               help="Where the capture was taken (auto: from the "
                                    "handshake, which packets trigger which, and TTLs)."),
+    from_s: Optional[float] = FROM, to_s: Optional[float] = TO,
     jobs: Optional[int] = JOBS, scheduler: Optional[str] = SCHEDULER, dask: bool = DASK,
+    explain: bool = EXPLAIN,
 ):
     """Congestion window over time: its peak, loss episodes, limits.
 
@@ -88,19 +91,21 @@ def cwnd(
     application-limited or recovering.  Prints a summary a stream.
 
     \b
-    Example: pcapstats cwnd run.pcap --stream 3 -o cwnd.png
+    Example: pcapstats cwnd run.pcap --stream 3 -o cwnd.png --from 1 --to 1.5
     """
     from ..analyses.cwnd import Cwnd, cwnd as cwnd_of  # lazy: start-up
     output_kind(output, Cwnd)
+    window = zoom(output, from_s, to_s)
     result, failed = run(cwnd_of, files, stream=stream_choice(stream), side=side.value,
                          **workers(jobs, scheduler, dask))
     if window_scaling:
-        _window_scaling(result, failed, fmt, output, series, all_columns)
+        _window_scaling(result, failed, fmt, output, series, all_columns, window)
         return
     table = "losses" if losses else "samples" if series else None
     nothing = result is not None and not result.rows("samples")
     if result is not None and (not nothing or losses):
-        emit(result, fmt=fmt.value, output=output, table=table, all_columns=all_columns)
+        emit(result, fmt=fmt.value, output=output, table=table, figure=window,
+             all_columns=all_columns)
     streams = "" if result is None else ", ".join(str(p.stream) for p in result.parts)
     finish(result, failed, nothing=nothing and not losses,
            empty=f"no cwnd samples in stream {streams} (no data segment could be timed "
@@ -110,8 +115,9 @@ def cwnd(
 @app.command()
 def wscale(files: List[Path] = CAPTURE_FILES, stream: Optional[str] = STREAM,
            output: Optional[Path] = OUTPUT, fmt: Fmt = FORMAT, series: bool = SERIES,
-           all_columns: bool = ALL_COLUMNS, jobs: Optional[int] = JOBS,
-           scheduler: Optional[str] = SCHEDULER, dask: bool = DASK):
+           all_columns: bool = ALL_COLUMNS, from_s: Optional[float] = FROM,
+           to_s: Optional[float] = TO, jobs: Optional[int] = JOBS,
+           scheduler: Optional[str] = SCHEDULER, dask: bool = DASK, explain: bool = EXPLAIN):
     """Wireshark's Window Scaling graph: bytes in flight and rwnd.
 
     Bytes in flight per data segment and the receiver's
@@ -122,39 +128,43 @@ def wscale(files: List[Path] = CAPTURE_FILES, stream: Optional[str] = STREAM,
     """
     from ..analyses.cwnd import Cwnd, cwnd as cwnd_of  # lazy: start-up
     output_kind(output, Cwnd)
+    window = zoom(output, from_s, to_s)
     result, failed = run(cwnd_of, files, stream=stream_choice(stream),
                          **workers(jobs, scheduler, dask))
-    _window_scaling(result, failed, fmt, output, series, all_columns)
+    _window_scaling(result, failed, fmt, output, series, all_columns, window)
 
 
 def _window_scaling(result, failed, fmt: Fmt, output: Optional[Path], series: bool,
-                    all_columns: bool) -> None:
+                    all_columns: bool, window: dict) -> None:
     if result is not None:
         emit(result, fmt=fmt.value, output=output, table="flight" if series else None,
-             figure={"graph": "wscale"}, all_columns=all_columns)
+             figure={"graph": "wscale", **window}, all_columns=all_columns)
     finish(result, failed)
 
 
 @app.command()
 def rtt(files: List[Path] = CAPTURE_FILES, stream: Optional[str] = STREAM,
         output: Optional[Path] = OUTPUT, fmt: Fmt = FORMAT, series: bool = SERIES,
-        all_columns: bool = ALL_COLUMNS, jobs: Optional[int] = JOBS,
-        scheduler: Optional[str] = SCHEDULER, dask: bool = DASK):
+        all_columns: bool = ALL_COLUMNS, from_s: Optional[float] = FROM,
+        to_s: Optional[float] = TO, jobs: Optional[int] = JOBS,
+        scheduler: Optional[str] = SCHEDULER, dask: bool = DASK, explain: bool = EXPLAIN):
     """Round-trip times per stream and direction, and the path RTT.
 
     Wireshark's ACK RTT, the Karn-filtered one and the timestamp RTT, per
     direction (samples, min, mean, median, p95, max), and which of them is the path's round
-    trip on this capture's side.
+    trip on this capture's side.  The figure draws that one, its base (min) and under-load
+    (median) lines, and the other series only where they span the whole round trip.
 
     \b
     Example: pcapstats rtt run.pcap -o rtt.png
     """
     from ..analyses.rtt import Rtt, rtt as rtt_of  # lazy: start-up
     output_kind(output, Rtt)
+    window = zoom(output, from_s, to_s)
     result, failed = run(rtt_of, files, stream=stream_choice(stream), **workers(jobs, scheduler, dask))
     if result is not None and not result.empty:
         emit(result, fmt=fmt.value, output=output, table="samples" if series else None,
-             all_columns=all_columns)
+             figure=window, all_columns=all_columns)
     finish(result, failed, empty="no RTT samples in this stream (no data was acknowledged)")
 
 
@@ -163,8 +173,9 @@ def seqgraph(files: List[Path] = CAPTURE_FILES, stream: Optional[str] = STREAM,
              output: Optional[Path] = OUTPUT, fmt: Fmt = FORMAT, series: bool = SERIES,
              all_columns: bool = ALL_COLUMNS,
              style: Style = typer.Option(Style.stevens, "--style", help="stevens or tcptrace."),
+             from_s: Optional[float] = FROM, to_s: Optional[float] = TO,
              jobs: Optional[int] = JOBS, scheduler: Optional[str] = SCHEDULER,
-             dask: bool = DASK):
+             dask: bool = DASK, explain: bool = EXPLAIN):
     """Sequence numbers against time (Stevens or tcptrace graph).
 
     Wireshark's Stevens or tcptrace graph of the data segments; the
@@ -175,9 +186,10 @@ def seqgraph(files: List[Path] = CAPTURE_FILES, stream: Optional[str] = STREAM,
     """
     from ..analyses.seqgraph import SeqGraph, seqgraph as seqgraph_of  # lazy: start-up
     output_kind(output, SeqGraph)
+    window = zoom(output, from_s, to_s)
     result, failed = run(seqgraph_of, files, stream=stream_choice(stream),
                          **workers(jobs, scheduler, dask))
     if result is not None:
         emit(result, fmt=fmt.value, output=output, table="segments" if series else None,
-             figure={"style": style.value}, all_columns=all_columns)
+             figure={"style": style.value, **window}, all_columns=all_columns)
     finish(result, failed)

@@ -9,8 +9,8 @@ import typer
 
 from ..reader import read
 from ..results import describe
-from .app import (ALL_COLUMNS, CAPTURE_FILES, DASK, JOBS, SCHEDULER, TABLE_FILE, Engine, Fmt,
-                  Kernel, Proto, app, say, workers)
+from .app import (ALL_COLUMNS, CAPTURE_FILES, DASK, EXPLAIN, FIGURE_FILE, JOBS, NOTHING,
+                  SCHEDULER, Engine, Fmt, Kernel, Proto, app, say, workers)
 from .output import emit, finish, output_kind, run
 
 
@@ -21,11 +21,12 @@ def throughput(
     stream: Optional[int] = typer.Option(None, "--stream", "-s", help="Only this stream index."),
     proto: Optional[Proto] = typer.Option(None, "--proto", "-p", help="Only tcp or udp streams."),
     fmt: Fmt = typer.Option(Fmt.table, "--format", "-f", help="table, csv or json."),
-    output: Optional[Path] = TABLE_FILE,
+    output: Optional[Path] = FIGURE_FILE,
     all_columns: bool = ALL_COLUMNS,
     engine: Engine = typer.Option(Engine.fast, "--engine", help="fast, or tshark (reference)."),
     kernel: Kernel = typer.Option(Kernel.auto, "--kernel", hidden=True),
     jobs: Optional[int] = JOBS, scheduler: Optional[str] = SCHEDULER, dask: bool = DASK,
+    explain: bool = EXPLAIN,
 ):
     """Per-stream bytes, packets, average and peak rates.
 
@@ -35,10 +36,12 @@ def throughput(
     The table shows the columns read first, in Mbit/s, kB and ms; --all shows every column,
     csv and json always hold every one, in bits/s, bytes and seconds (what they mean:
     `pcapstats columns throughput`).  With several files the rows are grouped by capture.
+    -o FILE.png/.svg draws each stream's average and peak rate as bars.
 
     \b
     Examples:
       pcapstats throughput run.pcap
+      pcapstats throughput run.pcap -o streams.png
       pcapstats throughput captures/*.pcap --proto tcp -f csv -o streams.csv
     """
     from ..analyses.throughput import Throughput  # lazy: start-up
@@ -47,11 +50,12 @@ def throughput(
                          interval=interval, stream=stream, proto=proto.value if proto else None,
                          **workers(jobs, scheduler, dask))
     if result is not None:
-        emit(result, fmt=fmt.value, output=output, all_columns=all_columns)
+        if not result.empty:
+            emit(result, fmt=fmt.value, output=output, all_columns=all_columns)
         for part in result.parts:
             if part.empty:
-                say("warning", f"no {proto.value.upper() if proto else 'TCP or UDP'} streams "
-                                f"in {part.captures[0]} ({part.packets} packets)")
+                say(NOTHING, f"no {proto.value.upper() if proto else 'TCP or UDP'} streams "
+                             f"in {part.captures[0]} ({part.packets} packets)")
     finish(result, failed)
 
 

@@ -8,7 +8,7 @@ from typing import List, Optional, Tuple
 import typer
 
 from ..errors import UsageError
-from .app import ALL_COLUMNS, DASK, JOBS, SCHEDULER, TABLE_FILE, Fmt, app, workers
+from .app import ALL_COLUMNS, DASK, EXPLAIN, JOBS, SCHEDULER, TABLE_FILE, Fmt, app, workers
 from .output import emit, finish, output_kind, run
 
 # CAPTURE_FILES, made optional: --pair takes the place of the files
@@ -34,6 +34,7 @@ def udp(
     all_columns: bool = ALL_COLUMNS,
     output: Optional[Path] = TABLE_FILE,
     jobs: Optional[int] = JOBS, scheduler: Optional[str] = SCHEDULER, dask: bool = DASK,
+    explain: bool = EXPLAIN,
 ):
     """UDP loss, order and jitter per flow, as iperf's server counts them.
 

@@ -8,13 +8,13 @@ capture``); a sidecar beside it; the interface left as it was on every exit path
 
 The order: check everything that can be checked (root, tcpdump, the interface, the filter,
 a qdisc or pcapstats setting already there) before touching anything; apply the impairment
-(:mod:`pcapstats.lab.live_impair`, which records it in its state file); start tcpdump with
+(:mod:`pcapstats.lab.impair.host`, which records it in its state file); start tcpdump with
 ``--immediate-mode`` and wait until it is listening; run the command (in pcapstats' own
 process group: a terminal's Ctrl-C reaches both) until it exits -- or wait ``duration_s``, or
-until Ctrl-C / SIGTERM; then wait for packets still held (the delay, the shaper's queue),
-stop tcpdump and wait for its own report, read the kernel's counters, remove the impairment,
-rename the hidden ``.NAME.pcap.partial`` into place and write the sidecar (kind ``capture``,
-fields in :data:`pcapstats.sidecar.CAPTURE_FIELDS`).
+until Ctrl-C / SIGTERM; then wait for packets still held (the delay, the shaper's queue: at
+most :data:`DRAIN_MAX_S` of it), stop tcpdump and wait for its own report, read the kernel's
+counters, remove the impairment, rename the hidden ``.NAME.pcap.partial`` into place and write
+the sidecar (kind ``capture``, fields in :data:`pcapstats.sidecar.CAPTURE_FIELDS`).
 
 Every exit path does the second half: a normal end, a failing command (its exit status is
 passed on), Ctrl-C (SIGINT) and SIGTERM / SIGHUP (the command gets the signal too, a few
@@ -45,9 +45,9 @@ from typing import Callable, Sequence
 
 from pcapstats import sidecar
 from pcapstats.errors import UsageError
-from pcapstats.lab import live_impair
+from pcapstats.lab.impair import host, state
 from pcapstats.lab.commands import LabError, checked
-from pcapstats.lab.impair import Impairment
+from pcapstats.lab.impair.mechanisms import Impairment
 from pcapstats.lab.netns import Lab
 from pcapstats.lab.cleanup import SignalsBlocked, signals_unwind
 from pcapstats.lab.sidecar import write_sidecar
@@ -58,6 +58,7 @@ FORMATS = ("pcap", "pcapng")
 SNAPLEN_MIN, SNAPLEN_MAX = 64, 262144
 TCPDUMP_BUFFER_KIB = 32768
 SETTLE_S = 0.3            # after the command: packets in flight reach tcpdump
+DRAIN_MAX_S = 5.0         # ... and the shaper's full queue, at most this long (1 kbit/s: 13 min)
 INTERRUPT_GRACE_S = 1.0   # Ctrl-C reached the command too (one process group): let it end
 COMMAND_TERM_S = 3.0      # then the signal again, then SIGTERM, then SIGKILL, this far apart
 KIND = "capture"
@@ -72,7 +73,7 @@ class _ThisHost:
         kwargs.setdefault("stdin", subprocess.DEVNULL)
         # SIGINT if pcapstats is killed outright: tcpdump then flushes the file and exits.
         return subprocess.Popen(list(map(str, argv)), start_new_session=True,
-                                preexec_fn=live_impair.die_with_parent(signal.SIGINT), **kwargs)
+                                preexec_fn=state.die_with_parent(signal.SIGINT), **kwargs)
 
     stop = staticmethod(Lab.stop)
 
@@ -110,7 +111,7 @@ class LiveCapture:
 
     def validate(self) -> None:
         if self.impairment is not None:
-            live_impair.check_impairment(self.impairment)
+            host.check_impairment(self.impairment)
         if not SNAPLEN_MIN <= self.snaplen <= SNAPLEN_MAX:
             raise UsageError(f"snaplen {self.snaplen} is not in {SNAPLEN_MIN}..{SNAPLEN_MAX}",
                              hint="128 keeps the TCP/IP headers; the default keeps everything")
@@ -129,9 +130,9 @@ class LiveCapture:
 def check_host(req: LiveCapture) -> dict:
     """Everything that can be refused before anything is touched; returns the interface's
     ``ip -j link`` entry.  LabError (one line) for root, tcpdump, the interface, the filter."""
-    live_impair.require_root("pcapstats capture")
-    live_impair.require("tcpdump")
-    info = live_impair.link(req.interface)
+    host.require_root("pcapstats capture")
+    host.require("tcpdump")
+    info = host.link(req.interface)
     if req.bpf:  # compile it now: a typo is one line before the interface is touched
         probe = checked(["tcpdump", "-d", "-i", req.interface, req.bpf], check=False)
         if probe.returncode != 0:
@@ -139,7 +140,7 @@ def check_host(req: LiveCapture) -> dict:
             raise UsageError(f"tcpdump refuses the filter {req.bpf!r}: "
                              f"{last.removeprefix('tcpdump: ')}")
     if req.format == "pcapng" or Path(req.output).suffix == ".pcapng":
-        live_impair.require("editcap")
+        host.require("editcap")
     return info
 
 
@@ -169,20 +170,20 @@ class _Run:
     def __init__(self, req: LiveCapture, final: Path, fmt: str, info: dict, argv, say):
         self.req, self.final, self.fmt, self.say = req, final, fmt, say
         self.partial = sidecar.partial_path(final)
-        self.applied: live_impair.InterfaceImpairment | None = None
+        self.applied: host.InterfaceImpairment | None = None
         self.tcpdump: TcpdumpCapture | None = None
         self.proc: subprocess.Popen | None = None
         self.open_ended = not req.command and req.duration_s is None
-        qdiscs = live_impair.current_qdiscs(req.interface)
-        before = live_impair.Record.load(req.interface)
+        qdiscs = state.current_qdiscs(req.interface)
+        before = state.Record.load(req.interface)
         self.doc = {
             "schema": sidecar.SCHEMA, "kind": KIND, "status": None, "error": None,
             "command": argv, "started_ns": time.time_ns(), "finished_ns": None,
             "scenario": None, "flows": [],
             "interface": {"name": req.interface, "ifindex": info.get("ifindex"),
-                          "mtu": info.get("mtu"), "netns": live_impair.netns_inode(),
+                          "mtu": info.get("mtu"), "netns": state.netns_inode(),
                           "host": socket.gethostname(),
-                          "qdiscs_before": [live_impair.describe_qdisc(q, req.interface)
+                          "qdiscs_before": [host.describe_qdisc(q, req.interface)
                                             for q in qdiscs],
                           "pcapstats_before": (None if before is None else
                                                {"owner": before.owner, "pid": before.pid,
@@ -233,7 +234,7 @@ class _Run:
         imp = self.req.impairment
         if imp is None or not (imp.loss or imp.delayed or imp.rate_bps):
             return
-        self.applied = live_impair.InterfaceImpairment.install(
+        self.applied = host.InterfaceImpairment.install(
             self.req.interface, imp, owner="capture")
         a = self.applied
         for line in a.replaced:
@@ -312,7 +313,7 @@ class _Run:
         if imp is None:
             return SETTLE_S
         drain = imp.queue_limit_bytes * 8 / imp.rate_bps if imp.rate_bps else 0.0
-        return SETTLE_S + imp.delay_s + imp.jitter_s + drain
+        return SETTLE_S + imp.delay_s + imp.jitter_s + min(drain, DRAIN_MAX_S)
 
     def _finish(self) -> None:
         """Stop tcpdump, read the counters, remove the impairment, write the files."""
@@ -366,15 +367,16 @@ class _Run:
                 leftover.unlink()
 
 
-def describe_mechanisms(record: live_impair.Record) -> str:
+def describe_mechanisms(record: state.Record) -> str:
     """"loss 10 % by the NFQUEUE delay line (...), rate 10 Mbit/s by tbf (...)"."""
     a, m, s = record.asked, record.mechanisms, record.settings
+    tbf = (record.qdisc or {}).get("child") or record.qdisc or {}
     parts = []
     where = {
         "nfqueue-delayline": lambda: f"the NFQUEUE delay line (queue {record.queue}, pid "
                                      f"{(record.delay_line or {}).get('pid')})",
-        "tbf": lambda: f"tbf {live_impair.QDISC_HANDLE} (queue {s['tbf']['limit_bytes']} bytes)",
-        "netem": lambda: f"netem {live_impair.QDISC_HANDLE}",
+        "tbf": lambda: f"tbf {tbf['handle']} (queue {s['tbf']['limit_bytes']} bytes)",
+        "netem": lambda: f"netem {(record.qdisc or {}).get('handle')}",
     }
     for value, text in (("loss", f"loss {a.get('loss', 0) * 100:g} %"),
                         ("delay", f"delay {a.get('delay_s', 0) * 1e3:g} ms"),
@@ -408,6 +410,9 @@ def summary(doc: dict) -> list[str]:
     if d:
         lines.append(f"the delay line held {d.get('packets_received')} packets "
                      f"{d.get('delay_ms'):g} ms each")
+    n = counts.get("netem")
+    if n:
+        lines.append(f"netem sent {n['sent_packets']} packets, dropped {n['dropped_packets']}")
     if imp.get("removed") is not None:
         lines.append(f"removed from {doc['interface']['name']}: "
                      + "; ".join(imp["removed"]))

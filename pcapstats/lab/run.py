@@ -626,13 +626,13 @@ def check_host() -> list[tuple[str, bool, str]]:
     if root and shutil.which("ip") and shutil.which("ethtool") and shutil.which("tc"):
         with Lab() as lab:
             lab.add_host("probe")
-            netem = impair.netem_available(lab, "probe")
+            netem = impair.netem_available()
             queue = lab.run("probe", "sh", "-c", "test -e /proc/net/netfilter/nfnetlink_queue "
                             "|| iptables -w -A OUTPUT -o lo -j NFQUEUE --queue-num 9 "
                             "--queue-bypass", check=False).returncode == 0
-        rows.append(("netem", True, "sch_netem: delay, jitter, loss and rate by netem" if netem
-                     else "no sch_netem: fallback tbf (rate) + iptables statistic (loss) + "
-                     "NFQUEUE delay line (delay, jitter)"))
+        rows.append(("netem", True, "sch_netem: loss, delay and jitter by netem, rate by tbf"
+                     if netem else "no sch_netem: fallback tbf (rate) + iptables statistic "
+                     "(loss) + NFQUEUE delay line (delay, jitter)"))
         if not netem:
             rows.append(("nfqueue", queue, "NFQUEUE available (delay line)" if queue else
                          "no NFQUEUE: delays cannot be applied"))

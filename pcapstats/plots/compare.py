@@ -3,31 +3,51 @@
 - :func:`compare_figure`: one panel a metric against the first ``by`` label, each group's mean
   with its 95 % confidence interval as an error bar, a colour for each value of the other
   ``by`` labels, every capture's own value as a faint dot beside it; without ``by``, one point
-  a capture;
+  a capture.  Each panel says its n (the group's captures that have the metric).  An interval
+  is clipped to the values the quantity can take (rates, counts and times from 0, shares and
+  indices 0..1); one that reaches below the quantity's floor (with n = 2, t = 12.7: a mean of
+  5 Mbit/s +- 50) cannot tell the mean from nothing: it is not drawn, the mean is hollow and
+  the panel says so.  A capture whose flavour is ``unknown`` is the word "unknown" on the
+  confidence panel, never a confidence of 0;
 - :func:`iographs_figure`: small multiples of I/O graphs, one panel a group (its captures
   overlaid, named in the panel's legend) or, without ``by``, a capture; each capture's
-  average line over its span dashed in its colour, its peak interval marked.
+  average line over its span dashed in its colour, its peak interval marked, a partial last
+  interval dotted (:func:`pcapstats.plots.iograph.stairs`).
 """
 
 from __future__ import annotations
 
-import os
+import math
+from collections import Counter
 
 from .. import plots
 from ..errors import UsageError
+from ..stats import t_quantile
+from .iograph import partial_key, stairs
 
 MAX_PANELS = 36
-TITLES = {"avg_bps": "Average throughput (capture span)",
-          "mean_transfer_bps": "Average while transferring",
-          "peak_bps": "Peak interval throughput", "goodput_bps": "Goodput",
-          "resent": "Re-sent segments", "resent_share": "Re-sent share of data packets",
-          "rtt_ms": "Path RTT, main TCP stream", "udp_loss_pct": "UDP loss, main flow",
-          "jitter_ms": "UDP jitter, main flow", "jain_index": "Jain's fairness index",
-          "flavour_confidence": "Flavour confidence",
+TITLES = {"goodput_bps": "Goodput", "utilisation": "Link use (goodput / asked rate)",
+          "avg_capture_bps": "Average on the wire (capture span)",
+          "avg_transfer_bps": "Average on the wire while transferring",
+          "peak_bps": "Peak interval on the wire", "resent": "Re-sent segments",
+          "resent_share": "Re-sent share of data packets",
+          "rtt_min_ms": "Base RTT (min), main TCP transfer",
+          "rtt_median_ms": "RTT under load (median), main TCP transfer",
+          "datagram_loss": "UDP loss, main flow", "capture_jitter_ms": "UDP jitter at the capture point, main flow",
+          "app_jitter_ms": "UDP jitter, iperf3's own (receiver), main flow",
+          "jain_index": "Jain's fairness index", "flavour_confidence": "Flavour confidence",
           "signal_dbm": "Signal strength (radiotap median)"}
 _RATES = ("bit/s",)
 _AXIS = {"ms": "ms", "segments": "segments", "%": "%", "fraction": "%", "dBm": "dBm"}
+# the values a quantity can take: shares and indices 0..1, a signal in dBm any, all else >= 0
+_BOUNDS_OF_UNIT = {"fraction": (0.0, 1.0), "dBm": (-math.inf, math.inf)}
+_BOUNDS = {"jain_index": (0.0, 1.0), "flavour_confidence": (0.0, 1.0)}
 TIME_LABEL = "Time since the capture's first packet (s)"
+
+
+def bounds(column) -> tuple[float, float]:
+    """The values a metric can take (its confidence interval is clipped to them)."""
+    return _BOUNDS.get(column.name, _BOUNDS_OF_UNIT.get(column.unit or "", (0.0, math.inf)))
 
 
 def _drawn(result, metrics) -> list:
@@ -42,7 +62,7 @@ def _drawn(result, metrics) -> list:
     return out
 
 
-def compare_figure(result, *, metrics=None, title: str | None = None):
+def compare_figure(result, *, metrics=None, ax=None, title: str | None = None):
     from matplotlib.lines import Line2D
     from matplotlib.ticker import PercentFormatter
     columns = _drawn(result, metrics)
@@ -50,100 +70,167 @@ def compare_figure(result, *, metrics=None, title: str | None = None):
         raise UsageError("no numeric metric has a value to draw",
                          hint="compare --metrics names the metrics; text ones (flavour, "
                               "verdict) are in the table")
-    captures, groups = result.table("captures"), result.table("groups")
+    captures = result.table("captures")
     by = list(result.by)
     x_name = by[0] if by else "capture"
     if by:
-        categories = list(dict.fromkeys(captures[by[0]]))
-        series = list(dict.fromkeys(tuple(captures[b][i] for b in by[1:])
+        # the labels as written ("10%"), in the rows' order (by number: 1% before 10%)
+        texts = {b: result.label_text(b) for b in by}
+        categories = list(dict.fromkeys(texts[by[0]]))
+        series = list(dict.fromkeys(tuple(texts[b][i] for b in by[1:])
                                     for i in range(result.rows())))
     else:
-        categories = [stem(c) for c in result.captures]
+        categories = result.row_names()
         series = [()]
     rows = -(-len(columns) // plots.PANEL_COLUMNS)
     cols = min(len(columns), plots.PANEL_COLUMNS)
-    tall = (0.0 if by else min(max(len(n) for n in categories), 40) * 0.06) + 0.3
+    tall = (0.0 if by else min(max(len(n) for n in categories), 40) * 0.06) + 0.6
     subtitle = (f"mean of each group's captures with its 95 % confidence interval "
-                f"(Student's t); x: {x_name}" + (f"; colour: {', '.join(by[1:])}"
-                                                 if len(by) > 1 else "")
+                f"(Student's t), clipped to the values the quantity can take; x: {x_name}"
+                + (f"; colour: {', '.join(by[1:])}" if len(by) > 1 else "")
                 if by else "one point a capture")
     if "peak_bps" in [c.name for c in columns]:
         subtitle += f"; peak: the busiest {result.interval_s:g} s interval"
-    fig, axes = plots.figure(title or f"Comparison: {plots.captures_title(result.captures)}",
+    fig, axes = plots.figure(title or f"Comparison: {plots.captures_title(result.names)}",
                              x_name, "", panels=len(columns), sharey=False,
                              size=(min(4.6 * cols, 14.0), (3.0 + tall) * rows + 1.4),
-                             subtitle=subtitle)
+                             subtitle=subtitle, ax=ax)
     axes = axes if isinstance(axes, list) else [axes]
     width = 0.7 / max(len(series), 1)
-    for k, (ax, c) in enumerate(zip(axes, columns)):
+    unknown_flavour = "flavour" in captures and (captures["flavour"] == "unknown").any()
+    too_wide_any = False
+    for k, (panel, c) in enumerate(zip(axes, columns)):
+        said = _Panel()
         for s, key in enumerate(series):
             offset = (s - (len(series) - 1) / 2) * width
             colour = plots.colour(s, len(series))
             name = ", ".join(f"{b} {v or '(none)'}" for b, v in zip(by[1:], key)) or None
-            if by:
-                _group_points(ax, result, c.name, categories, key, offset, colour,
-                              name if k == 0 else None)
             picked = [i for i in range(result.rows())
-                      if not by or tuple(captures[b][i] for b in by[1:]) == key]
-            xs = [(categories.index(captures[by[0]][i]) if by else i) + offset for i in picked]
-            ax.plot(xs, [captures[c.name][i] for i in picked], ".", color=colour,
-                    alpha=0.45 if by else 0.9, ms=5 if by else 7, zorder=2)
-        ax.set_title(TITLES[c.name], fontsize="small")
+                      if not by or tuple(texts[b][i] for b in by[1:]) == key]
+            xs = [(categories.index(texts[by[0]][i]) if by else i) + offset for i in picked]
+            if by:
+                _group_points(panel, result, c, categories, key, offset, colour,
+                              name if k == 0 else None, said)
+            panel.plot(xs, [captures[c.name][i] for i in picked], ".", color=colour,
+                       alpha=0.45 if by else 0.9, ms=5 if by else 7, zorder=2)
+            if c.name == "flavour_confidence" and unknown_flavour:
+                said.unknown += _unknown(panel, xs, [captures["flavour"][i] for i in picked],
+                                         colour)
+        if not by:
+            said.n = [sum(1 for v in captures[c.name] if v == v)]
+        plots.panel_title(panel, _panel_title(TITLES[c.name], said, bool(by)))
+        too_wide_any |= said.too_wide > 0
         names = [v or "(none)" for v in categories] if by else categories
         crowded = not by or sum(len(v) + 2 for v in names) * 7 > 330   # points across a panel
-        ax.set_xticks(range(len(categories)), names, fontsize="small" if by else "x-small",
-                      rotation=(30 if by else 90) if crowded else 0,
-                      ha="right" if crowded and by else "center",
-                      rotation_mode="anchor" if crowded and by else "default")
-        ax.set_xlim(-0.6, len(categories) - 0.4)
-        _value_axis(ax, c, captures[c.name], groups if by else None)
+        panel.set_xticks(range(len(categories)), names, fontsize="small" if by else "x-small",
+                         rotation=(30 if by else 90) if crowded else 0,
+                         ha="right" if crowded and by else "center",
+                         rotation_mode="anchor" if crowded and by else "default")
+        panel.set_xlim(-0.6, len(categories) - 0.4)
+        _value_axis(panel, c, captures[c.name], said.tops)
         if c.unit == "fraction":
-            ax.yaxis.set_major_formatter(PercentFormatter(xmax=1, decimals=0))
-        if k + cols < len(columns):            # the bottom panel of a column says the x axis
-            ax.set_xlabel("")
+            panel.yaxis.set_major_formatter(PercentFormatter(xmax=1, decimals=0))
+        if k + cols < len(columns) and plots.own(fig):   # the bottom panel says the x axis
+            panel.set_xlabel("")
             if not by:
-                ax.tick_params(labelbottom=False)
+                panel.tick_params(labelbottom=False)
     extra = [Line2D([], [], color="0.3", marker=".", linestyle="", alpha=0.6,
                     label="one capture")]
     if by:
         extra.insert(0, Line2D([], [], color="0.3", marker="o", linestyle="",
                                label="group mean, bar: 95 % CI"))
-    plots.legend(axes[0], extra=extra, below=True)
-    return fig
+    if too_wide_any:
+        extra.insert(1, Line2D([], [], color="0.3", marker="o", mfc="white", linestyle="",
+                               label="group mean whose 95 % CI is too wide to mean much "
+                                     "(it reaches below 0): not drawn"))
+    plots.legend(axes[0], extra=extra)
+    return plots.drawn(fig, ax)
 
 
-def _group_points(ax, result, metric, categories, key, offset, colour, label) -> None:
-    groups, by = result.table("groups"), list(result.by)
-    for g in range(result.rows("groups")):
-        if tuple(groups[b][g] for b in by[1:]) != key:
+def _unknown(ax, xs, flavours, colour) -> int:
+    """The word "unknown" up the middle of the confidence panel where captures' flavour is
+    unknown (no confidence: not a value on the axis); how many there were."""
+    at = Counter(x for x, f in zip(xs, flavours) if f == "unknown")
+    for x, k in at.items():
+        ax.text(x, 0.5, "unknown" if k == 1 else f"{k} unknown", rotation=90, ha="center",
+                va="center", fontsize="x-small", style="italic", color=colour,
+                transform=ax.get_xaxis_transform())
+    return sum(at.values())
+
+
+class _Panel:
+    """What one panel drew, for its title and axis: each group's n, how many intervals were
+    too wide, unknown flavours, the tops of the bars drawn."""
+
+    def __init__(self):
+        self.n, self.too_wide, self.groups, self.unknown, self.tops = [], 0, 0, 0, []
+
+
+def _panel_title(name: str, said: _Panel, grouped: bool) -> str:
+    """"Goodput" over "n = 2 a group" (or "n = 1 to 3 a group"; without groups, "12
+    captures"), the intervals too wide to draw and the unknown flavours."""
+    lines = [name]
+    ns = sorted(set(said.n))
+    if ns:
+        each = f"n = {ns[0]}" if len(ns) == 1 else f"n = {ns[0]} to {ns[-1]}"
+        lines.append((f"{each} a group" + (": no interval" if ns == [1] else ""))
+                     if grouped else f"{ns[0]} captures")
+    if said.too_wide:
+        lines[-1] += (f"; CI too wide to mean much for {said.too_wide} of {said.groups}"
+                      + (f" (t = {t_quantile(0.975, ns[0] - 1):.1f})" if len(ns) == 1 else ""))
+    if said.unknown:
+        lines.append(f"flavour unknown in {said.unknown}: no confidence (not 0)")
+    return "\n".join(lines)
+
+
+def _group_points(ax, result, column, categories, key, offset, colour, label,
+                  said: _Panel) -> None:
+    """Each group's mean with its interval clipped to ``bounds(column)``; a mean whose interval
+    reaches below the floor hollow, without a bar (counted in ``said``)."""
+    groups, captures, by = result.table("groups"), result.table("captures"), list(result.by)
+    metric = column.name
+    low, high = bounds(column)
+    # a group's captures by the labels as written (a typed label's number is NaN where its
+    # text does not read, and NaN equals nothing)
+    rows_of = [tuple(result.label_text(b)[i] for b in by) for i in range(result.rows())]
+    group_of = [tuple(result.label_text(b, "groups")[g] for b in by)
+                for g in range(result.rows("groups"))]
+    for g, labels in enumerate(group_of):
+        if labels[1:] != key:
             continue
-        x = categories.index(groups[by[0]][g]) + offset
+        x = categories.index(labels[0]) + offset
         mean, ci = groups[metric][g], groups[f"ci95_{metric}"][g]
         if mean != mean:
             continue
-        ax.errorbar([x], [mean], yerr=[[ci if ci == ci else 0], [ci if ci == ci else 0]],
-                    fmt="o", color=colour, capsize=4, ms=6, zorder=3, label=label)
+        said.groups += 1
+        said.n.append(sum(1 for i in range(result.rows())
+                          if rows_of[i] == labels and captures[metric][i] == captures[metric][i]))
+        if ci != ci:                 # one capture: no interval
+            ax.plot([x], [mean], "o", color=colour, ms=6, zorder=3, label=label)
+        elif mean - ci < low:        # it cannot tell the mean from the floor
+            said.too_wide += 1
+            ax.plot([x], [mean], "o", color=colour, mfc="white", ms=6, zorder=3, label=label)
+        else:
+            top = min(mean + ci, high)
+            ax.errorbar([x], [mean], yerr=[[mean - max(mean - ci, low)], [top - mean]],
+                        fmt="o", color=colour, capsize=4, ms=6, zorder=3, label=label)
+            said.tops.append(top)
+            said.tops.append(max(mean - ci, low))
         label = None
 
 
-def _value_axis(ax, column, values, groups) -> None:
-    """The y axis in the metric's unit, from 0 (rates by prefix, like every rate axis); a
-    metric below 0 (a signal in dBm) spans its values and their bars, with a margin.
-    ``groups``: the groups table when groups are drawn (--by), else None."""
-    import numpy as np
-    present = [v for v in values if v == v]
-    drawn = [] if groups is None else [g for g in range(len(groups["n"]))
-                                       if groups[column.name][g] == groups[column.name][g]]
-    spread = [np.nan_to_num(groups[f"ci95_{column.name}"][g]) for g in drawn]
-    means = [groups[column.name][g] for g in drawn]
-    tops = [m + e for m, e in zip(means, spread)]
-    largest = max(present + tops, default=1.0) or 1.0
+def _value_axis(ax, column, values, bars) -> None:
+    """The y axis in the metric's unit, from 0 (rates by prefix, like every rate axis), fitted
+    to the captures' values and the bars drawn (``bars``: their ends); a metric below 0 (a
+    signal in dBm) spans its values and bars, with a margin."""
+    present = [v for v in values if v == v] + list(bars)
+    largest = max(present, default=1.0) or 1.0
     if column.unit in _RATES:
         plots.rate_axis(ax, largest, column.unit, "Rate")
     else:
         ax.set_ylabel(_AXIS.get(column.unit or "", ""))
     if largest < 0:
-        lowest = min(present + [m - e for m, e in zip(means, spread)])
+        lowest = min(present)
         margin = max(0.1 * (largest - lowest), 1.0)
         ax.set_ylim(lowest - margin, largest + margin)
         return
@@ -151,16 +238,7 @@ def _value_axis(ax, column, values, groups) -> None:
     ax.set_ylim(low, largest * 1.15 if largest > 0 else 1.0)
 
 
-def stem(path: str) -> str:
-    """A capture as a table or legend shows it: its file name without directory and
-    extension."""
-    name = os.path.basename(path)
-    for ext in (".gz", ".pcapng", ".pcap"):
-        name = name[:-len(ext)] if name.endswith(ext) and len(name) > len(ext) else name
-    return name
-
-
-def iographs_figure(result, *, title: str | None = None):
+def iographs_figure(result, *, ax=None, title: str | None = None):
     """Small multiples of the captures' I/O graphs (see the module docstring)."""
     from matplotlib.lines import Line2D
     graphs = result.iographs()
@@ -169,7 +247,7 @@ def iographs_figure(result, *, title: str | None = None):
     if result.by:
         panels = result.groups_of_captures()
     else:
-        panels = [(os.path.basename(c), [i]) for i, c in enumerate(result.captures)]
+        panels = [(name, [i]) for i, name in enumerate(result.names)]
     if len(panels) > MAX_PANELS:
         raise UsageError(f"{len(panels)} I/O graphs are too many for one figure "
                          f"(at most {MAX_PANELS})",
@@ -178,37 +256,43 @@ def iographs_figure(result, *, title: str | None = None):
              if not graphs[i].empty]
     largest = max((float(g.summary["peak_bps"]) for _, g in lines), default=1.0) or 1.0
     interval = result.interval_s
-    fig, axes = plots.figure(title or f"I/O graphs: {plots.captures_title(result.captures)}",
+    fig, axes = plots.figure(title or f"I/O graphs: {plots.captures_title(result.names)}",
                              TIME_LABEL, "Throughput", panels=len(panels), sharey=True,
                              subtitle=f"every packet, {interval:g} s intervals; one panel "
                                       + ("a group, its captures overlaid" if result.by
-                                         else "a capture"))
+                                         else "a capture"), ax=ax)
     axes = axes if isinstance(axes, list) else [axes]
-    for n, (ax, (name, rows)) in enumerate(zip(axes, panels)):
+    partial_any = shaded = False
+    for n, (panel, (name, rows)) in enumerate(zip(axes, panels)):
         shown = [i for i in rows if not graphs[i].empty]
         for k, i in enumerate(shown):
             group = graphs[i].groups()[0]
             colour = plots.colour(k, len(shown))
-            label = stem(result.captures[i]) if result.by else None
+            label = result.row_names()[i] if result.by else None
             series, row = group.series, group.summary
-            edges = list(series["start_s"]) + [series["start_s"][-1] + interval]
-            ax.stairs(series["bps"], edges, baseline=None, color=colour, lw=1.1, label=label)
-            ax.hlines(row["avg_capture_bps"], 0, row["capture_span_s"], colors=colour,
-                      linestyles="--", lw=1)
-            ax.plot([row["peak_start_s"] + interval / 2], [row["peak_bps"]], "v",
-                    color=colour)
-        ax.set_title(name, fontsize="small")
-        ax.set_ylim(0, largest * 1.15)
-        plots.rate_axis(ax, largest, "bit/s", "Throughput")
-        if n % plots.PANEL_COLUMNS:
-            ax.set_ylabel("")
+            partial = stairs(panel, series["start_s"], series["bps"], interval,
+                             row["capture_span_s"], colour, label=label, lw=1.1,
+                             shade=len(shown) == 1)       # not over another capture's data
+            partial_any, shaded = partial_any | partial, shaded | (partial and len(shown) == 1)
+            panel.hlines(row["avg_capture_bps"], 0, row["capture_span_s"], colors=colour,
+                         linestyles="--", lw=1)
+            panel.plot([row["peak_start_s"] + interval / 2], [row["peak_bps"]], "v",
+                       color=colour)
+        plots.panel_title(panel, name)
+        panel.set_ylim(0, largest * 1.15)
+        plots.rate_axis(panel, largest, "bit/s", "Throughput")
+        if n % plots.PANEL_COLUMNS and plots.own(fig):
+            panel.set_ylabel("")
         if result.by and shown:      # beside every panel (the lines fill it; widths agree)
-            ax.legend(fontsize="x-small", loc="upper left", bbox_to_anchor=(1.01, 1.0),
-                      borderaxespad=0, handlelength=1.2)
+            plots.legend(panel, beside=True, fontsize="x-small", handlelength=1.2)
     styles = [Line2D([], [], color="grey", linestyle="--",
                      label="average over the capture span (Wireshark's)"),
               Line2D([], [], color="grey", marker="v", linestyle="", label="peak interval")]
     if not result.by or len(panels) == 1:
         styles.insert(0, Line2D([], [], color="C0", label="bits per second in each interval"))
-    fig.legend(handles=styles, loc="outside lower center", ncols=len(styles), fontsize="small")
-    return fig
+    styles += partial_key(partial_any, shaded)
+    if plots.own(fig):              # the panels' own lines are beside them
+        plots.key(axes[0], styles)
+    else:              # the caller's Axes: beside the first panel, with its own lines
+        plots.legend(axes[0], extra=styles, fontsize="x-small")
+    return plots.drawn(fig, ax)

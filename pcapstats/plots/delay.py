@@ -8,12 +8,14 @@ import numpy as np
 from .. import plots
 
 
-def delay_figure(result, *, title: str | None = None):
+def delay_figure(result, *, ax=None, title: str | None = None):
     samples, sizes, model = result.table("samples"), result.table("sizes"), result.table("model")
+    given = ax
     fig, ax = plots.figure(title or f"Delay model D = a·S + b: "
-                           f"{plots.captures_title(result.captures)}",
+                           f"{plots.captures_title(result.names)}",
                            "Message size S (bytes)", "Latency D (ms)",
-                           subtitle="each size's 10 % trimmed mean fitted by least squares")
+                           subtitle="each size's 10 % trimmed mean fitted by least squares",
+                           ax=given)
     sources = list(dict.fromkeys(sizes["source"].tolist()))
     for k, source in enumerate(sources):
         colour = plots.colour(k, len(sources))
@@ -21,7 +23,7 @@ def delay_figure(result, *, title: str | None = None):
         ax.plot(samples["size_bytes"][mine], samples["latency_ms"][mine], ".", ms=3,
                 color=colour, alpha=0.25)
         per = sizes["source"] == source
-        ax.plot(sizes["size_bytes"][per], sizes["trimmed_ms"][per], "o", color=colour,
+        ax.plot(sizes["size_bytes"][per], sizes["latency_trimmed_ms"][per], "o", color=colour,
                 label=f"{source}: trimmed mean per size")
         fit = np.flatnonzero(model["source"] == source)
         if len(fit):
@@ -35,5 +37,5 @@ def delay_figure(result, *, title: str | None = None):
                           f"(r² {model['r2'][i]:.4f}{said})")
     ax.set_xlim(left=0)
     ax.set_ylim(bottom=0)
-    plots.legend(ax, below=len(sources) > 2, loc="lower right")   # latency sits high: b > 0
-    return fig
+    plots.legend(ax)
+    return plots.drawn(fig, given)

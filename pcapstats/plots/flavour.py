@@ -17,16 +17,18 @@ TIME_LABEL = "Time since the capture's first packet (s)"
 MAX_EVENT_LINES = 40    # more congestion events than this are drawn as ticks on the time axis
 
 
-def flavour_figure(result, *, title: str | None = None):
-    """``result``: one stream's StreamFlavour.  Returns the matplotlib Figure."""
+def flavour_figure(result, *, ax=None, title: str | None = None):
+    """``result``: one stream's StreamFlavour.  Returns the matplotlib Figure (given ``ax``,
+    draws into it and returns it)."""
     from matplotlib.lines import Line2D
     row, cw = result.row, result.cwnd
-    verdict = row["label"] + (f" (confidence {row['confidence']:.2f})"
-                              if row["label"] != "unknown" else "")
-    fig, ax = plots.figure(
-        title or f"Congestion control: {verdict}; {plots.captures_title(cw.captures)}",
+    verdict = row["flavour"] + (f" (confidence {row['flavour_confidence']:.2f})"
+                                if row["flavour"] != "unknown" else "")
+    fig, axes = plots.figure(
+        title or f"Congestion control: {verdict}; {plots.captures_title(cw.names)}",
         TIME_LABEL, "Window", subtitle=f"TCP stream {row['stream']}"
-        + (f": {cw.name}" if cw.name else "") + f"; {row['side']}-side capture")
+        + (f": {cw.name}" if cw.name else "") + f"; {row['side']}-side capture", ax=ax)
+    given, ax = ax, axes
     flight, s = cw.table("flight"), cw.table("samples")
     receiver = row["side"] == "receiver"
     if not receiver:      # at the receiver Wireshark's bytes in flight is ~0: nothing to see
@@ -55,13 +57,13 @@ def flavour_figure(result, *, title: str | None = None):
     shown = np.r_[cwnd[~np.isnan(cwnd)], 1.0] if receiver else \
         np.r_[flight["bytes_in_flight"].astype(float), cwnd[~np.isnan(cwnd)], 1.0]
     largest = float(np.nanmax(shown))
-    ax.set_ylim(0, largest * 1.25)
+    ax.set_ylim(0, largest * 1.1)
     plots.rate_axis(ax, largest, "B", "Window")
     extra = [Line2D([], [], color="tab:red", lw=0.6, ls="-" if many else ":",
                     label=f"congestion event ({len(starts)})")] if len(starts) else []
-    plots.legend(ax, extra=extra, loc="upper right")
+    plots.legend(ax, extra=extra)
     if receiver:
         plots.note(ax, "Captured at the receiver: the window is estimated from the receiver's "
                        "ACKs and the data they released (Wireshark's bytes in flight is near 0 "
                        "here and not drawn).")
-    return fig
+    return plots.drawn(fig, given)

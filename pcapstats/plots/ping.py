@@ -9,8 +9,9 @@ from .. import plots
 from .tcp import TIME_LABEL
 
 
-def ping_figure(result, *, title: str | None = None):
+def ping_figure(result, *, ax=None, title: str | None = None):
     from matplotlib.lines import Line2D
+    given = ax
     echoes = result.table("echoes")
     sessions = result.table("sessions")
     captures = echoes.get("capture", np.full(len(echoes["session"]), result.captures[0], object))
@@ -19,9 +20,9 @@ def ping_figure(result, *, title: str | None = None):
                            sessions["session"], sessions["side"] == "responder"))
     responder_only = all(side for _, _, side in at_responder)
     what = "Responder turnaround" if responder_only else "Ping round-trip time"
-    fig, ax = plots.figure(title or f"{what}: {plots.captures_title(result.captures)}",
+    fig, ax = plots.figure(title or f"{what}: {plots.captures_title(result.names)}",
                            TIME_LABEL, "Turnaround (ms)" if responder_only else "RTT (ms)",
-                           subtitle="ICMP echo request -> first reply, as captured")
+                           subtitle="ICMP echo request -> first reply, as captured", ax=given)
     groups = list(dict.fromkeys(zip(captures.tolist(), echoes["session"].tolist())))
     several = len(set(c for c, _ in groups)) > 1
     lost_any = False
@@ -33,7 +34,7 @@ def ping_figure(result, *, title: str | None = None):
                  f"id {echoes['ident'][mine][0]}, "
                  + (f"{sizes[0]} B" if len(sizes) == 1 else f"{sizes.min()}-{sizes.max()} B"))
         if several:
-            label = f"{plots.short_names([capture])[0]}: {label}"
+            label = f"{dict(zip(result.captures, result.names))[capture]}: {label}"
         colour = plots.colour(k, len(groups))
         ax.plot(t, rtt, ".-", ms=4, lw=0.8, color=colour, label=label)
         lost = np.isnan(rtt)
@@ -43,8 +44,8 @@ def ping_figure(result, *, title: str | None = None):
     ax.set_ylim(bottom=0)
     extra = [Line2D([], [], linestyle="none", marker="x", color="0.4", label="no reply")] \
         if lost_any else []
-    plots.legend(ax, extra, below=len(groups) + len(extra) > 5)
+    plots.legend(ax, extra)
     if not responder_only and any(side for _, _, side in at_responder):
         plots.note(ax, "some sessions were captured at the responder: their points are its "
                        "turnaround, not the round trip")
-    return fig
+    return plots.drawn(fig, given)

@@ -2,27 +2,29 @@
 
 A study puts captures side by side, so each capture is reduced to one value a metric.  No
 number is computed here from packets: each is read from an analysis' table (the one its single
-command prints), and where an analysis gives several rows the rule that picks one is below.
+command prints), under the name and definition of pcapstats.catalogue; where an analysis gives
+several rows, the rule that picks one is below.
 
-- ``avg_bps``, ``mean_transfer_bps``, ``peak_bps``: the I/O graph of every packet
-  (``pcapstats iograph FILE --interval I``): Wireshark's average line over the capture span
-  (``avg_capture_bps``), the average over the active time (the transfers' bits over their
-  durations, idle gaps over 1 s left out), the busiest interval of ``interval`` seconds.
-  (iograph's ``avg_active_bps`` is not used: over every packet its first and last packets are
-  the capture's, so it always equals ``avg_bps``);
 - ``goodput_bps``: payload delivered for the first time, as fairness defines goodput (TCP
-  segments that re-send sequence space left out, UDP payload as captured), over the same
-  capture span as ``avg_bps``: throughput's payload bytes of every stream, both directions,
-  less the payload of retrans' re-sent segments, x 8 / iograph's ``capture_span_s``;
-- ``resent``, ``resent_share``: retrans' ``resent`` in each TCP stream's data direction (the
-  direction that sent more payload: what the sender's kernel counts as total_retrans), and
-  its share of that direction's packets;
-- ``rtt_ms``: rtt's path RTT of the main TCP stream (``tcp_stream``: the one with the most
-  payload, as rtt, cwnd and flavour pick by default);
-- ``flavour``, ``flavour_confidence``: flavour's label of the main TCP stream, when it
+  segments that re-send sequence space left out, UDP payload as captured), over the capture
+  span: throughput's payload bytes of every stream, both directions, less the payload of
+  retrans' re-sent segments, x 8 / iograph's ``capture_span_s``;
+- ``utilisation``: goodput_bps / the bottleneck rate the lab sidecar asked (none without one);
+- ``avg_capture_bps``, ``avg_transfer_bps``, ``peak_bps``: the I/O graph of every packet
+  (``pcapstats iograph FILE --interval I``): frames at this capture point, headers included,
+  over the capture span, over the transfers' time (idle gaps over 1 s left out), and the
+  busiest interval of ``interval`` seconds (iograph's ``avg_active_bps`` is not used: over
+  every packet its first and last packets are the capture's, so it equals the capture avg);
+- ``resent``, ``resent_share``: retrans' ``resent`` in the data direction (the direction that
+  sent more payload: what the sender's kernel counts as total_retrans) of each TCP *transfer*,
+  added up, and its share of those directions' packets;
+- ``rtt_min_ms``, ``rtt_median_ms``: rtt's path estimate of the main TCP transfer (``tcp_stream``:
+  the one with the most payload, as rtt, cwnd and flavour pick by default): the base RTT and
+  the RTT under load, side by side so queueing shows;
+- ``flavour``, ``flavour_confidence``: flavour's verdict on the main TCP transfer, when it
   carried enough to judge (flavour's own MIN_STREAM_BYTES);
-- ``udp_loss_pct``, ``jitter_ms``: udp's numbers for the main UDP flow (``udp_stream``: the
-  stream and direction with the most datagrams);
+- ``datagram_loss``, ``capture_jitter_ms``, ``app_jitter_ms``: udp's numbers for the main UDP
+  flow (``udp_stream``: the stream and direction with the most datagrams);
 - ``jain_index``: fairness' index over the capture's flows (by stream);
 - ``verdict``: verify's verdict for the capture (the worst of its streams');
 - ``signal_dbm``: the median received signal of a monitor-mode Wi-Fi capture, over the frames
@@ -30,8 +32,11 @@ command prints), and where an analysis gives several rows the rule that picks on
   ``radiotap.dbm_antsignal``: the one number read from the packet table, as no analysis
   summarises it), so a distance study can put throughput beside signal.
 
-A metric whose analysis refuses the capture (no TCP, one flow only, nothing to verify) is
-empty -- NaN or "" -- and ``Measured.why`` keeps the analysis' one-line reason.
+A TCP *transfer* is a stream that carried at least MIN_TRANSFER_SHARE of the capture's payload:
+so the TCP metrics of a UDP test (iperf3 -u) never come from its TCP control connection, whose
+re-sends and RTT say nothing of the test.  A metric whose analysis refuses the capture (no TCP,
+one flow only, nothing to verify) is empty -- NaN or "" -- and ``Measured.why`` keeps the
+analysis' one-line reason.
 """
 
 from __future__ import annotations
@@ -41,6 +46,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .. import catalogue
 from ..analyses.fairness import fairness
 from ..analyses.flavour import MIN_STREAM_BYTES, flavour
 from ..analyses.iograph import iograph
@@ -53,64 +59,56 @@ from ..errors import PcapstatsError, UsageError
 from ..reader import as_capture
 from ..results import Result
 from ..schema import Column
+from ..sidecar import asked_rate_bps
 from ..streams import choose_stream
 
+MIN_TRANSFER_SHARE = 0.01     # a TCP stream with less of the payload is no transfer
+
 _C = Column
+_metric = catalogue.column
 METRICS: tuple[Column, ...] = (
-    _C("avg_bps", "float64", "frame bits of every packet / the capture span: Wireshark's I/O "
-       "graph average line (iograph avg_capture_bps)", "bit/s", optional=True),
-    _C("mean_transfer_bps", "float64", "the average over the active time: frame bits of the "
-       "transfers / the sum of their durations, a transfer being a run of packets without an "
-       "idle gap over 1 s (iograph mean_transfer_bps)", "bit/s", optional=True),
-    _C("peak_bps", "float64", "the busiest interval's frame bits / its length, intervals of "
-       "interval_s from the capture's first packet (iograph peak_bps)", "bit/s",
-       optional=True),
-    _C("goodput_bps", "float64", "payload delivered for the first time x 8 / the capture "
-       "span: throughput's payload bytes (every stream, both directions) less the payload of "
-       "retrans' re-sent segments (fairness' definition of goodput, over avg_bps' span)",
-       "bit/s", optional=True),
-    _C("resent", "int64", "segments re-sending sequence space in each TCP stream's data "
-       "direction, added up (retrans resent; the sender kernels' total_retrans)", "segments",
-       optional=True),
-    _C("resent_share", "float64", "resent / the packets of those data directions",
-       "fraction", optional=True),
-    _C("rtt_ms", "float64", "the path's round trip of the main TCP stream (rtt path_rtt_ms: "
-       "ACK RTT at a sender, timestamp echo at a receiver, else the handshake)", "ms",
-       optional=True),
-    _C("udp_loss_pct", "float64", "lost / sent x 100 of the main UDP flow, as iperf3's server "
-       "counts them at this capture point (udp loss_pct)", "%", optional=True),
-    _C("jitter_ms", "float64", "RFC 3550 interarrival jitter of the main UDP flow (udp "
-       "jitter_ms)", "ms", optional=True),
-    _C("jain_index", "float64", "Jain's fairness index of the goodput of the capture's flows "
-       "of 10 kB or more, by stream (fairness jain_index; two flows or more)", optional=True),
-    _C("flavour", "str", "congestion control of the main TCP stream's sender: reno, cubic, "
-       "bbr or unknown (flavour label)"),
-    _C("flavour_confidence", "float64", "the share of the evidence for that label, 0..1 "
-       "(flavour confidence)", optional=True),
-    _C("verdict", "str", "pass, fail or cannot tell: the worst verdict of the streams verify "
-       "recognised (simpleperf, iperf3, ping); empty when it recognised none"),
-    _C("signal_dbm", "float64", "median received signal strength over the frames whose "
-       "radiotap header reports one (packet column radiotap_dbm_antsignal; monitor-mode Wi-Fi "
-       "captures only)", "dBm", optional=True),
+    _metric("goodput_bps", doc="here over the capture span: throughput's payload bytes (every "
+            "stream, both directions) less the payload of retrans' re-sent segments"),
+    _metric("utilisation", doc="the run's asked rate (a chain: its slowest link)"),
+    _metric("avg_capture_bps", doc="here of every packet (iograph)"),
+    _metric("avg_transfer_bps", doc="here of every packet, transfers split at idle gaps over "
+            "1 s (iograph)"),
+    _metric("peak_bps", doc="here of every packet (iograph)"),
+    _metric("resent", doc="here in each TCP transfer's data direction, added up (retrans)"),
+    _metric("resent_share", doc="the data directions of the TCP transfers"),
+    _metric("rtt_min_ms", doc="here of the main TCP transfer's path estimate (rtt's path table)"),
+    _metric("rtt_median_ms", doc="here of the main TCP transfer's path estimate (rtt's path "
+            "table)"),
+    _metric("datagram_loss", doc="here of the main UDP flow (udp)"),
+    _metric("capture_jitter_ms", doc="here of the main UDP flow (udp)"),
+    _metric("app_jitter_ms", doc="here of the main UDP flow (udp)"),
+    _metric("jain_index", doc="here over the capture's flows of 10 kB or more, by stream "
+            "(fairness; two flows or more)"),
+    _metric("flavour", doc="here of the main TCP transfer (flavour)"),
+    _metric("flavour_confidence"),
+    _metric("verdict", doc="here the worst of the streams verify recognised; empty when it "
+            "recognised none"),
+    _metric("signal_dbm", doc="(packet column radiotap_dbm_antsignal)"),
 )
 CONTEXT: tuple[Column, ...] = (
     _C("interval_s", "float64", "the I/O graph interval peak_bps is measured over", "s"),
-    _C("tcp_stream", "int64", "the main TCP stream: the one with the most payload, whose "
-       "rtt_ms and flavour are given", optional=True),
+    _C("tcp_stream", "int64", "the main TCP transfer: the stream with the most payload, whose "
+       "rtt_min_ms, rtt_median_ms and flavour are given", optional=True),
     _C("udp_stream", "int64", "the main UDP flow's udp.stream: the flow with the most "
-       "datagrams, whose udp_loss_pct and jitter_ms are given", optional=True),
+       "datagrams, whose datagram_loss and capture_jitter_ms are given", optional=True),
 )
 NAMES = tuple(c.name for c in METRICS)
 TEXT = tuple(c.name for c in METRICS if c.dtype == "str")
 # the analysis each metric comes from; a context column is kept when one of its metrics is
-SOURCES = {"avg_bps": "iograph", "mean_transfer_bps": "iograph", "peak_bps": "iograph",
-           "goodput_bps": "goodput", "resent": "retrans", "resent_share": "retrans",
-           "rtt_ms": "rtt", "flavour": "flavour", "flavour_confidence": "flavour",
-           "udp_loss_pct": "udp", "jitter_ms": "udp", "jain_index": "fairness",
-           "verdict": "verify", "signal_dbm": "radio"}
-NEEDS = {"interval_s": ("avg_bps", "mean_transfer_bps", "peak_bps"),
-         "tcp_stream": ("rtt_ms", "flavour", "flavour_confidence"),
-         "udp_stream": ("udp_loss_pct", "jitter_ms")}
+SOURCES = {"goodput_bps": "goodput", "utilisation": "goodput", "avg_capture_bps": "iograph",
+           "avg_transfer_bps": "iograph", "peak_bps": "iograph", "resent": "retrans",
+           "resent_share": "retrans", "rtt_min_ms": "rtt", "rtt_median_ms": "rtt",
+           "flavour": "flavour", "flavour_confidence": "flavour", "datagram_loss": "udp",
+           "capture_jitter_ms": "udp", "app_jitter_ms": "udp", "jain_index": "fairness", "verdict": "verify",
+           "signal_dbm": "radio"}
+NEEDS = {"interval_s": ("avg_capture_bps", "avg_transfer_bps", "peak_bps"),
+         "tcp_stream": ("rtt_min_ms", "rtt_median_ms", "flavour", "flavour_confidence"),
+         "udp_stream": ("datagram_loss", "capture_jitter_ms", "app_jitter_ms")}
 
 
 @dataclass
@@ -121,8 +119,10 @@ class Measured:
     capture: str
     values: dict[str, object]
     why: dict[str, str] = field(default_factory=dict)
+    holds: str = ""                      # what the capture holds (Capture.holds)
     results: dict[str, Result] = field(default_factory=dict)
     figures: dict[str, bytes] = field(default_factory=dict)
+
 
 
 def columns(metrics) -> tuple[Column, ...]:
@@ -138,28 +138,64 @@ def measure(capture, *, metrics=NAMES, interval: float = 1.0,
     report keeps ``throughput`` and ``verify`` too)."""
     cap = as_capture(capture)
     out = Measured(cap.path, {c.name: ("" if c.dtype == "str" else math.nan)
-                              for c in columns(metrics)})
+                              for c in columns(metrics)}, holds=cap.holds())
     wanted = {SOURCES[m] for m in metrics}
     if "goodput" in wanted:                    # payload, less what was re-sent, over the span
         wanted |= {"iograph", "throughput", "retrans"}
-    got = {}
-    for name in ("iograph", "throughput", "retrans", "rtt", "flavour", "udp", "fairness",
-                 "verify", "radio"):
+    if wanted & {"retrans", "rtt", "flavour"}:     # which TCP streams are transfers
+        wanted.add("throughput")
+    got: dict[str, object] = {}
+
+    def run(name: str, function) -> None:
         if name in wanted or name in keep:
             try:
-                got[name] = _RUN[name](cap, interval)
+                got[name] = function()
             except PcapstatsError as e:
                 out.why[name] = str(e)
-    values = _values(got, out.why, interval)
+    run("iograph", lambda: iograph(cap, interval=interval))
+    run("throughput", lambda: throughput(cap, interval=interval))
+    transfers = tcp_transfers(got["throughput"]) if "throughput" in got else []
+    main = transfers[0] if transfers else None
+    if main is None and "throughput" in got:
+        for name in ("retrans", "rtt", "flavour"):
+            out.why.setdefault(name, NO_TRANSFER)
+    run("retrans", lambda: retrans(cap))
+    if main is not None:
+        run("rtt", lambda: rtt(cap, stream=main))
+        run("flavour", lambda: _flavour(cap, main))
+    run("udp", lambda: udp(cap))
+    run("fairness", lambda: fairness(cap))
+    run("verify", lambda: verify(cap))
+    run("radio", lambda: _signal(cap))
+    values = _values(got, out.why, interval, transfers)
+    if "utilisation" in out.values:
+        values["utilisation"] = _utilisation(values.get("goodput_bps", math.nan),
+                                             asked_rate_bps(cap.path), out.why)
     out.values.update({k: v for k, v in values.items() if k in out.values})
     out.results = {k: v for k, v in got.items() if k in keep and isinstance(v, Result)}
     return out
 
 
-def _flavour(cap):
-    """flavour of the main TCP stream, if flavour itself would judge it (it lists the streams
-    of MIN_STREAM_BYTES or more)."""
-    main = choose_stream(cap, None)
+NO_TRANSFER = (f"no TCP transfer: no TCP stream carried {MIN_TRANSFER_SHARE:.0%} of the "
+               "capture's payload (a UDP test's control connection is not one)")
+
+
+def tcp_transfers(t) -> list[int]:
+    """The TCP streams that carried at least MIN_TRANSFER_SHARE of the capture's payload (both
+    directions, every stream), the one with the most payload first (throughput's table)."""
+    streams = t.table()
+    payload = streams["payload_bytes_a_to_b"] + streams["payload_bytes_b_to_a"]
+    total = int(payload.sum())
+    tcp = np.flatnonzero((streams["proto"] == "tcp") & (payload > 0)
+                         & (payload >= MIN_TRANSFER_SHARE * total))
+    order = tcp[np.lexsort((streams["stream"][tcp], -payload[tcp]))]
+    return [int(s) for s in streams["stream"][order]]
+
+
+def _flavour(cap, stream: int):
+    """flavour of the main TCP transfer, if flavour itself would judge it (it lists the
+    streams of MIN_STREAM_BYTES or more)."""
+    main = choose_stream(cap, stream)
     if main.payload_bytes < MIN_STREAM_BYTES:
         raise UsageError(f"TCP stream {main.stream} carried {main.payload_bytes} payload bytes, "
                          f"under the {MIN_STREAM_BYTES} flavour needs to judge", path=cap.path)
@@ -175,44 +211,34 @@ def _signal(cap) -> float:
     return float(np.median(cap.column("radiotap_dbm_antsignal")[has]))
 
 
-_RUN = {
-    "iograph": lambda cap, interval: iograph(cap, interval=interval),
-    "throughput": lambda cap, interval: throughput(cap, interval=interval),
-    "retrans": lambda cap, interval: retrans(cap),
-    "rtt": lambda cap, interval: rtt(cap),
-    "flavour": lambda cap, interval: _flavour(cap),
-    "udp": lambda cap, interval: udp(cap),
-    "fairness": lambda cap, interval: fairness(cap),
-    "verify": lambda cap, interval: verify(cap),
-    "radio": lambda cap, interval: _signal(cap),
-}
-
-
-def _values(got: dict, why: dict, interval: float) -> dict[str, object]:
+def _values(got: dict, why: dict, interval: float, transfers: list[int]) -> dict[str, object]:
     """Every metric the results allow (the module docstring's rules)."""
     v: dict[str, object] = {"interval_s": interval}
     io = got.get("iograph")
     if io is not None and not io.empty:
         s = io.table("summary")
-        v.update(avg_bps=s["avg_capture_bps"][0], mean_transfer_bps=s["mean_transfer_bps"][0],
-                 peak_bps=s["peak_bps"][0], interval_s=io.interval_s)
+        v.update(avg_capture_bps=s["avg_capture_bps"][0],
+                 avg_transfer_bps=s["avg_transfer_bps"][0], peak_bps=s["peak_bps"][0],
+                 interval_s=io.interval_s)
     r = got.get("retrans")
-    if r is not None:
-        v.update(_resent(r))
+    if r is not None and transfers:
+        v.update(_resent(r, transfers))
     if io is not None and not io.empty and r is not None and "throughput" in got:
         v["goodput_bps"] = _goodput(got["throughput"], r, io)
     if "rtt" in got:
         path = got["rtt"].table("path")
-        v.update(rtt_ms=path["path_rtt_ms"][0], tcp_stream=got["rtt"].stream)
+        v.update(rtt_min_ms=path["rtt_min_ms"][0], rtt_median_ms=path["rtt_median_ms"][0],
+                 tcp_stream=got["rtt"].stream)
     if "flavour" in got:
         row = got["flavour"].table()
-        v.update(flavour=row["label"][0], flavour_confidence=row["confidence"][0],
+        v.update(flavour=row["flavour"][0], flavour_confidence=row["flavour_confidence"][0],
                  tcp_stream=row["stream"][0])
     if "udp" in got:
         flows = got["udp"].table()
         main = int(np.argmax(flows["datagrams"]))
-        v.update(udp_loss_pct=flows["loss_pct"][main], jitter_ms=flows["jitter_ms"][main],
-                 udp_stream=flows["stream"][main])
+        v.update(datagram_loss=flows["datagram_loss"][main],
+                 capture_jitter_ms=flows["capture_jitter_ms"][main],
+                 app_jitter_ms=flows["app_jitter_ms"][main], udp_stream=flows["stream"][main])
     if "fairness" in got:
         v["jain_index"] = got["fairness"].table("summary")["jain_index"][0]
     if "radio" in got:
@@ -237,11 +263,11 @@ def data_directions(counts: dict) -> np.ndarray:
     return keep
 
 
-def _resent(r) -> dict[str, float]:
+def _resent(r, transfers: list[int]) -> dict[str, float]:
     counts = r.table("counts")
     if not len(counts["stream"]):
         return {}
-    data = data_directions(counts)
+    data = data_directions(counts) & np.isin(counts["stream"], transfers)
     resent, packets = int(counts["resent"][data].sum()), int(counts["packets"][data].sum())
     return {"resent": float(resent), "resent_share": resent / packets if packets else math.nan}
 
@@ -252,6 +278,14 @@ def resent_payload_bytes(r) -> int:
     flagged = np.array([e == "resent" or e.startswith("resent+") for e in events["events"]],
                        bool)
     return int(events["tcp_len"][flagged].sum())
+
+
+def _utilisation(goodput_bps: float, rate_bps: float | None, why: dict) -> float:
+    if rate_bps is None:
+        why["utilisation"] = ("no bottleneck rate to compare with: no lab sidecar beside the "
+                              "capture asked one")
+        return math.nan
+    return goodput_bps / rate_bps
 
 
 def _goodput(t, r, io) -> float:

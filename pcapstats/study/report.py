@@ -37,24 +37,29 @@ from ..errors import PcapstatsError, UsageError
 from ..reader import as_capture
 from ..render import Shown
 from ..results import Result
-from .compare import Compare
+from .compare import Compare, compared, names_of
 from .metrics import Measured, measure
 
 KEEP = frozenset({"iograph", "throughput", "verify"})
 PRELOAD = ("pandas", "matplotlib.figure", "matplotlib.backends.backend_agg")  # every worker
-HUGE = 10 ** 6                 # a width no table reaches: one line a row
 
 
-def capture_report(capture, *, metrics, interval: float, keep=KEEP) -> Measured:
+def capture_report(capture, *, metrics, interval: float, keep=KEEP,
+                   names: dict | None = None) -> Measured:
     """One capture's metrics, the results its section shows, and its figures (PNG bytes):
-    ``iograph`` and ``cwnd`` (its main TCP stream; none without TCP data)."""
+    ``iograph`` and ``cwnd`` (its main TCP stream; none without TCP data), titled with the
+    capture's name among the study's (``names``: path -> name, Study.names)."""
     cap = as_capture(capture)
+    name = [(names or {}).get(cap.path) or cap.path]
     m = measure(cap, metrics=metrics, interval=interval, keep=frozenset(keep) | KEEP)
     io_graph = m.results.get("iograph")
     if io_graph is not None and not io_graph.empty:
+        io_graph.names = name
         m.figures["iograph"] = png(io_graph.figure())
     try:
-        m.figures["cwnd"] = png(cwnd(cap).figure())
+        window = cwnd(cap)
+        window.names = name
+        m.figures["cwnd"] = png(window.figure())
     except PcapstatsError as e:
         m.why["cwnd"] = str(e)
     return m
@@ -66,6 +71,21 @@ def png(fig) -> bytes:
     buf = io.BytesIO()
     fig.savefig(buf, format="png", pil_kwargs={"compress_level": 1})
     return buf.getvalue()
+
+
+def report(captures, output, /, *, by=None, metrics=None, labels=(), study=None,
+           interval: float = 1.0, title: str | None = None, jobs: int = 1,
+           scheduler: str | None = None) -> Compare:
+    """``pcapstats report`` in a notebook: the study of ``captures`` (as :func:`pcapstats.
+    compare` takes them) written to ``output`` as one self-contained HTML file; returns the
+    comparison (shown in the notebook as compare's)."""
+    sources = list(captures) if isinstance(captures, (list, tuple)) else [captures]
+    result, failures = compared(sources, by=by, metrics=metrics, labels=labels, study=study,
+                                interval=interval, jobs=jobs, scheduler=scheduler,
+                                function=capture_report, preload=PRELOAD,
+                                names=names_of(sources))
+    write(result, output, failures=failures, title=title)
+    return result
 
 
 def write(result: Compare, output, *, failures: Sequence[str] = (),
@@ -84,7 +104,7 @@ def write(result: Compare, output, *, failures: Sequence[str] = (),
 
 def document(result: Compare, *, failures: Sequence[str] = (), title: str | None = None) -> str:
     """The whole HTML page."""
-    title = title or f"Study: {captures_title(result.captures)}"
+    title = title or f"Study: {captures_title(result.names)}"
     defined: dict[str, list] = {}
     body = [_header(result, title, failures),
             _comparison(result, failures, defined),
@@ -149,9 +169,9 @@ def _figures(result: Compare) -> str:
 
 def _captures(result: Compare, defined) -> str:
     out = ['<section id="captures"><h2>Captures</h2>']
-    table = result.table("captures")
+    texts = {n: result.label_text(n) for n in result.labels}
     for i, m in enumerate(result.measured):
-        labels = ", ".join(f"{n} {table[n][i]}" for n in result.labels if table[n][i])
+        labels = ", ".join(f"{n} {texts[n][i]}" for n in result.labels if texts[n][i])
         out.append(f'<section class="capture" id="{_anchor(i)}"><h3>{_e(m.capture)}</h3>')
         if labels:
             out.append(f"<p class=\"labels\">{_e(labels)}</p>")
@@ -180,8 +200,14 @@ def _verify(result: Result, defined) -> str:
     if not result.verdicts:
         return "<h4>Verify</h4><p class=\"na\">Nothing recognised to verify (simpleperf, " \
                "iperf3, ping).</p>"
-    out = [f"<h4>Verify: <span class=\"{_verdict_class(result.verdict)}\">"
-           f"{_e(result.verdict)}</span></h4>", _table(result, "streams", defined)]
+    if result.verdict == "cannot tell":      # e.g. headers only: a note, not a headline
+        why = "; ".join(dict.fromkeys(str(w) for w in result.table("streams")["why"] if w))
+        out = [f"<p class=\"na\">Verify: cannot tell{': ' + _e(why) if why else ''}.</p>",
+               "<details><summary>Verify's streams and checks</summary>",
+               _table(result, "streams", defined)]
+    else:
+        out = [f"<h4>Verify: <span class=\"{_verdict_class(result.verdict)}\">"
+               f"{_e(result.verdict)}</span></h4>", _table(result, "streams", defined)]
     checks = result.table("checks")
     shown = (Shown("check", "check"), Shown("verdict", "verdict"),
              Shown("expected", "expected"), Shown("found", "found"),
@@ -196,6 +222,8 @@ def _verify(result: Result, defined) -> str:
         if v.evidence:
             out.append("<ul class=\"evidence\">" + "".join(f"<li>{_e(e)}</li>"
                                                            for e in v.evidence) + "</ul>")
+        out.append("</details>")
+    if result.verdict == "cannot tell":
         out.append("</details>")
     return "\n".join(out)
 
@@ -219,40 +247,37 @@ def _definitions(defined: dict[str, list]) -> str:
 
 def _table(result: Result, name: str, defined, *, links: bool = False) -> str:
     spec = result.spec(name)
-    shown = result.view.get(name) or tuple(Shown(c.name, c.name) for c in spec.columns)
+    shown = result.view.get(name) or render.every_column(result.table(name))
     table = dict(result.table(name))
     if isinstance(result, Compare):        # a label not set reads "(none)", not a blank
         for label in result.labels:
-            if label in table:
-                table[label] = np.array([v or "(none)" for v in table[label]], object)
-    if links and "capture" in table:
-        names = [Path(c).name for c in table["capture"]]
-        table["capture"] = np.array(names, object)
+            text = result.label_columns[label].shown
+            if text in table and table[text].dtype == object:
+                table[text] = np.array([v or "(none)" for v in table[text]], object)
+    if links and "capture" in table:               # rows in the order of result.captures
+        table["capture"] = np.array(result.row_names(), object)
     return _html_table(table, spec, shown, defined, f"{result.analysis}.{name}",
-                       links=links)
+                       links=links, headings=result.headings(name))
 
 
-def _html_table(table: dict, spec, shown, defined, where: str, *, links: bool = False) -> str:
-    """A table in the units the terminal shows (render's own formatting, one column at a time,
-    so the numbers read as in `pcapstats`), its columns remembered for the definitions."""
-    integers = frozenset(c.name for c in spec.columns if c.dtype.startswith(("int", "uint")))
-    units = {c.name: c.unit for c in spec.columns if c.unit}
+def _html_table(table: dict, spec, shown, defined, where: str, *, links: bool = False,
+                headings: dict | None = None) -> str:
+    """A table in the units the terminal shows (render's own formatting: one unit and one
+    number of decimals a unit family over the whole table, so the numbers read as in
+    `pcapstats`), its columns remembered for the definitions."""
     n = render.length(table)
     heads, cols = [], []
-    for s in shown:
-        lines = render.render(table, "table", integers, units, [s], HUGE).splitlines()
-        if not lines:
-            continue                        # nothing to show in it
-        unit = lines[1].strip() if len(lines) == n + 2 else ""
-        cells = [c.strip() for c in lines[-n:]] if n else []
-        numeric = s.column in spec.names and spec.column(s.column).dtype != "str"
-        long = any(len(c) > 40 and " " in c for c in cells)        # free text, not a name
-        heads.append((s.heading, unit, "num" if numeric else "long" if long else "text"))
-        cols.append(cells)
-        for column in _columns_of(s, spec):
+    for c in render.formatted(table, {c.name: c.unit for c in spec.columns if c.unit}, shown,
+                              headings=headings or {c.name: c.heading for c in spec.columns
+                                                    if c.heading}):
+        heading = c.heading.replace("\n", " ")
+        long = any(len(x) > 40 and " " in x for x in c.cells)        # free text, not a name
+        heads.append((heading, c.unit, "num" if c.numeric else "long" if long else "text"))
+        cols.append(c.cells)
+        for column in _columns_of(c.shown, spec):
             entries = defined.setdefault(where, [])
-            if all(column.name != c.name for _, c in entries):
-                entries.append((s.heading, column))
+            if all(column.name != d.name for _, d in entries):
+                entries.append((heading, column))
     out = ["<div class=\"scroll\"><table><thead><tr>"]
     for heading, unit, kind in heads:
         out.append(f"<th class=\"{kind}\">{_e(heading)}"

@@ -501,8 +501,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.delay_ms < 0 or args.jitter_ms < 0:
         parser.error("--delay-ms and --jitter-ms must not be negative")
-    if not 0 <= args.loss < 1:
-        parser.error("--loss is a probability: 0 or more, under 1")
+    if not 0 <= args.loss <= 1:
+        parser.error("--loss is a probability, from 0 to 1")
     try:
         line = DelayLine(args.queue, args.delay_ms / 1e3, args.jitter_ms / 1e3,
                          args.distribution, maxlen=args.maxlen,

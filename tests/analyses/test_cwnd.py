@@ -25,6 +25,7 @@ import numpy as np
 import pytest
 
 import pcapstats as ps
+from pcapstats import plots
 from pcapstats.analyses.cwnd import LOSSES, SAMPLES, tcp_info_errors
 
 from tests.helpers.conversation import SEG, sender_side, write_conversation
@@ -150,7 +151,7 @@ def test_window_scaling_figure_says_when_bytes_in_flight_mean_little(reno_run, s
     result = ps.cwnd(ps.read(directory / capture["file"]), stream=doc["flows"][0]["streams"][capture["file"]])
     fig = result.figure(graph="wscale")
     assert_readable(fig, [capture["file"]])
-    note = fig._supxlabel.get_text() if fig._supxlabel else ""
+    note = " ".join(plots.notes(fig))
     assert ("Captured at the receiver" in note) == (side == "receiver"), note
 
 

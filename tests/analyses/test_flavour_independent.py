@@ -30,6 +30,8 @@ captures and each run's truth.json there.
 
 from __future__ import annotations
 
+import math
+
 import contextlib
 import os
 import tempfile
@@ -181,7 +183,7 @@ def largest_data_segment(p: Point, stream: int) -> int:
 
 
 def _show(row) -> str:
-    keys = ("stream", "label", "confidence", "side", "side_evidence", "mss_bytes",
+    keys = ("stream", "flavour", "flavour_confidence", "side", "side_evidence", "mss_bytes",
             "loss_events", "reason")
     return "{" + ", ".join(f"{k}={row[k]!r}" for k in keys) + "}"
 
@@ -258,9 +260,9 @@ def test_flavour_lists_the_data_streams_and_never_a_wrong_cc(at, run, point):
     assert set(p.rows["stream"]) == wanted        # the iperf3 control connections carry < 64 KB
     for flow, stream in p.flows():
         row = p.row(stream)
-        assert row["label"] in (flow["cc"], "unknown"), f"{flow['cc']}: {_show(row)}"
-        if row["label"] == "unknown":
-            assert row["confidence"] == 0 and row["reason"]
+        assert row["flavour"] in (flow["cc"], "unknown"), f"{flow['cc']}: {_show(row)}"
+        if row["flavour"] == "unknown":
+            assert math.isnan(row["flavour_confidence"]) and row["reason"]
 
 
 # -- a verdict and the capture point at every point; cwnd's segment size ------------------------
@@ -274,7 +276,7 @@ def test_flavour_label_is_the_cc(at, run, point):
     for flow, stream in p.flows():
         row = p.row(stream)
         wanted = {flow["cc"], "unknown"} if flow["cc"] == "bbr" else {flow["cc"]}
-        assert row["label"] in wanted, f"{flow['cc']}: {_show(row)}"
+        assert row["flavour"] in wanted, f"{flow['cc']}: {_show(row)}"
 
 
 def expected_side(p: Point) -> str:

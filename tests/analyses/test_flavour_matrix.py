@@ -100,7 +100,7 @@ def _judge(name: str, doc: dict, directory: Path) -> list[Flow]:
             f = Flow(name, capture["file"], capture["side"], stream, flow["cc"])
             row = by_stream.get(stream)
             if row is not None:
-                f.label, f.confidence = row["label"], float(row["confidence"])
+                f.label, f.confidence = row["flavour"], float(row["flavour_confidence"])
                 f.detected_side, f.reason = row["side"], row["reason"]
             out.append(f)
     return out

@@ -23,7 +23,7 @@ from tests.helpers.tshark_ref import tshark_fields
 import pcapstats as ps
 from pcapstats.analyses import ping as ping_module
 from pcapstats.capture import Needs
-from pcapstats.errors import UsageError
+from pcapstats.errors import NothingToReport
 
 T0 = 1_700_000_000 * 10**9
 ME, PEER = "192.0.2.1", "198.51.100.2"
@@ -70,7 +70,7 @@ def test_counts_and_ping_statistics_of_a_built_session(tmp_path):
     result = ps.ping(_write(tmp_path, records))
     row = result.to_pandas("sessions").iloc[0]
     assert (row.transmitted, row.received, row.duplicates) == (5, 4, 1)
-    assert row.loss_pct == pytest.approx(20.0)
+    assert row.echo_loss == pytest.approx(0.2)
     assert row.side == "requester"
     samples = np.array([10.0, 12.5, 16.5, 11.0, 30.0])   # ping's statistics include duplicates
     assert row.rtt_min_ms == pytest.approx(10.0)
@@ -132,7 +132,7 @@ def test_side_from_pings_send_time_when_no_router_is_between(tmp_path):
 
 
 def test_a_capture_without_echoes_says_what_it_has():
-    with pytest.raises(UsageError, match=r"no ICMP echo requests .*1414 TCP"):
+    with pytest.raises(NothingToReport, match=r"no ICMP echo requests .*1414 TCP"):
         ps.ping(CAPTURES / "tcp_2streams.pcap")
 
 

@@ -102,16 +102,19 @@ def test_shipped_30pct_loss_runs_are_not_called_late(cc):
     assert c["duration"].verdict != FAIL, c["duration"].found
 
 
-def test_999_byte_messages_fail_on_the_message_count(tmp_path):
+def test_999_byte_messages_fail_naming_the_size_the_segments_show(tmp_path):
     path = over_one_second(simpleperf([b"0" * 999] * 5), tmp_path / "999.pcap")
     v, c = checks(verify(path, expected=TIMED))
     assert v.verdict == FAIL
-    assert c["message_bytes"].verdict == FAIL
-    assert "4995 bytes = 4 x 1000 + 995" in c["message_bytes"].found
-    assert c["message_bytes"].offset == 4000
-    # without knowing it was a -t run, 4995 bytes could be a "-n 4995B" run: not a guess
+    # the fault is named as the wire shows it: 999-byte writes, not "a last message of 995"
+    m = c["message_bytes"]
+    assert m.verdict == FAIL and m.frames == (4,) and m.offset == 0
+    assert m.found == ("4995 bytes = 5 x 999: the client writes 999-byte messages (its short "
+                       "segments end every 999 bytes, the first in frame 4)")
+    # and without knowing it was a -t run: every write ended on a 999 boundary, none on a
+    # 1000 one, so no -n run of 1000-byte messages made it
     v, c = checks(verify(path))
-    assert c["message_bytes"].verdict == CANNOT_TELL and v.verdict == CANNOT_TELL
+    assert c["message_bytes"].verdict == FAIL and v.verdict == FAIL
     # the wire shows where writes ended: inside a message
     assert any("end inside a 1000-byte message, first frame 4 at offset 999" in e
                for e in v.evidence), v.evidence
@@ -336,7 +339,9 @@ def test_a_lab_tool_verify_has_no_checks_for_is_not_recognised(capsys):
     assert main(["verify", str(CAPTURES / "pingpong-sweep.pcap")]) == 1
     captured = capsys.readouterr()
     assert "nothing recognised" in captured.out
-    assert "not recognised as simpleperf or iperf3" in captured.err
+    assert "TCP stream 0: no app recognised: not checked" in captured.err
+    assert main(["verify", str(CAPTURES / "pingpong-sweep.pcap"), "--explain"]) == 1
+    assert "not recognised as simpleperf or iperf3" in capsys.readouterr().err
 
 
 def test_a_json_beside_the_capture_that_is_not_a_lab_sidecar_is_warned_about_not_fatal(

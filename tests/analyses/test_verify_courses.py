@@ -187,8 +187,9 @@ def test_message_size_other_than_1000(tmp_path):
     asked = Expected(time_s=0.05)
     v, c, _ = verdict(path, expected=asked)
     m = c["message_bytes"]
-    assert m.verdict == FAIL and m.frames == (7,) and m.offset == 4000
-    assert m.found == "4096 bytes = 4 x 1000 + 96: the last message is 96 bytes, from frame 7"
+    assert m.verdict == FAIL and m.frames == (4,) and m.offset == 0
+    assert m.found == ("4096 bytes = 4 x 1024: the client writes 1024-byte messages (its short "
+                       "segments end every 1024 bytes, the first in frame 4)")
     v, c, _ = verdict(path, expected=Expected(time_s=0.05, message_bytes=1024))
     assert c["message_bytes"].verdict == PASS
     assert c["message_bytes"].found == "4096 bytes = 4 x 1024"
@@ -210,7 +211,7 @@ def test_a_stream_of_no_protocol_is_checked_only_when_told(tmp_path):
     path = write(exchange([X] * 3, bye=None, answer=None), tmp_path)
     result = ps.verify(path)
     assert not result.verdicts
-    assert any("not recognised as simpleperf or iperf3" in n for n in result.notes)
+    assert any("not recognised as simpleperf or iperf3" in n.detail for n in result.notes)
     v, c, result = verdict(path, port=9000)
     assert v.app == "simpleperf" and v.verdict == FAIL
     assert c["bye"].found == "'xxx' at offset 2997 (frame 6)" and c["bye"].frames == (6,)
@@ -352,8 +353,9 @@ def test_rows_of_other_connections(tmp_path):
     v, c, result = verdict(path, client_output=out)
     assert c["report_row"].verdict == FAIL       # the same client, not this connection's port
     assert c["report_row"].found == "none; its rows are for 10.0.0.1:40001, 10.9.9.9:1234"
-    assert result.notes == ["client output client.txt: 2 ID(s) are no simpleperf connection of "
-                            "this capture: 10.0.0.1:40001, 10.9.9.9:1234"]
+    assert result.notes == ["client output client.txt: 2 ID(s) are no connection of this "
+                            "capture"]
+    assert result.notes[0].detail == "10.0.0.1:40001, 10.9.9.9:1234"
 
 
 def test_a_file_without_the_table_is_one_clear_line(tmp_path, capsys):
@@ -574,10 +576,9 @@ def test_1024_byte_messages_fail_on_the_message_bytes(lab, tmp_path, capsys):
     assert sent == b"x" * n + BYE
     v, c = failing(r.capture, "message_bytes", ("-t", "0.5"), expected=Expected(time_s=0.5))
     m = c["message_bytes"]
-    last = n // 1000 * 1000
-    assert m.offset == last and m.frames == (wire.first_carrying(last),)
-    assert m.found == (f"{n} bytes = {n // 1000} x 1000 + {n % 1000}: the last message is "
-                       f"{n % 1000} bytes, from frame {m.frames[0]}")
+    assert m.offset == 0 and m.frames == (wire.segments()[0]["frame"],)
+    assert m.found.startswith(f"{n} bytes = {n // 1024} x 1024: the client writes 1024-byte "
+                              "messages (its short segments end every 1024 bytes")
     for name in ("bye", "messages", "ack", "order", "close", "report_transfer"):
         assert c.get(name) is None or c[name].verdict == PASS, (name, c[name])
     # the same capture is right for 1024-byte messages
@@ -585,6 +586,40 @@ def test_1024_byte_messages_fail_on_the_message_bytes(lab, tmp_path, capsys):
     assert ok.verdict == PASS, ok.why()
     assert main(["verify", str(r.capture), "-t", "0.5", "--size", "1024",
                  "--client-output", str(r.printed)]) == 0
+
+
+@pytest.mark.netns
+@pytest.mark.parametrize("timed", [True, False])
+def test_999_byte_messages_fail_naming_999(lab, tmp_path, timed):
+    """A client that writes 999-byte messages: tshark shows its writes end every 999 bytes; the
+    failure names 999-byte messages, whether or not verify is told it was a -t run."""
+    r = run(lab, tmp_path, f"m999-{timed}", 5555, ["--style", "endswith"],
+            ["-t", "0.5", "--msg", "999"])
+    wire = Wire(r.capture)
+    n = len(wire.stream()) - 3
+    assert wire.segments()[0]["len"] == 999 and n % 999 == 0
+    asked = {"expected": Expected(time_s=0.5)} if timed else {}
+    v, c = failing(r.capture, "message_bytes", ("-t", "0.5") if timed else (), **asked)
+    assert "the client writes 999-byte messages" in c["message_bytes"].found
+
+
+@pytest.mark.netns
+def test_a_report_whose_id_is_the_server_and_whose_mbps_are_megabytes_fails(lab, tmp_path):
+    """Seed 000's client prints the server's ip:port as its ID and MB/s under 'Mbps': with one
+    connection in the capture its rows are that connection's, and the bandwidth fails (it is
+    an eighth of the wire's) -- never a pass because the ID matched nothing."""
+    r = run(lab, tmp_path, "seed000", 9000, ["--style", "endswith"],
+            ["-t", "0.5", "--id-server", "--mbytes-as-mbps"])
+    server = f"{lab.address('receiver')}:9000"
+    rows = r.stdout.splitlines()
+    header = next(k for k, line in enumerate(rows) if line.startswith("ID"))
+    assert rows[header + 1].split()[0] == server          # the row's ID
+    (v,) = ps.verify(r.capture, client_output=r.printed).verdicts
+    c = {x.name: x for x in v.checks}
+    assert c["report_transfer"].verdict == PASS
+    assert c["report_bandwidth"].verdict == FAIL and v.verdict == FAIL
+    assert any(f"speaks of {server}" in e for e in v.evidence), v.evidence
+    assert main(["verify", str(r.capture), "--client-output", str(r.printed)]) == 1
 
 
 @pytest.mark.netns

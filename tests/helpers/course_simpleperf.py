@@ -52,14 +52,15 @@ HEADER = ("ID", "Interval", "Transfer", "Bandwidth")
 
 # -- output ----------------------------------------------------------------------------------
 
-def row(layout, ident, start, end, nbytes, unit, decimals, span=None):
-    """One table row: Bandwidth is bytes * 8 / the interval's real length (span) in Mbps."""
+def row(layout, ident, start, end, nbytes, unit, decimals, span=None, megabytes=False):
+    """One table row: Bandwidth is bytes * 8 / the interval's real length (span) in Mbps --
+    or, with ``megabytes`` (a mistake seen in a course's submission), MB/s labelled Mbps."""
     span = (end - start) if span is None else span
     if unit == "B":
         transfer = "%d B" % nbytes
     else:
         transfer = "%.*f %s" % (decimals, nbytes / UNITS[unit], unit)
-    mbps = nbytes * 8 / span / 1e6 if span > 0 else 0.0
+    mbps = nbytes * (1 if megabytes else 8) / span / 1e6 if span > 0 else 0.0
     cells = (ident, "%.1f - %.1f" % (start, end), transfer, "%.2f Mbps" % mbps)
     return lay(layout, cells)
 
@@ -90,7 +91,7 @@ def messages(args):
 def connection(args, out, lock, printed):
     s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     s.connect((args.I, args.p))
-    ident = "%s:%d" % s.getsockname()
+    ident = "%s:%d" % (s.getpeername() if args.id_server else s.getsockname())
     message = messages(args)
     start = time.time()
     sent, k = 0, 0
@@ -154,8 +155,8 @@ def connection(args, out, lock, printed):
         s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
     s.close()
     elapsed = time.time() - start
-    printed.append((ident, row(args.layout, ident, 0.0, elapsed, sent, args.f, args.decimals),
-                    answer))
+    printed.append((ident, row(args.layout, ident, 0.0, elapsed, sent, args.f, args.decimals,
+                               megabytes=args.mbytes_as_mbps), answer))
 
 
 def client(args):
@@ -295,6 +296,8 @@ def main(argv=None):
     c.add_argument("--after-bye", type=int, default=0)
     c.add_argument("--no-bye", action="store_true")
     c.add_argument("--reset", action="store_true")
+    c.add_argument("--id-server", action="store_true")     # ID: the server's ip:port
+    c.add_argument("--mbytes-as-mbps", action="store_true")  # MB/s printed as Mbps
     args = p.parse_args(argv)
     if args.role == "client":
         if args.t is None and args.n is None:

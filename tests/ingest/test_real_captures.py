@@ -151,7 +151,7 @@ def test_throughput_matches_conversation_table(real_captures, name, kernel, prot
         if g["duration_s"] != duration:
             problems.append(f"stream {s}: duration_s = (last - first frame time) = "
                             f"{_show(duration)}, pcapstats {_show(g['duration_s'])}")
-        for rate, count in (("bps", "bytes"), ("payload_bps", "payload_bytes")):
+        for rate, count in (("avg_stream_bps", "bytes"), ("payload_bps", "payload_bytes")):
             for d in ("a_to_b", "b_to_a"):
                 exact = w[f"{count}_{d}"] * 8 / duration if duration else np.nan
                 value = g[f"{rate}_{d}"]

@@ -104,10 +104,10 @@ import warnings
 
 import numpy as np
 
-from ... import schema
+from ... import catalogue, schema
 from ...batch import analysis
 from ...capture import Capture, Needs
-from ...errors import PcapstatsWarning, UsageError
+from ...errors import Note, PcapstatsWarning, UsageError
 from ...ingest import Kept
 from ...render import Shown, path_shown, terminal_width
 from ...results import Result
@@ -135,7 +135,8 @@ STREAMS = TableSpec("streams", "one row per recognised stream: its verdict", (
     _APP,
     _C("client", "str", "address:port of the side that opened it (ping: the requester)"),
     _C("server", "str", "the other side"),
-    _C("verdict", "str", "pass, fail or cannot tell (the worst of its checks)", values=VERDICTS),
+    catalogue.column("verdict", doc="a stream's is the worst of its checks'",
+                     values=VERDICTS),
     _C("passed", "int64", "checks passed"),
     _C("failed", "int64", "checks failed"),
     _C("cannot_tell", "int64", "checks the capture cannot decide"),
@@ -145,7 +146,7 @@ STREAMS = TableSpec("streams", "one row per recognised stream: its verdict", (
 CHECKS = TableSpec("checks", "one row per check of every recognised stream", (
     _STREAM, _APP,
     _C("check", "str", "the rule's name (see pcapstats.analyses.verify)"),
-    _C("verdict", "str", "pass, fail or cannot tell", values=VERDICTS),
+    catalogue.column("verdict", doc="here of this check", values=VERDICTS),
     _C("expected", "str", "what the rule asks"),
     _C("found", "str", "what the capture shows"),
     _C("frames", "str", "frame numbers of the evidence, space-separated"),
@@ -234,7 +235,7 @@ def _others(cap: Capture) -> np.ndarray:
 
 
 OTHERS_NEEDS = Needs(("frame_number", "frame_time_ns", "ip_src", "ip_dst", "ip_version",
-                      "l4_quoted", "payload_offset", "payload_cap_len", "icmp_type",
+                      "ip_ttl", "l4_quoted", "payload_offset", "payload_cap_len", "icmp_type",
                       "icmp_ident", "icmp_seq", "udp_stream", "udp_srcport", "udp_dstport",
                       "tcp_stream", "tcp_option_mss", "tcp_option_tsval", schema.UDP,
                       schema.ICMP_ECHO, schema.IP, schema.TCP), _others)
@@ -299,9 +300,11 @@ def _verify(ctx: Context, only: int | None, app: str | None, port: int | None,
     if app == "ping":
         ctx.notes.append("ping needs no --app: echo requests are always recognised")
     if kinds[None]:
-        ctx.notes.append(f"{len(kinds[None])} TCP stream(s) not recognised as simpleperf or "
-                         f"iperf3, not checked: {id_ranges(kinds[None])} (--app / --port "
-                         "force a protocol)")
+        ctx.notes.append(Note("no app recognised: not checked",
+                              about=f"TCP stream{'s' if len(kinds[None]) > 1 else ''} "
+                                    f"{id_ranges(kinds[None])}",
+                              detail="not recognised as simpleperf or iperf3; --app / --port "
+                                     "force a protocol"))
     ctx.out.sort(key=lambda v: (v.proto != "tcp", v.proto, v.stream))
 
 
@@ -315,10 +318,10 @@ def _check_report(ctx: Context, printed: ClientOutput) -> None:
                          "check it against")
         return
     report.check(ctx, verdicts, printed)
-    stray = sorted(set(printed.by_id()) - {v.client for v in verdicts})
+    stray = sorted(set(printed.by_id()) - set(report.matched(verdicts, printed.by_id()).values()))
     if stray:
-        ctx.notes.append(f"client output {name}: {len(stray)} ID(s) are no simpleperf "
-                         f"connection of this capture: {', '.join(stray)}")
+        ctx.notes.append(Note(f"{len(stray)} ID(s) are no connection of this capture",
+                              about=f"client output {name}", detail=", ".join(stray)))
 
 
 def _recognise(ctx: Context, s: int, app: str | None, port: int | None

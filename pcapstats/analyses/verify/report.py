@@ -164,19 +164,38 @@ def split(rows: list[Row]) -> tuple[Row | None, list[Row]]:
     return summary, [r for r in rows if r is not summary]
 
 
+def matched(verdicts: list[StreamVerdict], by_id: dict) -> dict[int, str]:
+    """Which printed ID speaks of which connection (by stream): its client's ip:port; and
+    when the report has one ID that is no connection's and the capture one connection, that
+    ID (a client that prints its server's address, or a name, as its ID: with one connection
+    nothing else can be meant)."""
+    out = {v.stream: v.client for v in verdicts if v.client in by_id}
+    stray = [ident for ident in by_id if ident not in {v.client for v in verdicts}]
+    if not out and len(verdicts) == 1 and len(stray) == 1:
+        out[verdicts[0].stream] = stray[0]
+    return out
+
+
 def check(ctx: Context, verdicts: list[StreamVerdict], output: ClientOutput) -> None:
-    """The report checks on the simpleperf connections (the module docstring); rows whose ID
-    is no connection of this capture are said in a note."""
+    """The report checks on the simpleperf connections (the module docstring).  A connection
+    no row speaks of fails report_row when the report speaks of its client host or of no
+    connection at all (never a pass by default); the rows of other IDs are said in a note."""
     by_id = output.by_id()
     hosts = {ident.rsplit(":", 1)[0] for ident in by_id}
     name = Path(output.path).name
+    ids = matched(verdicts, by_id)
     for v in verdicts:
-        rows = by_id.get(v.client)
+        ident = ids.get(v.stream)
+        rows = by_id.get(ident) if ident is not None else None
         if rows is None:
-            if v.client.rsplit(":", 1)[0] in hosts:
+            if v.client.rsplit(":", 1)[0] in hosts or not ids:
                 v.add("report_row", FAIL, f"a row for connection {v.client} in {name}",
                       f"none; its rows are for {', '.join(sorted(by_id))}")
             continue
+        if ident != v.client:
+            v.evidence.append(f"{name} speaks of {ident}, not the client's {v.client}: with "
+                              "one connection in the capture, its rows are taken as this "
+                              "connection's")
         summary, intervals = split(rows)
         where = f"{name} line"
         n = v.facts.get("message_bytes")

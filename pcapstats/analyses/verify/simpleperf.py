@@ -160,11 +160,52 @@ def _messages(ctx, v, s, c, data_end, size) -> None:
           "the messages is data")
 
 
+def _written_size(ctx, s, c, n, size) -> tuple[int, int] | None:
+    """The message size the client's segments show, when it is not ``size``: a length (the
+    first segment's -- the first write often leaves alone -- or a common short one) that
+    most of the short segments' ends are multiples of (a segment under the MSS ends where a
+    write ended, unless a window cut it), far more of them than of ``size``, and that
+    divides the message bytes ``n``; with the frame of the first such segment.  None when
+    the segments show ``size`` or nothing clear."""
+    segs, mss = ctx.r.segments_of(s, c), ctx.mss(s, c)
+    if not mss or not len(segs):
+        return None
+    ends = segs.start + segs.length
+    full = segs.length[segs.length >= mss - OPTIONS_MAX]       # MSS less the options carried
+    if len(full):
+        mss = int(np.bincount(full).argmax())
+    short = (segs.length < mss) & (ends <= n) & (ends > 0)
+    if not short.any():
+        return None
+    short_ends = ends[short]
+    lengths, counts = np.unique(segs.length[short], return_counts=True)
+    first = int(segs.length[np.argmin(segs.start)])
+    candidates = dict.fromkeys([first, *lengths[np.argsort(-counts, kind="stable")[:5]].tolist()])
+    expected = (short_ends % size == 0).mean()
+    for m in candidates:
+        if m == size or m <= 0 or n % m:
+            continue
+        on = short_ends % m == 0
+        evidence = np.count_nonzero(on) >= WRITE_EVIDENCE or (m == first and first < mss)
+        if on.mean() >= WRITE_SHARE and on.mean() > 3 * expected and evidence:
+            at = np.flatnonzero(on)
+            frames = segs.frame[short][at]
+            return int(m), int(frames[np.argmin(segs.start[short][at])])
+    return None
+
+
+WRITE_SHARE = 0.5       # short segments ending on a candidate size's multiples, at least
+OPTIONS_MAX = 40        # TCP option bytes a full segment may carry below the MSS option
+WRITE_EVIDENCE = 2      # short segments (write ends) needed to name a message size, unless
+                        # one is the first segment (the first write always leaves alone)
+
+
 def _message_bytes(ctx, v, s, c, fc, n, end_known, size) -> None:
     exp = ctx.exp
     whole, rest = divmod(n, size)
     found = f"{n} bytes = {whole} x {size}" + (f" + {rest}" if rest else "")
     r = ctx.r
+    written = _written_size(ctx, s, c, n, size) if rest and exp.num_bytes is None else None
     if not fc["start_seen"] or not end_known:
         missing = "start" if not fc["start_seen"] else "end (FIN or BYE)"
         v.add("message_bytes", CANNOT_TELL, f"whole {size}-byte messages (or -n bytes)",
@@ -177,6 +218,12 @@ def _message_bytes(ctx, v, s, c, fc, n, end_known, size) -> None:
               () if ok or not frame else (frame,), None if ok else n)
     elif rest == 0:
         v.add("message_bytes", PASS, f"whole {size}-byte messages", found)
+    elif written is not None:
+        m, frame = written
+        run = f" (a -t {exp.time_s:g} run)" if exp.time_s is not None else ""
+        v.add("message_bytes", FAIL, f"whole {size}-byte messages{run}",
+              f"{n} bytes = {n // m} x {m}: the client writes {m}-byte messages (its short "
+              f"segments end every {m} bytes, the first in frame {frame})", (frame,), 0)
     elif exp.time_s is not None:
         frame = r.first_frame_carrying(s, c, whole * size)
         v.add("message_bytes", FAIL, f"whole {size}-byte messages (a -t {exp.time_s:g} run)",

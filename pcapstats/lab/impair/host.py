@@ -14,13 +14,18 @@ Where each value goes (everything on the interface's EGRESS; delay is one way):
 ==========  ==============================  =====================================================
 value       netem kernel                    fallback (this machine: no sch_netem)
 ==========  ==============================  =====================================================
-rate,queue  netem ``rate``/``limit``        ``tbf`` root qdisc, handle :data:`QDISC_HANDLE`
-loss        netem ``loss``                  :mod:`pcapstats.tools.delayline` (``--loss``: a
-delay       netem ``delay``                 dropped packet gets NF_DROP) on an NFQUEUE of a chain
-jitter                                      ``PCAPSTATS-<8 hex>`` of the ``mangle`` table, jumped
+rate,queue  ``tbf``, the same words both ways: the root qdisc (handle :data:`QDISC_HANDLE`), or
+            netem's child (``parent 5053:1``, handle 5054:) where netem is there too
+loss        netem ``loss`` (root qdisc      :mod:`pcapstats.tools.delayline` (``--loss``: a
+delay       :data:`QDISC_HANDLE`)           dropped packet gets NF_DROP) on an NFQUEUE of a chain
+jitter      ``delay``                       ``PCAPSTATS-<8 hex>`` of the ``mangle`` table, jumped
                                             to from POSTROUTING ``-o IFACE`` (IPv4 and IPv6,
                                             ``--queue-bypass``), its own process
 ==========  ==============================  =====================================================
+
+With netem and a loss, an empty chain of the same name is jumped to the same way: its counter
+is what the loss was offered, read as the fallback's is, beside netem's drops (less its tbf
+child's, which netem counts as its own).
 
 Why mangle POSTROUTING and not filter OUTPUT + FORWARD: one rule sees both what this host sends
 and what it forwards, after the filter table has decided (a packet the user's firewall
@@ -60,27 +65,16 @@ children.  Anything else on the egress (root or child) was set by someone: pcaps
 to impair that interface rather than replace it.  Ingress/clsact qdiscs are left alone and do
 not block.  Removing pcapstats' root qdisc gives the interface back its kernel default.
 
-The state record.  ``$PCAPSTATS_STATE_DIR`` (default ``/run/pcapstats``, gone at boot like
-the rules it describes) / ``net-<inode of the network namespace>`` / ``IFACE.json``: the
-owner (``netem`` or ``capture``, pid and start time), what was asked, the mechanisms, the
-qdisc handle and kind, the chain, the NFQUEUE number, the delay line's pid and start time,
-the commands.  It is written before the first change, so a process killed half-way leaves a
-record that ``pcapstats netem IFACE --clear`` removes (the next capture or setting on that
-interface removes a killed capture's too).  A capture's delay line ends with the capture
-(PR_SET_PDEATHSIG); a standing setting's is a daemon of its own (own session, cwd /, its
-output in the state directory).  Removal checks each item is still the one recorded (the root
-qdisc's handle and kind, the delay line's start time and command line) and leaves alone what
-has changed hands.
+The state record that lets a later process show and remove exactly this: :mod:`.state`.
+A capture's delay line ends with the capture (PR_SET_PDEATHSIG); a standing setting's is a
+daemon of its own (own session, cwd /, its output in the state directory).
 """
 
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import dataclasses
-import fcntl
 import json
-import math
 import os
 import re
 import secrets
@@ -88,9 +82,8 @@ import shlex
 import shutil
 import signal
 import subprocess
-import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from pcapstats.errors import UsageError
@@ -98,23 +91,29 @@ from pcapstats.tools import delayline
 from pcapstats.units import FRAME_BYTES
 from pcapstats.lab.commands import LabError, checked
 from pcapstats.lab.cleanup import SignalsBlocked
-from pcapstats.lab.impair import (DELAY_LINE_PRIORITY, NETEM_LIMIT_PACKETS, Impairment)
+from pcapstats.lab.impair.mechanisms import (NETEM_HANDLE, RATE_CHILD_HANDLE, RATE_CHILD_PARENT,
+                                             Impairment, delay_line_argv, netem_args,
+                                             tbf_args, tbf_settings, use_netem, wait_ready)
+from pcapstats.lab.impair.state import (HOOK, TABLE, Record, chain_exists, current_qdiscs,
+                                        die_with_parent, iptables_tools, is_ours, jumps,
+                                        locked, netns_inode, process_start, read_json,
+                                        remove_record, same_process, state_dir)
 
-STATE_DIR_ENV = "PCAPSTATS_STATE_DIR"
-DEFAULT_STATE_DIR = "/run/pcapstats"
-QDISC_HANDLE = "5053:"          # 0x5053, "PS": the root qdisc pcapstats adds
+QDISC_HANDLE = NETEM_HANDLE     # the root qdisc pcapstats adds (its tbf is 5054: under a netem)
 QUEUE_BASE = 0x5053             # first NFQUEUE number tried for a delay line
 QUEUE_TRIES = 16
 CHAIN_PREFIX = "PCAPSTATS-"
-TABLE, HOOK = "mangle", "POSTROUTING"
 DEFAULT_KINDS = ("noqueue", "pfifo_fast", "mq", "fq_codel")
 NOT_EGRESS = ("ingress", "clsact")
 OWNERS = ("netem", "capture")
 # tbf on a host's own egress meets TCP's GSO bursts of up to 64 kB at once: a queue of the
 # lab's 16 frames dropped 11 % of a lone flow's frames at 10 Mbit/s, 64 frames 1.8 %.
 LIVE_QUEUE_FLOOR_BYTES = 64 * FRAME_BYTES
-_READY_TIMEOUT_S = 10.0
-_STATS_INTERVAL_S = 1.0
+STATS_INTERVAL_S = 1.0
+WHO_SETS = {"netem": {"loss": "netem", "delay": "netem", "jitter": "netem", "rate": "tbf",
+                      "queue": "tbf"},
+            "fallback": {"loss": "nfqueue-delayline", "delay": "nfqueue-delayline",
+                         "jitter": "nfqueue-delayline", "rate": "tbf", "queue": "tbf"}}
 
 LIMITS = {
     "tbf": (
@@ -147,11 +146,6 @@ def require(tool: str) -> None:
         raise LabError(f"'{tool}' is not installed", hint=f"install it: apt-get install {package}")
 
 
-def netns_inode() -> int:
-    """This process's network namespace, as the inode of /proc/self/ns/net."""
-    return os.stat("/proc/self/ns/net").st_ino
-
-
 def link(iface: str) -> dict:
     """``ip -j link show dev IFACE``'s entry; LabError when there is no such interface here."""
     require("ip")
@@ -160,12 +154,6 @@ def link(iface: str) -> dict:
         raise LabError(f"no interface {iface!r} in this network namespace",
                        hint="`ip link` lists them")
     return json.loads(proc.stdout)[0]
-
-
-def qdiscs(iface: str) -> list[dict]:
-    """Every qdisc of the interface as ``tc -s -j qdisc show dev IFACE`` gives it."""
-    proc = checked(["tc", "-s", "-j", "qdisc", "show", "dev", iface])
-    return json.loads(proc.stdout or "[]")
 
 
 def default_kinds() -> set[str]:
@@ -195,20 +183,13 @@ def foreign_egress_qdiscs(iface: str, ours: dict | None = None) -> list[dict]:
     """Egress qdiscs neither the kernel's default nor pcapstats' own (``ours``: its record)."""
     kinds = default_kinds()
     out = []
-    for q in qdiscs(iface):
+    for q in current_qdiscs(iface):
         if q.get("kind") in NOT_EGRESS or str(q.get("parent", "")).startswith("ffff:"):
             continue
-        if is_kernel_default(q, kinds):
-            continue
-        if ours and q.get("root") and q.get("handle") == ours.get("handle") \
-                and q.get("kind") == ours.get("kind"):
+        if is_kernel_default(q, kinds) or is_ours(q, ours):
             continue
         out.append(q)
     return out
-
-
-def iptables_tools() -> list[str]:
-    return [t for t in ("iptables", "ip6tables") if shutil.which(t)]
 
 
 def rules_naming(iface: str, skip_chains: tuple[str, ...] = ()) -> list[str]:
@@ -229,188 +210,11 @@ def rules_naming(iface: str, skip_chains: tuple[str, ...] = ()) -> list[str]:
 _netem_cache: dict[str, bool] = {}
 
 
-def netem_available() -> bool:
-    """Does the running kernel have sch_netem?  Asked in a throwaway network namespace
-    (``unshare --net``), so no interface of this host is touched; kept for the process."""
-    kernel = os.uname().release
-    if kernel not in _netem_cache:
-        if shutil.which("unshare") is None:
-            return False
-        probe = checked(["unshare", "--net", "tc", "qdisc", "add", "dev", "lo", "root",
-                         "netem"], check=False)
-        # "Specified qdisc kind is unknown": no netem.  Any other failure (unshare refused in
-        # a container...) cannot tell: the fallback works on every kernel, so use it.
-        _netem_cache[kernel] = probe.returncode == 0
-    return _netem_cache[kernel]
-
-
-# -- processes ---------------------------------------------------------------------------------
-def process_start(pid: int) -> int | None:
-    """The process's start time (clock ticks since boot, /proc/PID/stat field 22); None if it is
-    gone or a zombie.  With the pid it names one process, even after the pid is reused."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except (FileNotFoundError, ProcessLookupError, PermissionError):
-        return None
-    fields = stat[stat.rindex(")") + 2:].split()
-    if fields[0] in ("Z", "X"):
-        return None
-    return int(fields[19])
-
-
-def die_with_parent(sig: int):
-    """A ``preexec_fn`` that has the kernel send ``sig`` to the child when its parent dies
-    (PR_SET_PDEATHSIG): a capture killed outright leaves no tcpdump or delay line behind."""
-    def preexec() -> None:
-        ctypes.CDLL(None, use_errno=True).prctl(1, int(sig), 0, 0, 0)  # PR_SET_PDEATHSIG
-    return preexec
-
-
-def same_process(pid: int | None, start: int | None) -> bool:
-    return pid is not None and start is not None and process_start(pid) == start
-
-
-def _cmdline(pid: int) -> str:
-    try:
-        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(
-            errors="replace")
-    except OSError:
-        return ""
-
-
-# -- the state record -----------------------------------------------------------------------
-def state_root() -> Path:
-    return Path(os.environ.get(STATE_DIR_ENV) or DEFAULT_STATE_DIR)
-
-
-def state_dir() -> Path:
-    return state_root() / f"net-{netns_inode()}"
-
-
-def record_path(iface: str) -> Path:
-    return state_dir() / f"{iface}.json"
-
-
-_lock_depth = 0
-
-
-@contextlib.contextmanager
-def locked():
-    """One pcapstats at a time changes impairments (any interface, any namespace): an flock
-    on the state directory.  Re-entrant within a process."""
-    global _lock_depth
-    if _lock_depth:
-        _lock_depth += 1
-        try:
-            yield
-        finally:
-            _lock_depth -= 1
-        return
-    root = state_root()
-    root.mkdir(parents=True, exist_ok=True, mode=0o755)
-    fd = os.open(root, os.O_RDONLY)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        _lock_depth = 1
-        yield
-    finally:
-        _lock_depth = 0
-        os.close(fd)
-
-
-@dataclass
-class Record:
-    """What pcapstats added on one interface (the state file's content)."""
-    owner: str                     # "netem" (standing) or "capture" (while one runs)
-    pid: int                       # the process that set it
-    pid_start: int | None
-    interface: str
-    ifindex: int
-    netns: int
-    created_ns: int
-    asked: dict
-    mechanisms: dict = field(default_factory=dict)
-    qdisc: dict | None = None      # {"handle": "5053:", "kind": "tbf" | "netem"}
-    chain: str | None = None       # in TABLE, jumped to from HOOK -o interface
-    families: list = field(default_factory=list)   # iptables tools the chain is in
-    queue: int | None = None       # NFQUEUE number of the delay line
-    delay_line: dict | None = None  # pid, start, argv, stats, stdout, stderr files
-    settings: dict = field(default_factory=dict)
-    commands: list = field(default_factory=list)
-
-    @property
-    def owner_alive(self) -> bool:
-        return same_process(self.pid, self.pid_start)
-
-    def save(self) -> None:
-        path = record_path(self.interface)
-        path.parent.mkdir(parents=True, exist_ok=True, mode=0o755)
-        tmp = path.with_name(f".{path.name}.partial")
-        tmp.write_text(json.dumps(dataclasses.asdict(self), indent=1) + "\n")
-        os.replace(tmp, path)
-
-    @classmethod
-    def load(cls, iface: str) -> "Record | None":
-        """The record for iface in this namespace; None if there is none (or it is of another
-        interface that had this name and index before: then it is dropped)."""
-        path = record_path(iface)
-        try:
-            data = json.loads(path.read_text())
-        except FileNotFoundError:
-            return None
-        except (OSError, json.JSONDecodeError) as e:
-            raise LabError(f"cannot read pcapstats' state record: {e}", path=str(path),
-                           hint="remove it by hand once you have checked the interface") from None
-        known = {f.name for f in dataclasses.fields(cls)}
-        return cls(**{k: v for k, v in data.items() if k in known})
-
-    def forget(self) -> None:
-        for path in (record_path(self.interface), *self._files()):
-            with contextlib.suppress(FileNotFoundError):
-                Path(path).unlink()
-        with contextlib.suppress(OSError):
-            state_dir().rmdir()  # only when empty
-
-    def _files(self) -> list[str]:
-        d = self.delay_line or {}
-        return [d[k] for k in ("stats", "stdout", "stderr") if d.get(k)] + \
-            ([d["stats"] + ".tmp"] if d.get("stats") else [])
-
-    def describe(self) -> str:
-        """"loss 10 %, delay 20 ms, rate 10 Mbit/s" as asked."""
-        return describe_asked(self.asked)
-
-
-def describe_asked(asked: dict) -> str:
-    parts = []
-    if asked.get("loss"):
-        parts.append(f"loss {asked['loss'] * 100:g} %")
-    if asked.get("delay_s"):
-        parts.append(f"delay {asked['delay_s'] * 1e3:g} ms")
-    if asked.get("jitter_s"):
-        parts.append(f"jitter {asked['jitter_s'] * 1e3:g} ms")
-    if asked.get("rate_bps"):
-        parts.append(f"rate {asked['rate_bps'] / 1e6:g} Mbit/s")
-    if asked.get("queue_bytes"):
-        parts.append(f"queue {asked['queue_bytes']} bytes")
-    return ", ".join(parts) or "nothing"
-
-
-# -- running commands ---------------------------------------------------------------------------
+# -- installing -----------------------------------------------------------------------------------
 def _run(record: Record | None, *argv, check: bool = True) -> subprocess.CompletedProcess:
     if record is not None:
         record.commands.append(shlex.join(map(str, argv)))
     return checked(list(map(str, argv)), check=check)
-
-
-def _chain_exists(tool: str, chain: str) -> bool:
-    return checked([tool, "-w", "-t", TABLE, "-S", chain], check=False).returncode == 0
-
-
-def _jumps(tool: str, chain: str) -> list[str]:
-    text = checked([tool, "-w", "-t", TABLE, "-S", HOOK, "-v"], check=False).stdout
-    return [line for line in text.splitlines()
-            if line.startswith(f"-A {HOOK} ") and line.endswith(f"-j {chain}")]
 
 
 def _used_queues() -> set[int]:
@@ -424,92 +228,6 @@ def _used_queues() -> set[int]:
     return used
 
 
-# -- removal (from a record alone: any process can do it) ---------------------------------------
-def remove_record(record: Record, *, proc: subprocess.Popen | None = None
-                  ) -> tuple[list[str], dict | None]:
-    """Undo what the record says, rules first, then the qdisc, then the delay line (which
-    releases what it holds); forget the record.  Returns one line per item, saying what was
-    done (items that changed hands since are left alone, and said so), and the delay line's
-    final stats (None without one)."""
-    done = []
-    if record.chain:
-        gone = True
-        for tool in record.families or iptables_tools():
-            for line in _jumps(tool, record.chain):
-                spec = shlex.split(line)[1:]
-                spec = _without_counters(spec)
-                checked([tool, "-w", "-t", TABLE, "-D", *spec], check=False)
-            if _chain_exists(tool, record.chain):
-                gone = False
-                checked([tool, "-w", "-t", TABLE, "-F", record.chain], check=False)
-                checked([tool, "-w", "-t", TABLE, "-X", record.chain], check=False)
-        done.append(f"iptables chain {record.chain} ({TABLE} {HOOK} -o {record.interface})"
-                    + (" was already gone" if gone else " removed"))
-    if record.qdisc:
-        root = next((q for q in current_qdiscs(record.interface) if q.get("root")), None)
-        if root and root.get("handle") == record.qdisc["handle"] \
-                and root.get("kind") == record.qdisc["kind"]:
-            checked(["tc", "qdisc", "del", "dev", record.interface, "root"], check=False)
-            done.append(f"qdisc {root['kind']} {root['handle']} removed (the kernel's default "
-                        "is back)")
-        elif root and not (root.get("handle") == "0:"):
-            done.append(f"root qdisc {root.get('kind')} {root.get('handle')} left alone: "
-                        f"not the {record.qdisc['kind']} {record.qdisc['handle']} pcapstats set")
-        else:
-            done.append(f"qdisc {record.qdisc['kind']} {record.qdisc['handle']} was already gone")
-    stats = None
-    if record.delay_line and record.delay_line.get("pid"):
-        done.append(_stop_delay_line(record, proc))
-        stats = _read_json(record.delay_line, "stats")
-    record.forget()
-    return done, stats
-
-
-def _without_counters(spec: list[str]) -> list[str]:
-    out, skip = [], 0
-    for k, word in enumerate(spec):
-        if skip:
-            skip -= 1
-            continue
-        if word == "-c" and k + 2 < len(spec) and spec[k + 1].isdigit():
-            skip = 2
-            continue
-        out.append(word)
-    return out
-
-
-def current_qdiscs(iface: str) -> list[dict]:
-    """The interface's qdiscs (``tc -j``); none when tc cannot say (the interface is gone)."""
-    proc = checked(["tc", "-j", "qdisc", "show", "dev", iface], check=False)
-    return json.loads(proc.stdout or "[]") if proc.returncode == 0 else []
-
-
-def _stop_delay_line(record: Record, proc: subprocess.Popen | None) -> str:
-    d = record.delay_line
-    pid, start = d["pid"], d.get("start")
-    if not same_process(pid, start) or "pcapstats.tools.delayline" not in _cmdline(pid):
-        if proc is not None:
-            proc.poll()
-        return f"delay line (pid {pid}) had already exited"
-    wait_s = (record.asked.get("delay_s") or 0) + (record.asked.get("jitter_s") or 0) + 5
-    os.kill(pid, signal.SIGTERM)  # it releases what it holds, on schedule, then exits
-    deadline = time.monotonic() + wait_s
-    while time.monotonic() < deadline:
-        if proc is not None and proc.poll() is not None:
-            break
-        if proc is None and not same_process(pid, start):
-            break
-        time.sleep(0.02)
-    else:
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGKILL)
-        if proc is not None:
-            proc.wait(5)
-        return f"delay line (pid {pid}) killed: it did not exit within {wait_s:g} s"
-    return f"delay line (pid {pid}, NFQUEUE {record.queue}) stopped"
-
-
-# -- installing ----------------------------------------------------------------------------------
 def check_impairment(imp: Impairment) -> None:
     """UsageError for what an interface's egress cannot be asked (before anything is done)."""
     if imp.queue_bytes is not None and not imp.rate_bps:
@@ -565,10 +283,8 @@ class InterfaceImpairment:
                                "pcapstats did not set: it is left as it is",
                                hint=f"remove it yourself (tc qdisc del dev {iface} root) if "
                                "it may go")
-            use_netem = mechanism == "netem" or (mechanism == "auto" and netem_available())
-            if mechanism == "netem" and not netem_available():
-                raise LabError("this kernel has no sch_netem", hint="use the fallback")
-            if not use_netem and (impairment.loss or impairment.delayed):
+            netem = use_netem(mechanism)
+            if not netem and (impairment.loss or impairment.delayed):
                 require("iptables")
             replaced = []
             if previous is not None:
@@ -583,7 +299,7 @@ class InterfaceImpairment:
             applied = cls(record, impairment)
             applied.replaced = replaced
             try:
-                applied._install_netem() if use_netem else applied._install_fallback(daemon)
+                applied._install(netem, daemon)
                 record.save()
             except BaseException:
                 applied.remove()
@@ -599,68 +315,54 @@ class InterfaceImpairment:
         """mechanism -> what it cannot do on this host's own traffic (one sentence)."""
         return {m: LIMITS[m] for m in dict.fromkeys(self.mechanisms.values())}
 
-    def _install_netem(self) -> None:
+    def _install(self, use_netem: bool, daemon: bool) -> None:
+        """Record what will be done, then do it: netem (loss, delay, jitter) or the delay line
+        behind an iptables chain; tbf for the rate (netem's child where netem is there); a
+        chain that counts what the loss is offered (netem: nothing in it)."""
         imp, r = self.impairment, self.record
-        spec = []
-        if imp.delay_s or imp.jitter_s:
-            spec += ["delay", f"{round(imp.delay_s * 1e6)}us"]
-            if imp.jitter_s:
-                spec.append(f"{round(imp.jitter_s * 1e6)}us")
-                r.mechanisms["jitter"] = "netem"
-            r.mechanisms["delay"] = "netem"
-        if imp.loss:
-            spec += ["loss", f"{imp.loss * 100:.6f}%"]
-            r.mechanisms["loss"] = "netem"
-        if imp.rate_bps:
-            spec += ["rate", f"{round(imp.rate_bps)}bit"]
-            r.mechanisms["rate"] = r.mechanisms["queue"] = "netem"
-        in_delay = (imp.rate_bps or 0) * (imp.delay_s + imp.jitter_s) / 8 / FRAME_BYTES
-        limit = (math.ceil(imp.queue_limit_bytes / FRAME_BYTES + in_delay) if imp.rate_bps
-                 else NETEM_LIMIT_PACKETS)
-        r.qdisc = {"handle": QDISC_HANDLE, "kind": "netem"}
-        r.settings["netem"] = {"limit_packets": limit, "spec": spec}
-        r.save()  # recorded before the change: a process killed now leaves a record
-        _run(r, "tc", "qdisc", "add", "dev", r.interface, "root", "handle", QDISC_HANDLE,
-             "netem", "limit", limit, *spec)
-
-    def _install_fallback(self, daemon: bool) -> None:
-        imp, r = self.impairment, self.record
-        # IPv6 too where this host has it (ip6tables works); IPv4 is a must.
+        netem = use_netem and bool(imp.loss or imp.delayed)
+        queued = not use_netem and bool(imp.loss or imp.delayed)  # the delay line's work
+        # IPv6 too where this host has it (ip6tables works); IPv4 is a must for the delay line.
         tools = [t for t in iptables_tools()
                  if checked([t, "-w", "-t", TABLE, "-S"], check=False).returncode == 0]
-        queued = bool(imp.loss or imp.delayed)       # the delay line drops and delays
         if queued and "iptables" not in tools:
             raise LabError(f"iptables cannot use the {TABLE} table here",
                            hint="the loss and delay fallbacks need it (iptables -t mangle -S)")
-        if queued:
+        if queued or (netem and imp.loss and tools):
             r.chain = CHAIN_PREFIX + secrets.token_hex(4)
             r.families = tools
             r.settings["iptables"] = {"table": TABLE, "hook": HOOK, "match": f"-o {r.interface}",
                                       "chain": r.chain, "tools": tools,
                                       "comment": self._comment()}
+        netem_words = netem_args(imp, loss=imp.loss, rate_child=bool(imp.rate_bps))
+        if netem:
+            r.qdisc = {"handle": QDISC_HANDLE, "kind": "netem"}
+            r.settings["netem"] = {"limit_packets": int(netem_words[1]), "spec": netem_words[2:]}
         if imp.rate_bps:
-            r.qdisc = {"handle": QDISC_HANDLE, "kind": "tbf"}
-            r.settings["tbf"] = {"rate_bps": round(imp.rate_bps),
-                                 "burst_bytes": imp.tbf_burst_bytes(),
-                                 "limit_bytes": imp.queue_limit_bytes}
-        r.save()  # recorded before the first change
+            tbf = {"handle": RATE_CHILD_HANDLE if netem else QDISC_HANDLE, "kind": "tbf"}
+            if netem:
+                r.qdisc["child"] = tbf
+            else:
+                r.qdisc = tbf
+            r.settings["tbf"] = tbf_settings(imp)
+        r.save()  # recorded before the first change: a process killed now leaves a record
         if queued:  # bound to its queue before any rule sends packets there
             self._start_delay_line(daemon)
-            for value in ("loss", "delay", "jitter"):
-                if (imp.loss, imp.delay_s or imp.serialize, imp.jitter_s)[
-                        ("loss", "delay", "jitter").index(value)]:
-                    r.mechanisms[value] = "nfqueue-delayline"
-        if imp.rate_bps:
-            t = r.settings["tbf"]
+        if netem:
             _run(r, "tc", "qdisc", "add", "dev", r.interface, "root", "handle", QDISC_HANDLE,
-                 "tbf", "rate", f"{t['rate_bps']}bit", "burst", t["burst_bytes"],
-                 "limit", t["limit_bytes"])
-            r.mechanisms["rate"] = r.mechanisms["queue"] = "tbf"
+                 "netem", *netem_words)
+        if imp.rate_bps:
+            where = (["parent", RATE_CHILD_PARENT, "handle", RATE_CHILD_HANDLE]
+                     if netem else ["root", "handle", QDISC_HANDLE])
+            _run(r, "tc", "qdisc", "add", "dev", r.interface, *where, "tbf", *tbf_args(imp))
+        r.mechanisms.update(
+            {v: WHO_SETS["netem" if use_netem else "fallback"][v] for v in imp.asked()})
         if r.chain:
-            for tool in tools:
+            for tool in r.families:
                 _run(r, tool, "-w", "-t", TABLE, "-N", r.chain)
-                _run(r, tool, "-w", "-t", TABLE, "-A", r.chain, "-j", "NFQUEUE",
-                     "--queue-num", r.queue, "--queue-bypass")
+                if queued:
+                    _run(r, tool, "-w", "-t", TABLE, "-A", r.chain, "-j", "NFQUEUE",
+                         "--queue-num", r.queue, "--queue-bypass")
                 _run(r, tool, "-w", "-t", TABLE, "-I", HOOK, "1", "-o", r.interface,
                      "-m", "comment", "--comment", self._comment(), "-j", r.chain)
 
@@ -677,11 +379,8 @@ class InterfaceImpairment:
                       if q not in used][:QUEUE_TRIES]
         last_error = "no free NFQUEUE number"
         for queue in candidates:
-            argv = [sys.executable, "-m", "pcapstats.tools.delayline", "--queue", str(queue),
-                    "--delay-ms", repr(imp.delay_s * 1e3), "--jitter-ms",
-                    repr(imp.jitter_s * 1e3), "--loss", repr(imp.loss),
-                    "--stats", files["stats"], "--stats-interval",
-                    str(_STATS_INTERVAL_S), "--realtime-priority", str(DELAY_LINE_PRIORITY)]
+            argv = delay_line_argv(queue, imp, files["stats"], interval_s=STATS_INTERVAL_S,
+                                   loss=imp.loss)
             env = dict(os.environ)
             package_root = str(Path(delayline.__file__).resolve().parents[2])
             env["PYTHONPATH"] = os.pathsep.join(
@@ -698,7 +397,7 @@ class InterfaceImpairment:
             r.delay_line["start"] = process_start(proc.pid)
             r.save()
             self._proc = None if daemon else proc
-            error = _wait_ready(proc, queue, files)
+            error = wait_ready(proc, queue, files["stdout"], files["stderr"])
             if error is None:
                 r.commands.append(shlex.join(argv))
                 r.settings["delay_line"] = {"queue": queue, "pid": proc.pid,
@@ -715,8 +414,9 @@ class InterfaceImpairment:
     def counters(self) -> dict:
         """What the kernel and the delay line counted so far (after remove(): the final counts).
 
-        ``loss``: packets the loss rule was offered / dropped (IPv4 + IPv6, as netfilter sees
-        them: this host's own TCP in GSO bursts); ``qdisc``: pcapstats' root qdisc's counts;
+        ``loss``: packets the loss was offered (the chain's jump, IPv4 + IPv6, as netfilter
+        sees them: this host's own TCP in GSO bursts) and dropped (by the delay line, or by
+        netem less its tbf); ``qdisc``: the rate's tbf; ``netem``: netem's counts;
         ``delay_line``: the program's stats and the kernel's queue line.
         """
         if self._removed:
@@ -769,68 +469,42 @@ def _busy_text(iface: str, previous: Record) -> str:
     return f"{iface} already carries {who} ({previous.describe()})"
 
 
-def _wait_ready(proc: subprocess.Popen, queue: int, files: dict) -> str | None:
-    """None once the delay line says it has bound its queue, else why it has not."""
-    deadline = time.monotonic() + _READY_TIMEOUT_S
-    while time.monotonic() < deadline:
-        with contextlib.suppress(FileNotFoundError):
-            if f"ready queue={queue}" in Path(files["stdout"]).read_text():
-                return None
-        if proc.poll() is not None:
-            err = Path(files["stderr"]).read_text().strip().splitlines()
-            return err[-1] if err else f"exit code {proc.returncode}"
-        time.sleep(0.02)
-    with contextlib.suppress(ProcessLookupError):
-        os.kill(proc.pid, signal.SIGKILL)
-    proc.wait()
-    return f"no answer within {_READY_TIMEOUT_S:g} s"
-
-
-def _read_json(d: dict | None, key: str) -> dict | None:
-    if not d or not d.get(key):
-        return None
-    try:
-        return json.loads(Path(d[key]).read_text())
-    except (OSError, json.JSONDecodeError):
-        return None
-
-
+# -- reading --------------------------------------------------------------------------------------
 def read_counters(record: Record) -> dict:
     """The kernel's counts for what the record installed (see InterfaceImpairment.counters)."""
     out: dict = {}
+    if record.qdisc:
+        for q in current_qdiscs(record.interface, stats=True):
+            if is_ours(q, record.qdisc):
+                out["netem" if q["kind"] == "netem" else "qdisc"] = {
+                    "kind": q["kind"], "handle": q["handle"], "sent_bytes": q.get("bytes"),
+                    "sent_packets": q.get("packets"), "dropped_packets": q.get("drops"),
+                    "overlimits": q.get("overlimits"), "backlog_bytes": q.get("backlog"),
+                    "backlog_packets": q.get("qlen")}
     if record.chain:
-        offered = [0, 0]             # the chain's jump: every packet the queue was offered
+        offered = [0, 0]             # the chain's jump: every packet the loss was offered
         for tool in record.families:
-            for line in _jumps(tool, record.chain):
+            for line in jumps(tool, record.chain):
                 m = re.search(r"-c (\d+) (\d+)", line)
                 if m:
                     offered[0] += int(m.group(1))
                     offered[1] += int(m.group(2))
-        program = _read_json(record.delay_line, "stats") if record.delay_line else None
+        if record.delay_line:
+            program = read_json(record.delay_line, "stats") or {}
+            dropped = program.get("packets_dropped", 0)
+        else:                        # netem's drops less its tbf child's (counted in both)
+            dropped = ((out.get("netem") or {}).get("dropped_packets") or 0) - \
+                ((out.get("qdisc") or {}).get("dropped_packets") or 0)
         out["loss"] = {"offered_packets": offered[0], "offered_bytes": offered[1],
-                       "dropped_packets": (program or {}).get("packets_dropped", 0)}
-    if record.qdisc:
-        for q in _qdiscs_stats(record.interface):
-            if q.get("root") and q.get("handle") == record.qdisc["handle"]:
-                out["qdisc"] = {"kind": q["kind"], "handle": q["handle"],
-                                "sent_bytes": q.get("bytes"), "sent_packets": q.get("packets"),
-                                "dropped_packets": q.get("drops"),
-                                "overlimits": q.get("overlimits"),
-                                "backlog_bytes": q.get("backlog"),
-                                "backlog_packets": q.get("qlen")}
+                       "dropped_packets": dropped}
     if record.delay_line:
         d = record.delay_line
         kernel = delayline.read_kernel_queues().get(record.queue)
         out["delay_line"] = {"queue": record.queue, "pid": d.get("pid"),
                              "alive": same_process(d.get("pid"), d.get("start")),
                              "kernel": dataclasses.asdict(kernel) if kernel else None,
-                             "program": _read_json(d, "stats")}
+                             "program": read_json(d, "stats")}
     return out
-
-
-def _qdiscs_stats(iface: str) -> list[dict]:
-    proc = checked(["tc", "-s", "-j", "qdisc", "show", "dev", iface], check=False)
-    return json.loads(proc.stdout or "[]") if proc.returncode == 0 else []
 
 
 def delay_line_problems(record: Record, counts: dict | None) -> list[str]:
@@ -847,7 +521,7 @@ def delay_line_problems(record: Record, counts: dict | None) -> list[str]:
     return out
 
 
-# -- for `pcapstats netem`: what is on an interface, clearing it -----------------------------------
+# -- for `pcapstats netem`: what is on an interface, clearing it ----------------------------------
 @dataclass
 class Shown:
     interface: str
@@ -871,15 +545,21 @@ def show(iface: str) -> Shown:
     present, missing = [], []
     counts: dict = {}
     if record is not None:
-        roots = [q for q in current_qdiscs(iface) if q.get("root")]
+        now = current_qdiscs(iface)
         if record.qdisc:
-            item = f"qdisc {record.qdisc['kind']} {record.qdisc['handle']} root"
-            ok = any(q.get("handle") == record.qdisc["handle"]
-                     and q.get("kind") == record.qdisc["kind"] for q in roots)
-            (present if ok else missing).append(item)
+            root, child = record.qdisc, record.qdisc.get("child")
+            items = [(f"qdisc {root['kind']} {root['handle']} root", {**root, "root": True})]
+            if child:
+                items.append((f"qdisc {child['kind']} {child['handle']} parent "
+                              f"{root['handle'].rstrip(':')}:1",
+                              {**child, "parent": root["handle"].rstrip(":") + ":1"}))
+            for item, want in items:
+                ok = any(is_ours(q, record.qdisc) and q.get("handle") == want["handle"]
+                         for q in now)
+                (present if ok else missing).append(item)
         if record.chain:
             item = f"iptables chain {record.chain} ({TABLE} {HOOK} -o {iface})"
-            ok = any(_chain_exists(t, record.chain) for t in record.families)
+            ok = any(chain_exists(t, record.chain) for t in record.families)
             (present if ok else missing).append(item)
         if record.delay_line:
             d = record.delay_line
@@ -889,8 +569,7 @@ def show(iface: str) -> Shown:
     kinds = default_kinds()
     foreign, default = [], []
     for q in current_qdiscs(iface):
-        if record and record.qdisc and q.get("root") and \
-                q.get("handle") == record.qdisc["handle"] and q.get("kind") == record.qdisc["kind"]:
+        if record and is_ours(q, record.qdisc):
             continue
         (default if is_kernel_default(q, kinds) else foreign).append(describe_qdisc(q, iface))
     rules = rules_naming(iface, (record.chain,) if record and record.chain else ())
