@@ -203,8 +203,16 @@ int64_t ps_walk_pcapng(const uint8_t *buf, int64_t len, int64_t cap, int64_t *da
 
 /* ---- field decoding: link layer -> IPv4/IPv6 (+ extension headers) -> TCP/UDP/ICMP ---- */
 
-/* Per-packet decode status (mirrored in kernel.py). */
-enum { DS_OK = 0, DS_UNKNOWN_LINKTYPE = 1, DS_MALFORMED = 2 };
+/* Per-packet decode status (mirrored in contract.py): how far the decode got.  DS_MALFORMED:
+ * the network header is there but is not what its type says (IPv4: version nibble not 4 or a
+ * header length under 20; IPv6: version nibble not 6).  DS_END_*: the packet ended inside that
+ * header, or where it should have begun -- its captured bytes ran out, or for what follows the
+ * IP header, the IP length: END_LINK the link type's own header (Ethernet, SLL, SLL2, null,
+ * raw IP's first byte, radiotap), END_WLAN the 802.11 header, END_LLC its LLC/SNAP header,
+ * END_TAG a VLAN tag (vlan_count: the whole ones), END_IP the IP header, END_L4 what follows
+ * a decoded IP header: the IPv6 extension headers or the TCP, UDP or ICMP header. */
+enum { DS_OK = 0, DS_UNKNOWN_LINKTYPE = 1, DS_MALFORMED = 2, DS_END_LINK = 3, DS_END_WLAN = 4,
+       DS_END_LLC = 5, DS_END_TAG = 6, DS_END_IP = 7, DS_END_L4 = 8 };
 /* l4 kinds */
 enum { L4_NONE = 0, L4_ICMP = 1, L4_TCP = 6, L4_UDP = 17 };
 /* tcp_opts bits */
@@ -268,6 +276,9 @@ typedef struct {
     int8_t *rt_signal;         /* dBm antenna signal */
     uint16_t *rt_rate;         /* Rate field (500 kbit/s), or RT_MCS_RATE + an 802.11n MCS code */
     uint16_t *rt_freq;         /* channel frequency, MHz */
+    uint16_t *ethertype;       /* the type the link layer handed on (after VLAN tags; see below) */
+    uint8_t *vlan_ad;          /* bit k: VLAN tag k, outermost first, was an 802.1ad S-tag */
+    uint16_t *l3_offset;       /* where the network header starts in the frame */
     /* the compact SACK table, shared by all windows: rows of 4 (left, right) pairs */
     uint32_t *sack_table;
     int64_t sack_cap;
@@ -279,13 +290,15 @@ typedef struct {
 
 static int is_vlan_ethertype(uint16_t t) { return t == 0x8100 || t == 0x88A8 || t == 0x9100; }
 
-/* Walk VLAN tags starting at p[off] whose ethertype is *et; returns the L3 offset or -1. */
+/* Walk VLAN tags starting at p[off] whose ethertype is *et; returns the L3 offset or -1 (a tag
+ * cut: DS_END_TAG). */
 static int64_t skip_vlans(const uint8_t *p, int64_t cl, int64_t off, uint16_t *et,
                           decode_args *a, int64_t i)
 {
     while (is_vlan_ethertype(*et)) {
-        if (off + 4 > cl) return -1;
+        if (off + 4 > cl) { a->status[i] = DS_END_TAG; return -1; }
         if (a->vlan_count[i] == 0) a->vlan_id[i] = be16(p + off) & 0x0FFF;
+        if (*et == 0x88A8 && a->vlan_count[i] < 8) a->vlan_ad[i] |= (uint8_t)(1u << a->vlan_count[i]);
         if (a->vlan_count[i] < 255) a->vlan_count[i]++;
         *et = be16(p + off + 2);
         off += 4;
@@ -508,19 +521,22 @@ static int64_t radiotap(const uint8_t *p, int64_t cl, rt_flags *f, rt_layout *la
 }
 
 /* The 802.11 frame at p[at..cl): returns the L3 offset and sets *et (0 when no IP follows: see
- * wlan_kind), or -1 when the header or the LLC/SNAP header is cut. */
+ * wlan_kind), or -1 when the header (DS_END_WLAN) or the LLC/SNAP header (DS_END_LLC) is cut. */
 static inline __attribute__((always_inline)) int64_t wlan(const uint8_t *p, int64_t cl, int64_t at, int datapad, uint16_t *et,
                            decode_args *a, int64_t i)
 {
     *et = 0;
+    a->status[i] = DS_END_WLAN;                  /* until the header is read */
     if (cl - at < 2) return -1;
     const uint8_t fc0 = p[at], fc1 = p[at + 1];
     const int type = (fc0 >> 2) & 3, subtype = fc0 >> 4;
-    if (fc0 & 3) { a->wlan_kind[i] = WLAN_OTHER_VERSION; return at; }
+    if (fc0 & 3) { a->status[i] = DS_OK; a->wlan_kind[i] = WLAN_OTHER_VERSION; return at; }
     if (type != 2) {
+        a->status[i] = DS_OK;
         a->wlan_kind[i] = type == 0 ? WLAN_MGMT : type == 1 ? WLAN_CTRL : WLAN_EXTENSION;
         return at;
     }
+    a->status[i] = DS_OK;
     if (subtype & 4) { a->wlan_kind[i] = WLAN_NULL; return at; }    /* no data: Null, CF-Ack, ... */
     if (fc1 & 0x40) { a->wlan_kind[i] = WLAN_PROTECTED; return at; }  /* encrypted payload */
     /* 24 bytes; a fourth address when both ToDS and FromDS; QoS control; HT control in a QoS
@@ -528,21 +544,23 @@ static inline __attribute__((always_inline)) int64_t wlan(const uint8_t *p, int6
     const int64_t addr4 = (fc1 & 3) == 3 ? 6 : 0, qos = (subtype & 8) ? 2 : 0;
     int64_t hdr = 24 + addr4 + qos + (qos && (fc1 & 0x80) ? 4 : 0);
     if (datapad) hdr = (hdr + 3) & ~(int64_t)3;
-    if (cl - at < hdr) return -1;
+    if (cl - at < hdr) { a->status[i] = DS_END_WLAN; return -1; }
     if (qos && (p[at + 24 + addr4] & 0x80)) { a->wlan_kind[i] = WLAN_AMSDU; return at; }
     const int64_t llc = at + hdr;
-    if (cl - llc < 3) return -1;
+    if (cl - llc < 3) { a->status[i] = DS_END_LLC; return -1; }
     if (p[llc] != 0xAA || p[llc + 1] != 0xAA || p[llc + 2] != 0x03) return llc;  /* not SNAP */
-    if (cl - llc < 8) return -1;
+    if (cl - llc < 8) { a->status[i] = DS_END_LLC; return -1; }
     /* RFC 1042 (OUI 0) and 802.1H bridge tunnel (00-00-F8) encapsulate an ethertype */
     if (p[llc + 3] != 0 || p[llc + 4] != 0 || (p[llc + 5] != 0 && p[llc + 5] != 0xF8)) return llc;
     *et = be16(p + llc + 6);
     return skip_vlans(p, cl, llc + 8, et, a, i);
 }
 
-/* Returns the L3 offset and sets *et to an ethertype (0x0800/0x86DD for IP), or -1 when the
- * link header is cut, -2 for an unknown link type.  *cl / *ol (captured, reported bytes) lose a
- * trailing FCS. */
+/* Returns the L3 offset and sets *et to the type the link layer hands on (0x0800/0x86DD for IP;
+ * Ethernet's, SLL's and an 802.11 SNAP header's type field after the VLAN tags, which can be
+ * an 802.3 length; raw IP's and null's IPv4/IPv6 by version or address family, else 0), or -1
+ * when a link header is cut (status DS_END_*), -2 for an unknown link type.  *cl / *ol
+ * (captured, reported bytes) lose a trailing FCS. */
 static int64_t link_layer(const uint8_t *p, int64_t *cl_io, int64_t *ol_io, uint16_t lt,
                           uint16_t *et, rt_layout *layout, decode_args *a, int64_t i)
 {
@@ -637,6 +655,7 @@ typedef struct {
     uint32_t id;
     const uint8_t *src, *dst;
     int transport;            /* a transport header follows (first fragment, walk complete) */
+    int ended;                /* IPv6: the extension headers or the payload length end it */
 } iphdr;
 
 static int ext_header(uint8_t proto) {
@@ -644,15 +663,17 @@ static int ext_header(uint8_t proto) {
            proto == 140 || proto == 51 || proto == 44;
 }
 
-/* Parse the IP header at ip (cap bytes captured, rest bytes reported); -1 when malformed. */
+/* Parse the IP header at ip (cap bytes captured, rest bytes reported); -1 when the bytes end
+ * inside it, -2 when it is malformed (another version, an IPv4 header length under 20). */
 static int parse_ip(const uint8_t *ip, int64_t cap, int64_t rest, int version, iphdr *h)
 {
     memset(h, 0, sizeof(*h));
     h->version = version;
+    if (cap >= 1 && (ip[0] >> 4) != version) return -2;
     if (version == 4) {
-        if (cap < 20 || (ip[0] >> 4) != 4) return -1;
+        if (cap < 20) return -1;
         h->hdr = (ip[0] & 0x0F) * 4;
-        if (h->hdr < 20) return -1;
+        if (h->hdr < 20) return -2;
         h->total = be16(ip + 2);
         if (h->total == 0) h->total = rest;        /* TSO: length left 0, use the frame's */
         h->src = ip + 12; h->dst = ip + 16;
@@ -664,7 +685,7 @@ static int parse_ip(const uint8_t *ip, int64_t cap, int64_t rest, int version, i
         h->transport = h->total >= h->hdr && !h->frag_offset;  /* non-first fragment: no header */
         return 0;
     }
-    if (cap < 40 || (ip[0] >> 4) != 6) return -1;
+    if (cap < 40) return -1;
     h->total = be16(ip + 4) + 40;
     /* payload length 0: a jumbogram (its length is in the hop-by-hop option: use the frame's) when
      * a hop-by-hop header follows; otherwise Wireshark calls it malformed and decodes no further */
@@ -696,11 +717,12 @@ static int parse_ip(const uint8_t *ip, int64_t cap, int64_t rest, int version, i
     h->hdr = hdr;
     h->proto = proto;
     h->transport = !ext_header(proto) && proto != 59 && !h->frag_offset && !malformed_len;
+    h->ended = ext_header(proto) || malformed_len;
     return 0;
 }
 
-static void transport(const uint8_t *p, int64_t cap, int64_t rep, uint8_t proto, int ipver,
-                      int64_t rel, decode_args *a, int64_t i, int quoted);
+static int transport(const uint8_t *p, int64_t cap, int64_t rep, uint8_t proto, int ipver,
+                     int64_t rel, decode_args *a, int64_t i, int quoted);
 
 /* The IP header quoted in an ICMP error and the start of its transport header: Wireshark gives
  * that TCP/UDP header a stream, so the conversation hash must see it (kernel.py, streams.py). */
@@ -717,13 +739,14 @@ static void quoted_packet(const uint8_t *p, int64_t cap, int64_t rep, int outer_
 }
 
 /* Transport header at p (cap bytes captured, rep bytes reported by the IP length).  A quoted
- * header (inside an ICMP error) fills the TCP/UDP fields and l4_quoted, not l4 or the payload. */
-static void transport(const uint8_t *p, int64_t cap, int64_t rep, uint8_t proto, int ipver,
-                      int64_t rel, decode_args *a, int64_t i, int quoted)
+ * header (inside an ICMP error) fills the TCP/UDP fields and l4_quoted, not l4 or the payload.
+ * Returns -1 when the bytes end inside a TCP, UDP or ICMP header, else 0. */
+static int transport(const uint8_t *p, int64_t cap, int64_t rep, uint8_t proto, int ipver,
+                     int64_t rel, decode_args *a, int64_t i, int quoted)
 {
     int64_t hl = 0, plen = 0;
     if (proto == 6) {
-        if (cap < 20 || rep < 20) return;
+        if (cap < 20 || rep < 20) return -1;
         hl = (p[12] >> 4) * 4;
         /* a header length under 20 or past the reported bytes is bogus, but Wireshark 4.0 still
          * numbers the stream: keep the fixed fields, skip the options */
@@ -739,8 +762,8 @@ static void transport(const uint8_t *p, int64_t cap, int64_t rep, uint8_t proto,
         if (hl > rep) hl = rep;
         a->tcp_len[i] = (uint32_t)plen;
     } else if (proto == 17) {
-        if (cap < 8 || rep < 8) return;
-        if (be16(p + 4) < 8) return;  /* bogus UDP length: Wireshark numbers no stream */
+        if (cap < 8 || rep < 8) return -1;
+        if (be16(p + 4) < 8) return 0;  /* bogus UDP length: Wireshark numbers no stream */
         if (quoted) a->l4_quoted[i] = L4_UDP; else a->l4[i] = L4_UDP;
         a->srcport[i] = be16(p); a->dstport[i] = be16(p + 2);
         a->udp_length[i] = be16(p + 4);
@@ -749,7 +772,7 @@ static void transport(const uint8_t *p, int64_t cap, int64_t rep, uint8_t proto,
         /* a first fragment carries the datagram's header: its payload is the whole datagram's */
         if (plen > rep - 8 && !(a->ip_flags[i] & IPF_MF)) plen = rep - 8;
     } else if (!quoted && ((proto == 1 && ipver == 4) || (proto == 58 && ipver == 6))) {
-        if (cap < 4 || rep < 4) return;
+        if (cap < 4 || rep < 4) return -1;
         uint8_t t = p[0];
         a->l4[i] = L4_ICMP;
         a->icmp_type[i] = t; a->icmp_code[i] = p[1];
@@ -763,11 +786,12 @@ static void transport(const uint8_t *p, int64_t cap, int64_t rep, uint8_t proto,
                                  : (t >= 1 && t <= 4);
         if (error && cap > 8 && rep > 8) quoted_packet(p + 8, cap - 8, rep - 8, ipver, a, i);
     } else {
-        return;
+        return 0;
     }
-    if (quoted) return;
+    if (quoted) return 0;
     a->payload_rel[i] = (uint16_t)(rel + hl > 0xFFFF ? 0xFFFF : rel + hl);
     a->payload_len[i] = (uint32_t)plen;
+    return 0;
 }
 
 static void decode_one(decode_args *a, int64_t i, rt_layout *layout)
@@ -778,14 +802,17 @@ static void decode_one(decode_args *a, int64_t i, rt_layout *layout)
     a->tcp_sack_row[i] = -1;
     int64_t l3 = link_layer(p, &cl, &ol, a->linktype[i], &et, layout, a, i);
     if (l3 == -2) { a->status[i] = DS_UNKNOWN_LINKTYPE; return; }
-    if (l3 < 0) { a->status[i] = DS_MALFORMED; return; }
+    if (l3 < 0) { if (a->status[i] == DS_OK) a->status[i] = DS_END_LINK; return; }
+    a->ethertype[i] = et;
+    a->l3_offset[i] = (uint16_t)(l3 > 0xFFFF ? 0xFFFF : l3);
     if (et != ETH_IPV4 && et != ETH_IPV6) return;  /* ARP, LLDP, ...: a frame without IP */
 
     const uint8_t *ip = p + l3;
     const int64_t ipcap = cl - l3;
     const int64_t frame_rest = ol - l3;  /* reported bytes from the IP header on */
     iphdr h;
-    if (parse_ip(ip, ipcap, frame_rest, et == ETH_IPV4 ? 4 : 6, &h)) { a->status[i] = DS_MALFORMED; return; }
+    int parsed = parse_ip(ip, ipcap, frame_rest, et == ETH_IPV4 ? 4 : 6, &h);
+    if (parsed) { a->status[i] = parsed == -1 ? DS_END_IP : DS_MALFORMED; return; }
     a->ip_version[i] = (uint8_t)h.version;
     memcpy(a->ip_src + 16 * i, h.src, h.version == 4 ? 4 : 16);
     memcpy(a->ip_dst + 16 * i, h.dst, h.version == 4 ? 4 : 16);
@@ -796,12 +823,16 @@ static void decode_one(decode_args *a, int64_t i, rt_layout *layout)
     a->ip_id[i] = h.id;
     a->ip_flags[i] = h.flags;
     a->ip_frag_offset[i] = h.frag_offset;
-    if (!h.transport || h.hdr > h.total) return;
+    if (!h.transport || h.hdr > h.total) {
+        if (h.ended || h.transport) a->status[i] = DS_END_L4;   /* ended before its transport */
+        return;
+    }
     /* Wireshark trims the reported length to the IP length, never extends it */
     int64_t rep = (h.total < frame_rest ? h.total : frame_rest) - h.hdr;
     int64_t l4cap = ipcap - h.hdr;
-    if (rep < 0) return;
-    transport(ip + h.hdr, l4cap < 0 ? 0 : l4cap, rep, h.proto, h.version, l3 + h.hdr, a, i, 0);
+    if (rep < 0) { a->status[i] = DS_END_L4; return; }
+    if (transport(ip + h.hdr, l4cap < 0 ? 0 : l4cap, rep, h.proto, h.version, l3 + h.hdr, a, i, 0))
+        a->status[i] = DS_END_L4;
 }
 
 void ps_decode(decode_args *a)

@@ -32,8 +32,15 @@ import numpy as np
 # Walk status codes (the enum at the top of _kernel.c).
 ST_OK, ST_TRUNCATED, ST_ABSURD_LENGTH, ST_TRAILER_MISMATCH, ST_BAD_BLOCK = 0, 1, 2, 3, 4
 ST_UNKNOWN_INTERFACE, ST_TOO_MANY_INTERFACES, ST_BAD_SECTION, ST_CAPACITY = 5, 6, 7, 8
-# Per-packet decode status.
+# Per-packet decode status: how far the decode got (the enum above decode_one in _kernel.c).
+# DS_MALFORMED: the network header is not what its type says (IPv4: version nibble not 4 or a
+# header length under 20; IPv6: version nibble not 6).  DS_END_*: the packet ended inside that
+# header or where it should have begun (its captured bytes ran out; for what follows the IP
+# header, the IP length): the link type's own header, the 802.11 header, its LLC/SNAP header,
+# a VLAN tag, the IP header, what follows a decoded IP header (IPv6 extension headers, TCP, UDP,
+# ICMP).
 DS_OK, DS_UNKNOWN_LINKTYPE, DS_MALFORMED = 0, 1, 2
+DS_END_LINK, DS_END_WLAN, DS_END_LLC, DS_END_TAG, DS_END_IP, DS_END_L4 = 3, 4, 5, 6, 7, 8
 # Values of the ``l4`` array.
 L4_NONE, L4_ICMP, L4_TCP, L4_UDP = 0, 1, 6, 17
 # Bits of ``tcp_opts`` and ``ip_flags``.
@@ -101,6 +108,9 @@ DECODE_OUTPUTS: tuple[tuple[str, str], ...] = (
     ("wlan_kind", "uint8"),        # WLAN_*: an 802.11 frame without an IP packet, and why
     ("rt_present", "uint8"),       # RT_* bits: the radiotap fields below that were found
     ("rt_signal", "int8"), ("rt_rate", "uint16"), ("rt_freq", "uint16"),
+    ("ethertype", "uint16"),       # the type the link layer hands on (link_layer in _kernel.c)
+    ("vlan_ad", "uint8"),          # bit k: VLAN tag k, outermost first, was an 802.1ad S-tag
+    ("l3_offset", "uint16"),       # where the network header starts (where the link layer ended)
 )
 
 

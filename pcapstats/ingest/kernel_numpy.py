@@ -23,7 +23,8 @@ from array import array
 import numpy as np
 import pandas as pd
 
-from .contract import (ABSURD_RECORD, DS_MALFORMED, DS_UNKNOWN_LINKTYPE, IPF_DF, IPF_FRAGMENT,
+from .contract import (ABSURD_RECORD, DS_END_IP, DS_END_L4, DS_END_LINK, DS_END_LLC, DS_END_TAG,
+                     DS_END_WLAN, DS_MALFORMED, DS_UNKNOWN_LINKTYPE, IPF_DF, IPF_FRAGMENT,
                      IPF_MF, L4_ICMP, L4_TCP, L4_UDP, OPT_MSS, OPT_SACK_PERM, OPT_TS, OPT_WS,
                      RT_FREQ, RT_MCS_RATE, RT_RATE, RT_SIGNAL, ST_ABSURD_LENGTH, ST_BAD_BLOCK,
                      ST_BAD_SECTION, ST_CAPACITY, ST_OK, ST_TOO_MANY_INTERFACES,
@@ -333,8 +334,11 @@ def _decode_chunk(src: _Bytes, off, cl32, ol32, lt, out, sack: SackTable):
     out["tcp_sack_row"][:] = -1
     l3, et = _link_layer(src, off, cl, ol, lt, out)     # cl, ol lose an 802.11 FCS
     out["status"][l3 == -2] = DS_UNKNOWN_LINKTYPE
-    out["status"][l3 == -1] = DS_MALFORMED
+    out["status"][(l3 == -1) & (out["status"] == 0)] = DS_END_LINK   # else: END_WLAN, _LLC, _TAG
     ok = l3 >= 0
+    w = np.flatnonzero(ok)
+    out["ethertype"][w] = et[w]
+    out["l3_offset"][w] = np.minimum(l3[w], 0xFFFF)
     parts = []
     for ethertype, version in ((_ETH_IPV4, 4), (_ETH_IPV6, 6)):
         r = np.flatnonzero(ok & (et == ethertype))
@@ -434,6 +438,7 @@ def _skip_vlans(src: _Bytes, r, off, cl, l3, et, out):
     """
     at = off[r] + l3[r]                      # file offset of the next tag
     end = off[r] + cl[r]
+    prev = et[r].copy()                      # the type in front of the next tag: its TPID
     count0 = out["vlan_count"][r].astype(np.int64)
     whole = (at + 4 <= end) & (count0 == 0)
     out["vlan_id"][r[whole]] = _be16(src.rows(at[whole], 2), 0) & 0x0FFF
@@ -445,15 +450,25 @@ def _skip_vlans(src: _Bytes, r, off, cl, l3, et, out):
         inner = _be16(src.rows(tag_at.ravel() + 2, 2), 0).reshape(tag_at.shape)
         stops = ~readable | ~np.isin(inner, _VLAN_TPIDS)
         done = stops.any(axis=1)
+        # 802.1ad S-tags among the whole tags of this block, by index (the first 8 tags)
+        last = np.where(done, stops.argmax(axis=1), width - 1)
+        tpid = np.concatenate([prev[:, None], inner[:, :-1]], axis=1)
+        index = (count0 + count)[:, None] + np.arange(width)
+        ad = readable & (np.arange(width) <= last[:, None]) & (tpid == 0x88A8) & (index < 8)
+        if ad.any():
+            out["vlan_ad"][r] |= np.where(ad, 1 << np.minimum(index, 7), 0).sum(axis=1) \
+                .astype(np.uint8)
         k = stops.argmax(axis=1)[done]
         d = r[done]
         rows = np.flatnonzero(done)
         cut = ~readable[rows, k]
         tags = count[done] + k + ~cut
         out["vlan_count"][d] = np.minimum(count0[done] + tags, np.maximum(count0[done], 255))
+        out["status"][d[cut]] = DS_END_TAG
         l3[d] = np.where(cut, -1, tag_at[rows, k] + 4 - off[d])
         et[d] = inner[rows, k]
         going = ~done
+        prev = inner[going, width - 1]
         r, at, end = r[going], at[going] + 4 * width, end[going]
         count, count0 = count[going] + width, count0[going]
         width = int(max(1, min(2 * width, _VLAN_BUDGET // max(len(r), 1))))
@@ -484,6 +499,8 @@ def _wlan(src: _Bytes, r, off, cl, at, datapad, out):
     data = ~cut & (kind_of == 0)
     cut |= data & (room < hdr)
     data &= ~cut
+    out["status"][r[cut]] = DS_END_WLAN
+    header_cut = cut.copy()
     amsdu = data & qos & ((src.rows(start + 24 + addr4, 1)[:, 0] & 0x80) != 0)
     kind_of[amsdu] = WLAN_AMSDU
     data &= ~amsdu
@@ -502,6 +519,7 @@ def _wlan(src: _Bytes, r, off, cl, at, datapad, out):
     l3 = np.where(typed, at + llc + 8, l3)
     et = np.where(typed, b[:, 6] << 8 | b[:, 7], 0)
     l3[cut] = -1
+    out["status"][r[cut & ~header_cut]] = DS_END_LLC
     return l3, et
 
 
@@ -676,10 +694,13 @@ class _IP:
         n = len(ip)
         self.hdr, self.ident = np.zeros(n, np.int64), np.zeros(n, np.int64)
         self.flags, self.frag = np.zeros(n, np.int64), np.zeros(n, np.int64)
+        self.ended = np.zeros(n, bool)   # IPv6: the extension headers or payload length end it
         if version == 4:
             h = src.rows(ip, 20)
             self.hdr = (h[:, 0] & 0x0F).astype(np.int64) * 4
-            self.bad = (cap < 20) | ((h[:, 0] >> 4) != 4) | (self.hdr < 20)
+            malformed = (cap >= 1) & ((h[:, 0] >> 4) != 4)
+            self.cut = ~malformed & (cap < 20)
+            self.bad = self.cut | malformed | (self.hdr < 20)
             self.total = _be16(h, 2)
             self.total = np.where(self.total == 0, rest, self.total)  # TSO: 0, use the frame's
             self.src, self.dst = h[:, 12:16], h[:, 16:20]
@@ -692,7 +713,9 @@ class _IP:
             self.transport = (self.total >= self.hdr) & (self.frag == 0)
         else:
             h = src.rows(ip, 40)
-            self.bad = (cap < 40) | ((h[:, 0] >> 4) != 6)
+            malformed = (cap >= 1) & ((h[:, 0] >> 4) != 6)
+            self.cut = ~malformed & (cap < 40)
+            self.bad = self.cut | malformed
             self.total = _be16(h, 4) + 40
             # payload length 0: a jumbogram (length in the hop-by-hop option: the frame's) when a
             # hop-by-hop header follows, else malformed for Wireshark (no transport decoded)
@@ -704,6 +727,7 @@ class _IP:
             self.hdr = np.full(n, 40, np.int64)
             self._extensions(src, ip, cap, np.flatnonzero(~self.bad))
             self.transport = ~np.isin(self.proto, _NOT_TRANSPORT) & (self.frag == 0) & ~malformed_len
+            self.ended = np.isin(self.proto, _EXTENSIONS) | malformed_len
 
     def _extensions(self, src: _Bytes, ip, cap, walking):
         """Walk up to 32 extension headers from the rows ``walking``: proto and hdr advance, a
@@ -747,7 +771,12 @@ def _ip_layer(src: _Bytes, version, r, ip, ipcap, rest, out):
     sel = slice(None)
     if h.bad.any():
         out["status"][r[h.bad]] = DS_MALFORMED
+        out["status"][r[h.cut]] = DS_END_IP
         sel = good
+    # ended before its transport header: the extension headers or the IP length (decode_one)
+    rep = np.minimum(h.total, rest) - h.hdr
+    ended = good & ((~h.transport & h.ended) | (h.transport & ((h.hdr > h.total) | (rep < 0))))
+    out["status"][r[ended]] = DS_END_L4
     w = _at(r[sel])
     out["ip_version"][w] = version
     width = 4 if version == 4 else 16
@@ -795,7 +824,9 @@ def _set_l4(out, rows, quoted, value):
 def _tcp(src: _Bytes, rows, at, cap, rep, quoted, out, sack):
     """TCP headers (rows in packet order); returns (rows, offset, header length, payload
     length) of the packets' own, not quoted, headers."""
-    rows, at, cap, rep, quoted = _kept((cap >= 20) & (rep >= 20), rows, at, cap, rep, quoted)
+    whole = (cap >= 20) & (rep >= 20)
+    out["status"][rows[~whole & ~quoted]] = DS_END_L4
+    rows, at, cap, rep, quoted = _kept(whole, rows, at, cap, rep, quoted)
     h = src.rows(at, 20)
     hl = (h[:, 12] >> 4).astype(np.int64) * 4
     # a header length under 20 or past the reported bytes is bogus, but Wireshark still numbers
@@ -920,7 +951,9 @@ def _udp(src: _Bytes, rows, at, cap, rep, quoted, out, sack):
     """UDP headers (called like ``_tcp``; ``sack`` unused); the payload length is the UDP
     length's, trimmed to the reported bytes except in a first fragment (its header speaks for
     the whole datagram, as _kernel.c has it)."""
-    rows, at, rep, quoted = _kept((cap >= 8) & (rep >= 8), rows, at, rep, quoted)
+    whole = (cap >= 8) & (rep >= 8)
+    out["status"][rows[~whole & ~quoted]] = DS_END_L4
+    rows, at, rep, quoted = _kept(whole, rows, at, rep, quoted)
     h = src.rows(at, 8)
     length = _be16(h, 4)
     # a UDP length under 8 is bogus: Wireshark numbers no stream, so no UDP layer (_kernel.c)
@@ -940,7 +973,9 @@ def _icmp(src: _Bytes, rows, at, cap, rep, ver, out):
     """ICMP/ICMPv6: type and code, identifier and sequence of echo-like messages; returns the
     payload parts, and the TCP/UDP candidates of the packets quoted by errors (destination
     unreachable, source quench, redirect, time exceeded, parameter problem; ICMPv6 1-4)."""
-    rows, at, cap, rep, ver = _kept((cap >= 4) & (rep >= 4), rows, at, cap, rep, ver)
+    whole = (cap >= 4) & (rep >= 4)
+    out["status"][rows[~whole]] = DS_END_L4
+    rows, at, cap, rep, ver = _kept(whole, rows, at, cap, rep, ver)
     h = src.rows(at, 8)
     t = h[:, 0]
     w = _at(rows)
