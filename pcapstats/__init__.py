@@ -7,6 +7,7 @@
     ps.flavour("capture.pcap")         # cubic | reno | bbr | unknown per stream, with evidence
     ps.verify("capture.pcap")          # simpleperf / iperf3 / ping exchange followed? with frames
     ps.tcp_analysis(cap)               # per TCP packet: tshark's tcp.analysis.* fields
+    ps.hierarchy("capture.pcap")       # packets and bytes per protocol, as Protocol Hierarchy
     ps.compare(files, by="cc,loss")    # a study: captures side by side, trials aggregated
     cap = ps.read("capture.pcap")      # the packet table (cap.packets), read once for many analyses
 
@@ -35,7 +36,7 @@ __all__ = [
     "retrans", "Retrans", "rtt", "Rtt", "seqgraph", "SeqGraph", "cwnd", "Cwnd", "wscale",
     "flavour", "Flavour", "limits", "Limits", "verify", "Verification", "Expected",
     "reassemble", "ping", "Ping",
-    "udp", "Udp", "fairness", "Fairness", "delay", "Delay",
+    "udp", "Udp", "fairness", "Fairness", "delay", "Delay", "hierarchy", "Hierarchy",
     # studies: many captures side by side, by their labels
     "compare", "Compare", "report",
     # what every column and metric means (`pcapstats columns`)

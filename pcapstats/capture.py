@@ -97,7 +97,8 @@ class Capture:
     compressed: bool
     file_size: int
     interfaces: list[dict]
-    arrays: dict                      # schema column name -> raw array, or a function making it
+    arrays: dict                      # column name (schema's, and the fast reader's
+    #                                   DECODE_FACTS) -> raw array, or a function making it
     layers: dict                      # layer name -> bool mask or function (frame: all rows)
     addresses: np.ndarray             # object array of address strings; ip_src/ip_dst are codes
     engine: str = "fast"
@@ -135,7 +136,8 @@ class Capture:
         try:
             value = self.arrays[name]
         except KeyError:
-            if self.whole is not None and name in schema.BY_NAME:
+            known = name in schema.BY_NAME or name in schema.DECODE_BY_NAME
+            if self.whole is not None and known:
                 raise LookupError(f"column {name!r} was not read for this analysis: add it to "
                                   "its Needs") from None
             raise UsageError(f"no column named {name!r}",
@@ -190,7 +192,8 @@ class Capture:
     def kept_names(self, needs: Needs | None) -> tuple[list[str], list[str]]:
         """(columns, layers) a table restricted for ``needs`` holds (None: every one)."""
         names = needs.names if needs is not None else (
-            [c.name for c in schema.COLUMNS] + ["direction"] + list(self.layers))
+            [c.name for c in schema.COLUMNS] + ["direction"] + list(schema.DECODE_BY_NAME)
+            + list(self.layers))
         return [n for n in names if n in self.arrays], [n for n in names if n in self.layers]
 
     def counted(self, layers) -> dict[str, int]:

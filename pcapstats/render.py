@@ -76,7 +76,8 @@ class Shown:
     text, wrapped to fit the width; ``name_only``: a path, shown by its file name; ``minor``:
     left out first when the table is too wide; ``key``: says which row a row is, repeated in
     every column block (None: when the column, or every column of the join, is one of
-    :data:`KEYS`)."""
+    :data:`KEYS`); ``indent``: a column of levels, each cell indented two spaces a level (a
+    tree)."""
     heading: str | None = None
     column: str | None = None
     join: str | None = None
@@ -85,6 +86,7 @@ class Shown:
     name_only: bool = False
     minor: bool = False
     key: bool | None = None
+    indent: str | None = None
 
     @property
     def is_key(self) -> bool:
@@ -283,6 +285,9 @@ def formatted(table: dict, units: Mapping[str, str], shown: Sequence[Shown] | No
                 continue                  # nothing to show: not even a heading
         else:
             column = Formatted(title, "", [_text(v) for v in table[s.column]], numeric=False)
+        if s.indent is not None:
+            column.cells = ["  " * int(level) + cell
+                            for level, cell in zip(table[s.indent], column.cells)]
         if s.name_only:
             column.cells = [c.rsplit("/", 1)[-1] for c in column.cells]
         column.wrap, column.minor, column.key, column.shown = s.wrap, s.minor, s.is_key, s

@@ -214,6 +214,38 @@ BY_NAME: dict[str, Column] = {c.name: c for c in COLUMNS}
 PACKET_TABLE = TableSpec("packets", "one row per packet, in file order (ps.read(path).packets)",
                          COLUMNS)
 
+# How far the reader's decode of a packet got (``decode_status``): the values of
+# pcapstats.ingest.contract's DS_* codes, in order.
+DECODE_STATUS = ("ok", "unknown link type", "malformed network header", "ended in its link "
+                 "header", "ended in its 802.11 header", "ended in its LLC/SNAP header",
+                 "ended in a VLAN tag", "ended in its IP header", "ended before its transport")
+
+# What the fast reader knows of how each packet was decoded, beside the packet table: not fields
+# of the packet but the decode's own facts, which the protocol hierarchy reads (Capture.column;
+# a Needs may name them).  The packet table (``packets``) leaves them out; a table read by the
+# tshark engine has none.
+DECODE_FACTS: tuple[Column, ...] = (
+    Column("decode_status", "uint8", "how far the decode got, an index into DECODE_STATUS: 0 "
+           "every header the reader decodes was read; else the header the packet ended in (its "
+           "captured bytes ran out, or for what follows the IP header the IP length), or a "
+           "network header that is not what its type says", layer=FRAME),
+    Column("ethertype", "uint16", "the type the link layer handed on: Ethernet's, SLL's or an "
+           "802.11 LLC/SNAP header's type field after any VLAN tags (an 802.3 length when 1500 or "
+           "less), IPv4's 0x0800 or IPv6's 0x86DD for raw IP and null by their version or address "
+           "family; 0 when none (802.11 frames without SNAP, other null families); for a packet "
+           "that ended in a VLAN tag, the tag's TPID", layer=FRAME),
+    Column("vlan_ad", "uint8", "bit k set: VLAN tag k (outermost first, the first 8 tags) was an "
+           "802.1ad S-tag (TPID 0x88A8) rather than 802.1Q", layer=FRAME),
+    Column("l3_offset", "uint16", "where the network header starts, from the packet's first "
+           "byte (the bytes of its link headers); for a packet that ended in a link header, where "
+           "that header starts", unit="bytes", layer=FRAME),
+    Column("wlan_kind", "uint8", "an 802.11 frame that carries no IP packet, and why (the "
+           "reader's warning counts them): 1 management, 2 control, 3 extension, 4 data without "
+           "payload, 5 protected, 6 A-MSDU, 7 another protocol version, 8 radiotap's 0-length "
+           "PSDU; 0 otherwise", layer=FRAME),
+)
+DECODE_BY_NAME: dict[str, Column] = {c.name: c for c in DECODE_FACTS}
+
 # Columns the decoder fills with echo fields only for these ICMP types (echo request/reply).
 ICMP_ECHO_TYPES = {4: (0, 8), 6: (128, 129)}
 

@@ -472,6 +472,9 @@ def _capture(src, walker, t: _Table, kern, addresses=None) -> Capture:
         "radiotap_datarate": lambda: np.where((radio & K.RT_RATE) != 0,
                                               K.RATE_MBPS[out["rt_rate"]], 0.0),
         "radiotap_channel_freq": out["rt_freq"],
+        # the decode's own facts, beside the packet table (schema.DECODE_FACTS)
+        "decode_status": out["status"], "ethertype": out["ethertype"], "vlan_ad": out["vlan_ad"],
+        "l3_offset": out["l3_offset"], "wlan_kind": out["wlan_kind"],
     }
     for k in range(1, 5):
         a[f"tcp_sack_le{k}_raw"] = _sack_column(sack_rows, out["tcp_sack_count"], sack_table, k, 2 * k - 2)

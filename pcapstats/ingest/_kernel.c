@@ -278,12 +278,16 @@ typedef struct {
     uint16_t *rt_freq;         /* channel frequency, MHz */
     uint16_t *ethertype;       /* the type the link layer handed on (after VLAN tags; see below) */
     uint8_t *vlan_ad;          /* bit k: VLAN tag k, outermost first, was an 802.1ad S-tag */
-    uint16_t *l3_offset;       /* where the network header starts in the frame */
+    uint16_t *l3_offset;       /* where the network header starts (or the link header it ended in) */
     /* the compact SACK table, shared by all windows: rows of 4 (left, right) pairs */
     uint32_t *sack_table;
     int64_t sack_cap;
     int64_t *sack_used;        /* in/out: rows filled so far */
 } decode_args;
+
+static inline void set_l3_offset(decode_args *a, int64_t i, int64_t at) {
+    a->l3_offset[i] = (uint16_t)(at > 0xFFFF ? 0xFFFF : at);
+}
 
 #define ETH_IPV4 0x0800
 #define ETH_IPV6 0x86DD
@@ -296,7 +300,10 @@ static int64_t skip_vlans(const uint8_t *p, int64_t cl, int64_t off, uint16_t *e
                           decode_args *a, int64_t i)
 {
     while (is_vlan_ethertype(*et)) {
-        if (off + 4 > cl) { a->status[i] = DS_END_TAG; return -1; }
+        if (off + 4 > cl) {          /* cut: where it starts, and the TPID that announced it */
+            a->status[i] = DS_END_TAG; set_l3_offset(a, i, off); a->ethertype[i] = *et;
+            return -1;
+        }
         if (a->vlan_count[i] == 0) a->vlan_id[i] = be16(p + off) & 0x0FFF;
         if (*et == 0x88A8 && a->vlan_count[i] < 8) a->vlan_ad[i] |= (uint8_t)(1u << a->vlan_count[i]);
         if (a->vlan_count[i] < 255) a->vlan_count[i]++;
@@ -527,6 +534,7 @@ static inline __attribute__((always_inline)) int64_t wlan(const uint8_t *p, int6
 {
     *et = 0;
     a->status[i] = DS_END_WLAN;                  /* until the header is read */
+    set_l3_offset(a, i, at);
     if (cl - at < 2) return -1;
     const uint8_t fc0 = p[at], fc1 = p[at + 1];
     const int type = (fc0 >> 2) & 3, subtype = fc0 >> 4;
@@ -547,9 +555,9 @@ static inline __attribute__((always_inline)) int64_t wlan(const uint8_t *p, int6
     if (cl - at < hdr) { a->status[i] = DS_END_WLAN; return -1; }
     if (qos && (p[at + 24 + addr4] & 0x80)) { a->wlan_kind[i] = WLAN_AMSDU; return at; }
     const int64_t llc = at + hdr;
-    if (cl - llc < 3) { a->status[i] = DS_END_LLC; return -1; }
+    if (cl - llc < 3) { a->status[i] = DS_END_LLC; set_l3_offset(a, i, llc); return -1; }
     if (p[llc] != 0xAA || p[llc + 1] != 0xAA || p[llc + 2] != 0x03) return llc;  /* not SNAP */
-    if (cl - llc < 8) { a->status[i] = DS_END_LLC; return -1; }
+    if (cl - llc < 8) { a->status[i] = DS_END_LLC; set_l3_offset(a, i, llc); return -1; }
     /* RFC 1042 (OUI 0) and 802.1H bridge tunnel (00-00-F8) encapsulate an ethertype */
     if (p[llc + 3] != 0 || p[llc + 4] != 0 || (p[llc + 5] != 0 && p[llc + 5] != 0xF8)) return llc;
     *et = be16(p + llc + 6);
@@ -804,7 +812,7 @@ static void decode_one(decode_args *a, int64_t i, rt_layout *layout)
     if (l3 == -2) { a->status[i] = DS_UNKNOWN_LINKTYPE; return; }
     if (l3 < 0) { if (a->status[i] == DS_OK) a->status[i] = DS_END_LINK; return; }
     a->ethertype[i] = et;
-    a->l3_offset[i] = (uint16_t)(l3 > 0xFFFF ? 0xFFFF : l3);
+    set_l3_offset(a, i, l3);
     if (et != ETH_IPV4 && et != ETH_IPV6) return;  /* ARP, LLDP, ...: a frame without IP */
 
     const uint8_t *ip = p + l3;

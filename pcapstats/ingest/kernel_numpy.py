@@ -465,6 +465,8 @@ def _skip_vlans(src: _Bytes, r, off, cl, l3, et, out):
         tags = count[done] + k + ~cut
         out["vlan_count"][d] = np.minimum(count0[done] + tags, np.maximum(count0[done], 255))
         out["status"][d[cut]] = DS_END_TAG
+        out["l3_offset"][d[cut]] = np.minimum(tag_at[rows, k][cut] - off[d[cut]], 0xFFFF)
+        out["ethertype"][d[cut]] = tpid[rows, k][cut]
         l3[d] = np.where(cut, -1, tag_at[rows, k] + 4 - off[d])
         et[d] = inner[rows, k]
         going = ~done
@@ -500,6 +502,7 @@ def _wlan(src: _Bytes, r, off, cl, at, datapad, out):
     cut |= data & (room < hdr)
     data &= ~cut
     out["status"][r[cut]] = DS_END_WLAN
+    out["l3_offset"][r] = np.minimum(at, 0xFFFF)   # where the header is; moved on if read
     header_cut = cut.copy()
     amsdu = data & qos & ((src.rows(start + 24 + addr4, 1)[:, 0] & 0x80) != 0)
     kind_of[amsdu] = WLAN_AMSDU
@@ -520,6 +523,7 @@ def _wlan(src: _Bytes, r, off, cl, at, datapad, out):
     et = np.where(typed, b[:, 6] << 8 | b[:, 7], 0)
     l3[cut] = -1
     out["status"][r[cut & ~header_cut]] = DS_END_LLC
+    out["l3_offset"][r[cut & ~header_cut]] = np.minimum(at + llc, 0xFFFF)[cut & ~header_cut]
     return l3, et
 
 

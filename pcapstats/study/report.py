@@ -8,8 +8,8 @@ no script, no network): it can be mailed, archived or opened offline.  It holds
 - the study's figures: each metric against the first ``by`` label with 95 % confidence bars,
   and the I/O graphs side by side;
 - one section a capture: its labels, why a metric is empty, its streams (``pcapstats
-  throughput``), its I/O graph, the cwnd estimate of its main TCP stream, and verify's
-  verdicts with every check and its evidence;
+  throughput``), its protocol hierarchy (``pcapstats hierarchy``), its I/O graph, the cwnd
+  estimate of its main TCP stream, and verify's verdicts with every check and its evidence;
 - the definition of every column shown, from the tables' own Column docs.
 
 Each capture's analyses and figures are made in the worker that reads it
@@ -33,6 +33,7 @@ from .. import render
 from ..plots import captures_title
 from .._version import __version__
 from ..analyses.cwnd import cwnd
+from ..analyses.hierarchy import PAYLOAD, ROWS, hierarchy
 from ..errors import PcapstatsError, UsageError
 from ..reader import as_capture
 from ..render import Shown
@@ -46,12 +47,17 @@ PRELOAD = ("pandas", "matplotlib.figure", "matplotlib.backends.backend_agg")  # 
 
 def capture_report(capture, *, metrics, interval: float, keep=KEEP,
                    names: dict | None = None) -> Measured:
-    """One capture's metrics, the results its section shows, and its figures (PNG bytes):
-    ``iograph`` and ``cwnd`` (its main TCP stream; none without TCP data), titled with the
-    capture's name among the study's (``names``: path -> name, Study.names)."""
+    """One capture's metrics, the results its section shows (its protocol hierarchy among
+    them), and its figures (PNG bytes): ``iograph`` and ``cwnd`` (its main TCP stream; none
+    without TCP data), titled with the capture's name among the study's (``names``: path ->
+    name, Study.names)."""
     cap = as_capture(capture)
     name = [(names or {}).get(cap.path) or cap.path]
     m = measure(cap, metrics=metrics, interval=interval, keep=frozenset(keep) | KEEP)
+    try:
+        m.results["hierarchy"] = hierarchy(cap)
+    except PcapstatsError as e:
+        m.why["hierarchy"] = str(e)
     io_graph = m.results.get("iograph")
     if io_graph is not None and not io_graph.empty:
         io_graph.names = name
@@ -184,6 +190,10 @@ def _captures(result: Compare, defined) -> str:
         streams = m.results.get("throughput")
         if streams is not None and not streams.empty:
             out.append("<h4>Streams</h4>" + _table(streams, "streams", defined))
+        protocols = m.results.get("hierarchy")
+        if protocols is not None and not protocols.empty:
+            out.append("<h4>Protocols</h4>" + _table(protocols, "protocols", defined)
+                       + f"<p class=\"legend\">{_e(ROWS)}; {_e(PAYLOAD)}.</p>")
         figures = [_figure(m.figures[k], caption) for k, caption in (
             ("iograph", "I/O graph of every packet: the dashed average line is this "
                         "capture's avg in the comparison."),
@@ -274,7 +284,8 @@ def _html_table(table: dict, spec, shown, defined, where: str, *, links: bool = 
                                                     if c.heading}):
         heading = c.heading.replace("\n", " ")
         long = any(len(x) > 40 and " " in x for x in c.cells)        # free text, not a name
-        heads.append((heading, c.unit, "num" if c.numeric else "long" if long else "text"))
+        kind = "num" if c.numeric else "tree" if c.shown.indent else "long" if long else "text"
+        heads.append((heading, c.unit, kind))
         cols.append(c.cells)
         for column in _columns_of(c.shown, spec):
             entries = defined.setdefault(where, [])
@@ -347,6 +358,7 @@ th,td{padding:3px 6px;border-bottom:1px solid #e6e9ec;vertical-align:top}
 th{background:#f3f5f7;font-weight:600;border-bottom:2px solid #cfd6dc}
 tbody tr:nth-child(even){background:#fafbfc}
 .num{text-align:right;white-space:nowrap}.text{text-align:left;white-space:nowrap}
+.tree{text-align:left;white-space:pre}
 .long{text-align:left;min-width:18em;max-width:40em}
 .unit{font-weight:400;color:#59636e;font-size:12px}
 td a{color:#0b5cad;text-decoration:none}td a:hover{text-decoration:underline}
