@@ -66,8 +66,8 @@ METRICS: tuple[Metric, ...] = (
        aliases=("bps",)),
     _M("avg_capture_bps", "capture avg", "frame bits of the row's packets / the capture span "
        "(the capture's first to last packet): Wireshark's I/O graph average line, frames at "
-       "this capture point, headers included", "bit/s", ("iograph.summary", "compare"),
-       aliases=("avg", "avg_bps")),
+       "this capture point, headers included", "bit/s",
+       ("iograph.summary", "compare", "hierarchy.protocols"), aliases=("avg", "avg_bps")),
     _M("avg_active_bps", "active avg", "frame bits of the row's packets / their own span, "
        "first to last packet (idle before and after left out)", "bit/s", ("iograph.summary",)),
     _M("avg_transfer_bps", "transfer avg", "frame bits of the row's transfers (runs of packets "

@@ -147,6 +147,24 @@ def test_rates_and_counts_of_a_stream_are_one_number(path):
         assert _same(row[m][0], whole[m][0]), m
 
 
+@pytest.mark.parametrize("path", SHIPPED, ids=lambda p: p.name)
+def test_the_hierarchy_s_root_is_the_io_graph_of_every_packet(path):
+    """hierarchy's frame row (every packet) has iograph's packets, bytes and capture avg; its
+    tcp and udp rows are throughput's streams added up (no shipped capture has a TCP/UDP
+    header only inside an ICMP error, nor a fragmented TCP or UDP datagram)."""
+    with _quiet():
+        protocols = ps.hierarchy(path).table()
+        whole = ps.iograph(path).table("summary")
+        streams = ps.throughput(path).table()
+    for m in ("packets", "bytes", "avg_capture_bps"):
+        assert _same(_one(protocols, m, path="frame"), whole[m][0]), m
+    for proto in ("tcp", "udp"):
+        rows = [i for i, p in enumerate(protocols["path"]) if p.endswith(f"/{proto}")]
+        mine = streams["proto"] == proto
+        assert protocols["packets"][rows].sum() == streams["packets"][mine].sum(), proto
+        assert protocols["bytes"][rows].sum() == streams["bytes"][mine].sum(), proto
+
+
 @pytest.mark.parametrize("path", TCP_SHIPPED, ids=lambda p: p.name)
 def test_resent_is_one_count_in_retrans_cwnd_seqgraph_and_compare(path):
     """A stream's re-sent segments (its data direction): retrans = cwnd = compare (a

@@ -26,8 +26,8 @@ Down to the transport layer the tree is tshark 4.0's, name for name and count fo
   reassembles them (its default, ``ip.defragment``): the fragment that completes a datagram
   carries the datagram's protocol, the others are ``data``; a datagram is keyed as tshark keys
   it (addresses, IPv4 protocol xor identification, the VLAN for private or link-local IPv4
-  addresses; IPv6 identification), and a fragment not captured whole is not reassembled (a
-  first one carries its protocol, the others are ``data``);
+  addresses; IPv6 identification), and a fragment not captured whole is not reassembled (an
+  IPv4 first one carries its protocol, the others, and every IPv6 one, are ``data``);
 - a packet that ends inside a header (its capture cut by the snaplen, or itself too short for
   what its headers say) ends in ``_ws.short`` (``_ws.malformed`` when it was not cut) under the
   last header it holds whole: tshark's place when it ends before a header starts; when it ends
@@ -117,7 +117,7 @@ class Hierarchy(Result):
         return hierarchy_figure(self, ax=ax, **options)
 
 
-PAYLOAD_NOTE = Note(PAYLOAD,
+PAYLOAD_NOTE = Note("payload: TCP/UDP payload; tshark names its protocol",
                     detail="tshark names the protocol a TCP or UDP payload carries by its port "
                            "and by heuristics (http, tls, dns, or data when it finds none), by "
                            "its version and preferences; pcapstats does not, and counts the "
@@ -310,8 +310,9 @@ class _Window:
         self.node = np.zeros(n, np.int64)
         self.alive = np.ones(n, bool)
         self.number = cap.column("frame_number").astype(np.int64)
-        self.length = cap.column("frame_len").astype(np.int64)
+        self.length = cap.column("frame_len").astype(np.int64)      # what tshark adds up
         self.captured = cap.column("frame_cap_len").astype(np.int64)
+        self.reported = np.maximum(self.length, self.captured)    # as the reader reads it
         self.l3 = cap.column("l3_offset").astype(np.int64)
         self.opaque = np.zeros(n, bool)          # ended on a protocol named, not read
 
@@ -388,7 +389,7 @@ class _Window:
             code = np.zeros(len(lt), np.int64)
             for name, types in links:
                 code[_any(lt, types)] = self.tree._name(name)
-            self.end(cut, 0, self.length, code, _shown_link(lt))
+            self.end(cut, 0, self.reported, code, _shown_link(lt))
         for name, types in links:
             self.go(_any(lt, types), name)
         self.stop((lt == 127) & (self.col("wlan_kind") == K.WLAN_NO_PSDU))  # no 802.11 frame
@@ -398,16 +399,16 @@ class _Window:
         wlan = _any(lt, (105, 127)) & self.alive
         if not wlan.any():
             return
-        self.end(wlan & (status == K.DS_END_WLAN), self.l3, self.length, "wlan", _SHOWN["wlan"])
+        self.end(wlan & (status == K.DS_END_WLAN), self.l3, self.reported, "wlan", _SHOWN["wlan"])
         self.go(wlan, "wlan")
         kind = self.col("wlan_kind")
         mgmt = wlan & (kind == K.WLAN_MGMT)          # its 24-byte header before wlan.mgt
-        self.end(mgmt & (self.captured - self.l3 < 24), self.l3 + 24, self.length)
+        self.end(mgmt & (self.captured - self.l3 < 24), self.l3 + 24, self.reported)
         for value, name in ((K.WLAN_MGMT, "wlan.mgt"), (K.WLAN_EXTENSION, "wlan_ext"),
                             (K.WLAN_PROTECTED, DATA), (K.WLAN_AMSDU, "wlan_aggregate")):
             self.go(wlan & (kind == value), name, False)
         self.stop(wlan & (kind != 0))               # control, null and the others end here
-        self.end(wlan & (status == K.DS_END_LLC), self.l3, self.length, "llc", _SHOWN["llc"])
+        self.end(wlan & (status == K.DS_END_LLC), self.l3, self.reported, "llc", _SHOWN["llc"])
         snap = self.col("ethertype") != 0
         self.go(wlan, "llc", snap)                  # not SNAP: what it carries is not read
 
@@ -423,7 +424,7 @@ class _Window:
         cut = status == K.DS_END_TAG
         if cut.any():
             kind = np.where(self.col("ethertype") == 0x88A8, s_tag, vlan)
-            self.end(cut, self.l3, self.length, kind, _SHOWN["vlan"])
+            self.end(cut, self.l3, self.reported, kind, _SHOWN["vlan"])
 
     def _network(self, lt, status) -> np.ndarray:
         """The protocol the link layer carries; returns the packets with an IP header read."""
@@ -441,8 +442,8 @@ class _Window:
                            et == 0x86DD, et == 0x0806, llc], [1, 8, 0, 8, 2, 1], 0)
         ip = self.cap.layer(schema.IP)
         here = self.captured - self.l3
-        self.end(status == K.DS_END_IP, self.l3, self.length, code, shown)
-        self.end(self.alive & ~ip & (here < shown), self.l3, self.length)
+        self.end(status == K.DS_END_IP, self.l3, self.reported, code, shown)
+        self.end(self.alive & ~ip & (here < shown), self.l3, self.reported)
         data = code == self.tree._name(DATA)
         self.stop(self.alive & data & (here <= 0))  # no bytes: no data row, nothing cut
         self.go(self.alive, code, ip)               # not IP, or not IP as its type says: opaque
@@ -457,7 +458,7 @@ class _Window:
         total = self.col("ip_len").astype(np.int64)
         v4 = self.col("ip_version") == 4
         start = self.l3 + hdr
-        reported = self.l3 + np.minimum(total, self.length - self.l3)
+        reported = self.l3 + np.minimum(total, self.reported - self.l3)
         code = self.named(proto, names.ip_protocol)
         known = np.select([proto == 6, proto == 17, v4 & (proto == 1), ~v4 & (proto == 58)],
                           [_SHOWN["tcp"], _SHOWN["udp"], _SHOWN["icmp"], _SHOWN["icmpv6"]], -1)
@@ -470,7 +471,9 @@ class _Window:
             if len(rows):
                 done, size = self.tree.reassembly.add(self, rows, proto, hdr, total)
                 completed[rows], payload[rows] = done, size
-            first = self.col("ip_frag_offset") == 0
+            # not captured whole, not reassembled: an IPv4 first fragment carries its
+            # protocol, the others are data (and every IPv6 one: tshark shows its data)
+            first = (self.col("ip_frag_offset") == 0) & v4
             self.go(fragment & ~completed & (whole | ~first), DATA, False)
         ended = ip & ~completed & (status == K.DS_END_L4)
         self.end(ended & (known < 0), start, reported)      # in the IPv6 extension headers
@@ -491,7 +494,8 @@ class _Window:
 
     def _payload(self, carried, completed, reassembled_payload) -> None:
         own = ~self.col("l4_quoted")
-        tcp = self.cap.layer(schema.TCP) & own & (self.col("tcp_len") > 0)
+        tcp = (self.cap.layer(schema.TCP) & own & (self.col("tcp_len") > 0)
+               & (self.col("tcp_hdr_len") >= 20))      # a bogus header length: not read on
         udp = self.cap.layer(schema.UDP) & own & (self.col("payload_len") > 0)
         has = np.where(completed, reassembled_payload > 0, tcp | udp)
         self.go(carried & has, CARRIED, False)
@@ -529,7 +533,9 @@ class _Reassembly:
     IPv6 the fragment header's identification."""
 
     def __init__(self):
-        self.open: dict[tuple, list] = {}      # key -> [end or None, fragments, header bytes]
+        # key -> [its end or None, its fragments, (its first fragment's protocol, transport
+        # header bytes) or None]
+        self.open: dict[tuple, list] = {}
         self.private: dict[int, bool] = {}     # address code -> private or link-local IPv4
 
     def add(self, w: _Window, rows, proto, hdr, total) -> tuple[np.ndarray, np.ndarray]:
@@ -557,15 +563,17 @@ class _Reassembly:
                 key = (6, src[i], dst[i], ident[i])
             held = self.open.setdefault(key, [None, [], None])
             if offset[i] == 0:          # the transport header's bytes, for the payload
-                held[2] = tcp_hdr[i] if p[i] == 6 and has_tcp[i] else 8 if p[i] == 17 else 0
+                held[2] = (p[i], tcp_hdr[i] if p[i] == 6 and has_tcp[i] else 8)
             held[1].append((offset[i], size[i]))
             if not more[i] and held[0] is None:
                 held[0] = offset[i] + size[i]
             if held[0] is None or _covered(held[1]) < held[0]:
                 continue
             done[i] = True
-            payload[i] = held[0] - (held[2] if held[2] is not None else
-                                    20 if p[i] == 6 else 8)
+            first_proto, header = held[2] if held[2] is not None else (p[i], 8)
+            # a datagram begun by another protocol (alike by protocol xor identification):
+            # its header is not this one's, and its payload is not known
+            payload[i] = held[0] - header if first_proto == p[i] else 0
             del self.open[key]
         return done, payload
 

@@ -725,7 +725,7 @@ static int parse_ip(const uint8_t *ip, int64_t cap, int64_t rest, int version, i
     h->hdr = hdr;
     h->proto = proto;
     h->transport = !ext_header(proto) && proto != 59 && !h->frag_offset && !malformed_len;
-    h->ended = ext_header(proto) || malformed_len;
+    h->ended = ext_header(proto) || (malformed_len && proto != 59);   /* 59: nothing follows */
     return 0;
 }
 

@@ -29,7 +29,7 @@ SHIPPED = sorted(p for p in CAPTURES.iterdir() if p.suffix in (".pcap", ".pcapng
 TCP_RUNS = sorted(CAPTURES.glob("sp-*.pcap"))          # simpleperf runs: one or more TCP flows
 RECEIVER_SIDE = [CAPTURES / n for n in ("tcp_2streams.pcap", "iperf3-4flows.pcap",
                                         "sp-2pairs-reno+cubic.pcap")]   # TCP captured there
-UNITS = re.compile(r"\((k|M|G|T)?(bit/s|B|B/s|bytes|packets/s|ms|s)\)$")
+UNITS = re.compile(r"\((k|M|G|T)?(bit/s|B|B/s|bytes|packets/s|ms|s)\)$|\(%\)$")
 UNITLESS = {"Jain's index", "%", "ms", "segments", "dBm"}     # a unit alone, or no unit at all
 
 load_all()
@@ -188,6 +188,24 @@ def test_ping_figure_names_its_captures(paths):
                                   CAPTURES / "sp-2pairs-reno+cubic.pcap"], ids=lambda p: p.name)
 def test_fairness_figure_names_its_capture(path):
     assert_readable(ps.fairness(path).figure(), [path.name])
+
+
+@pytest.mark.filterwarnings("ignore::pcapstats.SkippedPacketsWarning")     # 802.11 frames
+@pytest.mark.parametrize("path", [CAPTURES / "udp_ping.pcapng", DATA / "wpa-Induction.pcap",
+                                  DATA / "dns_isp_hijack.pcapng"], ids=lambda p: p.name)
+def test_hierarchy_figure_names_its_capture_and_draws_the_shares(path):
+    """A row a protocol (the root left out), its bars the table's shares of the bytes and of
+    the packets, its name indented by its depth."""
+    result = ps.hierarchy(path)
+    fig = result.figure()
+    assert_readable(fig, [path.name])
+    table = result.table()
+    widths = sorted(round(p.get_width(), 6) for p in fig.axes[0].patches)
+    want = sorted(round(100 * v, 6) for v in (*table["packets_share"][1:],
+                                              *table["bytes_share"][1:]))
+    assert widths == want
+    labels = [t.get_text() for t in fig.axes[0].get_yticklabels()]
+    assert labels == ["  " * (d - 1) + p for d, p in zip(table["depth"][1:], table["protocol"][1:])]
 
 
 def test_delay_figure_names_its_capture():

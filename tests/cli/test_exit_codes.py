@@ -35,6 +35,7 @@ COMMANDS = {
     "udp": (UDP, TWO, "1414 TCP"),
     "fairness": (TWO, TCP, "has 1"),
     "delay": (CAPTURES / "ping-sweep-sender.pcap", TWO, "1414 TCP"),
+    "hierarchy": (TCP, "empty", "no packets"),
     "compare": (TCP, "empty", "no packets"),
 }
 

@@ -186,7 +186,7 @@ FITTING = {"throughput": "tcp_2streams.pcap", "iograph": "tcp_2streams.pcap",
            "limits": "sp-reno-loss1pct.pcap",
            "verify": "sp-reno-loss1pct.pcap", "ping": "ping-sweep.pcap",
            "udp": "iperf3-udp-loss1pct.pcap", "fairness": "sp-2pairs-reno+cubic.pcap",
-           "delay": "ping-sweep-sender.pcap"}
+           "delay": "ping-sweep-sender.pcap", "hierarchy": "udp_ping.pcapng"}
 
 
 def test_every_analysis_is_listed():

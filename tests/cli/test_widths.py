@@ -70,6 +70,8 @@ CASES = [
     ("fairness", ["--flows"], "flows"),
     ("fairness", ["--series"], "series"),
     ("delay", [], None),
+    ("hierarchy", [], None),
+    ("hierarchy", ["--all"], "protocols"),
     ("delay", ["--all"], "model"),
     ("delay", ["--sizes"], "sizes"),
     ("delay", ["--samples"], "samples"),
