@@ -278,7 +278,7 @@ typedef struct {
     uint16_t *rt_freq;         /* channel frequency, MHz */
     uint16_t *ethertype;       /* the type the link layer handed on (after VLAN tags; see below) */
     uint8_t *vlan_ad;          /* bit k: VLAN tag k, outermost first, was an 802.1ad S-tag */
-    uint16_t *l3_offset;       /* where the network header starts (or the link header it ended in) */
+    uint16_t *l3_offset;       /* where the network header (or the link header it ended in) starts */
     /* the compact SACK table, shared by all windows: rows of 4 (left, right) pairs */
     uint32_t *sack_table;
     int64_t sack_cap;
@@ -305,7 +305,8 @@ static int64_t skip_vlans(const uint8_t *p, int64_t cl, int64_t off, uint16_t *e
             return -1;
         }
         if (a->vlan_count[i] == 0) a->vlan_id[i] = be16(p + off) & 0x0FFF;
-        if (*et == 0x88A8 && a->vlan_count[i] < 8) a->vlan_ad[i] |= (uint8_t)(1u << a->vlan_count[i]);
+        if (*et == 0x88A8 && a->vlan_count[i] < 8)    /* an 802.1ad S-tag, by its index */
+            a->vlan_ad[i] |= (uint8_t)(1u << a->vlan_count[i]);
         if (a->vlan_count[i] < 255) a->vlan_count[i]++;
         *et = be16(p + off + 2);
         off += 4;

@@ -110,7 +110,7 @@ DECODE_OUTPUTS: tuple[tuple[str, str], ...] = (
     ("rt_signal", "int8"), ("rt_rate", "uint16"), ("rt_freq", "uint16"),
     ("ethertype", "uint16"),       # the type the link layer hands on (link_layer in _kernel.c)
     ("vlan_ad", "uint8"),          # bit k: VLAN tag k, outermost first, was an 802.1ad S-tag
-    ("l3_offset", "uint16"),       # where the network header starts (or the link header it ended in)
+    ("l3_offset", "uint16"),       # where the network header (or the link header it ended in) is
 )
 
 

@@ -731,7 +731,8 @@ class _IP:
             self.hdr = np.full(n, 40, np.int64)
             self._extensions(src, ip, cap, np.flatnonzero(~self.bad))
             self.transport = ~np.isin(self.proto, _NOT_TRANSPORT) & (self.frag == 0) & ~malformed_len
-            self.ended = np.isin(self.proto, _EXTENSIONS) | (malformed_len & (self.proto != _NO_NEXT))
+            self.ended = (np.isin(self.proto, _EXTENSIONS)
+                          | (malformed_len & (self.proto != _NO_NEXT)))
 
     def _extensions(self, src: _Bytes, ip, cap, walking):
         """Walk up to 32 extension headers from the rows ``walking``: proto and hdr advance, a

@@ -205,7 +205,8 @@ def test_hierarchy_figure_names_its_capture_and_draws_the_shares(path):
                                               *table["bytes_share"][1:]))
     assert widths == want
     labels = [t.get_text() for t in fig.axes[0].get_yticklabels()]
-    assert labels == ["  " * (d - 1) + p for d, p in zip(table["depth"][1:], table["protocol"][1:])]
+    assert labels == ["  " * (d - 1) + p
+                      for d, p in zip(table["depth"][1:], table["protocol"][1:])]
 
 
 def test_delay_figure_names_its_capture():

@@ -70,10 +70,10 @@ THEN = {"wlan_radio", "wlan", "llc", "vlan", "ieee8021ad", "ethertype"}
 
 def payload_reference(path) -> dict[str, tuple[int, int]]:
     """(packets, bytes) of the packets whose own transport (the protocol right after an IP
-    header pcapstats reads, IPv6 extension headers and AH skipped) is TCP with tcp.len > 0 or UDP with
-    udp.length > 8 and whose header the capture holds whole (its last field, TCP's urgent
-    pointer or UDP's checksum, is there), by tshark's fields (its defaults: IP reassembled;
-    tcp.len only where the header length is not bogus)."""
+    header pcapstats reads, IPv6 extension headers and AH skipped) is TCP with tcp.len > 0 or
+    UDP with udp.length > 8 and whose header the capture holds whole (its last field, TCP's
+    urgent pointer or UDP's checksum, is there), by tshark's fields (its defaults: IP
+    reassembled; tcp.len only where the header length is not bogus)."""
     fields = ("frame.len", "frame.protocols", "tcp.len", "tcp.urgent_pointer", "udp.length",
               "udp.checksum")
     out = subprocess.run(["tshark", "-n", "-r", str(path), "-T", "fields", "-E", "separator=/t",
