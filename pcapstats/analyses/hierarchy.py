@@ -28,16 +28,34 @@ Down to the transport layer the tree is tshark 4.0's, name for name and count fo
   it (addresses, IPv4 protocol xor identification, the VLAN for private or link-local IPv4
   addresses; IPv6 identification), and a fragment not captured whole is not reassembled (an
   IPv4 first one carries its protocol, the others, and every IPv6 one, are ``data``);
-- a packet that ends inside a header (its capture cut by the snaplen, or itself too short for
-  what its headers say) ends in ``_ws.short`` (``_ws.malformed`` when it was not cut) under the
-  last header it holds whole: tshark's place when it ends before a header starts; when it ends
-  inside one, tshark may show the cut protocol above its ``_ws.short`` (a note says how many).
+- a packet that ends inside a header (its capture cut by the snaplen, or itself shorter than
+  its headers say) ends in ``_ws.short`` (``_ws.malformed`` when not the capture but the
+  packet, or its IP length, is short): under that header's protocol when as many of its bytes
+  are there as tshark's dissector reads before it shows the protocol (TCP 4, UDP 4, ICMP 6,
+  ICMPv6 and IPv6 none, IPv4 1, either 8 under raw IP, a VLAN tag 2, LLC 1, 802.11 2; the
+  link type's own header: Ethernet and null whole, SLL 4, SLL2 12, raw IP 1, radiotap 4),
+  else under the header before -- tshark's place, checked at every length; at a transport it
+  ends there, as its payload would.
 
 Above the transport tshark names application protocols by port and by heuristics (``http``,
 ``tls``, ``dns``, ``data`` when it finds none), by its version and preferences.  pcapstats
 does not: the packets that carry TCP or UDP payload are ``payload`` under their transport (a
 note says so).  ``decoded`` is false on the rows pcapstats names but does not read (``arp``,
 ``gre``, an 802.3 ``llc``, ``wlan.mgt`` ...): tshark may show more below them.
+
+Where tshark's tree is not this one (tests/analyses/test_hierarchy.py holds each as said):
+
+- tshark 4.0's io,phs leaves out an ICMP error cut inside the packet it quotes (its ICMP
+  dissector leaves the packet marked an error packet, whose frame tap is skipped), so its
+  totals miss it; pcapstats counts it, under ``icmp``, as Wireshark's own dialog does;
+- a null/loopback address family other than IPv4's and IPv6's is ``data`` (tshark: ``osi``,
+  ``ddp``, ``ipx``), an IPv4 header whose version nibble says 6 is an ``ip`` not read (tshark
+  reads on as IPv6), and a protocol named by its ethertype or IP protocol is named so even
+  where tshark's dissector turns the packet down (Wake-on-LAN without its magic bytes: tshark
+  ``data``);
+- an 802.11 frame cut inside its 802.11 header: tshark shows ``wlan`` only whole for a QoS
+  data frame, and ``_ws.short`` under ``wlan`` for a control, null or protected frame, whose
+  header lengths the reader does not keep.
 
 Given a path, the file is read window by window and only the tree's sums are kept (and the
 fragments of datagrams not yet complete), so memory does not grow with the capture.

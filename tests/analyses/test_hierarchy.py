@@ -475,7 +475,11 @@ def test_an_icmp_error_cut_inside_its_quote_is_counted(tmp_path):
 
 def test_what_pcapstats_does_not_name_as_tshark(tmp_path):
     """A null/loopback family other than IP is data (tshark: osi, ddp, ipx by family); an
-    IPv4 header whose version nibble is 6 is ip, not read (tshark reads on as IPv6)."""
+    IPv4 header whose version nibble is 6 is ip, not read (tshark reads on as IPv6); an
+    ethertype's protocol is named even where tshark's dissector turns the packet down."""
+    wol = written(tmp_path, [_eth(0x0842, bytes(46))], c.LT_ETHERNET, "wol")
+    assert list(hierarchy(wol).table()["path"]) == ["frame", "eth", "eth/wol"]
+    assert [p for p, _, _ in phs(wol)] == ["eth", "eth/data"]
     tcp4 = c.basic()[0].data
     null = written(tmp_path, [struct.pack("<I", f) + tcp4 for f in (7, 16, 23)], c.LT_NULL,
                    "null")
@@ -486,3 +490,23 @@ def test_what_pcapstats_does_not_name_as_tshark(tmp_path):
     t = hierarchy(eth).table()
     assert list(t["path"]) == ["frame", "eth", "eth/ip"] and not t["decoded"][2]
     assert "eth/ip/ipv6" in [p for p, _, _ in phs(eth)]
+
+
+@pytest.mark.filterwarnings("ignore::pcapstats.SkippedPacketsWarning")     # the ACK: not IP
+def test_802_11_frames_cut_inside_their_header(tmp_path):
+    """A QoS data frame cut 10 bytes into its 26-byte 802.11 header: pcapstats shows wlan (2
+    bytes are enough for a frame without QoS), tshark only a whole one; an ACK cut after 8 of
+    its 10 bytes: pcapstats does not know its header's length and ends it at wlan, tshark in
+    _ws.short under it."""
+    header = [c.rt_flags(), c.rt_rate(12)]
+    qos = c.radiotap(c.wlan(c.basic()[1], qos=0), header).data
+    ack = c.radiotap(c.wlan_frame("ack"), header).data
+    rt = len(c.radiotap_header(header))
+    path = written(tmp_path, [qos, ack], c.LT_RADIOTAP, "wifi", cap_lens=[rt + 10, rt + 8])
+    t = hierarchy(path).table()
+    mine = dict(zip(t["path"], t["packets"].tolist()))
+    theirs = {p: n for p, n, _ in phs(path)}
+    wlan = "radiotap/wlan_radio/wlan"
+    assert (mine[wlan], mine[f"{wlan}/_ws.short"]) == (2, 1)
+    assert (theirs[wlan], theirs["radiotap/wlan_radio/_ws.short"]) == (1, 1)
+    assert theirs[f"{wlan}/_ws.short"] == 1
