@@ -65,6 +65,26 @@ def test_the_file_holds_everything_it_shows(report):
     assert text.count('<section class="capture"') == len(SHIPPED)
 
 
+def test_each_capture_shows_its_protocol_hierarchy(report):
+    """A capture's section holds its protocol hierarchy: the rows `pcapstats hierarchy` gives,
+    each protocol indented by its depth (kept by the page: white-space pre), with its packets."""
+    import html
+    import warnings
+
+    import pcapstats as ps
+    text = report.read_text()
+    assert ".tree{text-align:left;white-space:pre}" in text
+    for section in text.split('<section class="capture"')[1:]:
+        path = html.unescape(re.search(r"<h3>(.*?)</h3>", section)[1])
+        table = section.split("<h4>Protocols</h4>", 1)[1].split("</table>", 1)[0]
+        rows = re.findall(r'<tr><td class="tree">(.*?)</td><td class="num">(\d+)</td>', table)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            want = ps.hierarchy(path).table()
+        assert [(html.unescape(p), int(n)) for p, n in rows] == [
+            ("  " * d + p, n) for d, p, n in zip(want["depth"], want["protocol"], want["packets"])]
+
+
 def test_chromium_loads_it_without_a_console_message(report, tmp_path):
     run = _chromium(tmp_path, "--enable-logging=stderr", "--v=0", "--dump-dom",
                     report.as_uri())
