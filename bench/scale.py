@@ -85,7 +85,7 @@ WORKERS = 2
 BATCH = ("compare", "retrans", "throughput")
 ANALYSES = (("throughput",), ("iograph", "--series"), ("retrans",), ("rtt",), ("verify",),
             ("flavour",), ("limits",), ("cwnd",), ("seqgraph",), ("wscale",), ("ping",), ("udp",),
-            ("fairness",), ("delay",))
+            ("fairness",), ("delay",), ("hierarchy",))
 SPEEDUP_TARGET = 1.8
 RSS_TARGET = 1.5          # peak RSS / file size on the 1.75M-packet capture
 STATUS_KEYS = ("VmRSS", "RssAnon", "RssFile")
