@@ -75,6 +75,9 @@ def run_cmd(
     serialize: bool = typer.Option(False, "--serialize", help="Each packet also waits its "
                                    "size at --rate, both ways, as on a real link (netem's "
                                    "rate): latency grows with size, for the delay model."),
+    one_way: bool = typer.Option(False, "--one-way", help="A link shaped one way: --serialize "
+                                 "(and --rate, as always) toward the receiver alone; the way "
+                                 "back carries the delay only, at the line rate."),
     cc: Optional[str] = typer.Option(None, "--cc", help="Congestion control (reno, cubic, "
                                      "bbr); a comma list gives one per pair."),
     duration: float = typer.Option(10.0, "--time", "-t", help="Seconds to send."),
@@ -129,6 +132,8 @@ def run_cmd(
           -o runs/reno10.pcap
       pcapstats lab run --tool ping --delay 10ms --rate 10mbit --serialize \\
           --ping-sizes 56,500,1000,1400 -o runs/sweep.pcap
+      pcapstats lab run --tool pingpong --delay 5ms --rate 10mbit --serialize \\
+          --one-way --ping-sizes 18,16000,65535 -o runs/oneway.pcap
       pcapstats lab run --tool ping --hops 3 --delay 2ms,5ms,10ms \\
           -o runs/chain.pcap
     """
@@ -140,7 +145,7 @@ def run_cmd(
     for trial in range(1, trials + 1):
         scenario = Scenario(
             tool=tool.value, loss=loss, delay=delay, jitter=jitter, rate=rate, queue=queue,
-            serialize=serialize, hops=hops,
+            serialize=serialize, one_way=one_way, hops=hops,
             cc=cc_list if len(cc_list) > 1 else (cc_list[0] if cc_list else None),
             duration_s=duration, bytes=nbytes, parallel=parallel, pairs=pairs,
             udp_rate=udp_rate, ping_count=ping_count, ping_interval_s=ping_interval,
@@ -149,6 +154,10 @@ def run_cmd(
             app_rate=app_rate, capture=capture.value, snaplen=snaplen, format=fmt.value,
             tcp_info_interval_s=tcp_info_interval, trial=trial, seed=seed)
         out = output if trials == 1 else _with_trial(output, trial)
+        if trial == 1:
+            scenario.validate()
+            for line in scenario.queue_notes():
+                say("note", line)
         try:
             with _stages() as stage:
                 doc = run(scenario, out, progress=stage, command=["pcapstats", *sys.argv[1:]])
@@ -175,7 +184,8 @@ def _interrupted(e: KeyboardInterrupt, path: Path):
 
 # Scenario field -> `lab run` option (the inverse of run_cmd's mapping; tested to round-trip).
 _OPTION = {"tool": "--tool", "loss": "--loss", "delay": "--delay", "jitter": "--jitter",
-           "rate": "--rate", "queue": "--queue", "serialize": "--serialize", "hops": "--hops", "cc": "--cc",
+           "rate": "--rate", "queue": "--queue", "serialize": "--serialize",
+           "one_way": "--one-way", "hops": "--hops", "cc": "--cc",
            "duration_s": "-t",
            "bytes": "-n", "parallel": "-P", "pairs": "--pairs", "udp_rate": "-b",
            "ping_count": "--ping-count", "ping_interval_s": "--ping-interval",
