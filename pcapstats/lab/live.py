@@ -396,12 +396,11 @@ def summary(doc: dict) -> list[str]:
         lines.append(f"wrote {path} ({cap.get('packets_captured')} packets) and its sidecar")
     imp = doc.get("impairment") or {}
     counts = imp.get("counters") or {}
-    loss = counts.get("loss")
+    loss = host.loss_counted(counts.get("loss"))
     if loss and imp["asked"].get("loss"):
-        seen, dropped = loss["offered_packets"], loss["dropped_packets"]
-        share = f" ({dropped / seen * 100:.2f} %)" if seen else ""
-        lines.append(f"the loss rule dropped {dropped} of {seen} packets{share}, asked "
-                     f"{imp['asked']['loss'] * 100:g} %")
+        dropped, seen, unit = loss
+        lines.append(f"the loss dropped {dropped} of {seen} {unit}: "
+                     f"{dropped / seen * 100:.2f} %, asked {imp['asked']['loss'] * 100:g} %")
     q = counts.get("qdisc")
     if q:
         lines.append(f"{q['kind']} sent {q['sent_packets']} packets, dropped "
