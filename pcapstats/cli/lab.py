@@ -247,12 +247,18 @@ class _stages:
             self.status.stop()
 
 
+def achieved_lines(achieved: dict | None) -> list[str]:
+    from ..lab.accuracy import lines  # lazy: the lab costs 0.04 s of every command's start-up
+    return lines(achieved)
+
+
 def _report(doc: dict, path: Path) -> None:
     """What a run made, and what it asked beside what happened, in a few lines on stdout.
 
     Each line says what its number is: the shaper's rate is a ceiling, not a throughput to
     reach; the loss rule's drops are not the only loss (the bottleneck's queue drops too, and
-    iperf3 counts both for UDP)."""
+    iperf3 counts both for UDP).  Then achieved against asked (the loss rule's share among
+    them), each marked in or out of spec."""
     m = doc["measured"]
     files = ", ".join(c["file"] + f" ({c['packets_captured']} packets)" for c in doc["captures"])
     lines = [f"wrote {files} and {path.name} in {path.parent}/"]
@@ -269,11 +275,6 @@ def _report(doc: dict, path: Path) -> None:
                    f"; the link was shaped to {m['rate_asked_bps'] / 1e6:.1f} Mbit/s")
         line("throughput", f"{m['throughput_bps'] / 1e6:.2f} Mbit/s as the tools measured "
                            f"it{ceiling}")
-    if m["loss_asked"] or m["loss_measured"]:
-        asked = "" if m["loss_asked"] is None else f"asked {m['loss_asked'] * 100:.2f} %, "
-        got = ("not counted" if m["loss_measured"] is None
-               else f"dropped {m['loss_measured'] * 100:.2f} % of the data packets")
-        line("loss rule", asked + got)
     for report in doc.get("reports") or []:
         lost = report["summary"].get("lost_percent") if report.get("mode") == "udp" else None
         if lost is not None:
@@ -281,7 +282,11 @@ def _report(doc: dict, path: Path) -> None:
                              "drops together)")
     if m.get("retransmitted_segments") is not None:
         line("re-sent", f"{m['retransmitted_segments']} segments (sender's TCP_INFO)")
+    lines += achieved_lines(doc.get("achieved"))
     print("\n".join(lines))
+    out = (doc.get("achieved") or {}).get("out_of_spec")
+    if out:
+        say("warning", f"out of spec: {'; '.join(out)}")
 
 
 MATRIX_UNITS = {"seconds": "s", "rtt_asked_ms": "ms", "rtt_ms": "ms", "rate_asked_bps": "bit/s",
@@ -316,8 +321,9 @@ def matrix(
 
     def on_cell(k, total, cell, state):
         if progress:
-            if state == "start":
-                progress.update(task, description=cell.name)
+            if state in ("start", "retry"):
+                progress.update(task, description=cell.name + (" (again: out of spec)"
+                                                               if state == "retry" else ""))
             else:
                 progress.advance(task)
         elif state != "start":
@@ -343,6 +349,9 @@ def matrix(
     failed = [r for r in results if r.status == "failed"]
     for r in failed:
         say("error", f"cell {r.name}: {r.error}")
+    for r in results:
+        if r.status == "out of spec":
+            say("warning", f"cell {r.name}: {r.error}")
     if failed:
         raise typer.Exit(EXIT_ERROR)
 

@@ -33,6 +33,7 @@ lab run it does not fail the capture (a busy host's interface is not the lab's q
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import shutil
 import signal
@@ -45,6 +46,7 @@ from typing import Callable, Sequence
 
 from pcapstats import sidecar
 from pcapstats.errors import UsageError
+from pcapstats.lab import accuracy
 from pcapstats.lab.impair import host, state
 from pcapstats.lab.commands import LabError, checked
 from pcapstats.lab.impair.mechanisms import Impairment
@@ -182,7 +184,7 @@ class _Run:
             "scenario": None, "flows": [],
             "interface": {"name": req.interface, "ifindex": info.get("ifindex"),
                           "mtu": info.get("mtu"), "netns": state.netns_inode(),
-                          "host": socket.gethostname(),
+                          "host": socket.gethostname(), "addresses": _addresses(req.interface),
                           "qdiscs_before": [host.describe_qdisc(q, req.interface)
                                             for q in qdiscs],
                           "pcapstats_before": (None if before is None else
@@ -194,6 +196,7 @@ class _Run:
                     "duration_s": req.duration_s, "started_ns": None, "ended_ns": None,
                     "exit_status": None, "signal": None, "stopped_by": None},
             "tools": None,
+            "achieved": None,
         }
 
     # -- the capture ------------------------------------------------------------------------------
@@ -345,6 +348,8 @@ class _Run:
         if self.partial.exists():
             self.doc["captures"][0]["size_bytes"] = self.partial.stat().st_size
             os.replace(self.partial, self.final)
+            if self.applied is not None:
+                self.doc["achieved"] = accuracy.capture(self.doc, self.final)
         else:
             self.doc["captures"] = []
         write_sidecar(sidecar.sidecar_path(self.final), self.doc)
@@ -365,6 +370,16 @@ class _Run:
         for leftover in (self.partial, self.partial.with_name(self.partial.name + ".tmp.pcap")):
             with contextlib.suppress(FileNotFoundError):
                 leftover.unlink()
+
+
+def _addresses(iface: str) -> list[str]:
+    """The interface's own IP addresses (``ip -j addr``): what it sends is from them."""
+    proc = checked(["ip", "-j", "addr", "show", "dev", iface], check=False)
+    try:
+        entries = json.loads(proc.stdout or "[]")
+    except json.JSONDecodeError:
+        return []
+    return [a["local"] for e in entries for a in e.get("addr_info") or [] if a.get("local")]
 
 
 def describe_mechanisms(record: state.Record) -> str:
@@ -415,7 +430,7 @@ def summary(doc: dict) -> list[str]:
     if imp.get("removed") is not None:
         lines.append(f"removed from {doc['interface']['name']}: "
                      + "; ".join(imp["removed"]))
-    return lines
+    return lines + accuracy.lines(doc.get("achieved"))
 
 
 __all__ = ["LiveCapture", "capture", "check_host", "describe_mechanisms", "summary"]

@@ -46,7 +46,7 @@ from typing import Callable
 from pcapstats.errors import UsageError
 from pcapstats.units import FRAME_BYTES, parse_rate, parse_simpleperf_size
 from pcapstats import sidecar
-from pcapstats.lab import impair, topologies, traffic
+from pcapstats.lab import accuracy, impair, topologies, traffic
 from pcapstats.lab.cleanup import SignalsBlocked, signals_unwind
 from pcapstats.lab.commands import LabError, require_tools
 from pcapstats.lab.netns import Lab
@@ -62,6 +62,7 @@ CAPTURE_SIDES = ("sender", "receiver", "both", "router", "all")
 CAPTURE_FILES = {"both": ("sender", "receiver"), "all": ("sender", "router", "receiver")}
 FORMATS = ("pcap", "pcapng")
 PAUSE_AT, PAUSE_S = "PCAPSTATS_LAB_PAUSE_AT", "PCAPSTATS_LAB_PAUSE_S"  # the test hook
+WITNESS_SNAPLEN = 96  # the lab's own captures for achieved vs asked: the IPv4 header is enough
 MAX_DATAGRAM_PAYLOAD = 65507  # 65535 - 20 (IPv4) - 8 (ICMP or UDP): the most ping -s sends
 MTU = FRAME_BYTES - 14        # IPv4 packets of the lab's links
 MESSAGE_MARGIN_FRAMES = 2     # a queue holds a run's longest message and this many frames more
@@ -376,8 +377,9 @@ class _Run:
                     "scenario": scenario.to_dict(), "tools": traffic.tool_versions(),
                     "topology": None, "impairment": None, "hops": None, "rtt": None,
                     "captures": [],
-                    "flows": [], "reports": [], "measured": None}
+                    "flows": [], "reports": [], "measured": None, "achieved": None}
         self.captures: list[tuple[dict, object, Path]] = []  # (sidecar entry, tcpdump, partial)
+        self.witnesses: dict[str, tuple[object, Path]] = {}  # side -> the lab's own capture
         self.held: list[int] = []  # fds keeping unfinished captures open: "a live run's"
         self.applied: list[impair.Applied] = []   # one per router, the sender's side first
 
@@ -489,6 +491,18 @@ class _Run:
             entry = {"file": final.name, "side": side, "host": host, "interface": iface,
                      "snaplen": s.snaplen, "format": s.format, "timestamps": "nano"}
             self.captures.append((entry, tcpdump, partial))
+        if not self.doc["impairment"]:
+            return
+        # Achieved against asked needs the packets before the path and after it: the lab's own
+        # headers-only capture where the run's do not sit there (see accuracy).
+        sides = CAPTURE_FILES.get(s.capture, (s.capture,))
+        missing = [side for side in ("sender", "receiver") if side not in sides]
+        work = Path(lab.scratch_dir("witness")) if missing else None
+        for side in missing:
+            host, iface = _capture_point(lab, side, self.pairs)
+            path = work / f"{side}.pcap"
+            self.witnesses[side] = (lab.capture(host, iface, path, snaplen=WITNESS_SNAPLEN,
+                                                nano=True), path)
 
     def _traffic(self, lab: Lab, work: Path) -> None:
         s = self.scenario
@@ -568,6 +582,11 @@ class _Run:
                              "packets dropped by kernel")
         if drops:
             self._fail("; ".join(drops))
+        for side, (tcpdump, _) in self.witnesses.items():
+            try:
+                tcpdump.stop(allow_drops=True)
+            except LabError:  # achieved vs asked is then not measured, the run is whole
+                self.witnesses[side] = (tcpdump, None)
         for k, applied in enumerate(self.applied):
             try:  # a delay line that died or overflowed makes the capture wrong: say so
                 applied.check()
@@ -589,8 +608,23 @@ class _Run:
                 os.replace(partial, final)
         self.doc["captures"] = [entry for entry, _, partial in self.captures
                                 if "size_bytes" in entry]
+        self.doc["achieved"] = self._achieved()
         write_sidecar(sidecar.sidecar_path(self.out_path), self.doc)
         self.say(f"wrote {sidecar.sidecar_path(self.out_path)}")
+
+    def _achieved(self) -> dict | None:
+        """Achieved against asked (:mod:`.accuracy`) from the captures before and after the
+        path: the run's own files where they sit there, else the lab's; None without an
+        impairment or without both."""
+        if not self.doc["impairment"]:
+            return None
+        files = {entry["side"]: self.out_path.parent / entry["file"]
+                 for entry in self.doc["captures"]}
+        files.update({side: path for side, (_, path) in self.witnesses.items()})
+        before, after = files.get("sender"), files.get("receiver")
+        if not (before and after and before.exists() and after.exists()):
+            return None
+        return accuracy.lab_run(self.doc, before, after)
 
     def _fail(self, text: str) -> None:
         if self.doc["status"] == "complete" or self.doc["status"] is None:
