@@ -49,7 +49,7 @@ from ..ingest import Kept, read_kept
 from ..render import Shown
 from ..results import Result
 from ..schema import IP, TCP, UDP, Column, TableSpec
-from ..sidecar import stream_flows
+from ..sidecar import placements, stream_flows
 from ..stats import median_rate, ols, train_rate
 from ..streams import endpoint, id_ranges, own_transport, whole_datagrams
 from .ping import (READS as PING_READS, Echoes, echo_sessions, group_slices, later_fragments,
@@ -229,7 +229,15 @@ def delay(capture, *, source: str = "auto") -> Delay:
         "request_ms": np.divide(request, 1e6, out=request)}
     del codes, parts, time_s, latency, first, first_ms, request
     sizes = _sizes(table, list(names), by_source)
-    model = _models(sizes, _overlapping_sources(table, list(names), by_source), returns, notes)
+    hidden = [p for p in placements(path) if p.unseen_by_round_trips and p.what in UNSEEN]
+    if hidden:
+        notes.append(Note("a and b leave out what this host's egress added",
+                          about="every source", detail=_hidden_text(hidden) + ": the "
+                          "latencies here are timed from after them, so b lacks the delay "
+                          "and a the rate; capture on the path instead (a lab router, "
+                          "another host)"))
+    model = _models(sizes, _overlapping_sources(table, list(names), by_source), returns, notes,
+                    hidden)
     notes += _paced_sources(table, model, list(names), by_source, stream_flows(path))
     return Delay({"model": model, "sizes": sizes, "samples": table}, capture=path, notes=notes)
 
@@ -535,8 +543,20 @@ def _sender_hint(source: str, flows: dict) -> str:
     return " (BBR paces near its own rate estimate; a small window holds messages back)"
 
 
+UNSEEN = ("delay", "jitter", "rate", "serialisation")   # what bends a latency left out
+
+
+def _hidden_text(hidden: list) -> str:
+    """What the hidden placements are and why they are hidden, one clause ("20 ms delay and
+    20 Mbit/s rate on this host's eth0, egress, act on the requests before ...")."""
+    what = " and ".join(f"{p.amount} {p.what}" for p in hidden)
+    return (f"{what} on {hidden[0].at} act on the requests before this capture point sees "
+            "them (the capture's sidecar says so; tcpdump's tap is after the qdisc and "
+            "netfilter)")
+
+
 def _models(sizes: dict, overlapping: set[str], returns: dict[str, tuple],
-            notes: list[str]) -> dict:
+            notes: list[str], hidden: list = ()) -> dict:
     rows: dict[str, list] = {c.name: [] for c in MODEL.columns}
     source_of = sizes["source"].tolist()                  # each source's sizes are together
     starts = [k for k in range(len(source_of)) if k == 0 or source_of[k] != source_of[k - 1]]
@@ -573,14 +593,16 @@ def _models(sizes: dict, overlapping: set[str], returns: dict[str, tuple],
                                 ("bandwidth_high_bps", fit["a_low"])):
                 rows[name].append(bandwidth * a / slope if slope > 0 else np.nan)
         if fit["b_high"] < 0:
+            why = (f"here {_hidden_text(hidden)}" if hidden else
+                   "a delay or rate applied on this host's own egress (before the capture "
+                   "point sees the requests), or a sender pacing its larger messages, bends "
+                   "it")
             notes.append(Note("intercept b below zero: not this path's", about=source,
                               detail=f"b's 95 % interval is {fit['b_low']:.3g} to "
                                      f"{fit['b_high']:.3g} ms: latency cannot be negative for "
-                                     "an empty message, so the line is not this path's -- a "
-                                     "delay or rate applied on this host's own egress (after "
-                                     "the capture point), or a sender pacing its larger "
-                                     "messages, bends it; capture where the impairment cannot "
-                                     "hide, or read b as unknown"))
+                                     f"an empty message, so the line is not this path's -- "
+                                     f"{why}; capture where the impairment cannot hide, or "
+                                     "read b as unknown"))
         if source in overlapping:
             notes.append(Note("answers overlap requests: bandwidth = 8 / a", about=source,
                               detail="the answers begin before their requests end (a server "

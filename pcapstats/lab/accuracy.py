@@ -14,9 +14,9 @@ identification of 0 is left out, Linux gives it to many packets).  Then, per dir
   it, so it left the bottleneck back to back with it: runs of such packets, cut in trains of
   :data:`TRAIN_PACKETS` and :data:`TRAIN_S` at least (longer than one burst of a shaper fed in
   bursts: the rate it sustains) that carry :data:`TRAIN_BYTES` at least (a few small packets
-  released together by a late delay line are no train), are timed as the delay model times its answers
-  (:func:`pcapstats.stats.train_rate`, the first two packets skipped: a token bucket lets
-  them through at once), their median rate with its 95 % interval
+  released together by a late delay line are no train), are timed as the delay model times
+  its answers (:func:`pcapstats.stats.train_rate`, the first two packets skipped: a token
+  bucket lets them through at once), their median rate with its 95 % interval
   (:func:`pcapstats.stats.median_rate`).  Traffic that never queued (slower than the link)
   shows no rate: "not measured", neither in nor out of spec;
 - **delay**: the median one-way delay of the packets that did not wait, less their own

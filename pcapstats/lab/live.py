@@ -52,7 +52,7 @@ from pcapstats.lab.commands import LabError, checked
 from pcapstats.lab.impair.mechanisms import Impairment
 from pcapstats.lab.netns import Lab
 from pcapstats.lab.cleanup import SignalsBlocked, signals_unwind
-from pcapstats.lab.sidecar import write_sidecar
+from pcapstats.lab.sidecar import interface_placements, write_sidecar
 from pcapstats.lab.tcpdump import TcpdumpCapture
 from pcapstats.lab.traffic import tool_versions
 
@@ -257,7 +257,9 @@ class _Run:
         self.doc["captures"] = [{
             "file": self.final.name, "side": None, "host": self.doc["interface"]["host"],
             "interface": r.interface, "snaplen": r.snaplen, "format": self.fmt,
-            "timestamps": "nano", "filter": r.bpf, "tcpdump": self.tcpdump.argv}]
+            "timestamps": "nano", "filter": r.bpf, "tcpdump": self.tcpdump.argv,
+            "impairments": [] if self.applied is None else interface_placements(
+                self.applied.record.asked, r.interface, self.doc["interface"]["addresses"])}]
 
     def _wait(self) -> None:
         run = self.doc["run"]

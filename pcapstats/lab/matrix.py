@@ -148,8 +148,9 @@ def run_matrix(spec: str | Path, out_dir: str | Path, *,
     """Run every cell of the spec not complete yet in out_dir; one result a cell, in order.
 
     ``on_cell(k, total, cell, state)`` is called with state "start", "retry" (the first
-    attempt was out of spec), "skipped", "done", "out of spec", "failed"; ``on_stage(text)`` with each run's progress.  KeyboardInterrupt propagates after
-    the running cell has been saved as interrupted.
+    attempt was out of spec), "skipped", "done", "out of spec", "failed";
+    ``on_stage(text)`` with each run's progress.  KeyboardInterrupt propagates after the
+    running cell has been saved as interrupted.
     """
     cells = load_spec(spec)
     out_dir = Path(out_dir)

@@ -50,7 +50,7 @@ from pcapstats.lab import accuracy, impair, topologies, traffic
 from pcapstats.lab.cleanup import SignalsBlocked, signals_unwind
 from pcapstats.lab.commands import LabError, require_tools
 from pcapstats.lab.netns import Lab
-from pcapstats.lab.sidecar import stream_ids, write_sidecar
+from pcapstats.lab.sidecar import lab_placements, stream_ids, write_sidecar
 from pcapstats.tools.tcpinfo import available_congestion_controls
 
 CLIENT_START_S = 1.0  # pairs' clients start together this long after the last server is up
@@ -489,7 +489,8 @@ class _Run:
             self._hold(partial.with_name(partial.name + ".tmp.pcap")
                        if s.format == "pcapng" else partial)  # what tcpdump writes
             entry = {"file": final.name, "side": side, "host": host, "interface": iface,
-                     "snaplen": s.snaplen, "format": s.format, "timestamps": "nano"}
+                     "snaplen": s.snaplen, "format": s.format, "timestamps": "nano",
+                     "impairments": lab_placements(self.doc, side)}
             self.captures.append((entry, tcpdump, partial))
         if not self.doc["impairment"]:
             return

@@ -175,10 +175,10 @@ def netem_args(imp: Impairment, *, loss: float, rate_child: bool,
     """netem's words for one direction: ``limit N [delay D [J]] [loss P%] [rate R]``.
 
     netem drops (``loss``) and delays; with ``serialize`` (default: ``imp.serialize``) its
-    ``rate`` makes each packet wait size/rate, as the delay line does.  The rate limit and its queue are tbf's on every host
-    (:func:`tbf_args`, under netem's class 1 when ``rate_child``), so both mechanisms shape
-    alike.  The limit is every packet netem may hold (:func:`netem_limit_packets`): netem's
-    drops are then its loss alone.
+    ``rate`` makes each packet wait size/rate, as the delay line does.  The rate limit and
+    its queue are tbf's on every host (:func:`tbf_args`, under netem's class 1 when
+    ``rate_child``), so both mechanisms shape alike.  The limit is every packet netem may
+    hold (:func:`netem_limit_packets`): netem's drops are then its loss alone.
     """
     serialize = imp.serialize if serialize is None else serialize
     words = ["limit", str(netem_limit_packets(imp, rate_child=rate_child))]

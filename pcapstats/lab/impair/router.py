@@ -11,9 +11,9 @@ with netem where the kernel has it, else tbf + iptables ``statistic`` + an NFQUE
 On the forwarding path, never a sender's own output: a drop there is re-sent without
 reaching the wire (see ../shared/DESIGN.md).  Data leaves the router through the bottleneck's
 ``egress`` (loss, delay, serialisation, then the rate's tbf), ACKs through its ``ingress``
-(ack loss, delay, serialisation unless ``one_way``).  ``delay_s`` is one-way and applied in EACH direction, so
-ping's RTT is about 2 x delay + the base RTT (about 0.1 ms here, plus ~0.5 ms for the two
-delay-line passes).
+(ack loss, delay, serialisation unless ``one_way``).  ``delay_s`` is one-way and applied in
+EACH direction, so ping's RTT is about 2 x delay + the base RTT (about 0.1 ms here, plus
+~0.5 ms for the two delay-line passes).
 
 Two chains of the router's filter table, ``PSL_DATA`` and ``PSL_ACK``, are entered from FORWARD
 by ``-o <egress>`` / ``-o <ingress>`` with either mechanism; the jump's counter is the number of
