@@ -33,8 +33,8 @@ run again from scratch.  One failing cell does not stop the others; Ctrl-C stops
 
 Out of spec: a cell whose achieved values are outside the tolerance (its sidecar's
 ``achieved``, :mod:`pcapstats.lab.accuracy`) is run once more; if the second attempt is out of
-spec too, the cell's status is ``out of spec`` with what was, and its sidecar's
-``achieved.retried_after`` holds what the first attempt missed.  A complete cell found out of
+spec too (or cannot be judged), the cell's status is ``out of spec`` with what was, and its
+sidecar's ``achieved.retried_after`` holds what the first attempt missed.  A complete cell found out of
 spec when resuming is reported so, not run again.
 """
 
@@ -187,6 +187,9 @@ def run_matrix(spec: str | Path, out_dir: str | Path, *,
             results.append(CellResult(cell.name, "failed", time.monotonic() - t0, None, str(e)))
             continue
         missed = _out_of_spec(doc)
+        if first and not missed and (doc.get("achieved") or {}).get("in_spec") is not True:
+            missed = ("out of spec: " + "; ".join(first) + " (the first attempt; the second "
+                      "could not be judged)")
         notify(k, len(cells), cell, "out of spec" if missed else "done")
         results.append(CellResult(cell.name, "out of spec" if missed else "done",
                                   time.monotonic() - t0, doc["measured"], missed))

@@ -349,7 +349,7 @@ class DelayLine:
             return None
         if waiting > self.stats.queued_max_bytes:
             self.stats.queued_max_bytes = waiting
-        self._link_free_ns = round(start + size * self.ns_per_byte)
+        self._link_free_ns = start + round(size * self.ns_per_byte)   # integers: exact
         return self._link_free_ns
 
     def _hold(self, pid: int, now_ns: int) -> None:
