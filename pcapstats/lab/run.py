@@ -241,11 +241,24 @@ class Scenario:
         return None
 
     def queue_notes(self) -> list[str]:
-        """One line a router whose default queue was raised to hold the longest message."""
+        """What to know before the run of its messages against its queues: one line a router
+        whose default queue was raised to hold the longest message, and one if pings, sent
+        every ping_interval_s whatever the answers, take longer than that to cross the
+        slowest rate (each then waits behind the one before: its latency is not the path's,
+        and the queue drops what does not fit)."""
         message = self.longest_message()
         if not message:
             return []
         out = []
+        rates = [imp.rate_bps for imp in self.impairments() if imp.rate_bps]
+        if rates and (self.tool == "ping" or self.ping_during):
+            crossing_s = message[1] * 8 / min(rates)
+            if crossing_s >= self.ping_interval_s:
+                out.append(f"a ping of {message[2]} bytes takes {crossing_s * 1e3:.0f} ms to "
+                           f"cross {min(rates) / 1e6:g} Mbit/s, more than the "
+                           f"{self.ping_interval_s * 1e3:g} ms between pings: each waits "
+                           "behind the one before; give --ping-interval "
+                           f"{math.ceil(crossing_s * 1.5 * 100) / 100:g} or more")
         for k, imp in enumerate(self.impairments()):
             base = dataclasses.replace(imp, queue_floor_bytes=0)
             if imp.rate_bps and imp.queue_bytes is None \
