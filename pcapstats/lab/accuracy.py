@@ -140,7 +140,7 @@ def path_measures(before: dict, after: dict, s_per_byte: float, jitter_s: float)
     ahead = left[np.arange(1, len(wire) + 1)] - left[np.searchsorted(t_after, ready, "right")]
     out["queued_max_bytes"] = int(np.max(np.maximum(ahead, wire)))
     trains = _trains(t_after, wire, waited)
-    out["rate"], out["trains"] = median_rate(trains), len(trains)
+    out["rate"], out["trains"] = median_rate(trains), sum(r[0] == r[0] for r in trains)
     return out
 
 
@@ -176,7 +176,7 @@ def dispersion(after: dict, rate_bps: float) -> tuple:
     t, wire = t[order], wire[order]
     close = np.r_[False, np.diff(t) / 1e9 <= 2 * wire[1:] * 8 / rate_bps + BUSY_MARGIN_S]
     trains = _trains(t, wire, close)
-    return median_rate(trains), len(trains)
+    return median_rate(trains), sum(r[0] == r[0] for r in trains)
 
 
 # -- checks ---------------------------------------------------------------------------------------
