@@ -32,6 +32,7 @@ the capture timestamps), so any sample can be placed on the capture's time axis.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
@@ -181,6 +182,8 @@ FIELDS: tuple[tuple[str, str], ...] = (
      "Mbit/s, asked 20.0 Mbit/s (within 10 %)\")."),
     ("achieved.retried_after", "A matrix cell run a second time: the first attempt's "
      "out_of_spec lines; else null."),
+    ("achieved.error", "Why nothing could be measured (a capture that could not be read), "
+     "else null."),
 )
 
 
@@ -391,16 +394,26 @@ def placements(capture: str | os.PathLike) -> list[Placement]:
     impairments their numbers leave out); empty without a sidecar (or one that cannot be
     read), without impairments, or a sidecar written before the field."""
     capture = Path(capture)
+    path = sidecar_for(capture)
     try:
-        doc = load_sidecar(sidecar_for(capture))
-    except SidecarError:
+        stat = path.stat()
+    except OSError:
         return []
-    for entry in doc.get("captures") or []:
-        if entry.get("file") == capture.name:
-            return [Placement(p["what"], p["amount"], p["packets"], tuple(p["sources"]),
-                              p["where"], p["at"], bool(p["own_egress"]))
-                    for p in entry.get("impairments") or []]
-    return []
+    return list(_placements(str(path), stat.st_mtime_ns, stat.st_size).get(capture.name, ()))
+
+
+@functools.lru_cache(maxsize=16)
+def _placements(path: str, mtime_ns: int, size: int) -> dict[str, tuple[Placement, ...]]:
+    """Every capture's placements of one sidecar, read once while it is unchanged (a per-stream
+    analysis asks once a stream)."""
+    try:
+        doc = load_sidecar(path)
+    except SidecarError:
+        return {}
+    return {entry.get("file"): tuple(
+        Placement(p["what"], p["amount"], p["packets"], tuple(p["sources"]), p["where"],
+                  p["at"], bool(p["own_egress"])) for p in entry.get("impairments") or [])
+        for entry in doc.get("captures") or []}
 
 
 def stream_labels(capture: str | os.PathLike) -> dict[tuple[str, int], str]:

@@ -311,6 +311,9 @@ def matrix(
     """Run a grid of scenarios; skips cells already complete."""
     from ..lab.matrix import load_spec, run_matrix, summary_table  # lazy: the lab costs 0.04 s of every command's start-up
     cells = load_spec(spec)  # every cell validated before the first one runs
+    for cell in cells:
+        for line in cell.scenario.queue_notes():
+            say("note", f"cell {cell.name}: {line}")
     progress, task = None, None
     if sys.stderr.isatty():
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn

@@ -48,6 +48,7 @@ from pathlib import Path
 
 import numpy as np
 
+from pcapstats.errors import PcapstatsError
 from pcapstats.reader import read
 from pcapstats.schema import IP
 from pcapstats.stats import SKIPPED_PACKETS, median_rate, train_rate
@@ -236,13 +237,23 @@ def queue_check(limit: int, waited_bytes: float | None, drops: int, how: str,
                   how, drops=drops)
 
 
-def verdict(checks: list[dict]) -> dict:
+def verdict(checks: list[dict], error: str | None = None) -> dict:
     """The ``achieved`` block: the checks, whether all measured ones are in spec (None when
-    none could be measured) and one line for each that is not."""
+    none could be measured) and one line for each that is not; ``error``: why nothing could
+    be measured (a capture that cannot be read)."""
     judged = [c["in_spec"] for c in checks if c["in_spec"] is not None]
     return {"checks": checks, "in_spec": all(judged) if judged else None,
             "out_of_spec": [describe(c) for c in checks if c["in_spec"] is False],
-            "retried_after": None}
+            "retried_after": None, "error": error}
+
+
+def measured(how, *args) -> dict:
+    """``how(*args)`` (:func:`lab_run`, :func:`capture`), or a block that says why it could
+    not be measured: a run's files and sidecar are kept whatever its captures hold."""
+    try:
+        return how(*args)
+    except (PcapstatsError, ValueError, OSError) as e:
+        return verdict([], error=f"not measured: {e}")
 
 
 # -- a lab run ------------------------------------------------------------------------------------
@@ -381,6 +392,8 @@ def describe(check: dict) -> str:
 def lines(achieved: dict | None) -> list[str]:
     """The run summary's lines: one a check, ending ok, OUT OF SPEC or why it was not
     measured."""
+    if achieved and achieved.get("error"):
+        return [f"achieved against asked: {achieved['error']}"]
     if not achieved or not achieved.get("checks"):
         return []
     out = ["achieved against asked:"]

@@ -351,7 +351,8 @@ class _Run:
             self.doc["captures"][0]["size_bytes"] = self.partial.stat().st_size
             os.replace(self.partial, self.final)
             if self.applied is not None:
-                self.doc["achieved"] = accuracy.capture(self.doc, self.final)
+                self.doc["achieved"] = accuracy.measured(accuracy.capture, self.doc,
+                                                          self.final)
         else:
             self.doc["captures"] = []
         write_sidecar(sidecar.sidecar_path(self.final), self.doc)

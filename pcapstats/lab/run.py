@@ -638,7 +638,7 @@ class _Run:
         before, after = files.get("sender"), files.get("receiver")
         if not (before and after and before.exists() and after.exists()):
             return None
-        return accuracy.lab_run(self.doc, before, after)
+        return accuracy.measured(accuracy.lab_run, self.doc, before, after)
 
     def _fail(self, text: str) -> None:
         if self.doc["status"] == "complete" or self.doc["status"] is None:
