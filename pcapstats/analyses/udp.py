@@ -549,13 +549,13 @@ def _placed_losses(path) -> list[Note]:
         if p.what != "loss":
             continue
         if p.after_capture:
-            out.append(Note(f"the {p.amount} loss acts after this capture point",
+            out.append(Note(f"{p.amount} loss after this capture point",
                             about=f"UDP {p.packets}", detail=f"{p.text()} acts on the "
                             "datagrams after this capture point saw them: none of its drops "
                             "is missing here; the loss is the receiver's count (iperf3's "
                             "report) or a capture further on (udp --pair)"))
         elif p.own_egress:
-            out.append(Note(f"the {p.amount} loss acted on this host's own egress",
+            out.append(Note(f"{p.amount} loss on this host's egress, before the capture",
                             about=f"UDP {p.packets}", detail=f"{p.text()} dropped datagrams "
                             "before this capture point saw them (tcpdump's tap is after "
                             "netfilter and the qdisc): they are missing here as a path's "
