@@ -179,7 +179,7 @@ FIELDS: tuple[tuple[str, str], ...] = (
     ("achieved.in_spec", "true when every check measured is within its tolerance, false when "
      "one is not (the run is out of spec), null when none could be measured."),
     ("achieved.out_of_spec", "One line a check out of spec (\"rate toward the receiver 11.2 "
-     "Mbit/s, asked 20.0 Mbit/s (within 10 %)\")."),
+     "Mbit/s, asked 20.0 Mbit/s (within ±10 %)\")."),
     ("achieved.retried_after", "A matrix cell run a second time: the first attempt's "
      "out_of_spec lines; else null."),
     ("achieved.error", "Why nothing could be measured (a capture that could not be read), "

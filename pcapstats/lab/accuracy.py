@@ -196,10 +196,10 @@ def rate_check(direction: str | None, asked_bps: float, rate: tuple, trains: int
                how: str) -> dict:
     achieved, _, low, high = rate
     if achieved != achieved:
-        return _check("rate", direction, asked_bps, None, "bit/s", "10 %", None, how,
-                      why_not="the traffic never filled the link", trains=trains)
+        return _check("rate", direction, asked_bps, None, "bit/s", "±10 %", None, how,
+                      why_not="the link never filled", trains=trains)
     ok = abs(achieved / asked_bps - 1) <= TOLERANCE["rate"]
-    return _check("rate", direction, asked_bps, float(achieved), "bit/s", "10 %", ok, how,
+    return _check("rate", direction, asked_bps, float(achieved), "bit/s", "±10 %", ok, how,
                   low=float(low), high=float(high), trains=trains)
 
 
@@ -208,18 +208,18 @@ def delay_check(direction: str | None, asked_s: float, achieved_s: float | None,
     bound = TOLERANCE["delay"] * asked_s + TOLERANCE["delay_s"]
     ok = None if achieved_s is None else abs(achieved_s - asked_s) <= bound
     return _check("delay", direction, asked_s * 1e3, None if achieved_s is None
-                  else achieved_s * 1e3, "ms", "10 % + 0.5 ms", ok, how, why_not=why_not)
+                  else achieved_s * 1e3, "ms", "±10 % +0.5 ms", ok, how, why_not=why_not)
 
 
 def loss_check(direction: str | None, asked: float, dropped: int | None, offered: int | None,
                how: str) -> dict:
     if not offered:
-        return _check("loss", direction, asked, None, "fraction", "4.5 sd", None, how,
+        return _check("loss", direction, asked, None, "fraction", "±4.5 sd", None, how,
                       why_not="nothing was offered", dropped=dropped, offered=offered)
     share = dropped / offered
     sd = math.sqrt(asked * (1 - asked) / offered)
     ok = abs(share - asked) <= TOLERANCE["loss_sigmas"] * sd + 0.5 / offered
-    return _check("loss", direction, asked, share, "fraction", "4.5 sd", ok, how,
+    return _check("loss", direction, asked, share, "fraction", "±4.5 sd", ok, how,
                   dropped=dropped, offered=offered)
 
 
@@ -227,14 +227,14 @@ def queue_check(limit: int, waited_bytes: float | None, drops: int, how: str,
                 why_not: str = "no packet seen on both sides") -> dict:
     slack = 2 * FRAME_BYTES
     if waited_bytes is None:
-        return _check("queue", None, limit, None, "bytes", "10 % + 2 frames", None, how,
+        return _check("queue", None, limit, None, "bytes", "+10 % +2 frames", None, how,
                       why_not=why_not, drops=drops)
     ok = waited_bytes <= (1 + TOLERANCE["queue"]) * limit + slack
     if drops:
         ok = ok and waited_bytes >= TOLERANCE["queue_filled"] * limit - slack
-    return _check("queue", None, limit, float(waited_bytes), "bytes",
-                  "10 % + 2 frames" + ("; filled (it dropped): 80 %" if drops else ""), ok,
-                  how, drops=drops)
+    return _check("queue", None, limit, float(waited_bytes), "bytes", "+10 % +2 frames", ok,
+                  how + ("; it dropped, so it filled: at least 80 % less 2 frames" if drops
+                         else ""), drops=drops)
 
 
 def verdict(checks: list[dict], error: str | None = None) -> dict:
@@ -351,7 +351,7 @@ def capture(doc: dict, path: str | Path) -> dict:
         checks.append(delay_check(out, asked["delay_s"], achieved,
                                   "the delay line's own count: the delay plus how late it "
                                   "released packets on average", why_not="netem does not "
-                                  "count it, and the capture sees packets after it"))
+                                  "count it"))
     if asked.get("loss"):
         counted = loss_counted(counters.get("loss"))
         dropped, offered, unit = counted or (None, None, "packets")
@@ -361,7 +361,7 @@ def capture(doc: dict, path: str | Path) -> dict:
         q = counters.get("qdisc") or {}
         checks.append(queue_check(asked.get("queue_bytes") or 0, None,
                                   q.get("dropped_packets") or 0, "tbf's drops",
-                                  why_not="the capture sees packets after it only"))
+                                  why_not="seen after it only"))
     return verdict(checks)
 
 
@@ -382,7 +382,7 @@ SHORT = {"toward the receiver": "→ receiver", "toward the sender": "→ sender
 
 
 def describe(check: dict) -> str:
-    """"rate toward the receiver 11.2 Mbit/s, asked 20.0 Mbit/s (within 10 %)"."""
+    """"rate toward the receiver 11.2 Mbit/s, asked 20.0 Mbit/s (within ±10 %)"."""
     what = " ".join(w for w in (check["quantity"], check["direction"]) if w)
     got = "not measured" if check["achieved"] is None else _value(check, check["achieved"])
     return (f"{what} {got}, {'limit' if check['quantity'] == 'queue' else 'asked'} "
@@ -401,12 +401,11 @@ def lines(achieved: dict | None) -> list[str]:
         label = " ".join(w for w in (c["quantity"], SHORT.get(c["direction"]) or "") if w)
         asked = f"{'limit' if c['quantity'] == 'queue' else 'asked'} {_value(c, c['asked'])}"
         if c["achieved"] is None:
-            out.append(f"  {label:<16} not measured ({c['why_not']}); {asked}")
+            out.append(f"  {label:<16} not measured: {c['why_not']} ({asked})")
             continue
         mark = {True: "ok", False: "OUT OF SPEC", None: "not judged"}[c["in_spec"]]
-        out.append(f"  {label:<16} {_value(c, c['achieved'])}; {asked} "
-                   f"(within {c['tolerance']}): {mark}")
+        out.append(f"  {label:<16} {_value(c, c['achieved'])}, {asked} ({c['tolerance']}): "
+                   f"{mark}")
     if achieved.get("retried_after"):
-        out.append("  (a second attempt; the first was out of spec: "
-                   + "; ".join(achieved["retried_after"]) + ")")
+        out.append("  (a second attempt: the first was out of spec too)")
     return out

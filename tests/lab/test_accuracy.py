@@ -103,7 +103,7 @@ def test_asking_more_than_the_link_did_is_out_of_spec_in_one_line(tmp_path):
     assert checks[("queue", None)]["in_spec"] is False
     assert achieved["in_spec"] is False
     assert achieved["out_of_spec"][0] == ("rate toward the receiver 20.0 Mbit/s, asked "
-                                          "40.0 Mbit/s (within 10 %)")
+                                          "40.0 Mbit/s (within ±10 %)")
     lines = accuracy.lines(achieved)
     assert lines[0] == "achieved against asked:"
     assert sum("OUT OF SPEC" in line for line in lines) == 2
@@ -230,7 +230,7 @@ def test_a_rate_this_host_cannot_reach_is_out_of_spec_in_the_run_and_the_matrix(
     assert checks[("rate", "toward the sender")]["in_spec"] is not True
     assert doc["achieved"]["in_spec"] is False and doc["achieved"]["retried_after"] is None
     (line,) = [line for line in run.stdout.splitlines() if line.startswith("  rate → receiver")]
-    assert line.endswith("asked 100.00 Gbit/s (within 10 %): OUT OF SPEC"), line
+    assert line.endswith("asked 100.00 Gbit/s (±10 %): OUT OF SPEC"), line
     assert "pcapstats: warning: out of spec: rate toward the receiver" in run.stderr
     # the same in a matrix: run once more, then reported out of spec in its table
     spec = tmp_path / "spec.toml"

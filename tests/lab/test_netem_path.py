@@ -701,7 +701,7 @@ def test_a_lab_runs_sidecar_and_summary_read_the_same_both_ways(kernel, tmp_path
     assert (tbf["kind"], tbf["dropped_packets"]) == ("tbf", counted[f"{b['egress']} tbf"]["drops"])
     got = [line for line in netem.stdout.splitlines() if line.startswith("  loss → receiver")]
     assert len(got) == 1 and got[0].startswith(
-        f"  loss → receiver  {n_doc['measured']['loss_measured'] * 100:.2f} %; asked 10.00 %")
+        f"  loss → receiver  {n_doc['measured']['loss_measured'] * 100:.2f} %, asked 10.00 %")
     # the lines before achieved against asked, which the shim (a kernel that only records)
     # cannot meet: it delays and drops nothing
     assert labels(netem.stdout)[1:] == labels(fallback.stdout)[1:]
