@@ -367,7 +367,12 @@ def capture(doc: dict, path: str | Path) -> dict:
 
 # -- saying it ------------------------------------------------------------------------------------
 def _value(check: dict, v) -> str:
-    unit = check["unit"]
+    return quantity_text(v, check["unit"])
+
+
+def quantity_text(v: float, unit: str) -> str:
+    """One number of a run's summary in the unit a person reads it in: "20.0 Mbit/s",
+    "1.40 Gbit/s", "5.10 ms", "10.43 %", "19.7 kB"."""
     if unit == "bit/s":
         return f"{v / 1e9:.2f} Gbit/s" if v >= 1e9 else f"{v / 1e6:.1f} Mbit/s"
     if unit == "ms":
