@@ -135,6 +135,12 @@ METRICS: tuple[Metric, ...] = (
     _M("jain_index", "Jain", "Jain's fairness index of the flows' goodput: (sum x)^2 / (n sum "
        "x^2), 1 when equal, 1/n when one flow has all", None,
        ("fairness.summary", "fairness.series", "compare"), aliases=("jain", "fairness")),
+    _M("convergence_s", "converged after", "seconds from the moment every flow was sending "
+       "(the last one's start) to the start of the first of 3 intervals in a row in which the "
+       "flow's share of the flows' goodput was within 10 % of its fair share (1 / the flows "
+       "sending), each flow's intervals counted from its own start; a run's is its slowest "
+       "flow's; empty when it did not converge", "s", ("fairness.summary", "fairness.flows"),
+       aliases=("convergence", "converged")),
     _M("flavour", "flavour", "the congestion control the sender's behaviour shows: reno, cubic, "
        "bbr, or unknown", None, ("flavour.streams", "compare"), dtype="str",
        aliases=("label", "cc_guess")),

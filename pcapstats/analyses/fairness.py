@@ -14,6 +14,16 @@ when one gets everything.
   measured over its own first to last data packet, and the summary says so.
 - **Per interval** (``series``): the index over the flows' goodput in each interval of the
   common window, aligned to its start (flows with nothing in an interval count as 0).
+- **Each flow's share over time** (``shares``): each full interval of a flow's own span,
+  counted from its own start (its first packet, as iperf3 counts its intervals from its own
+  start): the flow's goodput, its share of every flow's goodput in that same span, and its
+  fair share, 1 / the flows sending then (started, not yet ended).
+- **Convergence** (``convergence_s``): a flow has converged at the first of CONVERGE_HOLD
+  intervals in a row, inside the common window, in which its share was within WITHIN (10 %)
+  of its fair share; its time is counted from the common window's start (the last flow's
+  start: the moment the path became shared).  A run's is its slowest flow's; a flow that
+  never held the band did not converge (NaN, and a note).  **Start order**: ``flows`` says when
+  each flow started and in which order, beside its share of the common window.
 """
 
 from __future__ import annotations
@@ -39,6 +49,8 @@ READS = tuple(dict.fromkeys((*RESENT_READS, schema.UDP, "udp_stream", "payload_l
                              "udp_srcport", "udp_dstport")))
 DENSE_INTERVALS = 1_000_000
 GROUPINGS = ("stream", "pair", "cc", "tool")
+WITHIN = 0.10            # a share this close to the fair share (relative) is fair
+CONVERGE_HOLD = 3        # intervals in a row within it: converged
 _C = Column
 SUMMARY = TableSpec("summary", "one row: the index over the run", (
     _C("by", "str", "what a flow is: stream, pair (host pair), or a sidecar field"),
@@ -52,6 +64,7 @@ SUMMARY = TableSpec("summary", "one row: the index over the run", (
     catalogue.column("total_goodput_bps", optional=False),
     _C("min_share", "float64", "the smallest flow's share of the total", "fraction"),
     _C("max_share", "float64", "the largest flow's share of the total", "fraction"),
+    catalogue.column("convergence_s", doc="here the slowest flow's"),
 ))
 FLOWS = TableSpec("flows", "one row per flow compared", (
     _C("flow", "str", "the flow: endpoints, host pair or sidecar value"),
@@ -60,6 +73,9 @@ FLOWS = TableSpec("flows", "one row per flow compared", (
        "bytes"),
     catalogue.column("goodput_bps", doc="here goodput_bytes x 8 / the window", optional=False),
     _C("share", "float64", "its part of the flows' total", "fraction"),
+    _C("order", "int64", "start order: 1 for the flow that started first"),
+    _C("start_s", "float64", "its first packet, seconds since the capture's first packet", "s"),
+    catalogue.column("convergence_s", doc="here the flow's"),
 ))
 SERIES = TableSpec("series", "one row per interval of the common window", (
     _C("time_s", "float64", "interval start, seconds since the capture's first packet", "s"),
@@ -69,10 +85,29 @@ SERIES = TableSpec("series", "one row per interval of the common window", (
 ))
 
 
+SHARES = TableSpec("shares", "one row per flow and full interval of its own span, counted "
+                   "from its own start", (
+    _C("flow", "str", "the flow: endpoints, host pair or sidecar value"),
+    _C("order", "int64", "the flow's start order (flows' order): 1 for the first to start"),
+    _C("time_s", "float64", "interval start, seconds since the capture's first packet", "s"),
+    _C("since_start_s", "float64", "interval start, seconds since the flow's own start (its "
+       "first packet)", "s"),
+    catalogue.column("goodput_bps", doc="here the flow's in the interval", optional=False),
+    _C("share", "float64", "the flow's part of every flow's goodput in the same interval "
+       "(empty when none had any)", "fraction", optional=True),
+    _C("fair_share", "float64", "1 / the flows sending in the interval (started, not yet "
+       "ended)", "fraction"),
+    _C("within", "bool", f"the share is within {WITHIN:.0%} of the fair share (|share - fair| "
+       f"<= {WITHIN:g} x fair)"),
+    _C("sharing", "bool", "the interval lies inside the common window (every flow sending): "
+       "the intervals convergence is judged on"),
+))
+
+
 class Fairness(Result):
     """The index over the run (``summary``), the flows (``flows``), per interval (``series``)."""
     analysis = "fairness"
-    specs = (SUMMARY, FLOWS, SERIES)
+    specs = (SUMMARY, FLOWS, SERIES, SHARES)
     series = "series"
     draws = True
     view = {"series": (Shown("time", "time_s"), Shown("active flows", "active"),
@@ -80,11 +115,23 @@ class Fairness(Result):
             "summary": (Shown("by", "by"), Shown("flows", "flows"),
                         shown("jain_index"), Shown("window", "window"),
                         Shown("length", "window_s"), shown("total_goodput_bps"),
-                        Shown("min share", "min_share"), Shown("max share", "max_share")),
-            "flows": (Shown("flow", "flow", wrap=True), Shown("streams", "streams", minor=True),
-                      shown("goodput_bps"), Shown("share", "share"))}
+                        Shown("min share", "min_share"), Shown("max share", "max_share"),
+                        shown("convergence_s")),
+            "flows": (Shown("order", "order"), Shown("flow", "flow", wrap=True),
+                      Shown("streams", "streams", minor=True), Shown("start", "start_s"),
+                      shown("goodput_bps"), Shown("share", "share"), shown("convergence_s")),
+            "shares": (Shown("flow", "order", key=True),
+                       Shown("endpoints", "flow", wrap=True, minor=True), Shown("time", "time_s"),
+                       Shown("since start", "since_start_s"), shown("goodput_bps"),
+                       Shown("share", "share"), Shown("fair share", "fair_share"),
+                       Shown("within 10 %", "within"), Shown("all sending", "sharing"))}
     legend = {"summary": "Jain's index of goodput (first-time payload) over the window where "
-                         "every flow was sending; --flows for each flow, --series per interval."}
+                         "every flow was sending; --flows for each flow, --series for each "
+                         "flow's share per interval, --jain-series for the index per interval.",
+              "shares": f"Each flow's intervals from its own start (flows in start order: "
+                        f"--flows names them); converged: {CONVERGE_HOLD} intervals in a row "
+                        f"within {100 * WITHIN:.0f} % of the fair share while all were "
+                        "sending."}
 
     def _figure(self, ax=None, **options):
         from ..plots.fairness import fairness_figure  # lazy: matplotlib only for a figure
@@ -176,10 +223,20 @@ def fairness(capture: Capture, *, by: str = "stream", interval: float = 1.0) -> 
     flows = {"flow": np.array([g["name"] for g in groups], object),
              "streams": np.array([g["streams"] for g in groups], object),
              "goodput_bytes": goodput, "goodput_bps": bps, "share": share}
-    series = _series(packets, groups, start, end, int(round(interval * 1e9)), t0, notes) \
+    step = int(round(interval * 1e9))
+    series = _series(packets, groups, start, end, step, t0, notes) \
         if common \
         else {"time_s": np.zeros(0), "active": np.zeros(0, np.int64), "jain_index": np.zeros(0)}
-    return Fairness({"summary": summary, "flows": flows, "series": series},
+    order = np.empty(len(groups), np.int64)
+    order[np.argsort(firsts, kind="stable")] = np.arange(1, len(groups) + 1)
+    shares, converged = _shares(packets, groups, firsts, lasts, order, start, end, common,
+                                step, t0, notes)
+    flows.update(order=order, start_s=(firsts - t0) / 1e9, convergence_s=converged)
+    summary["convergence_s"] = np.array([converged.max() if common else np.nan])
+    if common:
+        notes.extend(_order_notes(flows, share, firsts, step, len(groups),
+                                  float(summary["convergence_s"][0])))
+    return Fairness({"summary": summary, "flows": flows, "series": series, "shares": shares},
                     capture=capture.path, notes=notes)
 
 
@@ -297,3 +354,95 @@ def _series(packets, groups, start: int, end: int, step: int, t0: int, notes: li
         index = np.where(squares > 0, total ** 2 / (len(groups) * squares), np.nan)
     return {"time_s": (start - t0 + listed * step) / 1e9,
             "active": (per_flow > 0).sum(axis=0).astype(np.int64), "jain_index": index}
+
+
+def _shares(packets, groups, firsts, lasts, order, start: int, end: int, common: bool,
+            step: int, t0: int, notes: list) -> tuple[dict, np.ndarray]:
+    """The ``shares`` table (see the module docstring) and each flow's convergence_s.
+
+    Sums over any span come from cumulative goodput over the packets in time order (every
+    flow's, and each flow's own), so an interval costs two binary searches.  Every full
+    interval of a flow's span is listed unless all flows together would have more than
+    DENSE_INTERVALS (or 4 a packet: a clock step); then only a flow's intervals with packets,
+    with a note."""
+    group_of = np.full(len(packets["first_row"]), -1, np.int64)
+    for g, group in enumerate(groups):
+        group_of[group["keys"]] = g
+    flow = group_of[packets["key"]]
+    mine = np.flatnonzero(flow >= 0)
+    flow, t = flow[mine], packets["t"][mine]
+    good = packets["good"][mine].astype(np.int64)
+    by_time = np.argsort(t, kind="stable")
+    t_all, cum_all = t[by_time], np.r_[0, np.cumsum(good[by_time])]
+    by_flow = np.lexsort((t, flow))
+    t_flow, cum_flow = t[by_flow], np.r_[0, np.cumsum(good[by_flow])]
+    bounds = np.searchsorted(flow[by_flow], np.arange(len(groups) + 1))
+    del mine, good, by_time, by_flow
+    starts, ends = np.sort(firsts), np.sort(lasts)
+    full = np.maximum((lasts - firsts) // step, 0)
+    dense = int(full.sum()) <= max(DENSE_INTERVALS, 4 * len(t))
+    parts, converged = [], np.full(len(groups), np.nan)
+    for g, group in enumerate(groups):
+        lo, hi = bounds[g], bounds[g + 1]
+        own_t, own_cum = t_flow[lo:hi], cum_flow[lo:hi + 1] - cum_flow[lo]
+        if dense:
+            k = np.arange(full[g], dtype=np.int64)
+        else:
+            k = np.unique((own_t - firsts[g]) // step)
+            k = k[k < full[g]]
+        a = firsts[g] + k * step
+        b = a + step
+        mine_bytes = own_cum[np.searchsorted(own_t, b)] - own_cum[np.searchsorted(own_t, a)]
+        all_bytes = cum_all[np.searchsorted(t_all, b)] - cum_all[np.searchsorted(t_all, a)]
+        sending = np.searchsorted(starts, b) - np.searchsorted(ends, a)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            share = np.where(all_bytes > 0, mine_bytes / all_bytes, np.nan)
+        fair = 1 / np.maximum(sending, 1)
+        within = np.abs(share - fair) <= WITHIN * fair
+        sharing = (a >= start) & (b <= end) if common else np.zeros(len(k), bool)
+        converged[g] = _converged(k, within & sharing, a, start)
+        parts.append({"flow": np.full(len(k), group["name"], object),
+                      "order": np.full(len(k), order[g], np.int64), "time_s": (a - t0) / 1e9,
+                      "since_start_s": k * step / 1e9, "goodput_bps": mine_bytes * 8e9 / step,
+                      "share": share, "fair_share": fair, "within": within,
+                      "sharing": sharing})
+    if not dense:
+        notes.append(Note("each flow's intervals without packets not listed (--series)",
+                          detail="the flows span far more intervals than there are packets: "
+                                 "a clock step?"))
+    return {name: np.concatenate([p[name] for p in parts]) for name in parts[0]}, converged
+
+
+def _converged(k: np.ndarray, fair: np.ndarray, a: np.ndarray, start: int) -> float:
+    """Seconds from ``start`` to the first of CONVERGE_HOLD consecutive intervals (numbers k)
+    that are all ``fair``; NaN when there are none."""
+    if len(k) < CONVERGE_HOLD:
+        return float("nan")
+    run = np.ones(len(k) - CONVERGE_HOLD + 1, bool)
+    for j in range(CONVERGE_HOLD):
+        run &= fair[j:len(k) - CONVERGE_HOLD + 1 + j]
+    run &= k[CONVERGE_HOLD - 1:] - k[:len(k) - CONVERGE_HOLD + 1] == CONVERGE_HOLD - 1
+    first = np.flatnonzero(run)
+    return (int(a[first[0]]) - start) / 1e9 if len(first) else float("nan")
+
+
+def _order_notes(flows: dict, share: np.ndarray, firsts: np.ndarray, step: int, n: int,
+                 convergence_s: float) -> list[Note]:
+    """What start order did (when the flows started an interval or more apart) and whether
+    they converged."""
+    notes = []
+    if firsts.max() - firsts.min() >= step:
+        first = int(np.argmin(firsts))
+        notes.append(Note(f"start order: the first to start had {100 * share[first]:.0f} % "
+                          f"of the goodput, fair {100 / n:.0f} %",
+                          detail=f"{flows['flow'][first]} started "
+                                 f"{(firsts.max() - firsts[first]) / 1e9:.1f} s before the last "
+                                 "flow; --flows gives each flow's start, order and share"))
+    if np.isnan(convergence_s):
+        notes.append(Note(f"flows did not converge within {100 * WITHIN:.0f} % of the fair "
+                          "share", detail=f"a flow never had {CONVERGE_HOLD} intervals in a row "
+                          f"with its share within {100 * WITHIN:.0f} % of its fair share while "
+                          "all were sending; "
+                          "--series shows each flow's share per interval, and a longer "
+                          "--interval smooths TCP's sawtooth"))
+    return notes
