@@ -29,7 +29,7 @@ SHIPPED = sorted(p for p in CAPTURES.iterdir() if p.suffix in (".pcap", ".pcapng
 TCP_RUNS = sorted(CAPTURES.glob("sp-*.pcap"))          # simpleperf runs: one or more TCP flows
 RECEIVER_SIDE = [CAPTURES / n for n in ("tcp_2streams.pcap", "iperf3-4flows.pcap",
                                         "sp-2pairs-reno+cubic.pcap")]   # TCP captured there
-UNITS = re.compile(r"\((k|M|G|T)?(bit/s|B|B/s|bytes|packets/s|ms|s)\)$")
+UNITS = re.compile(r"\((k|M|G|T)?(bit/s|B|B/s|bytes|packets/s|ms|s|%|dBm)\)$")
 UNITLESS = {"Jain's index", "%", "ms", "segments", "dBm"}     # a unit alone, or no unit at all
 
 load_all()
@@ -402,7 +402,7 @@ FIGURE_INPUTS = {"ping": CAPTURES / "ping-sweep.pcap",
                  "delay": CAPTURES / "ping-sweep-sender.pcap",
                  "fairness": CAPTURES / "sp-3pairs-reno+cubic+bbr.pcap",
                  "compare": CAPTURES / "sp-reno-loss1pct.pcap"}
-PANELS = {"fairness": 2}
+PANELS = {"fairness": 3}
 
 
 def _axes(n):
