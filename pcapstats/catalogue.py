@@ -84,8 +84,8 @@ METRICS: tuple[Metric, ...] = (
        "(intervals as peak_bps)", "bit/s", ("throughput.streams",)),
     _M("goodput_bps", "goodput", "payload delivered for the first time (TCP segments that "
        "re-send sequence space left out; UDP payload as captured) x 8 / the span the table "
-       "says: the capture span in compare, the flows' common window in fairness", "bit/s",
-       ("compare", "fairness.flows")),
+       "says: the capture span in compare, the flows' common window in fairness' flows, an "
+       "interval in its shares", "bit/s", ("compare", "fairness.flows", "fairness.shares")),
     _M("total_goodput_bps", "total goodput", "the flows' goodput_bps added up, over the same "
        "window", "bit/s", ("fairness.summary",), aliases=("total_bps",)),
     _M("utilisation", "link use", "goodput_bps / the bottleneck rate the lab sidecar asked "

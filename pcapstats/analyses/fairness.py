@@ -97,7 +97,8 @@ SHARES = TableSpec("shares", "one row per flow and full interval of its own span
        "(empty when none had any)", "fraction", optional=True),
     _C("fair_share", "float64", "1 / the flows sending in the interval (started, not yet "
        "ended)", "fraction"),
-    _C("within", "bool", f"the share is within {WITHIN:.0%} of the fair share (|share - fair| "
+    _C("within", "bool", f"the share is within {100 * WITHIN:.0f} % of the fair share "
+       "(|share - fair| "
        f"<= {WITHIN:g} x fair)"),
     _C("sharing", "bool", "the interval lies inside the common window (every flow sending): "
        "the intervals convergence is judged on"),
