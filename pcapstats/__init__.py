@@ -34,7 +34,7 @@ __all__ = [
     "throughput", "Throughput", "iograph", "IOGraph", "tcp_analysis", "TcpAnalysis",
     "retrans", "Retrans", "rtt", "Rtt", "seqgraph", "SeqGraph", "cwnd", "Cwnd",
     "flavour", "Flavour", "verify", "Verification", "Expected", "reassemble", "ping", "Ping",
-    "udp", "Udp", "fairness", "Fairness", "delay", "Delay",
+    "udp", "Udp", "fairness", "Fairness", "delay", "Delay", "wifi", "Wifi",
     # studies: many captures side by side, by their labels
     "compare", "Compare",
     # errors and warnings

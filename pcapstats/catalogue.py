@@ -150,8 +150,19 @@ METRICS: tuple[Metric, ...] = (
     _M("verdict", "verdict", "pass, fail or cannot tell: was the app protocol (simpleperf, "
        "iperf3, ping) followed; a capture's is the worst of its streams'", None,
        ("verify.streams", "compare"), dtype="str", aliases=("verify",)),
-    _M("signal_dbm", "signal", "median received signal strength over the frames whose "
-       "radiotap header reports one (monitor-mode Wi-Fi)", "dBm", ("compare",)),
+    _M("signal_dbm", "signal", "median received signal strength (radiotap's dBm antenna "
+       "signal, the first antenna's) over the row's 802.11 frames whose radiotap header "
+       "reports one (monitor-mode Wi-Fi)", "dBm", ("wifi.frames", "wifi.intervals", "compare")),
+    _M("datarate_bps", "data rate", "median PHY data rate the row's 802.11 frames were sent "
+       "at (radiotap's Rate field, or the rate of its 802.11n MCS index, as Wireshark's "
+       "radiotap.datarate) over those whose radiotap header reports one: the rate the sender's "
+       "rate control chose for the link", "bit/s",
+       ("wifi.frames", "wifi.intervals", "compare"), aliases=("rate", "mcs", "phy rate")),
+    _M("retry_share", "retries", "802.11 frames with the Retry flag / the row's frames with a "
+       "frame control: the share the senders sent again (802.11 re-sends a frame that was not "
+       "acknowledged, so a weak link shows here as loss does, before TCP sees any)",
+       "fraction", ("wifi.frames", "wifi.intervals", "compare"),
+       aliases=("retry", "retries", "wlan retries")),
     # -- the delay model D = a x S + b -----------------------------------------------------------
     _M("a_ms_per_byte", "a", "the delay model's slope: ms of delay a byte of message (its "
        "inverse x crossings is the bandwidth)", "ms/byte", ("delay.model",)),

@@ -474,7 +474,7 @@ def _one(cap: Capture, o: _Options) -> IOGraph:
     whole, part = np.divmod(t - t0, o.interval_ns)
     bucket = whole + (part + 500 >= o.interval_ns)
     seg = np.repeat(np.arange(n_groups), ends - starts)
-    k, series_seg, cell, left_out = _listed_intervals(bucket, seg, starts, ends, len(g))
+    k, series_seg, cell, left_out = listed_intervals(bucket, seg, starts, ends, len(g))
     lengths = np.bincount(series_seg, minlength=n_groups)
     offsets = np.r_[0, np.cumsum(lengths)[:-1]]
     total = len(k)
@@ -540,7 +540,7 @@ def _one(cap: Capture, o: _Options) -> IOGraph:
                    notes=notes)
 
 
-def _listed_intervals(bucket, seg, starts, ends, n_packets):
+def listed_intervals(bucket, seg, starts, ends, n_packets):
     """The intervals the series lists, as (interval index, group, each packet's row, how many
     empty intervals were left out).  ``bucket`` and ``seg`` are the packets' interval and group,
     sorted by group then time.  Every interval from a group's first packet to its last, or

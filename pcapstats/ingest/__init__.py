@@ -521,8 +521,9 @@ def _warn_wlan(counts, first_packet: int, path) -> None:
         f"{int(counts.sum())} 802.11 frames carry no IP packet (counted, not decoded): {what}",
         path=path, packet=first_packet,
         hint="their rows keep the radiotap columns (signal, rate, channel) where the capture "
-             "has them; protected frames show IP only once decrypted (airdecap-ng, or "
-             "Wireshark with the keys)"))
+             "has them and the 802.11 ones (type, direction, retry): `pcapstats wifi` reads "
+             "them; protected frames show IP only once decrypted (airdecap-ng, or Wireshark "
+             "with the keys)"))
 
 
 def _warn_skipped(linktypes, first_packet: int, path) -> None:
