@@ -160,12 +160,12 @@ def wifi(capture: Capture, *, interval: float = 1.0) -> Wifi:
     del intervals["retried"]
     notes = []
     if left_out:
-        notes.append(Note(f"{left_out} empty intervals of {step / 1e9:g} s not listed",
-                          detail="the capture spans far more intervals than it has frames (a "
-                                 "clock step, or a long idle time); each run of empty "
-                                 "intervals is shown by its first"))
+        notes.append(Note(f"{left_out} empty intervals not listed",
+                          detail=f"the capture spans far more intervals of {step / 1e9:g} s "
+                                 "than it has frames (a clock step, or a long idle time); each "
+                                 "run of empty intervals is shown by its first"))
     if len(groups) == 1:
-        notes.append(Note("no 802.11 data frames: one row, of all frames",
+        notes.append(Note("no 802.11 data frames: all frames only",
                           detail="the capture holds management and control frames only "
                                  "(beacons, acknowledgements ...): no station sent data"))
     return Wifi({"frames": summary, "intervals": intervals}, capture=capture.path,
