@@ -139,7 +139,8 @@ METRICS: tuple[Metric, ...] = (
        "(the last one's start) to the start of the first of 3 intervals in a row in which the "
        "flow's share of the flows' goodput was within 10 % of its fair share (1 / the flows "
        "sending), each flow's intervals counted from its own start; a run's is its slowest "
-       "flow's; empty when it did not converge", "s", ("fairness.summary", "fairness.flows"),
+       "flow's; empty when it did not converge", "s",
+       ("fairness.summary", "fairness.flows", "compare"),
        aliases=("convergence", "converged")),
     _M("flavour", "flavour", "the congestion control the sender's behaviour shows: reno, cubic, "
        "bbr, or unknown", None, ("flavour.streams", "compare"), dtype="str",

@@ -25,7 +25,8 @@ several rows, the rule that picks one is below.
   carried enough to judge (flavour's own MIN_STREAM_BYTES);
 - ``datagram_loss``, ``capture_jitter_ms``, ``app_jitter_ms``: udp's numbers for the main UDP
   flow (``udp_stream``: the stream and direction with the most datagrams);
-- ``jain_index``: fairness' index over the capture's flows (by stream);
+- ``jain_index``, ``convergence_s``: fairness' index over the capture's flows (by stream), and
+  the time they took to converge within 10 % of the fair share;
 - ``verdict``: verify's verdict for the capture (the worst of its streams');
 - ``signal_dbm``, ``datarate_bps``, ``retry_share``: of a monitor-mode Wi-Fi capture, wifi's
   ``main`` row: the 802.11 data frames that went the way that carried the most bytes (to the
@@ -86,6 +87,8 @@ METRICS: tuple[Column, ...] = (
     _metric("app_jitter_ms", doc="here of the main UDP flow (udp)"),
     _metric("jain_index", doc="here over the capture's flows of 10 kB or more, by stream "
             "(fairness; two flows or more)"),
+    _metric("convergence_s", doc="here of the capture's flows of 10 kB or more, by stream "
+            "(fairness; two flows or more)"),
     _metric("flavour", doc="here of the main TCP transfer (flavour)"),
     _metric("flavour_confidence"),
     _metric("verdict", doc="here the worst of the streams verify recognised; empty when it "
@@ -111,7 +114,7 @@ SOURCES = {"goodput_bps": "goodput", "utilisation": "goodput", "avg_capture_bps"
            "avg_transfer_bps": "iograph", "peak_bps": "iograph", "resent": "retrans",
            "resent_share": "retrans", "rtt_min_ms": "rtt", "rtt_median_ms": "rtt",
            "flavour": "flavour", "flavour_confidence": "flavour", "datagram_loss": "udp",
-           "capture_jitter_ms": "udp", "app_jitter_ms": "udp", "jain_index": "fairness", "verdict": "verify",
+           "capture_jitter_ms": "udp", "app_jitter_ms": "udp", "jain_index": "fairness", "convergence_s": "fairness", "verdict": "verify",
            "signal_dbm": "wifi", "datarate_bps": "wifi", "retry_share": "wifi"}
 NEEDS = {"interval_s": ("avg_capture_bps", "avg_transfer_bps", "peak_bps"),
          "tcp_stream": ("rtt_min_ms", "rtt_median_ms", "flavour", "flavour_confidence"),
@@ -238,7 +241,8 @@ def _values(got: dict, why: dict, interval: float, transfers: list[int]) -> dict
                  capture_jitter_ms=flows["capture_jitter_ms"][main],
                  app_jitter_ms=flows["app_jitter_ms"][main], udp_stream=flows["stream"][main])
     if "fairness" in got:
-        v["jain_index"] = got["fairness"].table("summary")["jain_index"][0]
+        summary = got["fairness"].table("summary")
+        v.update(jain_index=summary["jain_index"][0], convergence_s=summary["convergence_s"][0])
     if "wifi" in got:
         frames = got["wifi"].table("frames")
         main = int(np.flatnonzero(frames["main"])[0])
