@@ -45,8 +45,8 @@ from ..pool import outcomes
 _C = Column
 LABEL_DOC = ("one column a label: cc, loss, delay, rate, pairs, trial, tool from the lab "
              "sidecar, and the names a study file or --label pattern gives")
-MINOR = {"avg_transfer_bps", "resent", "flavour_confidence", "jain_index", "convergence_s",
-         "verdict", "rtt_min_ms", "app_jitter_ms"}
+MINOR = {"avg_transfer_bps", "resent", "flavour_confidence", "jain_index", "verdict",
+         "rtt_min_ms", "app_jitter_ms"}
 WIDE = 120               # a terminal this wide shows capture names unwrapped
 GROUP_HIDDEN = {"avg_transfer_bps", "resent", "flavour_confidence"}   # a group's table: --all
 HEADLINE = "goodput_bps"      # what a study reads first: its ± is never left out
