@@ -28,22 +28,27 @@ when one gets everything.
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 
 from .. import catalogue, schema
 from ..batch import analysis
 from ..capture import Capture, Needs
-from ..errors import Note, UsageError
+from ..errors import Note, NothingToReport, UsageError
+from ..ingest import read_kept, read_needed
 from ..render import Shown
 from ..results import Result, shown
 from ..schema import Column, TableSpec
 from ..sidecar import stream_flows, stream_labels
 from ..streams import PROTOS, endpoint, own_transport
-from .tcp_analysis import RESENT_READS, resent_packets, resent_rows
+from .tcp_analysis import (RESENT_READS, AnalysedWindows, analysed_rows, resent_packets,
+                           resent_rows)
 
 MIN_FLOW_BYTES = 10_000
-# the packet-table columns and layers fairness reads (resent_packets' with them); the rows it
-# reads are rows_needed's.  A Capture of only these gives the same result as the whole table.
+# the packet-table columns and layers fairness reads of a Capture (resent_packets' with them);
+# the rows it reads are rows_needed's.  A Capture of only these gives the same result as the
+# whole table (a path is read in windows, twice: see fairness())
 READS = tuple(dict.fromkeys((*RESENT_READS, schema.UDP, "udp_stream", "payload_len",
                              "frame_time_ns", "ip_src", "ip_dst", "tcp_srcport", "tcp_dstport",
                              "udp_srcport", "udp_dstport")))
@@ -174,42 +179,65 @@ def rows_needed(cap: Capture) -> np.ndarray:
     return need
 
 
-@analysis(needs=Needs(READS, rows_needed))
-def fairness(capture: Capture, *, by: str = "stream", interval: float = 1.0) -> Fairness:
-    """Jain's index of the capture's data flows (see the module docstring)."""
+@analysis(reads=False)
+def fairness(capture, *, by: str = "stream", interval: float = 1.0) -> Fairness:
+    """Jain's index of the capture's data flows (see the module docstring).  Given a path, two
+    passes over its windows, the sequence analyser telling re-sends in each: the flows, their
+    spans and the common window (``_Flows``), then each flow's goodput in it (``_Goodput``);
+    memory follows the flows and intervals, not the packets.  Given a Capture, the same sums
+    of its rows (re-sends from ``tcp_analysis.resent_packets``: no analyser)."""
     if by not in GROUPINGS:
         raise UsageError(f"unknown grouping {by!r}", hint="by stream, pair, cc or tool")
     if not interval > 0:
         raise UsageError(f"interval must be above 0 s, not {interval}")
-    packets = _data_packets(capture)
-    groups = _groups(capture, packets, by)
+    flows = _Flows()
+    if isinstance(capture, Capture):
+        tcp_rows, resent = resent_packets(capture)
+        flows.add(capture, tcp_rows, resent)
+
+        def rows(sums):
+            sums.add(capture, tcp_rows, resent)
+    else:
+        told = _Resent(flows)
+        read_kept(capture, [AnalysedWindows(told.first_pass)])
+
+        def rows(sums):                     # the file again: its warnings were said
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                read_kept(capture, [_Again(told, sums)])
+    if not flows.any:
+        if not isinstance(capture, Capture):     # what the file holds: its partial table's
+            with warnings.catch_warnings():      # (its warnings were said)
+                warnings.simplefilter("ignore")
+                capture = read_needed(capture, Needs(READS, rows_needed))
+        raise NothingToReport(f"no TCP or UDP packets in {capture.path} ({capture.holds()})",
+                              hint="fairness compares the data flows of TCP/UDP streams")
+    path = flows.path
+    groups = _groups(path, flows, by)
     if len(groups) < 2:
-        raise UsageError(f"fairness needs two flows or more; {capture.path} has "
-                         f"{len(groups)} (flows of {MIN_FLOW_BYTES} payload bytes or more, "
-                         f"by {by})", hint="`pcapstats throughput` lists the streams")
-    t0 = capture.first_time_ns
-    key, t = packets["key"], packets["t"]
-    n_keys = len(packets["first_row"])
-    earliest = np.full(n_keys, np.iinfo(np.int64).max)
-    latest = np.full(n_keys, np.iinfo(np.int64).min)
-    np.minimum.at(earliest, key, t)
-    np.maximum.at(latest, key, t)
-    firsts = np.array([earliest[g["keys"]].min() for g in groups])
-    lasts = np.array([latest[g["keys"]].max() for g in groups])
+        raise NothingToReport(f"fairness needs two flows or more; {path} has "
+                              f"{len(groups)} (flows of {MIN_FLOW_BYTES} payload bytes or "
+                              f"more, by {by})",
+                              hint="`pcapstats throughput` lists the streams")
+    t0 = flows.t0
+    firsts = np.array([flows.earliest[g["keys"]].min() for g in groups])
+    lasts = np.array([flows.latest[g["keys"]].max() for g in groups])
     start, end = int(firsts.max()), int(lasts.min())
     common = end > start
     notes = []
+    step = int(round(interval * 1e9))
+    sums = _Goodput(flows, groups, start, end, step,
+                    _Shares(groups, firsts, lasts, step, _packets_of(flows, groups)))
+    rows(sums)                 # the second pass: the common window's goodput, each flow's shares
     if common:
         spans = np.full(len(groups), (end - start) / 1e9)
-        inside = np.flatnonzero((t >= start) & (t <= end))
+        delivered = sums.delivered
     else:
         spans = (lasts - firsts) / 1e9
-        inside = slice(None)
+        delivered = flows.good
         notes.append(Note("the flows never all sent at once",
                           detail="each is measured over its own first to last data packet, so "
                                  "the index compares rates at different times"))
-    delivered = np.zeros(n_keys, np.int64)
-    np.add.at(delivered, key[inside], packets["good"][inside].astype(np.int64))
     goodput = np.array([int(delivered[g["keys"]].sum()) for g in groups])
     bps = np.where(spans > 0, goodput * 8 / np.where(spans > 0, spans, 1), np.nan)
     total = float(np.nansum(bps))
@@ -221,98 +249,181 @@ def fairness(capture: Capture, *, by: str = "stream", interval: float = 1.0) -> 
                "window_s": np.array([(end - start) / 1e9 if common else np.nan]),
                "total_goodput_bps": np.array([total]),
                "min_share": np.array([np.nanmin(share)]), "max_share": np.array([np.nanmax(share)])}
-    flows = {"flow": np.array([g["name"] for g in groups], object),
-             "streams": np.array([g["streams"] for g in groups], object),
-             "goodput_bytes": goodput, "goodput_bps": bps, "share": share}
-    step = int(round(interval * 1e9))
-    series = _series(packets, groups, start, end, step, t0, notes) \
-        if common \
+    flow_table = {"flow": np.array([g["name"] for g in groups], object),
+                  "streams": np.array([g["streams"] for g in groups], object),
+                  "goodput_bytes": goodput, "goodput_bps": bps, "share": share}
+    series = sums.series(t0, notes) if common \
         else {"time_s": np.zeros(0), "active": np.zeros(0, np.int64), "jain_index": np.zeros(0)}
     order = np.empty(len(groups), np.int64)
     order[np.argsort(firsts, kind="stable")] = np.arange(1, len(groups) + 1)
-    shares, converged = _shares(packets, groups, firsts, lasts, order, start, end, common,
-                                step, t0, notes)
-    flows.update(order=order, start_s=(firsts - t0) / 1e9, convergence_s=converged)
+    shares, converged = sums.shares.table(order, start, end, common, t0, notes)
+    flow_table.update(order=order, start_s=(firsts - t0) / 1e9, convergence_s=converged)
     summary["convergence_s"] = np.array([converged.max() if common else np.nan])
     if common:
-        notes.extend(_order_notes(flows, share, firsts, step, len(groups),
+        notes.extend(_order_notes(flow_table, share, firsts, step, len(groups),
                                   float(summary["convergence_s"][0])))
-    return Fairness({"summary": summary, "flows": flows, "series": series, "shares": shares},
-                    capture=capture.path, notes=notes)
+    return Fairness({"summary": summary, "flows": flow_table, "series": series,
+                     "shares": shares}, capture=path, notes=notes)
 
 
-def _data_packets(cap: Capture) -> dict[str, np.ndarray]:
-    """Every TCP packet the sequence analysis takes and every UDP packet with its own header:
-    its flow key (stream * 2 + direction; UDP's numbered after TCP's, from ``udp_from``), time,
-    goodput bytes (payload delivered for the first time) and whether it carried payload; and
-    each key's first packet with its own header (``first_row``, which names the flow)."""
-    parts, first_rows, udp_from = [], [], 0
+def _data_packets(cap: Capture, tcp_rows: np.ndarray, resent: np.ndarray) -> list[dict]:
+    """The packets fairness counts of a Capture (or a window): every TCP packet the sequence
+    analysis takes (``tcp_rows``, which of them ``resent``) and every UDP packet with its own
+    header, each protocol's as its stream * 2 + direction (``key``), time, goodput bytes
+    (payload delivered for the first time) and whether it carried payload; and, to name each
+    direction by its first packet with its own header, those packets (``own``: of TCP also
+    those whose header the analyser skips)."""
+    out = []
     for proto in PROTOS:
         own = own_transport(cap, proto)
         if not own.any():
+            out.append(None)
             continue
         if proto == "tcp":
-            rows, resent = resent_packets(cap)
+            rows = tcp_rows
             payload = cap.column("tcp_len")[rows]
             good = np.where(resent, np.uint32(0), payload)
-            del resent
         else:
             rows = np.flatnonzero(own)
             payload = good = cap.column("payload_len")[rows]
-        key = cap.column(f"{proto}_stream")[rows] * 2 + cap.column("direction")[rows]
-        first = np.full(int(key.max()) // 2 * 2 + 2 if len(key) else 0, len(cap))
-        np.minimum.at(first, key, rows)
-        if proto == "tcp":                   # own headers the analyser skips still name it
-            short = np.flatnonzero(own & (cap.column("tcp_hdr_len") < 20))
-            short_key = cap.column("tcp_stream")[short] * 2 + cap.column("direction")[short]
-            known = short_key < len(first)
-            np.minimum.at(first, short_key[known], short[known])
-        key += udp_from
-        parts.append({"key": key, "t": cap.column("frame_time_ns")[rows], "good": good,
-                      "data": payload > 0})
-        del rows, key, payload, good
-        first_rows.append(first)
-        if proto == "tcp":
-            udp_from = len(first)
-    if not parts:
-        raise UsageError(f"no TCP or UDP packets in {cap.path}",
-                         hint="fairness compares the data flows of TCP/UDP streams")
-    out = {k: parts[0][k] if len(parts) == 1 else np.concatenate([p[k] for p in parts])
-           for k in parts[0]}
-    out["first_row"] = np.concatenate(first_rows)
-    out["udp_from"] = udp_from
+        own = np.flatnonzero(own)
+        stream, direction = cap.column(f"{proto}_stream"), cap.column("direction")
+        out.append({"key": stream[rows] * 2 + direction[rows],
+                    "t": cap.column("frame_time_ns")[rows], "good": good, "data": payload > 0,
+                    "own_key": stream[own] * 2 + direction[own], "own": own})
     return out
 
 
-def _groups(cap: Capture, packets: dict, by: str) -> list[dict]:
+class _Flows:
+    """The first pass: of each direction of each TCP and UDP stream (a key: stream * 2 +
+    direction, by protocol), the packets fairness counts, their goodput bytes, the earliest
+    and latest of their times, and the addresses and ports of its first packet with its own
+    header; fed a Capture's packets or a file's windows in order."""
+
+    def __init__(self):
+        self.path, self.t0, self.addresses, self.any = None, None, None, False
+        self.by_proto = [_KeySums(p) for p in PROTOS]
+
+    def add(self, cap: Capture, tcp_rows: np.ndarray, resent: np.ndarray) -> None:
+        """The packets of ``cap`` (the TCP ones at ``tcp_rows``, which ``resent`` tells)."""
+        if self.path is None:
+            self.path, self.t0 = cap.path, cap.first_time_ns
+        self.addresses = cap.addresses
+        for sums, part in zip(self.by_proto, _data_packets(cap, tcp_rows, resent)):
+            if part is not None:
+                self.any = True
+                sums.add(cap, part)
+
+    def __getattr__(self, name):          # seen, good, earliest, latest, src, dst, sport, dport
+        """A per-key array over every key: TCP's, then UDP's from ``udp_from``."""
+        if name.startswith("_") or name not in _KeySums.ARRAYS:
+            raise AttributeError(name)
+        return np.concatenate([sums.array(name) for sums in self.by_proto])
+
+    @property
+    def udp_from(self) -> int:
+        return self.by_proto[0].top
+
+
+class _KeySums:
+    """One protocol's per-key sums of ``_Flows`` (arrays by key, grown as keys come)."""
+    ARRAYS = {"seen": 0, "good": 0, "earliest": np.iinfo(np.int64).max,
+              "latest": np.iinfo(np.int64).min, "src": -1, "dst": -1, "sport": -1, "dport": -1}
+
+    def __init__(self, proto: str):
+        self.proto = proto
+        self.arrays = {name: np.full(0, fill, np.int64) for name, fill in self.ARRAYS.items()}
+        self.top = 0              # the keys counted: both directions of streams up to the last
+
+    def add(self, cap: Capture, part: dict) -> None:
+        key, own_key = part["key"], part["own_key"]
+        n = max(int(key.max()) + 1 if len(key) else 0, int(own_key.max()) + 1)
+        have = len(self.arrays["seen"])
+        if n > have:
+            for name, fill in self.ARRAYS.items():
+                self.arrays[name] = np.r_[self.arrays[name], np.full(n - have, fill, np.int64)]
+        a = self.arrays
+        if len(key):
+            self.top = max(self.top, int(key.max()) // 2 * 2 + 2)
+            np.add.at(a["seen"], key, 1)
+            np.add.at(a["good"], key, part["good"].astype(np.int64))
+            np.minimum.at(a["earliest"], key, part["t"])
+            np.maximum.at(a["latest"], key, part["t"])
+        keys, first = np.unique(own_key, return_index=True)
+        new = a["src"][keys] < 0                       # named by an earlier window already
+        keys, at = keys[new], part["own"][first[new]]
+        a["src"][keys], a["dst"][keys] = cap.column("ip_src")[at], cap.column("ip_dst")[at]
+        a["sport"][keys] = cap.column(f"{self.proto}_srcport")[at]
+        a["dport"][keys] = cap.column(f"{self.proto}_dstport")[at]
+
+    def array(self, name: str) -> np.ndarray:
+        """``name`` of the keys counted (those past the arrays' end: their defaults)."""
+        values = self.arrays[name][:self.top]
+        return np.r_[values, np.full(self.top - len(values), self.ARRAYS[name], np.int64)]
+
+
+class _Resent:
+    """A file's two passes: the first runs the sequence analyser over its windows (feeding
+    ``_Flows``) and keeps which of each window's TCP packets it analysed were re-sent, a bit a
+    packet; the second (``_Again``) reads them back instead of analysing again."""
+
+    def __init__(self, flows: _Flows):
+        self.flows, self.bits = flows, []
+
+    def first_pass(self, cap: Capture, src: dict, t0) -> None:
+        resent = src["resent"].view(bool)
+        self.bits.append(np.packbits(resent))
+        self.flows.add(cap, src["rows"], resent)
+
+
+class _Again:
+    """The second pass' keeper (of ``ingest.read_kept``): each window's packets to ``sums``,
+    with the re-sends the first pass told."""
+
+    def __init__(self, told: _Resent, sums: _Goodput):
+        self.told, self.sums, self.windows = told, sums, 0
+
+    @property
+    def seen(self) -> bool:
+        return self.windows > 0
+
+    def add(self, cap: Capture) -> None:
+        rows = analysed_rows(cap)
+        bits = self.told.bits[self.windows]
+        self.windows += 1
+        self.sums.add(cap, rows, np.unpackbits(bits, count=len(rows)).view(bool))
+
+    def done(self, total: int) -> _Goodput:
+        return self.sums
+
+
+def _groups(path, flows: _Flows, by: str) -> list[dict]:
     """The flows to compare: each a name, the streams it adds up, and its flow keys."""
-    key, first_row, udp_from = packets["key"], packets["first_row"], packets["udp_from"]
-    n_keys = len(first_row)
-    seen = np.bincount(key, minlength=n_keys)
-    payload = np.bincount(key, weights=packets["good"], minlength=n_keys)
+    udp_from = flows.udp_from
+    seen, payload = flows.seen, flows.good
+    n_keys = len(seen)
     # a stream's data direction: the one with more payload
     other = np.arange(n_keys) ^ 1
-    flows = np.flatnonzero((payload >= MIN_FLOW_BYTES)
-                           & ~((seen[other] > 0) & (payload[other] > payload)))
-    labels = stream_flows(cap.path) if by not in ("stream", "pair") else {}
-    said = stream_labels(cap.path) if by == "stream" else {}
+    chosen = np.flatnonzero((payload >= MIN_FLOW_BYTES)
+                            & ~((seen[other] > 0) & (payload[other] > payload)))
+    labels = stream_flows(path) if by not in ("stream", "pair") else {}
+    said = stream_labels(path) if by == "stream" else {}
+    src, dst, sport, dport = flows.src, flows.dst, flows.sport, flows.dport
     groups: dict[str, dict] = {}
-    for k in flows.tolist():
+    for k in chosen.tolist():
         proto = "udp" if k >= udp_from else "tcp"
         stream = (k - (udp_from if proto == "udp" else 0)) >> 1
-        first = int(first_row[k])
-        src, dst = cap.addresses[cap.column("ip_src")[first]], cap.addresses[cap.column("ip_dst")[first]]
+        a_src, a_dst = flows.addresses[src[k]], flows.addresses[dst[k]]
         if by == "stream":
-            name = (f"{endpoint(src, cap.column(f'{proto}_srcport')[first])} → "
-                    f"{endpoint(dst, cap.column(f'{proto}_dstport')[first])}")
+            name = f"{endpoint(a_src, sport[k])} → {endpoint(a_dst, dport[k])}"
             if said.get((proto, stream)):
                 name += f" ({said[(proto, stream)]})"
         elif by == "pair":
-            name = f"{src} → {dst}"
+            name = f"{a_src} → {a_dst}"
         else:
             flow = labels.get((proto, stream))
             if flow is None or flow.get(by) is None:
-                raise UsageError(f"{proto} stream {stream} of {cap.path} has no {by!r} in a "
+                raise UsageError(f"{proto} stream {stream} of {path} has no {by!r} in a "
                                  "lab sidecar", hint="group by stream or pair instead")
             value = flow[by]
             name = f"{by} {value + 1 if by == 'pair' else value}"
@@ -323,95 +434,176 @@ def _groups(cap: Capture, packets: dict, by: str) -> list[dict]:
              "keys": np.array(g["keys"], np.int64)} for g in groups.values()]
 
 
-def _series(packets, groups, start: int, end: int, step: int, t0: int, notes: list[str]
-            ) -> dict:
-    """Per interval of the common window: flows with goodput, and the index.  Every interval
-    is listed unless there would be more than DENSE_INTERVALS (or 4 a packet with payload of
-    the flows: a clock step or a tiny interval); then only those where a flow sent payload,
-    with a note."""
-    n = max(int((end - start) // step), 1)
-    group_of = np.full(len(packets["first_row"]), -1, np.int32)
-    for g, group in enumerate(groups):
-        group_of[group["keys"]] = g
-    flow = group_of[packets["key"]]
-    sent = (flow >= 0) & packets["data"]
-    t = packets["t"]
-    rows = np.flatnonzero(sent & (t >= start) & (t < start + n * step))
-    k = (t[rows] - start) // step
-    if n <= max(DENSE_INTERVALS, 4 * int(np.count_nonzero(sent))):
-        listed, column = np.arange(n), k
-    else:
-        listed = np.unique(k)
-        column = np.searchsorted(listed, k)
-        notes.append(Note(f"{n - len(listed)} intervals of {step / 1e9:g} s with no flow "
-                          "sending not listed", detail="the common window spans far more "
-                                                       "intervals than there are packets: a "
-                                                       "clock step?"))
-    cell = flow[rows].astype(np.int64) * len(listed) + column
-    per_flow = np.bincount(cell, weights=packets["good"][rows],
-                           minlength=len(groups) * len(listed)).reshape(len(groups), len(listed))
-    total, squares = per_flow.sum(axis=0), (per_flow ** 2).sum(axis=0)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        index = np.where(squares > 0, total ** 2 / (len(groups) * squares), np.nan)
-    return {"time_s": (start - t0 + listed * step) / 1e9,
-            "active": (per_flow > 0).sum(axis=0).astype(np.int64), "jain_index": index}
+def _summed(flow: np.ndarray, k: np.ndarray, good: np.ndarray) -> tuple:
+    """(flow, interval, goodput bytes) with one row a (flow, interval): a batch's packets
+    added up, so what is kept follows the intervals, not the packets."""
+    if not len(flow):
+        return flow, k, good
+    order = np.lexsort((k, flow))
+    flow, k, good = flow[order], k[order], good[order]
+    first = np.flatnonzero(np.r_[True, (flow[1:] != flow[:-1]) | (k[1:] != k[:-1])])
+    return flow[first], k[first], np.add.reduceat(good, first)
 
 
-def _shares(packets, groups, firsts, lasts, order, start: int, end: int, common: bool,
-            step: int, t0: int, notes: list) -> tuple[dict, np.ndarray]:
-    """The ``shares`` table (see the module docstring) and each flow's convergence_s.
+class _Goodput:
+    """The second pass: each key's goodput bytes within the common window [start, end], and
+    each flow's per interval of ``step`` from ``start`` (the series), fed as ``_Flows`` is."""
 
-    Sums over any span come from cumulative goodput over the packets in time order (every
-    flow's, and each flow's own), so an interval costs two binary searches.  Every full
-    interval of a flow's span is listed unless all flows together would have more than
-    DENSE_INTERVALS (or 4 a packet: a clock step); then only a flow's intervals with packets,
-    with a note."""
-    group_of = np.full(len(packets["first_row"]), -1, np.int64)
-    for g, group in enumerate(groups):
-        group_of[group["keys"]] = g
-    flow = group_of[packets["key"]]
-    mine = np.flatnonzero(flow >= 0)
-    flow, t = flow[mine], packets["t"][mine]
-    good = packets["good"][mine].astype(np.int64)
-    by_time = np.argsort(t, kind="stable")
-    t_all, cum_all = t[by_time], np.r_[0, np.cumsum(good[by_time])]
-    by_flow = np.lexsort((t, flow))
-    t_flow, cum_flow = t[by_flow], np.r_[0, np.cumsum(good[by_flow])]
-    bounds = np.searchsorted(flow[by_flow], np.arange(len(groups) + 1))
-    del mine, good, by_time, by_flow
-    starts, ends = np.sort(firsts), np.sort(lasts)
-    full = np.maximum((lasts - firsts) // step, 0)
-    dense = int(full.sum()) <= max(DENSE_INTERVALS, 4 * len(t))
-    parts, converged = [], np.full(len(groups), np.nan)
-    for g, group in enumerate(groups):
-        lo, hi = bounds[g], bounds[g + 1]
-        own_t, own_cum = t_flow[lo:hi], cum_flow[lo:hi + 1] - cum_flow[lo]
-        if dense:
-            k = np.arange(full[g], dtype=np.int64)
+    def __init__(self, flows: _Flows, groups: list[dict], start: int, end: int, step: int,
+                 shares: "_Shares"):
+        self.udp_from, self.groups, self.shares = flows.udp_from, groups, shares
+        self.start, self.end, self.step = start, end, step
+        self.n = max(int((end - start) // step), 1)
+        self.group_of = np.full(len(flows.seen), -1, np.int32)
+        for g, group in enumerate(groups):
+            self.group_of[group["keys"]] = g
+        self.delivered = np.zeros(len(flows.seen), np.int64)
+        self.sent = 0                   # packets with payload of the flows, at any time
+        self.cells: list[tuple] = []    # (flow, interval, goodput bytes) of each batch
+
+    def add(self, cap: Capture, tcp_rows: np.ndarray, resent: np.ndarray) -> None:
+        for offset, part in zip((0, self.udp_from), _data_packets(cap, tcp_rows, resent)):
+            if part is None or not len(part["key"]):
+                continue
+            key, t, good = part["key"] + offset, part["t"], part["good"]
+            inside = np.flatnonzero((t >= self.start) & (t <= self.end))
+            np.add.at(self.delivered, key[inside], good[inside].astype(np.int64))
+            flow = self.group_of[key]
+            self.shares.add(flow, t, good)
+            sent = (flow >= 0) & part["data"]
+            self.sent += int(np.count_nonzero(sent))
+            rows = np.flatnonzero(sent & (t >= self.start)
+                                  & (t < self.start + self.n * self.step))
+            self.cells.append(_summed(flow[rows].astype(np.int64),
+                                      (t[rows] - self.start) // self.step,
+                                      good[rows].astype(np.int64)))
+
+    def series(self, t0: int, notes: list[str]) -> dict:
+        """Per interval of the common window: flows with goodput, and the index.  Every
+        interval is listed unless there would be more than DENSE_INTERVALS (or 4 a packet with
+        payload of the flows: a clock step or a tiny interval); then only those where a flow
+        sent payload, with a note."""
+        flow, k, good = (np.concatenate(c) for c in zip(*self.cells)) if self.cells else \
+            (np.zeros(0, np.int64),) * 3
+        n, step = self.n, self.step
+        if n <= max(DENSE_INTERVALS, 4 * self.sent):
+            listed, column = np.arange(n), k
         else:
-            k = np.unique((own_t - firsts[g]) // step)
-            k = k[k < full[g]]
-        a = firsts[g] + k * step
-        b = a + step
-        mine_bytes = own_cum[np.searchsorted(own_t, b)] - own_cum[np.searchsorted(own_t, a)]
-        all_bytes = cum_all[np.searchsorted(t_all, b)] - cum_all[np.searchsorted(t_all, a)]
-        sending = np.searchsorted(starts, b) - np.searchsorted(ends, a)
+            listed = np.unique(k)
+            column = np.searchsorted(listed, k)
+            notes.append(Note(f"{n - len(listed)} intervals of {step / 1e9:g} s with no "
+                              "flow sending not listed", detail="the common window spans far "
+                              "more intervals than there are packets: a clock step?"))
+        groups = len(self.groups)
+        cell = flow * len(listed) + column
+        per_flow = np.zeros(groups * len(listed), np.int64)
+        np.add.at(per_flow, cell, good)
+        per_flow = per_flow.astype(np.float64).reshape(groups, len(listed))
+        total, squares = per_flow.sum(axis=0), (per_flow ** 2).sum(axis=0)
         with np.errstate(invalid="ignore", divide="ignore"):
-            share = np.where(all_bytes > 0, mine_bytes / all_bytes, np.nan)
-        fair = 1 / np.maximum(sending, 1)
-        within = np.abs(share - fair) <= WITHIN * fair
-        sharing = (a >= start) & (b <= end) if common else np.zeros(len(k), bool)
-        converged[g] = _converged(k, within & sharing, a, start)
-        parts.append({"flow": np.full(len(k), group["name"], object),
-                      "order": np.full(len(k), order[g], np.int64), "time_s": (a - t0) / 1e9,
-                      "since_start_s": k * step / 1e9, "goodput_bps": mine_bytes * 8e9 / step,
-                      "share": share, "fair_share": fair, "within": within,
-                      "sharing": sharing})
-    if not dense:
-        notes.append(Note("each flow's intervals without packets not listed (--series)",
-                          detail="the flows span far more intervals than there are packets: "
-                                 "a clock step?"))
-    return {name: np.concatenate([p[name] for p in parts]) for name in parts[0]}, converged
+            index = np.where(squares > 0, total ** 2 / (groups * squares), np.nan)
+        return {"time_s": (self.start - t0 + listed * step) / 1e9,
+                "active": (per_flow > 0).sum(axis=0).astype(np.int64), "jain_index": index}
+
+
+def _packets_of(flows: _Flows, groups: list[dict]) -> int:
+    """The packets the flows' keys counted (the first pass' ``seen``)."""
+    seen = flows.seen
+    return int(sum(int(seen[g["keys"]].sum()) for g in groups))
+
+
+class _Shares:
+    """The ``shares`` table's sums, fed the second pass' packets (each window's, or a
+    Capture's) and kept as cumulative goodput at each flow's interval edges, so memory
+    follows the intervals, not the packets: at every edge q of any flow's grid (its first
+    packet + k x step), the goodput of every flow's packets before q; at each of a flow's own
+    edges, its own packets' before q.  An interval's bytes are the difference of its two
+    edges.  Every full interval of each flow's span is listed unless all of them would be
+    more than DENSE_INTERVALS (or 4 a packet: a clock step): then none, with a note."""
+
+    def __init__(self, groups: list[dict], firsts, lasts, step: int, packets: int):
+        self.firsts, self.lasts, self.step = firsts, lasts, step
+        self.full = np.maximum((lasts - firsts) // step, 0)
+        self.dense = int(self.full.sum()) <= max(DENSE_INTERVALS, 4 * packets)
+        full = self.full if self.dense else np.zeros(len(groups), np.int64)
+        # each flow's edges, one after the other; all of them sorted, for every flow's bytes
+        self.bounds = np.r_[0, np.cumsum(full + 1)]
+        self.edges = np.concatenate([firsts[g] + np.arange(full[g] + 1) * step
+                                     for g in range(len(groups))])
+        self.by_time = np.argsort(self.edges, kind="stable")
+        self.sorted_edges = self.edges[self.by_time]
+        self.every = np.zeros(len(self.edges) + 1, np.int64)   # before each sorted edge (+ tail)
+        self.own = np.zeros(len(self.edges) + 1, np.int64)     # before each own edge
+        self.names = [g["name"] for g in groups]
+
+    def add(self, flow: np.ndarray, t: np.ndarray, good: np.ndarray) -> None:
+        mine = np.flatnonzero((flow >= 0) & (good > 0))
+        if not len(mine) or not len(self.edges):
+            return
+        flow, t, good = flow[mine], t[mine], good[mine].astype(np.int64)
+        _before(self.every, self.sorted_edges, 0, len(self.edges), t, good)
+        order = np.lexsort((t, flow))
+        flow, t, good = flow[order], t[order], good[order]
+        cuts = np.flatnonzero(np.r_[True, flow[1:] != flow[:-1], True])
+        for lo, hi in zip(cuts[:-1], cuts[1:]):
+            g = int(flow[lo])
+            _before(self.own, self.edges, int(self.bounds[g]), int(self.bounds[g + 1]),
+                    t[lo:hi], good[lo:hi])
+
+    def table(self, order, start: int, end: int, common: bool, t0: int, notes: list
+              ) -> tuple[dict, np.ndarray]:
+        """The shares table (see the module docstring) and each flow's convergence_s."""
+        every = np.empty(len(self.edges), np.int64)
+        every[self.by_time] = np.cumsum(self.every)[:-1]      # at each edge, in flow order
+        own = np.cumsum(self.own)[:-1]
+        starts, ends = np.sort(self.firsts), np.sort(self.lasts)
+        parts, converged = [], np.full(len(self.names), np.nan)
+        for g, name in enumerate(self.names):
+            lo, hi = int(self.bounds[g]), int(self.bounds[g + 1])
+            a, k = self.edges[lo:hi - 1], np.arange(hi - lo - 1, dtype=np.int64)
+            b = a + self.step
+            mine_bytes = np.diff(own[lo:hi])
+            all_bytes = np.diff(every[lo:hi])
+            sending = np.searchsorted(starts, b) - np.searchsorted(ends, a)
+            with np.errstate(invalid="ignore", divide="ignore"):
+                share = np.where(all_bytes > 0, mine_bytes / all_bytes, np.nan)
+            fair = 1 / np.maximum(sending, 1)
+            within = np.abs(share - fair) <= WITHIN * fair
+            sharing = (a >= start) & (b <= end) if common else np.zeros(len(k), bool)
+            converged[g] = _converged(k, within & sharing, a, start)
+            parts.append({"flow": np.full(len(k), name, object),
+                          "order": np.full(len(k), order[g], np.int64),
+                          "time_s": (a - t0) / 1e9, "since_start_s": k * self.step / 1e9,
+                          "goodput_bps": mine_bytes * 8e9 / self.step, "share": share,
+                          "fair_share": fair, "within": within, "sharing": sharing})
+        if not self.dense:
+            notes.append(Note("each flow's share per interval not listed (--series)",
+                              detail="the flows span far more intervals than there are "
+                                     "packets: a clock step?"))
+        return {name: np.concatenate([p[name] for p in parts]) for name in parts[0]}, converged
+
+
+def _before(sums: np.ndarray, edges: np.ndarray, lo: int, hi: int, t: np.ndarray,
+            good: np.ndarray) -> None:
+    """Add the ``good`` bytes of the packets before each of the sorted ``edges[lo:hi]`` to the
+    difference array ``sums`` (its running total at j is the bytes before edges[j]; hi ends
+    the segment).  The edges after every packet take all of them, those at or before the first
+    none, so only the edges within the packets' span cost a search."""
+    if hi <= lo or not len(t):
+        return
+    order = np.argsort(t, kind="stable")
+    t, good = t[order], good[order]
+    cum = np.r_[0, np.cumsum(good)]
+    e = edges[lo:hi]
+    inside = lo + np.searchsorted(e, t[0], side="right")    # first edge past the first packet
+    after = lo + np.searchsorted(e, t[-1], side="right")    # first edge past the last
+    if inside < after:
+        partial = cum[np.searchsorted(t, edges[inside:after])]
+        sums[inside:after] += np.diff(np.r_[0, partial])
+        sums[after] += cum[-1] - partial[-1]
+    else:
+        sums[after] += cum[-1]
+    sums[hi] -= cum[-1]               # the next flow's edges (or the tail) start again from 0
 
 
 def _converged(k: np.ndarray, fair: np.ndarray, a: np.ndarray, start: int) -> float:

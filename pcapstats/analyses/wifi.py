@@ -33,7 +33,7 @@ import numpy as np
 from .. import catalogue, schema
 from ..batch import analysis
 from ..capture import Capture, Needs
-from ..errors import Note, UsageError
+from ..errors import Note, NothingToReport
 from ..render import Shown
 from ..results import Result, shown
 from ..schema import Column, TableSpec
@@ -118,9 +118,10 @@ def wifi(capture: Capture, *, interval: float = 1.0) -> Wifi:
     step = interval_ns(interval)
     rows = np.flatnonzero(rows_needed(capture))
     if not len(rows):
-        raise UsageError(f"no 802.11 frames in {capture.path}",
-                         hint="wifi reads monitor-mode captures (link type 127, radiotap, or "
-                              "105); a Wi-Fi interface in managed mode captures Ethernet")
+        raise NothingToReport(f"no 802.11 frames in {capture.path} ({capture.holds()})",
+                              hint="wifi reads monitor-mode captures (link type 127, radiotap, "
+                                   "or 105); a Wi-Fi interface in managed mode captures "
+                                   "Ethernet")
     t0 = capture.first_time_ns
     span_ns = capture.latest_time_ns - t0
     frame = _frames(capture, rows)
@@ -135,10 +136,10 @@ def wifi(capture: Capture, *, interval: float = 1.0) -> Wifi:
     bucket = whole + (part + 500 >= step)
     order = np.concatenate([g[np.argsort(bucket[g], kind="stable")] for _, g in groups])
     seg = np.repeat(np.arange(len(groups)), [len(g) for _, g in groups])
-    starts = np.r_[0, np.cumsum([len(g) for _, g in groups])[:-1]]
-    ends = starts + [len(g) for _, g in groups]
-    k, series_seg, cell, left_out = listed_intervals(bucket[order], seg, starts, ends,
-                                                     len(order))
+    b = bucket[order]                      # by group, then interval: the cells with frames
+    new = np.r_[True, (seg[1:] != seg[:-1]) | (b[1:] != b[:-1])]
+    k, series_seg, row_of_cell, left_out = listed_intervals(b[new], seg[new], len(order))
+    cell = row_of_cell[np.cumsum(new) - 1]          # each frame's row of the series
     intervals = _per_cell(frame, order, cell, len(k), step)
     intervals.update(frames=np.array([groups[s][0] for s in series_seg], object),
                      interval=k, start_s=k * step / 1e9)

@@ -16,7 +16,7 @@ def fairness_figure(result, *, ax=None, title: str | None = None):
     shares = result.table("shares")
     given = ax
     fig, (over_time, index_ax, bars) = plots.figure(
-        title or f"Fairness: {plots.captures_title(result.captures)}",
+        title or f"Fairness: {plots.captures_title(result.names)}",
         TIME_LABEL, "Share of the goodput (%)", panels=3, sharey=False, size=(14.0, 4.8),
         subtitle=f"{int(summary['flows'][0])} flows by {summary['by'][0]}, goodput", ax=given)
     names = list(flows["flow"])

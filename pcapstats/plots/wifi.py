@@ -22,7 +22,7 @@ def wifi_figure(result, *, ax=None, title: str | None = None, from_s: float | No
     step = result.interval_ns / 1e9
     given = ax
     fig, axes = plots.figure(
-        title or f"802.11: {plots.captures_title(result.captures)}", TIME_LABEL, "",
+        title or f"802.11: {plots.captures_title(result.names)}", TIME_LABEL, "",
         panels=len(PANELS), sharey=False, columns=1, sharex=True, size=(9.0, 9.0),
         subtitle=f"per interval of {step:g} s: throughput beside signal, data rate and "
                  "retries", ax=given)

@@ -244,7 +244,7 @@ def test_compare_puts_signal_rate_and_retries_beside_goodput(tmp_path):
 
 
 def test_a_wired_capture_is_one_clear_error():
-    with pytest.raises(ps.UsageError, match="no 802.11 frames"):
+    with pytest.raises(ps.NothingToReport, match="no 802.11 frames"):
         ps.wifi(CAPTURES / "tcp_2streams.pcap")
 
 
