@@ -56,8 +56,8 @@ FIELDS: tuple[tuple[str, str], ...] = (
      "when it ended (after the captures stopped)."),
     ("scenario", "Everything asked, as given to pcapstats.lab.Scenario: tool, loss, delay, "
      "jitter, rate, queue (each one value, or one per router with hops > 1), serialize, "
-     "one_way, hops, "
-     "cc, duration_s or bytes, parallel, pairs, udp_rate, ping_count, ping_interval_s, "
+     "one_way, hops, cc, duration_s or bytes, parallel, pairs, start_offset_s (pair K "
+     "starts (K - 1) x it after the first), udp_rate, ping_count, ping_interval_s, "
      "ping_sizes, ping_during, sndbuf, rcvbuf, window_scaling, timestamps, sack, app_rate, "
      "capture, snaplen, format, trial, seed (see `pcapstats lab run --help`)."),
     ("tools", "Versions: kernel (uname -r), python, pcapstats, iperf3 (-v), tcpdump and libpcap "

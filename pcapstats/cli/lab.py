@@ -86,6 +86,9 @@ def run_cmd(
     parallel: int = typer.Option(1, "--parallel", "-P", help="Parallel connections per pair."),
     pairs: int = typer.Option(1, "--pairs", help="Sender/receiver pairs sharing the "
                               "bottleneck."),
+    start_offset: float = typer.Option(0.0, "--start-offset", help="Seconds between the "
+                                       "pairs' starts: pair K starts (K - 1) x this after the "
+                                       "first (start order; under -t)."),
     udp_rate: Optional[str] = typer.Option(None, "--udp-rate", "-b", help="UDP send rate "
                                            "(iperf3-udp, udp-file), e.g. 20mbit."),
     ping_count: int = typer.Option(10, "--ping-count", help="Pings (tool ping) or messages "
@@ -148,6 +151,7 @@ def run_cmd(
             serialize=serialize, one_way=one_way, hops=hops,
             cc=cc_list if len(cc_list) > 1 else (cc_list[0] if cc_list else None),
             duration_s=duration, bytes=nbytes, parallel=parallel, pairs=pairs,
+            start_offset_s=start_offset,
             udp_rate=udp_rate, ping_count=ping_count, ping_interval_s=ping_interval,
             ping_sizes=sizes, ping_during=ping_during, sndbuf=sndbuf, rcvbuf=rcvbuf,
             window_scaling=window_scaling, timestamps=timestamps, sack=sack,
@@ -187,7 +191,8 @@ _OPTION = {"tool": "--tool", "loss": "--loss", "delay": "--delay", "jitter": "--
            "rate": "--rate", "queue": "--queue", "serialize": "--serialize",
            "one_way": "--one-way", "hops": "--hops", "cc": "--cc",
            "duration_s": "-t",
-           "bytes": "-n", "parallel": "-P", "pairs": "--pairs", "udp_rate": "-b",
+           "bytes": "-n", "parallel": "-P", "pairs": "--pairs",
+           "start_offset_s": "--start-offset", "udp_rate": "-b",
            "ping_count": "--ping-count", "ping_interval_s": "--ping-interval",
            "ping_sizes": "--ping-sizes", "ping_during": "--ping-during", "sndbuf": "--sndbuf",
            "rcvbuf": "--rcvbuf", "window_scaling": "--no-window-scaling",

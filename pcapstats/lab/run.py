@@ -103,7 +103,8 @@ class Scenario:
     could carry.  ``capture``:
     "sender", "receiver", "router" (the router's interface toward the sender: mid-path,
     before the impairment), "both" (sender and receiver) or "all" (sender, router and
-    receiver; one pair).
+    receiver; one pair).  ``start_offset_s`` staggers several pairs: pair K's client starts
+    (K - 1) x this many seconds after the first pair's (start order in a fairness study).
     """
     tool: str = "simpleperf"
     loss: str | float | None = None
@@ -119,6 +120,7 @@ class Scenario:
     bytes: str | int | None = None
     parallel: int = 1
     pairs: int = 1
+    start_offset_s: float = 0.0
     udp_rate: str | None = None
     ping_count: int = 10
     ping_interval_s: float = 0.2
@@ -163,6 +165,14 @@ class Scenario:
             bad("a transfer needs a duration (-t SECONDS > 0) or a size (-n BYTES)")
         if self.duration_s and not math.isfinite(self.duration_s):
             bad(f"duration (-t) must be a finite number of seconds, not {self.duration_s}")
+        if not (math.isfinite(self.start_offset_s) and self.start_offset_s >= 0):
+            bad(f"start offset must be 0 s or more, not {self.start_offset_s}")
+        if self.start_offset_s and (self.pairs < 2 or self.tool == "ping"):
+            bad("a start offset staggers the pairs' clients: it needs --pairs 2 or more and a "
+                "tool other than ping")
+        if self.start_offset_s and not self.bytes and self.start_offset_s >= self.duration_s:
+            bad(f"a start offset of {self.start_offset_s:g} s is not under the duration "
+                f"({self.duration_s:g} s): the pairs would not send at the same time")
         if isinstance(self.cc, list) and len(self.cc) != self.pairs:
             bad(f"{len(self.cc)} congestion controls for {self.pairs} pairs",
                 "give one for all, or one per pair")
@@ -534,10 +544,11 @@ class _Run:
             running.append((0, traffic.start_ping(lab, snd, rcv, work, count=s.ping_count,
                                                   interval_s=s.ping_interval_s,
                                                   size=s.ping_sizes[0])))
-        # Every server is up: the clients start together (one pair: at once).
+        # Every server is up: the clients start together (one pair: at once), or pair K
+        # (K - 1) start offsets after the first.
         at_s = time.time() + CLIENT_START_S if len(running) > 1 else None
-        for _, r in running:
-            r.launch(at_s)
+        for pair, r in running:
+            r.launch(at_s if at_s is None else at_s + pair * s.start_offset_s)
         for pair, r in running:
             self._add_report(pair, r.finish())
 
