@@ -130,9 +130,7 @@ MAX_SECONDS = 3600.0                   # --interval and --timeout
 DEFAULT_REPETITIONS, DEFAULT_INTERVAL_S, DEFAULT_TIMEOUT_S = 10, 0.01, 1.0
 REPORT_SCHEMA = "pcapstats.pingpong/1"
 
-CONNECT_TIMEOUT_S = 10.0
 STALL_S = 60.0            # TCP: no byte for this long in the middle of a message: give up
-USER_TIMEOUT_S = 60.0     # TCP_USER_TIMEOUT: unacknowledged data this long breaks the connection
 CLOSE_WAIT_S = 5.0        # the client waits this long for the server's FIN after its own
 MAX_UDP_PEERS = 4096      # UDP sources the server keeps apart; more are counted, not listed
 
@@ -401,25 +399,11 @@ class _Client:
     def _connect_tcp(self) -> socket.socket:
         opts = self.opts
         family, addr = _resolve(opts.client, opts.port, socket.SOCK_STREAM)
-        where = socket_endpoint(addr)
         sock = socket.socket(family, socket.SOCK_STREAM)
         try:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             _set_cc(sock, opts.cc)
-            sock.settimeout(CONNECT_TIMEOUT_S)
-            try:
-                sock.connect(addr)
-            except ConnectionRefusedError:
-                raise PingpongError(f"cannot connect to {where}: connection refused (is a "
-                                    "pingpong server running there? start one with -s)") from None
-            except socket.timeout:
-                raise PingpongError(f"cannot connect to {where}: no answer within "
-                                    f"{CONNECT_TIMEOUT_S:g} s (is the address right and the "
-                                    "host up?)") from None
-            except OSError as e:
-                raise PingpongError(f"cannot connect to {where}: {e.strerror or e}") from None
-            sock.setsockopt(socket.IPPROTO_TCP, getattr(socket, "TCP_USER_TIMEOUT", 18),
-                            int(USER_TIMEOUT_S * 1000))
+            program.connect(sock, addr, prog="pingpong", error=PingpongError)
             sock.settimeout(STALL_S)
         except BaseException:
             sock.close()

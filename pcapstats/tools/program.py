@@ -7,11 +7,14 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import sys
 import threading
 from typing import Callable
 
 EXIT_OK, EXIT_ERROR, EXIT_INTERNAL, EXIT_INTERRUPTED = 0, 2, 3, 130
+CONNECT_TIMEOUT_S = 10.0   # a TCP connect unanswered this long: the host is down or not there
+USER_TIMEOUT_S = 60.0      # TCP_USER_TIMEOUT: data unacknowledged this long breaks a connection
 
 
 class SigtermInterrupts:
@@ -57,3 +60,25 @@ def run(prog: str, work: Callable[[], int], errors: type[Exception]) -> int:
         say(f"internal error: {type(e).__name__}: {e}. Please report it; PCAPSTATS_DEBUG=1 "
             "shows the traceback")
         return EXIT_INTERNAL
+
+
+def connect(sock: socket.socket, addr: tuple, *, prog: str, error: type[Exception]) -> None:
+    """Connect a TCP client's ``sock`` to ``addr``, each way it can fail one ``error`` that says
+    what to check (no server: start one with -s); once connected, unacknowledged data breaks
+    the connection after USER_TIMEOUT_S instead of the kernel's ~15 minutes."""
+    from pcapstats.addresses import socket_endpoint
+    where = socket_endpoint(addr)
+    sock.settimeout(CONNECT_TIMEOUT_S)
+    try:
+        sock.connect(addr)
+    except ConnectionRefusedError:
+        raise error(f"cannot connect to {where}: connection refused (is a {prog} server "
+                    "running there? start one with -s)") from None
+    except socket.timeout:
+        raise error(f"cannot connect to {where}: no answer within {CONNECT_TIMEOUT_S:g} s (is "
+                    "the address right and the host up?)") from None
+    except OSError as e:
+        raise error(f"cannot connect to {where}: {e.strerror or e}") from None
+    sock.settimeout(None)
+    sock.setsockopt(socket.IPPROTO_TCP, getattr(socket, "TCP_USER_TIMEOUT", 18),
+                    int(USER_TIMEOUT_S * 1000))

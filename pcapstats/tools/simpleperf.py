@@ -129,10 +129,8 @@ BYE, ACK = SIMPLEPERF_BYE, SIMPLEPERF_ACK
 MAX_PARALLEL = 5
 REPORT_SCHEMA = "pcapstats.simpleperf/1"
 
-CONNECT_TIMEOUT_S = 10.0
-USER_TIMEOUT_S = 60.0      # TCP_USER_TIMEOUT: data unacknowledged this long breaks the
-                           # connection (not 15 min of retries); 30 % loss needs 8 drops in a
-                           # row of one segment to get there
+# program.USER_TIMEOUT_S breaks a connection whose data is unacknowledged that long (not 15 min
+# of retries); 30 % loss needs 8 drops in a row of one segment to get there
 ACK_WAIT_S = 10.0          # everything delivered, yet no ACK: BYE for this long: give up
 CLOSE_WAIT_S = 10.0        # the server waits this long for the client to close after ACK: BYE
 ONCE_GRACE_S = 0.5
@@ -504,25 +502,11 @@ class _Sender:
 
 
 def _connect(opts) -> socket.socket:
-    server = socket_endpoint((opts.serverip, opts.port))
     sock = socket.socket(family(opts.serverip), socket.SOCK_STREAM)
     try:
         _prepare(sock, opts)
-        sock.settimeout(CONNECT_TIMEOUT_S)
-        try:
-            sock.connect((opts.serverip, opts.port))
-        except ConnectionRefusedError:
-            raise SimpleperfError(f"cannot connect to {server}: connection refused (is a "
-                                  "simpleperf server running there? start one with -s)") from None
-        except socket.timeout:
-            raise SimpleperfError(f"cannot connect to {server}: no answer within "
-                                  f"{CONNECT_TIMEOUT_S:g} s (is the address right and the "
-                                  "host up?)") from None
-        except OSError as e:
-            raise SimpleperfError(f"cannot connect to {server}: {e.strerror or e}") from None
-        sock.settimeout(None)
-        tcp_user_timeout = getattr(socket, "TCP_USER_TIMEOUT", 18)
-        sock.setsockopt(socket.IPPROTO_TCP, tcp_user_timeout, int(USER_TIMEOUT_S * 1000))
+        program.connect(sock, (opts.serverip, opts.port), prog="simpleperf",
+                        error=SimpleperfError)
     except BaseException:
         sock.close()
         raise
