@@ -226,8 +226,8 @@ def sidecar_for(capture: str | os.PathLike) -> Path:
     if direct.exists():
         return direct
     base, _, side = stem.name.rpartition(".")
-    if base and side in SIDES:
-        return stem.with_name(base + ".json")
+    if base and (side in SIDES or stem.with_name(base + ".json").exists()):
+        return stem.with_name(base + ".json")   # x.<side>.pcap, a topology's x.<point>.pcap
     return direct
 
 

@@ -398,7 +398,8 @@ class _Run:
         self.scenario, self.out_path, self.say = scenario, out_path, say
         self.doc = {"schema": sidecar.SCHEMA, "status": None, "error": None, "command": command,
                     "started_ns": time.time_ns(), "finished_ns": None,
-                    "scenario": scenario.to_dict(), "tools": traffic.tool_versions(),
+                    "scenario": scenario.to_dict() if scenario else None,
+                    "tools": traffic.tool_versions(),
                     "topology": None, "impairment": None, "hops": None, "rtt": None,
                     "captures": [],
                     "flows": [], "reports": [], "measured": None, "achieved": None}
@@ -417,7 +418,7 @@ class _Run:
             self.say("measuring the RTT")
             self._measure_rtt(lab)
             self._start_captures(lab)
-            self.say(f"running {self.scenario.tool}")
+            self.say(f"running {self._running()}")
             self._traffic(lab, Path(lab.scratch_dir("tools")))  # removed with the lab
             self.doc["status"] = "complete"
         except KeyboardInterrupt as e:
@@ -597,7 +598,7 @@ class _Run:
             except LabError as e:
                 self._fail(str(e))
                 continue
-            if self.scenario.format == "pcapng":
+            if entry["format"] == "pcapng":
                 self._hold(partial)  # editcap's file, now the unfinished capture
             entry.update(packets_captured=stats.captured,
                          packets_received_by_filter=stats.received,
@@ -613,20 +614,14 @@ class _Run:
                 tcpdump.stop(allow_drops=True)
             except LabError:  # achieved vs asked is then not measured, the run is whole
                 self.witnesses[side] = (tcpdump, None)
-        for k, applied in enumerate(self.applied):
-            try:  # a delay line that died or overflowed makes the capture wrong: say so
-                applied.check()
-            except LabError as e:
-                self._fail(str(e))
-            # remove() reads the rules' counts, then stops the delay lines for their final ones
-            counters = applied.remove().as_dict()
+        for k, counters in enumerate(self._counters()):
             if k == 0:
                 self.doc["impairment"]["counters"] = counters
             if self.doc["hops"]:
                 self.doc["hops"][k]["counters"] = counters
         self.doc["finished_ns"] = time.time_ns()
         self._stream_ids()
-        self.doc["measured"] = _measured(self.doc)
+        self.doc["measured"] = self._measured()
         for entry, _, partial in self.captures:
             if partial.exists():
                 final = partial.with_name(entry["file"])
@@ -637,6 +632,25 @@ class _Run:
         self.doc["achieved"] = self._achieved()
         write_sidecar(sidecar.sidecar_path(self.out_path), self.doc)
         self.say(f"wrote {sidecar.sidecar_path(self.out_path)}")
+
+    def _counters(self) -> list[dict]:
+        """Each applied impairment's final counters, in order, the impairment removed; a delay
+        line that died or overflowed fails the run (its capture is wrong: say so)."""
+        out = []
+        for applied in self.applied:
+            try:
+                applied.check()
+            except LabError as e:
+                self._fail(str(e))
+            # remove() reads the rules' counts, then stops the delay lines for their final ones
+            out.append(applied.remove().as_dict())
+        return out
+
+    def _running(self) -> str:
+        return self.scenario.tool
+
+    def _measured(self) -> dict:
+        return _measured(self.doc)
 
     def _achieved(self) -> dict | None:
         """Achieved against asked (:mod:`.accuracy`) from the captures before and after the
