@@ -367,7 +367,7 @@ def matrix(
     from ..lab.matrix import load_spec, run_matrix, summary_table  # lazy: the lab costs 0.04 s of every command's start-up
     cells = load_spec(spec)  # every cell validated before the first one runs
     for cell in cells:
-        for line in cell.scenario.queue_notes():
+        for line in (cell.scenario.queue_notes() if cell.scenario else []):
             say("note", f"cell {cell.name}: {line}")
     progress, task = None, None
     if sys.stderr.isatty():

@@ -35,7 +35,7 @@ def read(path: str | Path, what: str) -> tuple[dict, str]:
 def line_of(text: str, field: str) -> int | None:
     """The first line (1-based) where the field's last name is set, None if it is not."""
     key = field.rsplit(".", 1)[-1].split("[", 1)[0]
-    pattern = re.compile(rf'^\s*"?{re.escape(key)}"?\s*=', re.M)
+    pattern = re.compile(rf'^[ \t]*"?{re.escape(key)}"?[ \t]*=', re.M)
     m = pattern.search(text)
     return text.count("\n", 0, m.start()) + 1 if m else None
 
