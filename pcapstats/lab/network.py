@@ -6,9 +6,9 @@ host pairs and the capture points, read and checked before anything is built (th
     net.path("h1", "h9")        # ["h1", "r1", "r2", "r3", "r4", "h9"]: routes from the graph
     net.links_on(["h1", "r1", "r2"])
 
-Addresses: link i (1-based, host links first in the order of ``[hosts]``, then ``[[link]]``
-in file order) is 10.77.i.0/24 and fd00:77:i::/64, its first end .1 (::1), its second .2
-(::2); a host's link to its router is its eth0.  Each node names its interfaces eth0, eth1 ...
+Addresses (IPv4 only): link i (1-based, host links first in the order of ``[hosts]``, then
+``[[link]]`` in file order) is 10.77.i.0/24, its first end .1, its second .2; a host's link to
+its router is its eth0.  Each node names its interfaces eth0, eth1 ...
 in that order.  Routes are the shortest paths of the graph (fewest hops, ties to the link
 listed first): each router gets one to every link's subnet it is not on, each host a default
 route via its router.
@@ -240,6 +240,12 @@ def load(path: str | Path, overrides: dict | None = None) -> Network:
     return _Checker(path, text).network(doc)
 
 
+def checked(doc: dict, path: str | Path) -> Network:
+    """A topology given as the dict its file would parse to (``path``: where errors point,
+    and where relative names are read from)."""
+    return _Checker(Path(path), "").network(copy.deepcopy(doc))
+
+
 def _override(doc: dict, key: str, value, path: Path, text: str) -> None:
     """Set one matrix axis value: "link.A-B.FIELD", "pair.K.FIELD" (K from 1), "run.FIELD"."""
     parts = key.split(".")
@@ -250,8 +256,8 @@ def _override(doc: dict, key: str, value, path: Path, text: str) -> None:
     if parts[0] == "link" and len(parts) == 3:
         for link in doc.get("link") or []:
             ends = link.get("ends") if isinstance(link, dict) else None
-            if isinstance(ends, list) and "-".join(map(str, ends)) in (
-                    parts[1], "-".join(map(str, ends[::-1]))):
+            if isinstance(ends, list) and parts[1] in ("-".join(map(str, ends)),
+                                                       "-".join(map(str, ends[::-1]))):
                 link[parts[2]] = value
                 return
         raise bad_field(path, text, f"axes.{key}", f"a link of the topology ({parts[1]!r} is "
