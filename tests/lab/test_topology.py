@@ -150,9 +150,12 @@ def test_the_receivers_captures_hold_what_iperf3_received(udp):
         stream = flow["streams"][capture.name]
         udp_table = _cli("udp", str(capture), "-f", "json")
         row = next(r for r in udp_table if r["stream"] == stream and r["direction"] == "a_to_b")
-        # iperf3's server counts the datagrams it expected (packets) and those missing
-        assert row["datagrams"] == report["summary"]["packets"] - \
-            report["summary"]["lost_packets"], row
+        # the gaps in the captured sequence numbers are iperf3's lost datagrams; the
+        # datagrams captured those its server counted, give or take the 4-byte hello and
+        # one still on its way when the server stopped counting
+        summary = report["summary"]
+        assert abs(row["lost"] - summary["lost_packets"]) <= 2, (row, summary)
+        assert abs(row["datagrams"] - (summary["packets"] - summary["lost_packets"])) <= 2
 
 
 # -- the four multiplexing scenarios ------------------------------------------------------------
@@ -221,3 +224,24 @@ def _cli(*argv) -> list[dict]:
                           text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout)
+
+
+def test_every_field_of_a_topology_runs_sidecar_is_documented(udp):
+    from pcapstats.sidecar import FIELDS
+    names = set()
+    for entry, _ in FIELDS:
+        first, *rest = entry.split(" / ")
+        names.add(first.split(":")[0])
+        prefix = first[:first.rfind(".") + 1]
+        names.update(prefix + r for r in rest)
+    names |= {n[:-2] for n in names if n.endswith("[]")}
+    doc, _ = udp
+    missing = [k for k in doc if k not in names]
+    for key, sample in (("links[]", doc["links"][-1]), ("paths[]", doc["paths"][0]),
+                        ("pairs[]", doc["pairs"][0]), ("captures[]", doc["captures"][0]),
+                        ("flows[]", doc["flows"][0]), ("topology", doc["topology"])):
+        documented = [n for n in names if n.startswith(key)]
+        missing += [f"{key}.{k}" for k in sample if f"{key}.{k}" not in names
+                    and not any(f"{key} " in n or n == key for n in documented)
+                    and key not in ("paths[]", "pairs[]")]
+    assert missing == []
