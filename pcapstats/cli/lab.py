@@ -187,7 +187,7 @@ def _run_topology(ctx: typer.Context, topology: Path, output: Path, trials: int)
     """`lab run --topology FILE`: the file's run, each trial's files NAME-trialK."""
     from click.core import ParameterSource
     from ..lab import network  # lazy: the lab costs 0.04 s of every command's start-up
-    from ..lab.network_run import run_network  # lazy, as above
+    from ..lab.network_run import run_network  # lazy: the lab costs start-up time
     given = [p.opts[0] for p in ctx.command.params if p.name not in ("output", "trials",
              "topology") and ctx.get_parameter_source(p.name) == ParameterSource.COMMANDLINE]
     if given:
@@ -314,7 +314,7 @@ def _report(doc: dict, path: Path) -> None:
         line("rtt", f"{m['rtt_ms']:.2f} ms median ping before the run{asked}"
              if m["rtt_ms"] is not None else f"not measured{asked}")
     if m["throughput_bps"] is not None:
-        from ..lab.accuracy import quantity_text  # lazy, as achieved_lines
+        from ..lab.accuracy import quantity_text  # lazy: the lab costs start-up time
         ceiling = ("" if m["rate_asked_bps"] is None else
                    f"; shaped to {quantity_text(m['rate_asked_bps'], 'bit/s')}")
         line("throughput", f"{m['throughput_bps'] / 1e6:.2f} Mbit/s as the tools measured "

@@ -150,12 +150,13 @@ def test_the_receivers_captures_hold_what_iperf3_received(udp):
         stream = flow["streams"][capture.name]
         udp_table = _cli("udp", str(capture), "-f", "json")
         row = next(r for r in udp_table if r["stream"] == stream and r["direction"] == "a_to_b")
-        # the gaps in the captured sequence numbers are iperf3's lost datagrams; the
-        # datagrams captured those its server counted, give or take the 4-byte hello and
-        # one still on its way when the server stopped counting
+        # the gaps in the captured sequence numbers are iperf3's lost datagrams, and the
+        # datagrams captured those its server counted, but for the few still crossing the
+        # path when its server stopped counting (the capture sees them arrive)
         summary = report["summary"]
-        assert abs(row["lost"] - summary["lost_packets"]) <= 2, (row, summary)
-        assert abs(row["datagrams"] - (summary["packets"] - summary["lost_packets"])) <= 2
+        late = 0.001 * summary["packets"] + 2
+        assert abs(row["lost"] - summary["lost_packets"]) <= late, (row, summary)
+        assert abs(row["datagrams"] - (summary["packets"] - summary["lost_packets"])) <= late
 
 
 # -- the four multiplexing scenarios ------------------------------------------------------------
@@ -236,7 +237,8 @@ def test_every_field_of_a_topology_runs_sidecar_is_documented(udp):
         names.update(prefix + r for r in rest)
     names |= {n[:-2] for n in names if n.endswith("[]")}
     doc, _ = udp
-    missing = [k for k in doc if k not in names]
+    missing = [k for k in doc if k not in names and not any(
+        n.startswith(k + ".") or n.startswith(k + "[]") for n in names)]
     for key, sample in (("links[]", doc["links"][-1]), ("paths[]", doc["paths"][0]),
                         ("pairs[]", doc["pairs"][0]), ("captures[]", doc["captures"][0]),
                         ("flows[]", doc["flows"][0]), ("topology", doc["topology"])):
