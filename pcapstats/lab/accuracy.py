@@ -33,6 +33,13 @@ serialisation at the asked rate are back to back), the delay from the delay line
 how late it released packets, the loss from its counts of packets on the wire
 (:func:`pcapstats.lab.impair.host.loss_counted`); the queue is not seen.
 
+A topology file's run (:func:`network`) is judged from its pings, counters and tools'
+reports: each impaired link's median ping (router to router) against its two directions'
+delays plus its base (its RTT before any impairment: the veths and forwarding), within 1 ms;
+each pair's path against the sum of its links', within 2 ms; the loss asked of a link
+direction against its rule's counters; a UDP pair offered above its path's slowest link
+delivering that link's rate, within 10 %.
+
 Tolerances (:data:`TOLERANCE`): rate within 10 % of the asked (the lab's stated accuracy);
 delay within 10 % + 0.5 ms (the path's own hops and the delay line's passes add ~0.1-0.3 ms);
 loss within 4.5 binomial standard deviations of the asked share (a sound random rule is
