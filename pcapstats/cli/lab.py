@@ -185,11 +185,11 @@ def run_cmd(
 
 def _run_topology(ctx: typer.Context, topology: Path, output: Path, trials: int) -> None:
     """`lab run --topology FILE`: the file's run, each trial's files NAME-trialK."""
-    from click.core import ParameterSource
     from ..lab import network  # lazy: the lab costs 0.04 s of every command's start-up
     from ..lab.network_run import run_network  # lazy: the lab costs start-up time
     given = [p.opts[0] for p in ctx.command.params if p.name not in ("output", "trials",
-             "topology") and ctx.get_parameter_source(p.name) == ParameterSource.COMMANDLINE]
+             "topology") and getattr(ctx.get_parameter_source(p.name), "name", None)
+             == "COMMANDLINE"]   # typer's own click: its enum is not click's
     if given:
         raise UsageError(f"{', '.join(given)} cannot go with --topology: the file sets the "
                          "run", path=str(topology), hint="set it in the file ([run], "

@@ -154,3 +154,16 @@ def test_a_matrix_over_a_topology_files_values(tmp_path):
     spec.write_text('[base]\ntopology = "t.toml"\n[axes]\n"pair.1.parallel" = ["two"]\n')
     with pytest.raises(UsageError, match=r"pair\[1\]\.parallel: expected a whole number"):
         matrix.load_spec(spec)
+
+
+def test_lab_run_refuses_options_beside_a_topology_file(tmp_path):
+    import subprocess
+    import sys
+    done = subprocess.run([sys.executable, "-m", "pcapstats", "lab", "run", "--topology",
+                           str(SEED), "--rate", "10mbit", "-P", "2", "-o",
+                           str(tmp_path / "x.pcap")], capture_output=True, text=True)
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr.strip().splitlines() == [
+        f"pcapstats: error: --rate, --parallel cannot go with --topology: the file sets the "
+        f"run ({SEED}). Set it in the file ([run], [[link]], [[pair]])"]
+    assert list(tmp_path.iterdir()) == []
