@@ -62,12 +62,16 @@ FIELDS: tuple[tuple[str, str], ...] = (
      "capture, snaplen, format, trial, seed (see `pcapstats lab run --help`)."),
     ("tools", "Versions: kernel (uname -r), python, pcapstats, iperf3 (-v), tcpdump and libpcap "
      "(--version), ping (-V), tc (-V), iptables (--version); null for a tool not installed."),
-    ("topology.name", "sender_router_receiver (one pair), dumbbell (pairs > 1) or chain "
-     "(hops > 1: sender - router1 - ... - routerK - receiver)."),
+    ("topology.name", "sender_router_receiver (one pair), dumbbell (pairs > 1), chain "
+     "(hops > 1: sender - router1 - ... - routerK - receiver) or file (a topology file: "
+     "`lab run --topology`, then scenario is null and network, links, paths, pairs say it)."),
+    ("topology.network / about / file / routers / hosts", "A topology file's run: its name, "
+     "description and path, its routers, and each host's router."),
     ("topology.pairs[]", "Per host pair: sender and receiver host names and their IPv4 "
      "addresses (sender_ip, receiver_ip), and the cc its flows asked for."),
     ("topology.bottleneck", "Where the impairment sits: host and interface (the router's "
-     "egress toward the receivers; a chain's first router)."),
+     "egress toward the receivers; a chain's first router); null for a topology file (each "
+     "link direction has its own: links[].directions[])."),
     ("topology.bottlenecks", "A chain only: every router's impaired link, the sender's side "
      "first."),
     ("topology.window_scaling / timestamps / sack", "net.ipv4.tcp_window_scaling, "
@@ -103,6 +107,11 @@ FIELDS: tuple[tuple[str, str], ...] = (
      "interface toward the senders (after the sender, before the impairment).  --capture all "
      "writes one file of each, one pair only."),
     ("captures[].host / interface", "Lab host and interface tcpdump listened on."),
+    ("captures[].point", "A topology file's run: the capture point as the file names it "
+     "(\"h1\", \"r2:r3\", \"r2:eth1\"); its file is NAME.<point>.pcap (\":\" as \"-\") "
+     "when there are several; side is router at a router, sender or receiver at a host that "
+     "is only that, else null; impairments' where is before (on this interface's egress) or "
+     "elsewhere (another link's: at says which)."),
     ("captures[].snaplen / format / timestamps", "Bytes kept a packet; pcap | pcapng; nano | "
      "micro."),
     ("captures[].packets_captured / packets_received_by_filter / packets_dropped_by_kernel "
@@ -117,7 +126,10 @@ FIELDS: tuple[tuple[str, str], ...] = (
      "output: round trips timed here leave it out).  pcapstats.sidecar.placements reads it."),
     ("flows[]", "One a transport connection or UDP flow the tools made, in the order the "
      "tools reported them."),
-    ("flows[].pair / tool", "Host pair index (into topology.pairs) and the tool that made it."),
+    ("flows[].pair / tool", "Host pair index (into topology.pairs, from 0: labels such as "
+     "fairness --flows and stream labels say pair K for index K - 1) and the tool that made "
+     "it."),
+    ("flows[].repeat", "A topology file's run: which of the pair's transfers (from 0)."),
     ("flows[].proto / src / sport / dst / dport", "The 5-tuple, as the sending socket saw it."),
     ("flows[].cc", "Congestion control the sending socket used (read back from the socket by "
      "simpleperf and the file transfer, from iperf3's JSON); null for UDP."),
@@ -133,7 +145,11 @@ FIELDS: tuple[tuple[str, str], ...] = (
     ("flows[].protocol_ok", "simpleperf flows: the server saw 1000-byte messages, BYE, and "
      "answered ACK: BYE."),
     ("flows[].retransmits", "iperf3 TCP flows: retransmissions iperf3 read from TCP_INFO."),
-    ("reports[]", "One a tool run: tool, mode (tcp | udp | icmp), pair, sender, receiver, "
+    ("reports[].repeat / under_load", "A topology file's run: which of the pair's transfers "
+     "(from 0); true for the pings a pair sent while it sent (ping_during), false for its "
+     "tool."),
+    ("reports[]", "One a tool run: tool, mode (tcp | udp | icmp), pair (--ping-during: one "
+     "ping report a pair, from its sender to its receiver), sender, receiver, "
      "summary (the tool's headline numbers: sent/received bytes, seconds, throughput_bps; "
      "UDP: lost_packets, lost_percent, jitter_ms; iperf3 TCP: target_bps, the app_rate its "
      "-b was given, else null; ping: median_ms per size; file: checksum_ok) "
@@ -152,9 +168,33 @@ FIELDS: tuple[tuple[str, str], ...] = (
      "lab's own headers-only ones, not kept: the hosts share one clock) and from the "
      "counters; null without an impairment.  `pcapstats capture` writes it too, from its "
      "capture and counters."),
+    ("network", "A topology file's run: the file's TOML as run (a matrix cell's values "
+     "set), and file, its path."),
+    ("links[]", "A topology file's run: one a link, host links first (each host's eth0), "
+     "then the file's [[link]]s: name (\"r1-r2\"), ends, addresses (node -> IPv4 address "
+     "on it, 10.77.<link>.1 and .2), interfaces (node -> its interface on it)."),
+    ("links[].directions[]", "Each direction, first end to second then back: from, to, "
+     "asked_text (the values as written), and where impaired: router and interface (the "
+     "egress it leaves by), asked, mechanisms, settings, counters as in impairment (data: "
+     "this direction; its router's own packets, its pings, meet it too); else null."),
+    ("links[].ping", "Pings from its first end to its second's address on it: base_ms (the "
+     "median RTT before any impairment: the veths and forwarding, the per-router cost), and "
+     "with the impairments on: from, to, address, asked_ms (the two directions' delays), "
+     "count, interval_s, received, samples_ms, median_ms, min_ms; null with run.measure "
+     "false."),
+    ("paths[]", "A topology file's run: one a pair, its route: pair, label (\"pair K\"), "
+     "from, to, nodes (the shortest path of the graph), links (their names), asked (delay_ms "
+     "toward the receiver, delay_back_ms, rtt_ms: the sum, bottleneck_bps and "
+     "bottleneck_link: the slowest link toward the receiver), ping (pings from sender to "
+     "receiver, as links[].ping, with base_ms and links_ms: the sums of its links')."),
+    ("pairs[]", "A topology file's run: each pair as asked (pair, label, from, to, tool, "
+     "parallel, cc, start_s, duration_s, bytes, udp_rate, app_rate, repeat, gap_s, "
+     "ping_during) and achieved: transfers (done), goodput_bps (the tool's received rate, "
+     "the mean over its transfers), rtt_under_load_ms (the median of its pings under load), "
+     "lost_packets and lost_percent (iperf3 UDP's own count)."),
     ("achieved.checks[]", "One a quantity and direction: quantity (rate | delay | loss | "
-     "queue), direction (toward the receiver | toward the sender | out of the interface | "
-     "null), asked, achieved (null: not measured, why_not says why), low / high (a rate's "
+     "queue | rtt), direction (toward the receiver | toward the sender | out of the "
+     "interface | null; a topology file's: link A-B, link A→B, path A→B, pair K A→B), asked, achieved (null: not measured, why_not says why), low / high (a rate's "
      "95 % interval: the trains' median's order statistics), unit (bit/s | ms | fraction | "
      "bytes), tolerance (text), in_spec (true | false | null: not measured), how (from "
      "what), and trains (rate), dropped / offered (loss), drops (queue)."),
@@ -176,6 +216,10 @@ FIELDS: tuple[tuple[str, str], ...] = (
      "frames over it, and where the queue dropped (tbf, the delay line's full queue) at least "
      "80 % of it less two frames.  Not measured by a capture (it sees packets after the "
      "queue only)."),
+    ("achieved.checks[]: rtt", "A topology file's run: a link's median ping against its two "
+     "delays plus its base, within 1 ms; a path's against the sum of its links', within 2 "
+     "ms.  And rate, per pair: iperf3 UDP offered above its path's slowest link delivers "
+     "that link's rate, within 10 %."),
     ("achieved.in_spec", "true when every check measured is within its tolerance, false when "
      "one is not (the run is out of spec), null when none could be measured."),
     ("achieved.out_of_spec", "One line a check out of spec (\"rate toward the receiver 11.2 "
@@ -226,8 +270,8 @@ def sidecar_for(capture: str | os.PathLike) -> Path:
     if direct.exists():
         return direct
     base, _, side = stem.name.rpartition(".")
-    if base and side in SIDES:
-        return stem.with_name(base + ".json")
+    if base and (side in SIDES or stem.with_name(base + ".json").exists()):
+        return stem.with_name(base + ".json")   # x.<side>.pcap, a topology's x.<point>.pcap
     return direct
 
 

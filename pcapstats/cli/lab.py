@@ -57,6 +57,7 @@ def _list(text: Optional[str]) -> list[str]:
 
 @lab_app.command("run")
 def run_cmd(
+    ctx: typer.Context,
     output: Path = typer.Option(..., "--output", "-o", help="Capture file to write, e.g. "
                                 "runs/reno10.pcap; the sidecar goes to runs/reno10.json.",
                                 show_default=False),
@@ -83,7 +84,8 @@ def run_cmd(
     duration: float = typer.Option(10.0, "--time", "-t", help="Seconds to send."),
     nbytes: Optional[str] = typer.Option(None, "--bytes", "-n", help="Bytes to send instead "
                                          "of a duration, e.g. 10MB."),
-    parallel: int = typer.Option(1, "--parallel", "-P", help="Parallel connections per pair."),
+    parallel: str = typer.Option("1", "--parallel", "-P", help="Parallel connections per "
+                                 "pair; a comma list gives one per pair (2,1,1)."),
     pairs: int = typer.Option(1, "--pairs", help="Sender/receiver pairs sharing the "
                               "bottleneck."),
     start_offset: float = typer.Option(0.0, "--start-offset", help="Seconds between the "
@@ -124,6 +126,12 @@ def run_cmd(
                                             help="Seconds between TCP_INFO samples."),
     trials: int = typer.Option(1, "--trials", help="Repeat the run; files get -trialK."),
     seed: int = typer.Option(0, "--seed", help="Seed of generated file contents."),
+    topology: Optional[Path] = typer.Option(None, "--topology", help="A topology file "
+                                            "(TOML: routers, hosts, links with per-direction "
+                                            "impairments, pairs with their own tools; see "
+                                            "topologies/seed000.toml): every setting comes "
+                                            "from it; -o and --trials go with it.",
+                                            show_default=False),
 ):
     """Run one scenario and capture it.
 
@@ -139,9 +147,13 @@ def run_cmd(
           --one-way --ping-sizes 18,16000,65535 -o runs/oneway.pcap
       pcapstats lab run --tool ping --hops 3 --delay 2ms,5ms,10ms \\
           -o runs/chain.pcap
+      pcapstats lab run --topology topologies/seed000.toml -o runs/seed000.pcap
     """
+    if topology is not None:
+        return _run_topology(ctx, topology, output, trials)
     from ..lab.run import Scenario, run  # lazy: the lab costs 0.04 s of every command's start-up
     cc_list = _list(cc)
+    counts = [_int(p, "--parallel") for p in _list(parallel)] or [1]
     sizes = [_int(s, "--ping-sizes") for s in _list(ping_sizes)] or [56]
     if trials < 1:
         raise UsageError(f"--trials must be 1 or more, not {trials}")
@@ -150,7 +162,8 @@ def run_cmd(
             tool=tool.value, loss=loss, delay=delay, jitter=jitter, rate=rate, queue=queue,
             serialize=serialize, one_way=one_way, hops=hops,
             cc=cc_list if len(cc_list) > 1 else (cc_list[0] if cc_list else None),
-            duration_s=duration, bytes=nbytes, parallel=parallel, pairs=pairs,
+            duration_s=duration, bytes=nbytes, pairs=pairs,
+            parallel=counts if len(counts) > 1 else counts[0],
             start_offset_s=start_offset,
             udp_rate=udp_rate, ping_count=ping_count, ping_interval_s=ping_interval,
             ping_sizes=sizes, ping_during=ping_during, sndbuf=sndbuf, rcvbuf=rcvbuf,
@@ -165,6 +178,31 @@ def run_cmd(
         try:
             with _stages() as stage:
                 doc = run(scenario, out, progress=stage, command=["pcapstats", *sys.argv[1:]])
+        except KeyboardInterrupt as e:
+            _interrupted(e, sidecar_path(out))
+        _report(doc, sidecar_path(out))
+
+
+def _run_topology(ctx: typer.Context, topology: Path, output: Path, trials: int) -> None:
+    """`lab run --topology FILE`: the file's run, each trial's files NAME-trialK."""
+    from ..lab import network  # lazy: the lab costs 0.04 s of every command's start-up
+    from ..lab.network_run import run_network  # lazy: the lab costs start-up time
+    given = [p.opts[0] for p in ctx.command.params if p.name not in ("output", "trials",
+             "topology") and getattr(ctx.get_parameter_source(p.name), "name", None)
+             == "COMMANDLINE"]   # typer's own click: its enum is not click's
+    if given:
+        raise UsageError(f"{', '.join(given)} cannot go with --topology: the file sets the "
+                         "run", path=str(topology), hint="set it in the file ([run], "
+                         "[[link]], [[pair]])")
+    if trials < 1:
+        raise UsageError(f"--trials must be 1 or more, not {trials}")
+    net = network.load(topology)
+    for trial in range(1, trials + 1):
+        out = output if trials == 1 else _with_trial(output, trial)
+        try:
+            with _stages() as stage:
+                doc = run_network(net, out, progress=stage,
+                                  command=["pcapstats", *sys.argv[1:]])
         except KeyboardInterrupt as e:
             _interrupted(e, sidecar_path(out))
         _report(doc, sidecar_path(out))
@@ -288,6 +326,17 @@ def _report(doc: dict, path: Path) -> None:
                              "drops together)")
     if m.get("retransmitted_segments") is not None:
         line("re-sent", f"{m['retransmitted_segments']} segments (sender's TCP_INFO)")
+    for pair in doc.get("pairs") or []:          # a topology file's run: each pair's own
+        got = pair.get("achieved") or {}
+        words = [f"{pair['from']}→{pair['to']} {pair['tool']}"]
+        if got.get("goodput_bps") is not None:
+            words.append(f"{got['goodput_bps'] / 1e6:.2f} Mbit/s"
+                         + (f" a transfer ({got['transfers']})" if pair["repeat"] > 1 else ""))
+        if got.get("lost_packets") is not None:
+            words.append(f"{got['lost_packets']} datagrams lost")
+        if got.get("rtt_under_load_ms") is not None:
+            words.append(f"rtt under load {got['rtt_under_load_ms']:.1f} ms")
+        line(pair["label"], ", ".join(words))
     lines += achieved_lines(doc.get("achieved"))
     print("\n".join(lines))
     out = (doc.get("achieved") or {}).get("out_of_spec")
@@ -318,7 +367,7 @@ def matrix(
     from ..lab.matrix import load_spec, run_matrix, summary_table  # lazy: the lab costs 0.04 s of every command's start-up
     cells = load_spec(spec)  # every cell validated before the first one runs
     for cell in cells:
-        for line in cell.scenario.queue_notes():
+        for line in (cell.scenario.queue_notes() if cell.scenario else []):
             say("note", f"cell {cell.name}: {line}")
     progress, task = None, None
     if sys.stderr.isatty():

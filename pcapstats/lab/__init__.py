@@ -11,7 +11,8 @@ Modules, bottom up: commands (running tools, LabError), cleanup (exit paths, lef
 tcpdump, netns (the Lab: hosts, links), topologies (ready-made labs), impair (loss, delay, rate:
 on a lab's bottleneck or a host's own interface, with netem or the fallback), traffic (starting
 the tools), sidecar (writing the JSON beside each capture), accuracy (achieved against asked),
-run (one scenario), matrix (a grid of scenarios), live (``pcapstats capture`` on a host's own
+run (one scenario), specfile (reading the lab's TOML files), network (a topology file),
+network_run (one run of it), matrix (a grid of scenarios), live (``pcapstats capture`` on a host's own
 interface).  The programs that run inside the hosts are in pcapstats.tools; the sidecar's
 format and reading side in pcapstats.sidecar.
 """

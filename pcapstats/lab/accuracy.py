@@ -33,6 +33,13 @@ serialisation at the asked rate are back to back), the delay from the delay line
 how late it released packets, the loss from its counts of packets on the wire
 (:func:`pcapstats.lab.impair.host.loss_counted`); the queue is not seen.
 
+A topology file's run (:func:`network`) is judged from its pings, counters and tools'
+reports: each impaired link's median ping (router to router) against its two directions'
+delays plus its base (its RTT before any impairment: the veths and forwarding), within 1 ms;
+each pair's path against the sum of its links', within 2 ms; the loss asked of a link
+direction against its rule's counters; a UDP pair offered above its path's slowest link
+delivering that link's rate, within 10 %.
+
 Tolerances (:data:`TOLERANCE`): rate within 10 % of the asked (the lab's stated accuracy);
 delay within 10 % + 0.5 ms (the path's own hops and the delay line's passes add ~0.1-0.3 ms);
 loss within 4.5 binomial standard deviations of the asked share (a sound random rule is
@@ -52,11 +59,11 @@ from pcapstats.errors import PcapstatsError
 from pcapstats.reader import read
 from pcapstats.schema import IP
 from pcapstats.stats import SKIPPED_PACKETS, median_rate, train_rate
-from pcapstats.units import FRAME_BYTES
+from pcapstats.units import FRAME_BYTES, parse_rate
 from pcapstats.lab.impair.host import loss_counted
 
 TOLERANCE = {"rate": 0.10, "delay": 0.10, "delay_s": 0.5e-3, "loss_sigmas": 4.5,
-             "queue": 0.10, "queue_filled": 0.80}
+             "queue": 0.10, "queue_filled": 0.80, "link_rtt_ms": 1.0, "path_rtt_ms": 2.0}
 TRAIN_PACKETS = 50         # a long busy run is cut in trains of at least this many packets
 TRAIN_S = 5e-3             # ... lasting at least this long: a sustained rate, not one burst
 TRAIN_BYTES = 10 * FRAME_BYTES  # a train timed carries this much at least (a batch of ACKs
@@ -326,6 +333,69 @@ def _queue_drops(counters: dict) -> int:
     return tbf + sum(((d.get("program") or {}).get("packets_overflowed") or 0) for d in lines)
 
 
+# -- a topology file's run: every link, path and pair ------------------------------------------
+def network(doc: dict) -> dict:
+    """The achieved block of a topology file's run (:mod:`pcapstats.lab.network_run`), from its
+    pings, its counters and its tools' reports: each link's RTT against its two delays plus
+    its base, each path's against the sum of its links', the loss asked of a link direction
+    against its rule's drops, and a UDP pair sent above its path's bottleneck delivering
+    that rate.  Each check's ``direction`` names its link, path or pair."""
+    checks = []
+    for link in doc.get("links") or []:
+        ping = link.get("ping") or {}
+        if ping.get("asked_ms") is not None and any(d.get("asked") for d in link["directions"]):
+            checks.append(rtt_check(f"link {link['name']}", ping, "asked_ms", "base_ms",
+                                    TOLERANCE["link_rtt_ms"],
+                                    f"median of {ping.get('received')} pings from "
+                                    f"{ping.get('from')} to {ping.get('to')} against the two "
+                                    "directions' delays plus the link's RTT before any "
+                                    "impairment (its base)"))
+        for d in link.get("directions") or []:
+            loss = (d.get("asked") or {}).get("loss")
+            if loss:
+                counted = ((d.get("counters") or {}).get("loss") or {}).get("data") or {}
+                checks.append(loss_check(f"link {d['from']}→{d['to']}", loss,
+                                         counted.get("dropped_packets"),
+                                         counted.get("offered_packets"),
+                                         "the loss rule's drops over the packets it was "
+                                         "offered (its counters)"))
+    for path in doc.get("paths") or []:
+        ping = path.get("ping") or {}
+        if ping.get("links_ms") is not None:
+            checks.append(rtt_check(f"path {path['from']}→{path['to']}", ping, "links_ms",
+                                    None, TOLERANCE["path_rtt_ms"],
+                                    f"median of {ping.get('received')} pings from "
+                                    f"{path['from']} to {path['to']} against the sum of its "
+                                    f"links' ({', '.join(path['links'])})"))
+    for pair in doc.get("pairs") or []:
+        path = (doc.get("paths") or [])[pair["pair"]]
+        bottleneck = path["asked"].get("bottleneck_bps")
+        got = (pair.get("achieved") or {}).get("goodput_bps")
+        if pair["tool"] != "iperf3-udp" or not bottleneck or got is None:
+            continue
+        offered = parse_rate(pair["udp_rate"])
+        if offered <= bottleneck * (1 + TOLERANCE["rate"]):
+            continue
+        ok = abs(got / bottleneck - 1) <= TOLERANCE["rate"]
+        checks.append(_check("rate", f"{pair['label']} {pair['from']}→{pair['to']}",
+                             bottleneck, float(got), "bit/s", "±10 %", ok,
+                             f"iperf3's received rate of UDP offered at "
+                             f"{offered / 1e6:g} Mbit/s against the path's slowest link "
+                             f"({path['asked'].get('bottleneck_link')})"))
+    return verdict(checks)
+
+
+def rtt_check(direction: str, ping: dict, asked_key: str, base_key: str | None,
+              tolerance_ms: float, how: str) -> dict:
+    """A ping's median RTT against the asked (plus a base measured apart), within a number of
+    milliseconds."""
+    asked = ping[asked_key] + ((ping.get(base_key) or 0.0) if base_key else 0.0)
+    got = ping.get("median_ms")
+    ok = None if got is None else abs(got - asked) <= tolerance_ms
+    return _check("rtt", direction, asked, got, "ms", f"±{tolerance_ms:g} ms", ok, how,
+                  why_not="every ping was lost")
+
+
 # -- a capture on this host's interface -----------------------------------------------------------
 def capture(doc: dict, path: str | Path) -> dict:
     """The achieved block of ``pcapstats capture`` (its sidecar so far ``doc``, the capture
@@ -403,7 +473,8 @@ def lines(achieved: dict | None) -> list[str]:
         return []
     out = ["achieved against asked:"]
     for c in achieved["checks"]:
-        label = " ".join(w for w in (c["quantity"], SHORT.get(c["direction"]) or "") if w)
+        label = " ".join(w for w in (c["quantity"], SHORT.get(c["direction"],
+                                                              c["direction"]) or "") if w)
         asked = f"{'limit' if c['quantity'] == 'queue' else 'asked'} {_value(c, c['asked'])}"
         if c["achieved"] is None:
             out.append(f"  {label:<16} not measured: {c['why_not']} ({asked})")

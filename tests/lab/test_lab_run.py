@@ -225,15 +225,21 @@ def test_a_chain_refuses_more_values_than_routers_and_several_pairs(tmp_path):
 
 
 def test_two_pairs_share_the_bottleneck_each_with_its_own_cc(tmp_path):
+    """... each with its own -P (issue 28: -P 2,1) and its own pings under load."""
     out = tmp_path / "pairs.pcap"
     doc = run(Scenario(tool="simpleperf", pairs=2, cc=["reno", "cubic"], rate="20mbit",
                        delay="5ms", duration_s=2, snaplen=128, capture="receiver",
-                       window_scaling=False), out)
+                       window_scaling=False, parallel=[2, 1], ping_during=True,
+                       ping_count=8), out)
     flows = doc["flows"]
-    assert [f["cc"] for f in flows] == ["reno", "cubic"]
-    assert [f["pair"] for f in flows] == [0, 1]
+    assert [f["cc"] for f in flows] == ["reno", "reno", "cubic"]
+    assert [f["pair"] for f in flows] == [0, 0, 1]
+    pings = [r for r in doc["reports"] if r["mode"] == "icmp"]
+    assert [(r["pair"], r["sender"], r["receiver"]) for r in pings] == [
+        (0, "sender1", "receiver1"), (1, "sender2", "receiver2")]
+    assert all(r["summary"]["received"] == [8] for r in pings)
     ids = [f["streams"]["pairs.pcap"] for f in flows]
-    assert ids == [_tshark_stream(out, f) for f in flows] and len(set(ids)) == 2
+    assert ids == [_tshark_stream(out, f) for f in flows] and len(set(ids)) == len(flows)
     # together they fill the shared 20 Mbit/s, within 10 %
     assert abs(doc["measured"]["throughput_bps"] - 20e6) <= 0.1 * 20e6
     assert _frames(out, "tcp.flags.syn==1") >= 4

@@ -145,7 +145,12 @@ axes = {rate = ["10mbit"]}
 @pytest.mark.parametrize("text, words", [
     ("[base]\ntool = 'nmap'\n", "unknown tool"),
     ("[base]\nbogus = 1\n", "unknown scenario field bogus"),
-    ("[axes]\nloss = '10%'\n", "must be a non-empty list"),
+    ("[axes]\nloss = '10%'\n", "axes.loss: expected a non-empty list"),
+    ("[base]\npairs = 3\nparallel = [2, 1]\n", "base.parallel: 2 counts for 3 pairs"),
+    ("[base]\nparallel = 'two'\n", "base.parallel: expected a whole number"),
+    ("[base]\nrate = 'fast'\n", "base.rate: bad rate 'fast'"),
+    ("[base]\ntool = 'iperf3'\n\nduration_s = 'ten'\n", "spec.toml, line 4)"),
+    ("trials = 'two'\n[axes]\nloss = ['1%']\n", "trials: expected a whole number"),
     ("name = 'same'\n[axes]\nloss = ['1%', '2%']\n", "same files"),
     ("[base\n", "not valid TOML"),
     ("[axes]\nloss = ['300%']\n", "bad loss"),
@@ -279,3 +284,14 @@ def test_run_command_gives_back_the_same_scenario(monkeypatch, tmp_path, bound):
 def test_captures_readme_carries_the_field_table():
     readme = CAPTURES / "README.md"
     assert sidecar.describe_markdown() in readme.read_text()
+
+
+def test_per_pair_parallel_and_trials_written_under_axes_load(tmp_path):
+    """issue 28: `parallel = [2,1,1]` is one count a pair; `trials = 2` after [axes] (as the
+    spec's example once put it) is the trials, not an axis."""
+    spec = tmp_path / "spec.toml"
+    spec.write_text("[base]\ntool = 'iperf3'\npairs = 3\nparallel = [2, 1, 1]\n"
+                    "[axes]\ncc = ['reno']\ntrials = 2\n")
+    cells = matrix.load_spec(spec)
+    assert [c.params for c in cells] == [{"cc": "reno", "trial": 1}, {"cc": "reno", "trial": 2}]
+    assert [cells[0].scenario.parallel_of_pair(k) for k in range(3)] == [2, 1, 1]

@@ -44,6 +44,7 @@ from pcapstats.lab.netns import Bottleneck, Lab
 
 DATA_QUEUE, ACK_QUEUE = 0, 1  # NFQUEUE numbers (per namespace)
 CHAINS = {"data": "PSL_DATA", "ack": "PSL_ACK"}
+JUMPS = ("FORWARD", "OUTPUT")  # OUTPUT only for a router's own packets (``local``)
 WHO_SETS = {"netem": {"rate": "tbf", "queue": "tbf", "loss": "netem", "ack_loss": "netem",
                       "delay": "netem", "jitter": "netem", "serialisation": "netem"},
             "fallback": {"rate": "tbf", "queue": "tbf", "loss": "iptables-statistic",
@@ -153,8 +154,14 @@ class Applied:
     ``settings`` holds the parameters and every command run, in order.
     """
 
-    def __init__(self, lab: Lab, bottleneck: Bottleneck, impairment: Impairment):
+    def __init__(self, lab: Lab, bottleneck: Bottleneck, impairment: Impairment, *,
+                 slot: int = 0, local: bool = False):
         self.lab, self.bottleneck, self.impairment = lab, bottleneck, impairment
+        # Several links impaired on one router (a topology file's) each take a slot: chains
+        # PSL_DATA<slot> / PSL_ACK<slot> and NFQUEUE numbers 2 slot, 2 slot + 1 of their own.
+        self.chain_names = {d: c + (str(slot) if slot else "") for d, c in CHAINS.items()}
+        self.queues = {"data": DATA_QUEUE + 2 * slot, "ack": ACK_QUEUE + 2 * slot}
+        self.local = local  # the router's own packets (its pings) meet the impairment too
         self.mechanisms: dict[str, str] = {}
         self.settings: dict = {"commands": []}
         self.final_counters: Counters | None = None
@@ -206,7 +213,7 @@ class Applied:
 
     def _add_chain(self, direction: str, device: str, loss: float, queue: int | None) -> None:
         """Chain PSL_DATA/PSL_ACK: random DROP, then NFQUEUE; FORWARD jumps in last."""
-        chain = CHAINS[direction]
+        chain = self.chain_names[direction]
         # Each undo is registered before its command (a half-done command is undone too).
         self._undo.append(lambda: self._iptables("-X", chain, record=False, check=False))
         self._undo.append(lambda: self._iptables("-F", chain, record=False, check=False))
@@ -217,9 +224,10 @@ class Applied:
         if queue is not None:
             self._iptables("-A", chain, "-j", "NFQUEUE", "--queue-num", queue)
         # Undone first: the jump goes before the delay line stops (else its packets drop).
-        self._undo.append(lambda: self._iptables("-D", "FORWARD", "-o", device, "-j", chain,
-                                                 record=False, check=False))
-        self._iptables("-A", "FORWARD", "-o", device, "-j", chain)
+        for hook in JUMPS if self.local else JUMPS[:1]:
+            self._undo.append(lambda hook=hook: self._iptables(
+                "-D", hook, "-o", device, "-j", chain, record=False, check=False))
+            self._iptables("-A", hook, "-o", device, "-j", chain)
         self._chains[direction] = chain
 
     def _install_netem(self) -> None:
@@ -227,8 +235,7 @@ class Applied:
         the data direction's netem; chains that count what each direction offers."""
         imp, b = self.impairment, self.bottleneck
         self.settings["netem"] = {}
-        for direction, device, loss in (("data", b.egress, imp.loss),
-                                        ("ack", b.ingress, imp.ack_loss)):
+        for direction, device, loss in self._directions():
             netem = bool(loss or imp.delayed)
             rate_child = netem and direction == "data" and bool(imp.rate_bps)
             if netem:
@@ -243,16 +250,25 @@ class Applied:
 
     def _install_fallback(self) -> None:
         imp, b = self.impairment, self.bottleneck
+        directions = self._directions()
+        queue_of = {d: self.queues[d] for d, _, _ in directions} if imp.delayed else {}
         if imp.delayed:  # listening before any rule sends packets to the queues
-            self._start_delay_lines({"data": DATA_QUEUE, "ack": ACK_QUEUE})
+            self._start_delay_lines(queue_of)
         if imp.rate_bps:
             self._add_tbf(b.egress, under_netem=False)
         # The chains count what each direction offers, even where nothing is dropped.
-        queue_of = {"data": DATA_QUEUE, "ack": ACK_QUEUE} if imp.delayed else {}
-        for direction, device, loss in (("data", b.egress, imp.loss),
-                                        ("ack", b.ingress, imp.ack_loss)):
+        for direction, device, loss in directions:
             self._add_chain(direction, device, loss, queue_of.get(direction))
         self.mechanisms.update({v: WHO_SETS["fallback"][v] for v in imp.asked()})
+
+    def _directions(self) -> list[tuple[str, str, float]]:
+        """(direction, device, loss) of each direction impaired: the data's on the egress, the
+        ACKs' on the ingress unless the bottleneck has none (one direction of a link)."""
+        b, imp = self.bottleneck, self.impairment
+        out = [("data", b.egress, imp.loss)]
+        if b.ingress:
+            out.append(("ack", b.ingress, imp.ack_loss))
+        return out
 
     # -- reading --------------------------------------------------------------------------------
     def check(self) -> None:
@@ -313,7 +329,8 @@ class Applied:
                     m = re.search(r"-c (\d+) (\d+)", line)
                     if not m:
                         continue
-                    if line.startswith("-A FORWARD") and line.endswith(f"-j {chain}"):
+                    jump = line.startswith(("-A FORWARD ", "-A OUTPUT "))
+                    if jump and line.endswith(f"-j {chain}"):
                         sums[d][0] += int(m.group(1))
                         sums[d][1] += int(m.group(2))
                     elif line.startswith(f"-A {chain} ") and line.endswith("-j DROP"):
@@ -391,14 +408,17 @@ class Applied:
 
 # -- the entry point ------------------------------------------------------------------------------
 def apply(lab: Lab, bottleneck: Bottleneck | None, impairment: Impairment, *,
-          mechanism: str = "auto") -> Applied:
+          mechanism: str = "auto", slot: int = 0, local: bool = False) -> Applied:
     """Install impairment on the bottleneck (None: ``lab.bottleneck``); undone by remove().
 
     ``mechanism``: "auto" (netem if the kernel has it, else the fallback), "netem" or
-    "fallback" (either forced; "netem" fails where the kernel has none).
+    "fallback" (either forced; "netem" fails where the kernel has none).  A bottleneck
+    without ``ingress`` is one direction of a link: the data direction alone.  ``slot``: the
+    k-th impairment on one router (its own chains and queues); ``local``: the router's own
+    packets (pings from it) meet it too.
     """
     netem = use_netem(mechanism)
-    applied = Applied(lab, bottleneck or lab.bottleneck, impairment)
+    applied = Applied(lab, bottleneck or lab.bottleneck, impairment, slot=slot, local=local)
     try:
         applied._install_netem() if netem else applied._install_fallback()
     except BaseException:
