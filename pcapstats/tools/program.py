@@ -12,6 +12,8 @@ import sys
 import threading
 from typing import Callable
 
+from pcapstats.addresses import socket_endpoint
+
 EXIT_OK, EXIT_ERROR, EXIT_INTERNAL, EXIT_INTERRUPTED = 0, 2, 3, 130
 CONNECT_TIMEOUT_S = 10.0   # a TCP connect unanswered this long: the host is down or not there
 USER_TIMEOUT_S = 60.0      # TCP_USER_TIMEOUT: data unacknowledged this long breaks a connection
@@ -66,7 +68,6 @@ def connect(sock: socket.socket, addr: tuple, *, prog: str, error: type[Exceptio
     """Connect a TCP client's ``sock`` to ``addr``, each way it can fail one ``error`` that says
     what to check (no server: start one with -s); once connected, unacknowledged data breaks
     the connection after USER_TIMEOUT_S instead of the kernel's ~15 minutes."""
-    from pcapstats.addresses import socket_endpoint
     where = socket_endpoint(addr)
     sock.settimeout(CONNECT_TIMEOUT_S)
     try:
