@@ -74,6 +74,10 @@ METRICS: tuple[Metric, ...] = (
        "without an idle gap over gap_s) / the sum of their durations: the rate while "
        "transferring", "bit/s", ("iograph.summary", "iograph.transfers", "compare"),
        aliases=("mean_transfer_bps", "active", "transferring")),
+    _M("transfers", "transfers", "runs of the row's packets with no idle gap longer than gap_s "
+       "(1 s in compare) that last longer than an instant (a lone ARP is not one): a file sent "
+       "ten times five seconds apart is ten", None,
+       ("iograph.summary", "compare"), dtype="int64", aliases=("runs",)),
     _M("peak_bps", "peak", "the busiest interval's frame bits / its length, over intervals of "
        "interval_s from the capture's first packet (the I/O graph's buckets)", "bit/s",
        ("iograph.summary", "throughput.streams", "compare")),

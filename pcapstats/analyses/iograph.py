@@ -141,8 +141,9 @@ def _specs(keys: list[str], unit: str) -> tuple[TableSpec, ...]:
         ("peak_{rate}", "float64", "the largest interval's {unit} / interval length", "{r}", False),
         ("peak_start_s", "float64", "start of that interval (the earliest one when several tie)",
          "s", False),
-        ("transfers", "int64", "runs of the group's packets with no idle gap longer than gap_s",
-         None, False),
+        ("transfers", "int64", "runs of the group's packets with no idle gap longer than gap_s "
+         "that last longer than an instant (a lone packet, say an ARP or a router "
+         "solicitation, is a row of the transfers table but not a transfer here)", None, False),
         ("avg_transfer_{rate}", "float64", "the rate while transferring: the transfers' "
          "{unit} / the sum of their durations (a rate weighted by how long each lasted, so a "
          "two-packet keep-alive barely counts); transfers of one instant are left out", "{r}",
@@ -667,7 +668,7 @@ class _Sums:
             f"avg_capture_{rate}": _rate(g_amount, np.full(n_groups, span_ns)),
             f"avg_active_{rate}": _rate(g_amount, last_ns - first_ns),
             f"peak_{rate}": peak, "peak_start_s": peak_start_s,
-            "transfers": np.bincount(tseg, minlength=n_groups).astype(np.int64),
+            "transfers": np.bincount(tseg[lasting], minlength=n_groups).astype(np.int64),
             f"avg_transfer_{rate}": mean_transfer,
         })
         return IOGraph({"summary": summary, "series": series, "transfers": transfers},

@@ -47,10 +47,10 @@ LABEL_DOC = ("the labels: cc, loss, delay, rate, pairs, trial, tool from the lab
              "the names a study file or --label pattern gives; a label that reads as numbers "
              "typed (loss: a fraction, delay_s: seconds, rate_bps: bit/s, trial: a number), its "
              "text as given beside it (loss_label: 10%)")
-MINOR = {"avg_transfer_bps", "resent", "flavour_confidence", "jain_index", "verdict",
+MINOR = {"avg_transfer_bps", "transfers", "resent", "flavour_confidence", "jain_index", "verdict",
          "rtt_min_ms", "app_jitter_ms", "mathis_bps", "padhye_bps"}
 WIDE = 120               # a terminal this wide shows capture names unwrapped
-GROUP_HIDDEN = {"avg_transfer_bps", "resent", "flavour_confidence", "mathis_bps",
+GROUP_HIDDEN = {"avg_transfer_bps", "transfers", "resent", "flavour_confidence", "mathis_bps",
                 "padhye_bps"}   # a group's table: --all
 HEADLINE = "goodput_bps"      # what a study reads first: its ± is never left out
 RADIO = {"signal_dbm", "datarate_bps", "retry_share"}    # shown only for 802.11 captures

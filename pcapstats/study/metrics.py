@@ -81,6 +81,7 @@ METRICS: tuple[Column, ...] = (
     _metric("avg_transfer_bps", doc="here of every packet, transfers split at idle gaps over "
             "1 s (iograph)"),
     _metric("peak_bps", doc="here of every packet (iograph)"),
+    _metric("transfers", doc="here of every packet (iograph)"),
     _metric("resent", doc="here in each TCP transfer's data direction, added up (retrans)"),
     _metric("resent_share", doc="the data directions of the TCP transfers"),
     _metric("rtt_min_ms", doc="here of the main TCP transfer's path estimate (rtt's path table)"),
@@ -120,14 +121,15 @@ NAMES = tuple(c.name for c in METRICS)
 TEXT = tuple(c.name for c in METRICS if c.dtype == "str")
 # the analysis each metric comes from; a context column is kept when one of its metrics is
 SOURCES = {"goodput_bps": "goodput", "utilisation": "goodput", "avg_capture_bps": "iograph",
-           "avg_transfer_bps": "iograph", "peak_bps": "iograph", "resent": "retrans",
+           "avg_transfer_bps": "iograph", "peak_bps": "iograph", "transfers": "iograph",
+           "resent": "retrans",
            "resent_share": "retrans", "rtt_min_ms": "rtt", "rtt_median_ms": "rtt",
            "flavour": "flavour", "flavour_confidence": "flavour", "limit": "limits",
            "mathis_bps": "limits", "padhye_bps": "limits", "datagram_loss": "udp",
            "capture_jitter_ms": "udp", "app_jitter_ms": "udp", "jain_index": "fairness",
            "convergence_s": "fairness", "verdict": "verify", "signal_dbm": "wifi",
            "datarate_bps": "wifi", "retry_share": "wifi"}
-NEEDS = {"interval_s": ("avg_capture_bps", "avg_transfer_bps", "peak_bps"),
+NEEDS = {"interval_s": ("avg_capture_bps", "avg_transfer_bps", "peak_bps", "transfers"),
          "tcp_stream": ("rtt_min_ms", "rtt_median_ms", "flavour", "flavour_confidence",
                         "limit", "mathis_bps", "padhye_bps"),
          "mss_bytes": ("mathis_bps", "padhye_bps"),
@@ -235,6 +237,7 @@ def _values(got: dict, why: dict, interval: float, transfers: list[int]) -> dict
         s = io.table("summary")
         v.update(avg_capture_bps=s["avg_capture_bps"][0],
                  avg_transfer_bps=s["avg_transfer_bps"][0], peak_bps=s["peak_bps"][0],
+                 transfers=s["transfers"][0],
                  interval_s=io.interval_s)
     r = got.get("retrans")
     if r is not None and transfers:

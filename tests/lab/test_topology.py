@@ -210,7 +210,7 @@ def test_jain_by_stream_and_by_pair_equal_iperf3s_own(jain_run):
 
 
 # -- repeated transfers -----------------------------------------------------------------------------
-def test_ten_transfers_in_one_capture_are_ten_in_iograph(ten):
+def test_ten_transfers_in_one_capture_are_ten_in_iograph_and_compare(ten):
     doc, out = ten
     assert doc["pairs"][0]["achieved"]["transfers"] == 10
     assert all(r["summary"]["checksum_ok"] for r in doc["reports"])
@@ -218,6 +218,8 @@ def test_ten_transfers_in_one_capture_are_ten_in_iograph(ten):
     assert len(doc["flows"]) == 10 and len(ports) == 10
     rows = _cli("iograph", str(out / "ten.pcap"), "--proto", "tcp", "--transfers", "-f", "json")
     assert len(rows) == 10, rows
+    (row,) = _cli("compare", str(out / "ten.pcap"), "-m", "transfers,goodput", "-f", "json")
+    assert row["transfers"] == 10, row        # compare reads them as ten too
 
 
 def _cli(*argv) -> list[dict]:
