@@ -18,6 +18,7 @@ from typing import Callable
 import numpy as np
 
 from . import schema, streams
+from .clock import ClockCheck
 from .errors import UsageError
 
 _NULLABLE = {"uint8": "UInt8", "uint16": "UInt16", "uint32": "UInt32", "int64": "Int64",
@@ -67,6 +68,7 @@ class WholeFile:
     first_time_ns: int | None
     layer_counts: dict
     latest_time_ns: int | None = None    # the file's largest timestamp (clocks step back)
+    clock: ClockCheck | None = None      # the file's clock: its steps and breaks
 
 
 @dataclass(eq=False)
@@ -154,7 +156,7 @@ class Capture:
         are kept, so an analysis given it answers as it would on the whole table."""
         columns, layers = self.kept_names(needs)
         whole = self.whole or WholeFile(len(self), self.first_time_ns, self.counted(layers),
-                                        self.latest_time_ns)
+                                        self.latest_time_ns, self.clock)
         return Capture(path=self.path, format=self.format, compressed=self.compressed,
                        file_size=self.file_size, interfaces=self.interfaces,
                        arrays={n: self.column(n)[rows] for n in columns},
@@ -185,6 +187,20 @@ class Capture:
             return self.whole.first_time_ns
         t = self.arrays["frame_time_ns"]
         return int(t[0]) if len(t) else None
+
+    @property
+    def clock(self) -> ClockCheck:
+        """The file's clock (:class:`pcapstats.clock.ClockCheck`): where it stepped, so
+        ``clock.pieces()`` cuts its timeline at the breaks.  The whole file's, even when this
+        table holds some of its rows: the reader's, else found from this table's times."""
+        check = self.derived.get("clock")
+        if check is None:
+            check = self.whole.clock if self.whole is not None else None
+            if check is None:
+                check = ClockCheck()
+                check.feed(self.column("frame_time_ns"), self.column("frame_number"))
+            self.derived["clock"] = check
+        return check
 
     @property
     def latest_time_ns(self) -> int | None:
