@@ -14,6 +14,11 @@ when one gets everything.
   measured over its own first to last data packet, and the summary says so.
 - **Per interval** (``series``): the index over the flows' goodput in each interval of the
   common window, aligned to its start (flows with nothing in an interval count as 0).
+
+Times are those of the timeline joined across the breaks of the capture's clock
+(:mod:`pcapstats.clock`: a step back, a forward jump of an hour or more), the captured times
+when it has none: a step can neither empty the common window nor stretch it, and the
+capture's clock warning says when a flow spans a break.
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ import numpy as np
 from .. import catalogue, schema
 from ..batch import analysis
 from ..capture import Capture, Needs
+from ..clock import touched
 from ..errors import Note, UsageError
 from ..render import Shown
 from ..results import Result, shown
@@ -35,8 +41,8 @@ MIN_FLOW_BYTES = 10_000
 # the packet-table columns and layers fairness reads (resent_packets' with them); the rows it
 # reads are rows_needed's.  A Capture of only these gives the same result as the whole table.
 READS = tuple(dict.fromkeys((*RESENT_READS, schema.UDP, "udp_stream", "payload_len",
-                             "frame_time_ns", "ip_src", "ip_dst", "tcp_srcport", "tcp_dstport",
-                             "udp_srcport", "udp_dstport")))
+                             "frame_time_ns", "frame_number", "ip_src", "ip_dst", "tcp_srcport",
+                             "tcp_dstport", "udp_srcport", "udp_dstport")))
 DENSE_INTERVALS = 1_000_000
 GROUPINGS = ("stream", "pair", "cc", "tool")
 _C = Column
@@ -104,10 +110,11 @@ def rows_needed(cap: Capture) -> np.ndarray:
     UDP datagrams with payload, and of each stream direction its first packet (which names
     it) and its earliest and latest ones (its span).  Pure ACKs and empty datagrams count for
     nothing else.  Each rule holds within any run of rows, so a window of the file keeps a
-    superset of what the whole file needs."""
+    superset of what the whole file needs (the span on the timeline joined across the
+    clock's breaks, which a window's clock knows up to its end)."""
     need = resent_rows(cap)
     need |= own_transport(cap, "udp") & (cap.column("payload_len") > 0)
-    t = cap.column("frame_time_ns")
+    t = _joined(cap, slice(None))
     for proto in PROTOS:
         own = np.flatnonzero(own_transport(cap, proto))
         key = cap.column(f"{proto}_stream")[own] * 2 + cap.column("direction")[own]
@@ -148,6 +155,7 @@ def fairness(capture: Capture, *, by: str = "stream", interval: float = 1.0) -> 
     np.maximum.at(latest, key, t)
     firsts = np.array([earliest[g["keys"]].min() for g in groups])
     lasts = np.array([latest[g["keys"]].max() for g in groups])
+    spanning = _spanning(capture, packets, groups)
     start, end = int(firsts.max()), int(lasts.min())
     common = end > start
     notes = []
@@ -179,8 +187,34 @@ def fairness(capture: Capture, *, by: str = "stream", interval: float = 1.0) -> 
     series = _series(packets, groups, start, end, int(round(interval * 1e9)), t0, notes) \
         if common \
         else {"time_s": np.zeros(0), "active": np.zeros(0, np.int64), "jain_index": np.zeros(0)}
-    return Fairness({"summary": summary, "flows": flows, "series": series},
-                    capture=capture.path, notes=notes)
+    result = Fairness({"summary": summary, "flows": flows, "series": series},
+                      capture=capture.path, notes=notes)
+    if spanning is not None:
+        result.clock_touched = touched("fairness", joined=[
+            f"the window and goodput of {spanning} flow{'s' if spanning > 1 else ''}"]
+            if spanning else [])
+    return result
+
+
+def _joined(cap: Capture, rows) -> np.ndarray:
+    """The times of ``rows`` on the timeline joined across the clock's breaks."""
+    return cap.clock.pieces().monotonic(cap.column("frame_time_ns")[rows],
+                                        cap.column("frame_number")[rows])
+
+
+def _spanning(cap: Capture, packets: dict, groups: list[dict]) -> int | None:
+    """How many flows have packets in several pieces of the capture's clock (None: it never
+    broke)."""
+    pieces = cap.clock.pieces()
+    if len(pieces) == 1:
+        return None
+    piece = pieces.of(packets["frame"])
+    key = packets["key"]
+    low = np.full(len(packets["first_row"]), np.iinfo(np.int64).max)
+    high = np.full(len(low), -1)
+    np.minimum.at(low, key, piece)
+    np.maximum.at(high, key, piece)
+    return sum(int(high[g["keys"]].max() > low[g["keys"]].min()) for g in groups)
 
 
 def _data_packets(cap: Capture) -> dict[str, np.ndarray]:
@@ -210,8 +244,8 @@ def _data_packets(cap: Capture) -> dict[str, np.ndarray]:
             known = short_key < len(first)
             np.minimum.at(first, short_key[known], short[known])
         key += udp_from
-        parts.append({"key": key, "t": cap.column("frame_time_ns")[rows], "good": good,
-                      "data": payload > 0})
+        parts.append({"key": key, "t": _joined(cap, rows), "good": good,
+                      "data": payload > 0, "frame": cap.column("frame_number")[rows]})
         del rows, key, payload, good
         first_rows.append(first)
         if proto == "tcp":
