@@ -202,6 +202,36 @@ class Capture:
             self.derived["clock"] = check
         return check
 
+    def joined(self) -> Capture:
+        """This capture with its times on the timeline joined across its clock's breaks
+        (``clock.Pieces.monotonic``): every other column shared, the stream layer's facts
+        derived anew from the new times; itself when its clock never broke.  What a study
+        measures over the pieces of a stepped clock."""
+        pieces = self.clock.pieces()
+        if len(pieces) == 1:
+            return self
+        t = pieces.monotonic(self.column("frame_time_ns"), self.column("frame_number"))
+        arrays = dict(self.arrays, frame_time_ns=t)
+        first = self.first_time_ns
+        if "frame_time_epoch" in arrays:
+            arrays["frame_time_epoch"] = lambda: t / 1e9
+        if "frame_time_relative" in arrays:
+            arrays["frame_time_relative"] = lambda: (t - first) / 1e9 if len(t) else t / 1e9
+        check = ClockCheck()
+        check.feed(t, self.column("frame_number"))
+        whole = None if self.whole is None else WholeFile(
+            self.whole.packets, first, self.whole.layer_counts,
+            self.clock.first_ns + self.clock.span_ns(), check)   # (the file's last, joined)
+        joined = Capture(path=self.path, format=self.format, compressed=self.compressed,
+                         file_size=self.file_size, interfaces=self.interfaces, arrays=arrays,
+                         layers=dict(self.layers), addresses=self.addresses,
+                         engine=self.engine, kernel=self.kernel, warnings=list(self.warnings),
+                         whole=whole)
+        joined.derived["clock"] = check
+        if "direction" in self.derived:                   # (time plays no part in it)
+            joined.derived["direction"] = self.derived["direction"]
+        return joined
+
     @property
     def latest_time_ns(self) -> int | None:
         """The file's largest timestamp: where it ends, whatever order the clock gave."""

@@ -32,6 +32,11 @@ several rows, the rule that picks one is below.
   ``radiotap.dbm_antsignal``: the one number read from the packet table, as no analysis
   summarises it), so a distance study can put throughput beside signal.
 
+A capture whose clock broke (:mod:`pcapstats.clock`: a step back, a forward jump of an hour or
+more) is measured on its timeline joined across the breaks (``Capture.joined``), so no rate,
+duration, RTT or verdict is a step's, and the capture's clock warning says so; the counts are
+the same either way.
+
 A TCP *transfer* is a stream that carried at least MIN_TRANSFER_SHARE of the capture's payload:
 so the TCP metrics of a UDP test (iperf3 -u) never come from its TCP control connection, whose
 re-sends and RTT say nothing of the test.  A metric whose analysis refuses the capture (no TCP,
@@ -55,6 +60,7 @@ from ..analyses.rtt import rtt
 from ..analyses.throughput import throughput
 from ..analyses.udp import udp
 from ..analyses.verify import verify
+from ..clock import restating, touched
 from ..errors import PcapstatsError, UsageError
 from ..reader import as_capture
 from ..results import Result
@@ -135,7 +141,19 @@ def measure(capture, *, metrics=NAMES, interval: float = 1.0,
     """The metrics of one capture (a path or a Capture).  ``keep``: names of analyses whose
     results to keep in ``Measured.results`` (``iograph`` for the study's I/O graphs; the
     report keeps ``throughput`` and ``verify`` too)."""
-    cap = as_capture(capture)
+    with restating() as clock:        # its clock warning says what the breaks touched
+        cap = as_capture(capture)
+        broke = len(cap.clock.pieces()) > 1
+        measured = _measure(cap.joined(), metrics, interval, keep)
+        if broke:
+            clock.says = touched("compare", joined=[
+                "every rate, duration, RTT and jitter, the index and the flavour (its timeline "
+                "joined across the breaks)"])
+    return measured
+
+
+def _measure(cap, metrics, interval: float, keep: frozenset) -> Measured:
+    """measure() of a Capture (its times joined across clock breaks already)."""
     out = Measured(cap.path, {c.name: ("" if c.dtype == "str" else math.nan)
                               for c in columns(metrics)})
     wanted = {SOURCES[m] for m in metrics}
