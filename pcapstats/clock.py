@@ -165,12 +165,17 @@ class ClockCheck:
 CAUTION = "times, durations and rates that span them are the clock's, not the network's"
 
 
-def touched(analysis: str, left_out: list[str] = (), joined: list[str] = ()) -> str:
+def touched(analysis: str, left_out: list[str] = (), joined: list[str] = (),
+            as_tshark: list[str] = (), counts: str = "counts") -> str:
     """The tail of a capture's clock warning for one analysis: which of its numbers the
     breaks touched -- ``left_out``: unknowable across a break, so left empty (``1 RTT``);
-    ``joined``: measured over the pieces either side (``the duration of 1 flow``) -- or that
-    none did.  Its counts never are: they come from identifiers and order."""
-    said = [f"{analysis}: counts untouched"]
+    ``joined``: measured over the pieces either side (``the duration of 1 flow``);
+    ``as_tshark``: defined by Wireshark's rules on the times as captured, so read as tshark
+    reads them (``Wireshark's flags``) -- or that none did.  Its ``counts`` never are: they
+    come from identifiers and order."""
+    said = [f"{analysis}: {counts} untouched"]
+    if as_tshark:
+        said.append(f"read on the clock's times as tshark reads them: {', '.join(as_tshark)}")
     if left_out:
         said.append(f"unknowable across it, left out: {', '.join(left_out)}")
     if joined:

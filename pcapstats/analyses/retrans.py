@@ -13,6 +13,11 @@ nothing is re-derived here.  Two kinds of count stand side by side, and the tabl
   highest segment is ``out_of_order``, not a retransmission, so ``retransmission`` alone
   undercounts re-sends, often by half.
 
+A step of the capture's clock changes no ``resent`` count (sequence numbers alone decide it);
+Wireshark's flags read the times, so across a step they are what tshark says of the stepped
+capture (a re-send just after a step back is a retransmission, not out of order), and the
+capture's clock warning says so.
+
 Tables: ``counts``, one row per stream and direction that has packets; ``events``, one row per
 packet that is re-sent or carries a flag: frame number, time, stream, direction, the flags
 joined by "+" (RESENT first, then FLAGS' order), relative seq / next seq / ack, payload bytes,
@@ -26,6 +31,7 @@ import numpy as np
 from .. import catalogue
 from ..batch import analysis
 from ..capture import Capture
+from ..clock import touched
 from ..render import Shown
 from ..results import Result, joined, shown
 from ..schema import Column, TableSpec
@@ -91,7 +97,11 @@ def retrans(capture: Capture, *, stream: int | None = None) -> Retrans:
     if stream is not None:
         choose_stream(capture, stream)   # one clear error for a UDP or missing stream
     a = packet_analysis(capture, stream, columns=_READS)
-    return Retrans({"counts": _counts(a), "events": _events(a, capture)}, capture=capture.path)
+    result = Retrans({"counts": _counts(a), "events": _events(a, capture)}, capture=capture.path)
+    if len(capture.clock.pieces()) > 1:
+        result.clock_touched = touched("retrans", as_tshark=["Wireshark's flags"],
+                                       counts="re-sent counts (sequence numbers)")
+    return result
 
 
 def _counts(a: dict) -> dict[str, np.ndarray]:
