@@ -196,9 +196,10 @@ class Capture:
         check = self.derived.get("clock")
         if check is None:
             check = self.whole.clock if self.whole is not None else None
-            if check is None:
+            if check is None:            # (a table without the reader's: its rows' clock)
                 check = ClockCheck()
-                check.feed(self.column("frame_time_ns"), self.column("frame_number"))
+                frames = self.column("frame_number") if "frame_number" in self.arrays else None
+                check.feed(self.column("frame_time_ns"), frames)
             self.derived["clock"] = check
         return check
 

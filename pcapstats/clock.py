@@ -181,7 +181,7 @@ def touched(analysis: str, left_out: list[str] = (), joined: list[str] = (),
     if joined:
         said.append(f"over the pieces either side: {', '.join(joined)}")
     if len(said) == 1:
-        said.append("no other number spans it")
+        said.append("none of its durations, rates or RTTs spans it")
     return "; ".join(said)
 
 

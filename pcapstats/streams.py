@@ -225,11 +225,12 @@ def whole_datagrams(cap: "Capture", rows: np.ndarray
     fragments was captured, and that fragment's row.  A datagram over the MTU travels in IPv4
     fragments and only the first carries the transport header (the row an analysis holds); its
     receiver has it when the last fragment arrives.  The fragments of a datagram share source,
-    destination and IP identification: each later fragment belongs to the first fragment with
-    its key nearest to it in the capture's order (nearest in time on a tie), within
-    REASSEMBLY_NS of it on the capture's timeline joined across clock breaks
-    (``clock.Pieces.monotonic``), so a clock step between fragments parts none; the last is
-    the one captured last.  Rows that are no first fragment keep their own IP payload, time
+    destination and IP identification: each later fragment belongs to the last first fragment
+    with its key captured before it (else, when a sender sends its fragments last first, the
+    first one after it), within REASSEMBLY_NS of it on the capture's timeline joined across
+    clock breaks (``clock.Pieces.monotonic``), so a clock step between fragments parts none
+    and an identification used again later is another datagram; the last is the one captured
+    last.  Rows that are no first fragment keep their own IP payload, time
     and row.  (IPv6 fragments are not followed.)"""
     rows = np.asarray(rows, np.int64)
     carried = (cap.column("ip_len")[rows].astype(np.int64)
@@ -273,16 +274,11 @@ def _add_fragments(cap: "Capture", heads: np.ndarray, index: np.ndarray, carried
     head_rows = heads[by_code]
     cand_before = head_rows[np.maximum(before, 0)]
     cand_after = head_rows[np.minimum(after, len(heads) - 1)]
-    f_rest = frame[rest].astype(np.int64)
-    d_before = f_rest - frame[cand_before].astype(np.int64)
-    d_after = frame[cand_after].astype(np.int64) - f_rest
-    t_before = np.abs(t[rest] - t[cand_before])
-    t_after = np.abs(t[cand_after] - t[rest])
-    take_after = ok_after & (~ok_before | (d_after < d_before)
-                             | ((d_after == d_before) & (t_after < t_before)))
+    near_before = ok_before & (np.abs(t[rest] - t[cand_before]) <= REASSEMBLY_NS)
+    near_after = ok_after & (np.abs(t[cand_after] - t[rest]) <= REASSEMBLY_NS)
+    take_after = near_after & ~near_before
     owner = np.where(take_after, np.minimum(after, len(heads) - 1), before)
-    near = np.where(take_after, t_after, t_before) <= REASSEMBLY_NS
-    belongs = (ok_before | ok_after) & near
+    belongs = near_before | near_after
     if not belongs.any():
         return
     at = index[by_code[owner[belongs]]]
