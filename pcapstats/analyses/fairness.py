@@ -54,7 +54,8 @@ SUMMARY = TableSpec("summary", "one row: the index over the run", (
        "never overlapped)", values=("common", "own")),
     _C("window_start_s", "float64", "common window start, seconds since the capture's first "
        "packet", "s", optional=True),
-    _C("window_s", "float64", "common window length", "s", optional=True),
+    _C("window_s", "float64", "common window length (across a clock break: over the pieces "
+       "either side)", "s", optional=True),
     catalogue.column("total_goodput_bps", optional=False),
     _C("min_share", "float64", "the smallest flow's share of the total", "fraction"),
     _C("max_share", "float64", "the largest flow's share of the total", "fraction"),

@@ -87,7 +87,8 @@ SESSIONS = TableSpec("sessions", "one row per echo session (requester, responder
     _C("turnaround_ms", "float64", "at the responder: mean request -> reply time there (the "
        "responder's own delay, not the path's)", "ms", optional=True),
     _C("first_s", "float64", "first request, seconds since the capture's first packet", "s"),
-    _C("duration_s", "float64", "first to last request", "s"),
+    _C("duration_s", "float64", "first to last request (across a clock break: over the pieces "
+       "either side)", "s"),
 ))
 ECHOES = TableSpec("echoes", "one row per echo request", (
     *_SESSION,
@@ -98,7 +99,8 @@ ECHOES = TableSpec("echoes", "one row per echo request", (
     _C("payload_bytes", "int64", "ICMP data bytes", "bytes"),
     _C("replies", "int64", "replies to it (more than 1: duplicates)", "packets"),
     _C("reply_frame", "int64", "the first reply's packet number", optional=True),
-    _C("rtt_ms", "float64", "request -> first reply (empty when unanswered)", "ms",
+    _C("rtt_ms", "float64", "request -> first reply (empty when unanswered, or across a clock "
+       "break: unknowable)", "ms",
        wireshark="icmp.resptime", optional=True),
 ))
 

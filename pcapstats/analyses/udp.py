@@ -54,9 +54,9 @@ A step of the capture's clock changes no count: they come from iperf's counters,
 datagrams' keys and the capture's order (TEST_END is the first one captured after the flow's
 first datagram, and the datagrams counted are those captured before it).  Across a break of
 the clock (:mod:`pcapstats.clock`: a step back, a forward jump of an hour or more) the
-duration, and so the rate, is measured over the pieces between breaks, and the jitters leave
-out the one difference across each break (unknowable); the capture's clock warning says which
-flows' numbers a break touched.
+duration, and so the rate, is measured over the pieces between breaks, and the capture jitter
+leaves out the one difference across each break (unknowable); the capture's clock warning
+says which flows' numbers a break touched.
 
 With a receiver capture, the rows are the sender capture's flows (its ``stream`` numbers and
 directions) as the receiver capture saw them: ``datagrams``, ``bytes``, ``first_s`` (since the
@@ -111,7 +111,8 @@ FLOWS = TableSpec("flows", "one row per UDP stream and direction that carried da
     _C("datagrams", "int64", "datagrams captured (with a receiver capture: there)", "packets"),
     _C("bytes", "int64", "UDP payload bytes captured", "bytes"),
     _C("first_s", "float64", "first datagram, seconds since the capture's first packet", "s"),
-    _C("duration_s", "float64", "first to last datagram", "s"),
+    _C("duration_s", "float64", "first to last datagram (across a clock break: over the "
+       "pieces either side)", "s"),
     catalogue.column("payload_bps", doc="of the flow's datagrams (empty when it lasted 0 s)"),
     _C("method", "str", "what loss and jitter come from (see the module docstring)",
        values=METHODS),
