@@ -84,7 +84,7 @@ PIECES = 20
 WORKERS = 2
 BATCH = ("compare", "retrans", "throughput")
 ANALYSES = (("throughput",), ("iograph", "--series"), ("retrans",), ("rtt",), ("verify",),
-            ("flavour",), ("cwnd",), ("seqgraph",), ("wscale",), ("ping",), ("udp",),
+            ("flavour",), ("limits",), ("cwnd",), ("seqgraph",), ("wscale",), ("ping",), ("udp",),
             ("fairness",), ("delay",))
 SPEEDUP_TARGET = 1.8
 RSS_TARGET = 1.5          # peak RSS / file size on the 1.75M-packet capture

@@ -22,8 +22,8 @@ from .analyses import PUBLIC as _ANALYSES, public as _public
 from .batch import Outcome, each
 from .capture import Capture
 from .errors import (CaptureFormatError, CaptureOpenError, ClockWarning, CorruptCaptureError,
-                     EngineError, PcapstatsError, PcapstatsWarning, SkippedPacketsWarning,
-                     TruncatedCaptureWarning, UsageError)
+                     EngineError, NothingToReport, PcapstatsError, PcapstatsWarning,
+                     SkippedPacketsWarning, TruncatedCaptureWarning, UsageError)
 from .reader import read
 from .results import Result, concat
 
@@ -32,14 +32,17 @@ __all__ = [
     "read", "Capture", "each", "concat", "Outcome", "Result",
     # the analyses and their results
     "throughput", "Throughput", "iograph", "IOGraph", "tcp_analysis", "TcpAnalysis",
-    "retrans", "Retrans", "rtt", "Rtt", "seqgraph", "SeqGraph", "cwnd", "Cwnd",
-    "flavour", "Flavour", "verify", "Verification", "Expected", "reassemble", "ping", "Ping",
+    "retrans", "Retrans", "rtt", "Rtt", "seqgraph", "SeqGraph", "cwnd", "Cwnd", "wscale",
+    "flavour", "Flavour", "limits", "Limits", "verify", "Verification", "Expected",
+    "reassemble", "ping", "Ping",
     "udp", "Udp", "fairness", "Fairness", "delay", "Delay",
     # studies: many captures side by side, by their labels
-    "compare", "Compare",
+    "compare", "Compare", "report",
+    # what every column and metric means (`pcapstats columns`)
+    "columns",
     # errors and warnings
     "PcapstatsError", "CaptureOpenError", "CaptureFormatError", "CorruptCaptureError",
-    "EngineError", "UsageError", "PcapstatsWarning", "TruncatedCaptureWarning",
+    "EngineError", "UsageError", "NothingToReport", "PcapstatsWarning", "TruncatedCaptureWarning",
     "SkippedPacketsWarning", "ClockWarning",
     "__version__",
 ]
@@ -54,4 +57,8 @@ def __getattr__(name: str):
 
 
 def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
+    """The API (``__all__``) and the module's own dunders: every name listed can be got, in a
+    fresh interpreter as after any import (submodules such as ``study`` appear in
+    ``globals()`` only once something imported them, so they are not listed)."""
+    own = [n for n in globals() if n.startswith("__") and n.endswith("__")]
+    return sorted(set(__all__) | set(own))

@@ -24,7 +24,7 @@ import numpy as np
 
 from .capture import Capture, Needs
 from .clock import restating
-from .errors import Note, PcapstatsError, PcapstatsWarning
+from .errors import Note, NothingToReport, PcapstatsError, PcapstatsWarning
 from .ingest import Kept, read_kept, reporting_progress
 from .ingest.groups import ByStream, table_budget
 from .reader import as_capture
@@ -183,8 +183,8 @@ def stacked_streams(path, ids: list[int], results: dict) -> Result:
     skipped = [Note("left out", about=f"stream {s}", detail=str(results[s])) for s in ids
                if isinstance(results[s], PcapstatsError)]
     if not done:
-        raise PcapstatsError(f"no TCP stream could be analysed in {path}",
-                             hint=f"{skipped[0]}: {skipped[0].detail}" if skipped else None)
+        raise NothingToReport(f"no TCP stream could be analysed in {path}",
+                              hint=f"{skipped[0]}: {skipped[0].detail}" if skipped else None)
     result = stack(done)
     result.notes += skipped
     return result

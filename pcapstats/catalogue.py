@@ -85,7 +85,7 @@ METRICS: tuple[Metric, ...] = (
     _M("goodput_bps", "goodput", "payload delivered for the first time (TCP segments that "
        "re-send sequence space left out; UDP payload as captured) x 8 / the span the table "
        "says: the capture span in compare, the flows' common window in fairness", "bit/s",
-       ("compare", "fairness.flows")),
+       ("compare", "fairness.flows", "limits.streams", "limits.models")),
     _M("total_goodput_bps", "total goodput", "the flows' goodput_bps added up, over the same "
        "window", "bit/s", ("fairness.summary",), aliases=("total_bps",)),
     _M("utilisation", "link use", "goodput_bps / the bottleneck rate the lab sidecar asked "
@@ -100,13 +100,17 @@ METRICS: tuple[Metric, ...] = (
        "resent without the SYN and FIN", "segments", ("seqgraph.summary",), dtype="int64"),
     _M("resent_share", "re-sent share", "resent / the packets of the data direction",
        "fraction", ("compare",)),
+    _M("resent_data_share", "loss rate", "resent_data / the data segments of the data "
+       "direction: the share of data segments sent again, the p of the TCP models",
+       "fraction", ("limits.models",), aliases=("p", "segment loss")),
     # -- round trips ---------------------------------------------------------------------------
     _M("rtt_min_ms", "RTT min", "the smallest round-trip sample: the base RTT, with the least "
-       "queueing", "ms", ("rtt.path", "rtt.summary", "ping.sessions", "compare"),
-       aliases=("base", "base_rtt", "rtt")),
+       "queueing", "ms", ("rtt.path", "rtt.summary", "ping.sessions", "compare",
+                          "limits.models"), aliases=("base", "base_rtt", "rtt")),
     _M("rtt_median_ms", "RTT median", "the median round-trip sample: the RTT under load "
        "(queueing included); rtt_median_ms - rtt_min_ms is the queueing delay", "ms",
-       ("rtt.path", "rtt.summary", "compare"), aliases=("rtt_ms", "path_rtt_ms")),
+       ("rtt.path", "rtt.summary", "compare", "limits.models"),
+       aliases=("rtt_ms", "path_rtt_ms")),
     _M("rtt_avg_ms", "RTT avg", "the mean round-trip sample (ping: duplicates included, as "
        "ping counts)", "ms", ("rtt.summary", "ping.sessions"), aliases=("mean_ms",)),
     _M("rtt_p95_ms", "RTT p95", "the 95th percentile of the round-trip samples (linear)", "ms",
@@ -117,6 +121,46 @@ METRICS: tuple[Metric, ...] = (
        ("ping.sessions",)),
     _M("srtt_ms", "sRTT", "the smoothed RTT (RFC 6298 over the path's samples) the window "
        "analyses time their one-RTT windows with", "ms", ("cwnd.summary", "flavour.streams")),
+    # -- what held a TCP sender back (pcapstats limits; cwnd's summary) ------------------------
+    _M("cwnd_share", "cwnd-limited", "share of the stream's time the congestion window held the "
+       "sender: ACK-clocked, new data leaving at once as each ACK opened room", "fraction",
+       ("limits.streams", "cwnd.summary")),
+    _M("recovery_share", "in recovery", "share of the time in loss recovery (from the first "
+       "re-sent segment to the ACK of everything sent by then)", "fraction",
+       ("limits.streams", "cwnd.summary")),
+    _M("rwnd_share", "rwnd-limited", "share of the time the receiver's window held the sender: "
+       "the highest byte sent within one MSS of the edge it advertised", "fraction",
+       ("limits.streams", "cwnd.summary")),
+    _M("zero_window_share", "zero window", "share of the time the receiver advertised a window "
+       "of zero", "fraction", ("limits.streams", "cwnd.summary")),
+    _M("sender_share", "sender-limited", "share of the time the sender held itself back: both "
+       "windows had room and it did not fill them at once (its application or send buffer, "
+       "or pacing)", "fraction", ("limits.streams", "cwnd.summary")),
+    _M("idle_share", "idle", "share of the time in silences of 4 smoothed RTTs (0.2 s at "
+       "least) with under one MSS outstanding", "fraction", ("limits.streams", "cwnd.summary")),
+    _M("limit", "limit", "what held the sender back: cwnd, recovery, rwnd, zero_window, "
+       "sender or idle; of a stream, the one with the largest share of its time", None,
+       ("limits.streams", "limits.limited", "cwnd.limited", "compare"), dtype="str",
+       aliases=("limited by", "bottleneck")),
+    # -- what theory says a TCP sender could get (tcp_models; limits' models table) ------------
+    _M("mathis_bps", "Mathis", "the Mathis bound: MSS x 8 / RTT x sqrt(3/2) / sqrt(p), p the "
+       "share of segments re-sent, RTT the path's median: what a Reno sender keeps at that "
+       "loss", "bit/s", ("limits.models", "compare")),
+    _M("padhye_bps", "Padhye", "Padhye's model with timeouts (PFTK 1998): Mathis' terms plus "
+       "the timeouts' cost at RTO T0, two segments an ACK, capped at the window bound",
+       "bit/s", ("limits.models", "compare")),
+    _M("rwnd_max_bytes", "rwnd max", "the largest window the receiver advertised, after window "
+       "scaling", "bytes", ("limits.models", "cwnd.summary")),
+    _M("window_bound_bps", "window bound", "rwnd_max_bytes x 8 / the path's median RTT: the "
+       "most the receiver's window lets through", "bit/s", ("limits.models",)),
+    _M("bdp_bytes", "BDP", "the bandwidth-delay product: the bottleneck rate the run asked x "
+       "the base RTT / 8, the bytes that must be in flight to fill the path (over 65535 B, "
+       "only window scaling lets the receiver offer it)", "bytes", ("limits.models",)),
+    _M("queue_delay_ms", "queueing", "rtt_median_ms - rtt_min_ms: the time the data spent "
+       "queued at the bottleneck, typically", "ms", ("limits.models",),
+       aliases=("queueing delay", "buffer time")),
+    _M("full_queue_ms", "full queue", "the bottleneck queue's limit x 8 / its rate (both as "
+       "the run asked): the most queueing can add", "ms", ("limits.models",)),
     # -- loss and jitter -----------------------------------------------------------------------
     _M("datagram_loss", "UDP loss", "lost / sent datagrams: iperf's counters (as iperf3's "
        "server counts them at this capture point), or a sender and a receiver capture matched",

@@ -7,6 +7,9 @@
     │                              pcapng trailer disagreeing with its header, ...): has an offset
     ├── EngineError                the tshark engine is missing or failed
     ├── UsageError                 a request that cannot be met (no such stream, bad interval)
+    ├── NothingToReport            the capture was read but holds nothing the analysis looks
+    │                              for (no TCP for retrans, no echoes for ping): the message
+    │                              says what was looked for and what the capture holds
     └── InternalError              a bug of ours met on one capture, kept as that capture's error
                                    so the others still run (the CLI's exit status is then 3)
 
@@ -18,8 +21,8 @@
     Note                           not an exception: what an analysis wants said beside its
                                    answer (a result's ``notes``), short, with its long form
 
-The CLI prints ``str(error)`` as its one line and exits non-zero; ``str`` joins the parts as
-``what (where). hint``.
+The CLI prints ``str(error)`` as its one line and exits non-zero (1 for NothingToReport, 2 for
+the others, 3 for InternalError); ``str`` joins the parts as ``what (where). hint``.
 """
 
 from __future__ import annotations
@@ -70,6 +73,10 @@ class EngineError(PcapstatsError):
 
 
 class UsageError(PcapstatsError):
+    pass
+
+
+class NothingToReport(PcapstatsError):
     pass
 
 

@@ -5,10 +5,13 @@
     DIR/tcp_analysis/capture=run1.pcap/part-0.parquet  tcp_analysis' per-packet verdicts
     DIR/cwnd.samples/capture=run1.pcap/part-0.parquet  any other analysis' table, ANALYSIS.TABLE
 
-The layout is Hive partitioning: ``capture`` is the capture's file name, read back from the
+The layout is Hive partitioning: ``capture`` is the capture's name, read back from the
 directory name (DuckDB: ``read_parquet('DIR/packets/*/*.parquet', hive_partitioning=true)``,
 pyarrow: ``pyarrow.dataset.dataset('DIR/packets', partitioning='hive')``); the files themselves
-hold the table's own columns.  Two captures of the same file name cannot share one export.
+hold the table's own columns.  The name is the file name, or, for captures of one file name in
+several directories, the shortest path suffix that tells them apart (pcapstats.naming:
+``capture=t1%2Frun.pcap``, ``capture=t2%2Frun.pcap``: URI-escaped as Hive escapes a ``/``, which
+DuckDB, pyarrow and pandas read back as ``t1/run.pcap``).
 Every file's schema metadata says what each column means and its unit (``<column>.doc``,
 ``<column>.unit``, and on each field ``doc`` / ``unit``: :func:`pcapstats.results.parquet_metadata`),
 and which table it is (``pcapstats.table``).  Exporting a capture again replaces its partition
@@ -31,6 +34,7 @@ from __future__ import annotations
 
 import os
 import warnings
+from urllib.parse import quote
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator, Sequence
@@ -40,8 +44,10 @@ import numpy as np
 from . import analyses, schema
 from .batch import Outcome
 from .capture import Capture
-from .errors import CaptureFormatError, CaptureOpenError, PcapstatsError, UsageError
+from .errors import (CaptureFormatError, CaptureOpenError, NothingToReport, PcapstatsError,
+                     UsageError)
 from .ingest import WINDOW_BYTES, packet_windows
+from .naming import capture_names
 from .reader import read
 from .results import RESULT_TYPES, arrow_type, require_pyarrow, with_parquet_metadata
 from .pool import outcomes
@@ -55,12 +61,14 @@ _NOT_PER_CAPTURE = frozenset({"compare"})              # over many captures: not
 
 @dataclass
 class Written:
-    """One capture's export: rows written by table (in the order asked), and the tables that
-    could not be made, each a sentence."""
+    """One capture's export: rows written by table (in the order asked), the tables that
+    could not be made (``errors``) and those the capture has nothing for (``nothing``: ping
+    without echoes), each a sentence."""
     capture: str
     rows: dict[str, int] = field(default_factory=dict)
     row_groups: dict[str, int] = field(default_factory=dict)
     errors: list[str] = field(default_factory=list)
+    nothing: list[str] = field(default_factory=list)
 
 
 def table_names() -> list[str]:
@@ -112,28 +120,28 @@ def prepare(directory) -> Path:
     return path
 
 
-def partition(directory, table: str, capture) -> Path:
-    """Where a capture's part of a table goes: DIR/TABLE/capture=FILE NAME/part-0.parquet."""
-    return Path(directory) / table / f"capture={Path(str(capture)).name}" / PART
+def partition(directory, table: str, capture, name: str | None = None) -> Path:
+    """Where a capture's part of a table goes: DIR/TABLE/capture=NAME/part-0.parquet, NAME
+    its name among the export's captures (``names``; by default its file name), URI-escaped."""
+    name = Path(str(capture)).name if name is None else name
+    return Path(directory) / table / f"capture={quote(name, safe='')}" / PART
 
 
-def check_names(files: Sequence) -> None:
-    """One error when two captures have one file name (their partitions would be one)."""
-    seen: dict[str, str] = {}
-    for f in files:
-        name = Path(str(f)).name
-        if name in seen and seen[name] != str(f):
-            raise UsageError(f"two captures are named {name!r} ({seen[name]}, {f}): the "
-                             "export's partitions are file names",
-                             hint="export them to different directories, or rename one")
-        seen[name] = str(f)
+def names(files: Sequence) -> dict[str, str]:
+    """Each capture's partition name: its file name, or the shortest path suffix that tells
+    it from another of the same file name (pcapstats.naming)."""
+    paths = [str(f) for f in files]
+    return dict(zip(paths, capture_names(paths)))
 
 
 def export_capture(path, *, directory, tables: Sequence[str] = DEFAULT_TABLES,
-                   kernel: str = "auto", window_bytes: int = WINDOW_BYTES) -> Written:
-    """Write one capture's tables under ``directory`` (the module docstring's layout).  A
+                   kernel: str = "auto", window_bytes: int = WINDOW_BYTES,
+                   names: dict | None = None) -> Written:
+    """Write one capture's tables under ``directory`` (the module docstring's layout), its
+    partitions named as ``names`` (:func:`names`) says, by default by its file name.  A
     capture that cannot be read raises its error; an analysis that does not apply is kept in
-    ``Written.errors`` and the other tables are still written."""
+    ``Written.nothing`` (``Written.errors`` when it fails) and the other tables are still
+    written."""
     require_pyarrow()
     written = Written(str(path))
     whole: list[Capture] = []   # the one full read, for the analyses that need every packet
@@ -141,7 +149,7 @@ def export_capture(path, *, directory, tables: Sequence[str] = DEFAULT_TABLES,
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         for table in tables:
-            target = partition(directory, table, path)
+            target = partition(directory, table, path, (names or {}).get(str(path)))
             if table == PACKETS:
                 written.rows[table], written.row_groups[table] = _write_packets(
                     path, target, kernel, window_bytes)
@@ -152,7 +160,10 @@ def export_capture(path, *, directory, tables: Sequence[str] = DEFAULT_TABLES,
                 tab = _analysis_table(table, whole[0] if whole else path, kernel)
             except (CaptureOpenError, CaptureFormatError):
                 raise                        # the capture cannot be read: it fails
-            except PcapstatsError as e:      # the analysis does not apply: this table fails
+            except NothingToReport as e:     # the analysis does not apply: no table
+                written.nothing.append(f"{table}: {e}")
+                continue
+            except PcapstatsError as e:      # the analysis failed on it: this table fails
                 written.errors.append(f"{table}: {e}")
                 continue
             _write_atomically(target, lambda out: _pq().write_table(tab, out))
@@ -169,10 +180,10 @@ def export(files: Sequence, directory, *, tables: Sequence[str] = DEFAULT_TABLES
     cluster at ``scheduler``: :func:`pcapstats.pool.outcomes`); one Outcome a capture in the
     order given (``result``: its :class:`Written`), a failing capture failing alone."""
     files = list(files)
-    check_names(files)
     directory = prepare(directory)
     return outcomes(export_capture, files, jobs=jobs, scheduler=scheduler, progress=progress,
-                    directory=str(directory), tables=list(tables), kernel=kernel)
+                    directory=str(directory), tables=list(tables), kernel=kernel,
+                    names=names(files))
 
 
 # -- the packet table --------------------------------------------------------------------------
@@ -293,5 +304,5 @@ def _pq():
     return pq
 
 
-__all__ = ["DEFAULT_TABLES", "Written", "export", "export_capture", "packet_batch",
+__all__ = ["DEFAULT_TABLES", "Written", "export", "export_capture", "names", "packet_batch",
            "packet_schema", "partition", "prepare", "table_names", "tables_asked"]

@@ -60,6 +60,7 @@ MIN_WRAP = 16                # text columns are not wrapped narrower than this
 WRAP_COMFORT = 30            # ... nor narrower than this while a minor column can go instead
 GAP = 2                      # spaces between columns
 MAX_DECIMALS = 3             # a measure's decimals at most
+MAX_PERCENT_DECIMALS = 2     # a share's: 0.04 % is small enough to read as such
 MAX_RATIO_DECIMALS = 4       # a ratio's (Jain 0.9918 beside 0.8740)
 # columns that say which row a row is: repeated in every column block of a wide table
 KEYS = ("capture", "proto", "stream", "direction", "series", "session", "flow", "by",
@@ -275,7 +276,8 @@ def formatted(table: dict, units: Mapping[str, str], shown: Sequence[Shown] | No
             scale = scales[family if family is not None else ("", s.column)]
             if scale.decimals is not None and isinstance(family, str) and family != "s":
                 scale = _Scale(scale.unit, scale.divisor, _decimals(
-                    np.abs(values[np.isfinite(values)]) / scale.divisor, MAX_DECIMALS))
+                    np.abs(values[np.isfinite(values)]) / scale.divisor,
+                    MAX_PERCENT_DECIMALS if scale.unit == "%" else MAX_DECIMALS))
             column = Formatted(title, scale.unit, _cells(values, scale), numeric=True)
             if n and not complete and not any(column.cells):
                 continue                  # nothing to show: not even a heading

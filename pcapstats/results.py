@@ -52,12 +52,14 @@ import numpy as np
 
 from . import catalogue, render
 from .errors import Note, UsageError
+from .naming import capture_names
 from .schema import PACKET_TABLE, Column, TableSpec
 
 HTML_ROWS = 50          # rows a notebook shows of a table
 
 
 RESULT_TYPES: dict[str, type["Result"]] = {}   # analysis name -> its result class
+SAME_TABLES = {"wscale": "cwnd"}    # an analysis whose result is another's (ps.wscale: Cwnd)
 
 
 class Result:
@@ -92,6 +94,18 @@ class Result:
         self.captures = [str(capture)]
         self.notes = [n for n in notes if n]
         self.parts: list[Result] = [self]
+
+    @property
+    def names(self) -> list[str]:
+        """``captures`` as figures, legends and file names show them: each one's shortest
+        path suffix that no other shares (pcapstats.naming: ``t1/run.pcap``, ``t2/run.pcap``);
+        a part of several captures' result keeps its name among them."""
+        return getattr(self, "_names", None) or capture_names(self.captures)
+
+    @names.setter
+    def names(self, names: Sequence[str]) -> None:
+        """How ``captures`` are named among others this result is shown beside."""
+        self._names = list(names)
 
     @classmethod
     def specs_for(cls, **options) -> tuple[TableSpec, ...]:
@@ -317,6 +331,9 @@ def concat(results: Sequence[Result]) -> Result:
             columns[c.name] = np.concatenate([p.table(spec.name)[c.name] for p in parts])
         combined._tables[spec.name] = columns
     combined.captures = [p.captures[0] for p in parts]
+    combined.__dict__.pop("_names", None)
+    for part, name in zip(parts, capture_names(combined.captures)):
+        part._names = [name]                   # its figure's title names it as the others
     combined.notes = [Note.of(n).under(p.captures[0]) for p in parts for n in p.notes]
     combined.parts = parts
     return combined
@@ -349,24 +366,9 @@ def describe(analysis: str | None = None) -> str:
     every analysis), column by column: name, type, unit, meaning, Wireshark field (for
     ``pcapstats columns``); ``"metrics"``: the metric catalogue; a metric's name, heading or
     alias: that metric and every table that carries it."""
-    if analysis == "metrics":
-        return _describe_metrics(m.name for m in catalogue.METRICS)
-    if analysis == "packets":
-        tables = [("packets", PACKET_TABLE)]
-    elif analysis is None:
-        tables = [("packets", PACKET_TABLE)] + [(k, s) for k in sorted(RESULT_TYPES)
-                                                for s in RESULT_TYPES[k].specs]
-    elif analysis in RESULT_TYPES:
-        tables = [(analysis, s) for s in RESULT_TYPES[analysis].specs]
-    else:
-        try:
-            return _describe_metrics([catalogue.lookup(analysis)])
-        except UsageError:
-            raise UsageError(f"no analysis or metric named {analysis!r}",
-                             hint="use one of " + ", ".join(["packets", "metrics",
-                                                             *sorted(RESULT_TYPES)])
-                             + ", or a metric (`pcapstats columns metrics` lists them)"
-                             ) from None
+    tables, metrics = _described(analysis)
+    if metrics:
+        return _describe_metrics(metrics)
     out = []
     for name, spec in tables:
         out.append(textwrap.fill(f"{name} / {spec.name}: {spec.doc}", render.terminal_width(),
@@ -374,6 +376,43 @@ def describe(analysis: str | None = None) -> str:
         out.append(_describe_columns(spec.columns))
         out.append("")
     return "\n".join(out).rstrip() + "\n"
+
+
+def described(analysis: str | None = None):
+    """:func:`describe` as a pandas DataFrame (``ps.columns``): a row a column (analysis,
+    table, column, dtype, unit, meaning, wireshark), or a row a metric (metric, heading, unit,
+    definition) for ``"metrics"`` or a metric's name."""
+    import pandas as pd  # lazy: the CLI does not load pandas
+    tables, metrics = _described(analysis)
+    if metrics:
+        return pd.DataFrame([row for row in catalogue.describe() if row[0] in metrics],
+                            columns=["metric", "heading", "unit", "definition"])
+    return pd.DataFrame([(name, spec.name, c.name, c.dtype, c.unit, c.doc, c.wireshark)
+                         for name, spec in tables for c in spec.columns],
+                        columns=["analysis", "table", "column", "dtype", "unit", "meaning",
+                                 "wireshark"])
+
+
+def _described(analysis: str | None) -> tuple[list, list[str]]:
+    """(analysis name, TableSpec) of the tables ``analysis`` names, or the metrics it names."""
+    analysis = SAME_TABLES.get(analysis, analysis)
+    if analysis == "metrics":
+        return [], [m.name for m in catalogue.METRICS]
+    if analysis == "packets":
+        return [("packets", PACKET_TABLE)], []
+    if analysis is None:
+        return [("packets", PACKET_TABLE)] + [(k, s) for k in sorted(RESULT_TYPES)
+                                              for s in RESULT_TYPES[k].specs], []
+    if analysis in RESULT_TYPES:
+        return [(analysis, s) for s in RESULT_TYPES[analysis].specs], []
+    try:
+        return [], [catalogue.lookup(analysis)]
+    except UsageError:
+        raise UsageError(f"no analysis or metric named {analysis!r}",
+                         hint="use one of " + ", ".join(["packets", "metrics",
+                                                         *sorted(RESULT_TYPES)])
+                         + ", or a metric (`pcapstats columns metrics` lists them)"
+                         ) from None
 
 
 def _describe_metrics(names) -> str:

@@ -302,6 +302,19 @@ def asked_rate_bps(capture: str | os.PathLike) -> float | None:
     return float(rate) if isinstance(rate, (int, float)) and rate > 0 else None
 
 
+def asked_queue_bytes(capture: str | os.PathLike) -> float | None:
+    """The bottleneck queue's limit the run that made the capture set, in bytes (a lab run's
+    impairment.asked.queue_limit_bytes; `pcapstats capture`: its queue_bytes); None without a
+    sidecar (or one that cannot be read) or a queue."""
+    try:
+        doc = load_sidecar(sidecar_for(capture))
+    except SidecarError:
+        return None
+    asked = (doc.get("impairment") or {}).get("asked") or {}
+    queue = asked.get("queue_limit_bytes", asked.get("queue_bytes"))
+    return float(queue) if isinstance(queue, (int, float)) and queue > 0 else None
+
+
 def stream_labels(capture: str | os.PathLike) -> dict[tuple[str, int], str]:
     """(proto, stream) -> what the lab ran on it ("reno, pair 1, simpleperf"), from the sidecar
     beside the capture; empty when there is none (or it cannot be read)."""

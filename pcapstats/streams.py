@@ -44,7 +44,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from . import schema
-from .errors import Note, UsageError
+from .errors import Note, NothingToReport, UsageError
 from .sidecar import stream_labels
 
 if TYPE_CHECKING:
@@ -664,15 +664,25 @@ class StreamChoice:
                            "stream=N (--stream N)")
 
 
+def require_tcp(cap: "Capture") -> None:
+    """NothingToReport when the capture has no TCP packet: the one line every TCP analysis
+    says then, with what the capture holds."""
+    if not cap.layer_count(schema.TCP):
+        raise NothingToReport(f"no TCP packets in {cap.path} ({cap.holds()})",
+                              hint="this analysis works on TCP streams; `pcapstats throughput` "
+                                   "lists the streams there are")
+
+
 def choose_stream(cap: "Capture", stream: int | None) -> StreamChoice:
     """The TCP stream asked for, checked, or by default the one with the most payload bytes;
-    one clear UsageError when there is none to analyse (no TCP, a UDP stream, no such stream)."""
+    one clear error when there is none to analyse (no TCP: NothingToReport; a UDP stream, no
+    such stream: UsageError)."""
     tcp = stream_summary(cap, proto="tcp")
     ids = tcp["stream"]
     if len(ids) == 0:
-        raise UsageError("no TCP packets in this capture", path=cap.path,
-                         hint="this analysis works on TCP streams; `pcapstats throughput` "
-                              "lists the streams there are")
+        require_tcp(cap)
+        raise NothingToReport(f"no TCP stream in {cap.path} ({cap.holds()})",
+                              hint="`pcapstats throughput` lists the streams there are")
     payload = tcp["payload_bytes_a_to_b"] + tcp["payload_bytes_b_to_a"]
     with_data = int((payload > 0).sum())
     if stream is None:

@@ -85,6 +85,25 @@ def parse_loss(text: str) -> float:
     return fraction
 
 
+def quantity(text: str) -> tuple[float, str] | None:
+    """What a label's text says as a number, read with the units above: ``"10%"`` -> (0.1,
+    "fraction"), ``"20ms"`` -> (0.02, "s"), ``"30mbit"`` -> (30e6, "bit/s"), a bare number ->
+    (its value, ""), a sign allowed; None for anything else (a word, ``"2ms,5ms"``, ``"10m"``)."""
+    text = str(text).strip()
+    sign = -1.0 if text[:1] == "-" else 1.0
+    match = _NUMBER_UNIT.match(text[1:] if text[:1] in "+-" and text[1:2] != "" else text)
+    if not match:
+        return None
+    value, unit = sign * float(match.group(1)), match.group(2).lower()
+    if unit == "%":
+        return value / 100, "fraction"
+    if unit in _TIME_UNITS:
+        return value * _TIME_UNITS[unit], "s"
+    if unit in _RATE_UNITS:
+        return value * _RATE_UNITS[unit], "bit/s"
+    return (value, "") if unit == "" and math.isfinite(value) else None
+
+
 def parse_tc_size(text: str) -> int:
     """A queue size as tc(8) writes it: "64kb" -> 65536 bytes (kb = 1024, as tc), "100p" -> 100
     full frames in bytes, "1500" -> 1500 bytes."""

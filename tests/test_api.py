@@ -38,6 +38,49 @@ def test_all_is_exactly_what_the_package_imports():
         assert getattr(ps, name) is not None
 
 
+def test_dir_lists_only_names_that_can_be_got():
+    """Tab completion offers only the API: every name dir() lists can be got, in a fresh
+    interpreter and after the submodules a command imports (study, tools, pool) are loaded."""
+    import subprocess
+    import sys
+    code = ("import pcapstats as ps\n"
+            "def bad(): return [n for n in dir(ps) if not hasattr(ps, n)]\n"
+            "first = bad()\n"
+            "import pcapstats.study.compare, pcapstats.tools.simpleperf, pcapstats.pool\n"
+            "print(first, bad(), sorted(set(dir(ps)) - set(ps.__all__)))")
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    first, after, extra = run.stdout.strip().split("] [")
+    assert first == "[" and after == "", run.stdout + run.stderr
+    assert all(n.startswith("__") for n in eval("[" + extra)), extra
+    assert {"wscale", "compare", "NothingToReport"} <= set(dir(ps))
+
+
+def test_wscale_is_cwnd_drawn_as_window_scaling():
+    """ps.wscale, as `pcapstats wscale`: cwnd's result and tables, its figure Wireshark's
+    Window Scaling graph (the estimate on request), for a path, a Capture and a list."""
+    by_path, by_capture = ps.wscale(CAPTURE), ps.wscale(ps.read(CAPTURE))
+    window = ps.cwnd(CAPTURE)
+    for result in (by_path, by_capture):
+        assert type(result) is ps.Cwnd and result.table_names == window.table_names
+        assert np.array_equal(result.table("flight")["bytes_in_flight"],
+                              window.table("flight")["bytes_in_flight"])
+        assert result.figure().axes[0].get_title().startswith("Window scaling")
+    assert by_path.figure(graph="cwnd").axes[0].get_title().startswith("Congestion window")
+    both = ps.wscale([CAPTURE, OWN_CAPTURE["fairness"]])
+    assert all(p.figure().axes[0].get_title().startswith("Window scaling") for p in both.parts)
+
+
+def test_columns_is_the_command_as_a_dataframe():
+    """ps.columns: `pcapstats columns` as a table, the declared columns one a row."""
+    window = ps.columns("wscale")
+    assert list(window["column"]) == [c.name for s in ps.Cwnd.specs for c in s.columns]
+    assert set(window["table"]) == {s.name for s in ps.Cwnd.specs}
+    avg = ps.columns("avg")
+    assert list(avg["metric"]) == ["avg_capture_bps"] and avg["unit"][0] == "bit/s"
+    with pytest.raises(ps.UsageError, match="no analysis or metric named"):
+        ps.columns("nonsense")
+
+
 def test_every_analysis_is_exported_with_its_result_class():
     assert RESULT_TYPES, "no analysis registered its result class"
     for name, result_type in RESULT_TYPES.items():
@@ -100,7 +143,7 @@ def test_a_path_that_is_not_a_capture_or_path_is_one_clear_error():
 
 def test_error_family():
     for cls in (ps.CaptureOpenError, ps.CaptureFormatError, ps.CorruptCaptureError,
-                ps.EngineError, ps.UsageError):
+                ps.EngineError, ps.UsageError, ps.NothingToReport):
         assert issubclass(cls, ps.PcapstatsError)
     assert issubclass(ps.CorruptCaptureError, ps.CaptureFormatError)
     e = ps.CorruptCaptureError("bad block", path="x.pcapng", offset=128, packet=3, hint="fix it")

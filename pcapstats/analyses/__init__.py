@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import importlib
 
+from ..results import described
+
 PUBLIC: dict[str, str] = {
     **dict.fromkeys(("throughput", "Throughput"), "throughput"),
     **dict.fromkeys(("iograph", "IOGraph"), "iograph"),
@@ -18,8 +20,9 @@ PUBLIC: dict[str, str] = {
     **dict.fromkeys(("retrans", "Retrans"), "retrans"),
     **dict.fromkeys(("rtt", "Rtt"), "rtt"),
     **dict.fromkeys(("seqgraph", "SeqGraph"), "seqgraph"),
-    **dict.fromkeys(("cwnd", "Cwnd"), "cwnd"),
+    **dict.fromkeys(("cwnd", "Cwnd", "wscale"), "cwnd"),
     **dict.fromkeys(("flavour", "Flavour"), "flavour"),
+    **dict.fromkeys(("limits", "Limits"), "limits"),
     **dict.fromkeys(("verify", "Verification", "Expected"), "verify"),
     "reassemble": "reassembly",
     **dict.fromkeys(("ping", "Ping"), "ping"),
@@ -28,6 +31,8 @@ PUBLIC: dict[str, str] = {
     **dict.fromkeys(("delay", "Delay"), "delay"),
     # a study's comparison builds on every analysis (pcapstats.study, the layer above)
     **dict.fromkeys(("compare", "Compare"), "pcapstats.study.compare"),
+    "report": "pcapstats.study.report",
+    "columns": "pcapstats.analyses",                   # this module's own, below
 }
 
 
@@ -47,3 +52,11 @@ def load_all() -> None:
     """Import every analysis module (so that results.RESULT_TYPES knows them all)."""
     for module in dict.fromkeys(PUBLIC.values()):
         importlib.import_module(_module(module))
+
+
+def columns(which: str | None = None):
+    """``pcapstats columns`` in a notebook, as a DataFrame: every column of ``which``'s tables
+    (an analysis, ``"packets"``, None: all) with its type, unit, meaning and Wireshark field;
+    or, for ``"metrics"`` or a metric's name, each metric's heading, unit and definition."""
+    load_all()
+    return described(which)

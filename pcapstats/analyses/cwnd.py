@@ -58,7 +58,7 @@ from .. import catalogue
 from ..batch import analysis, each_stream
 from ..capture import Capture
 from ..clock import GAP_NS, shifted
-from ..errors import Note, UsageError
+from ..errors import Note, NothingToReport, UsageError
 from ..plots.tcp import cwnd_figure, wscale_figure
 from ..render import Shown
 from ..results import Result, shown
@@ -72,6 +72,11 @@ PROMPT_NS = 200_000           # an ACK answered by new data within this is "answ
 ACK_CLOCKED_FRACTION = 0.75   # share of ACKs answered at once, over one RTT, to call it cwnd-limited
 MIN_REPAIRS = 5               # holes repaired needed to take the RTT from them (repair_rtts)
 STATES = ("cwnd", "rwnd", "app", "recovery")
+# what held the sender back, interval by interval (the ``limited`` table; pcapstats limits):
+# a sample's state until the next sample, "app" read as the sender's own limit, a zero window
+# and a silence with nothing outstanding told apart
+LIMITS = ("cwnd", "recovery", "rwnd", "zero_window", "sender", "idle")
+IDLE_RTTS, IDLE_MIN_S = 4, 0.2   # a silence with nothing outstanding this long is idle
 GRAPHS = ("cwnd", "wscale")
 _ACK, _SYN = 0x010, 0x002
 _RESENT = ("retransmission", "out_of_order", "keep_alive", "zero_window_probe")
@@ -89,16 +94,12 @@ SUMMARY = TableSpec("summary", "one row per stream: what its window did", (
        "carries, else the common segment size (not the largest: offload)", "bytes"),
     catalogue.column("srtt_ms", optional=False),
     _C("samples", "int64", "window samples"),
-    _C("cwnd_share", "float64", "share of the samples cwnd-limited (the estimate is the cwnd)"),
-    _C("rwnd_share", "float64", "share receiver-window-limited"),
-    _C("app_share", "float64", "share application-limited, paced or idle"),
-    _C("recovery_share", "float64", "share in loss recovery"),
+    *(catalogue.column(f"{limit}_share", optional=False) for limit in LIMITS),
     _C("cwnd_max_bytes", "float64", "largest cwnd estimate", "bytes", optional=True),
     _C("cwnd_median_bytes", "float64", "median cwnd estimate", "bytes", optional=True),
     _C("flight_max_bytes", "float64", "largest Wireshark bytes in flight", "bytes",
        optional=True),
-    _C("rwnd_max_bytes", "float64", "largest window the receiver advertised", "bytes",
-       optional=True),
+    catalogue.column("rwnd_max_bytes"),
     _C("loss_episodes", "int64", "loss-recovery episodes"),
     catalogue.column("resent", doc="in the data direction (as pcapstats retrans counts them)",
                      optional=False),
@@ -148,13 +149,12 @@ RWND = TableSpec("rwnd", "one row per ACK of the receiver: its advertised window
     _C("edge_seq", "float64", "relative sequence number of the window's right edge (ACK + "
        "window)"),
 ))
-LIMITED = TableSpec("limited", "one row per run of samples whose state is not cwnd", (
+LIMITED = TableSpec("limited", "one row per run of time under one limit, from the first "
+                    "window sample to the last", (
     _STREAM,
-    _C("start_s", "float64", "the run's first sample, seconds since the capture's first packet",
-       "s"),
-    _C("end_s", "float64", "the next sample of another state (the last sample at the end)",
-       "s"),
-    _C("state", "str", "rwnd, app or recovery (see samples)", values=STATES[1:]),
+    _C("start_s", "float64", "the run's start, seconds since the capture's first packet", "s"),
+    _C("end_s", "float64", "its end: the next run's start (the last sample, at the end)", "s"),
+    catalogue.column("limit", doc="here during the run", values=LIMITS),
 ))
 
 
@@ -176,6 +176,7 @@ class CwndEstimate:
     rwnd: dict                # RWND's columns
     resent_segments: int      # the data direction's re-sent segments (tcp_analysis' resent)
     flight_rows: np.ndarray   # each flight row's row in the capture (its other columns there)
+    analysed_as: str = "sender"   # sender or receiver: the end the samples were made from
 
 
 class Cwnd(Result):
@@ -186,6 +187,7 @@ class Cwnd(Result):
     specs = (SUMMARY, SAMPLES, LOSSES, FLIGHT, RWND, LIMITED)
     series = "samples"
     draws = True
+    graph = "cwnd"           # what .figure() draws by default: ps.wscale's results say wscale
     view = {"summary": (Shown("stream", "stream"), Shown("side", "side"),
                         Shown("samples", "samples"), Shown("cwnd max", "cwnd_max_bytes"),
                         Shown("cwnd median", "cwnd_median_bytes"),
@@ -193,14 +195,15 @@ class Cwnd(Result):
                         Shown("rwnd max", "rwnd_max_bytes", minor=True),
                         Shown("loss episodes", "loss_episodes"), shown("resent"),
                         Shown("after/before", "ratio_median"),
-                        Shown("cwnd-limited", "cwnd_share", minor=True))}
+                        shown("cwnd_share", minor=True))}
 
     def __init__(self, est: CwndEstimate, *, capture: str, name: str = ""):
         tables = {"samples": est.samples, "losses": est.losses, "flight": est.flight,
                   "rwnd": est.rwnd}
         tables = {name: {"stream": np.full(len(next(iter(t.values()))), est.stream, np.int64),
                          **t} for name, t in tables.items()}
-        tables["limited"] = _limited(est.stream, tables["samples"])
+        tables["limited"] = limit_runs(est.stream, tables["samples"], tables["rwnd"], est.rtt_s,
+                                       est.mss_bytes)
         tables["summary"] = _summary(est, tables)
         notes = [Note(f"{est.side}-side capture", about=f"stream {est.stream}",
                       detail=est.side_evidence)]
@@ -210,8 +213,10 @@ class Cwnd(Result):
         self.mss_bytes, self.rtt_s = est.mss_bytes, est.rtt_s
         self.name = name            # the stream's endpoints, and what the lab ran on it
 
-    def _figure(self, ax=None, *, graph: str = "cwnd", **options):
-        """``graph``: cwnd or wscale; ``from_s`` / ``to_s``: the zoom, ``title``."""
+    def _figure(self, ax=None, *, graph: str | None = None, **options):
+        """``graph``: cwnd or wscale (by default the result's own: ps.wscale's say wscale);
+        ``from_s`` / ``to_s``: the zoom, ``title``."""
+        graph = graph or self.graph
         if graph not in GRAPHS:
             raise UsageError(f"unknown graph {graph!r}", hint="use cwnd or wscale")
         return (cwnd_figure if graph == "cwnd" else wscale_figure)(self, ax=ax, **options)
@@ -227,12 +232,25 @@ def cwnd(capture: Capture, *, stream: int | str | None = None, side: str = "auto
                                       name=stream_names(capture).get(("tcp", s), "")))
 
 
-def estimate(cap: Capture, stream: int | None = None, *, side: str = "auto") -> CwndEstimate:
-    """Samples, loss events, per-segment flight and the receiver's window of one stream."""
+@analysis(needs=STREAM_NEEDS, one_stream=True)
+def wscale(capture: Capture, *, stream: int | str | None = None, side: str = "auto") -> Cwnd:
+    """Wireshark's Window Scaling graph of one TCP stream (``pcapstats wscale``): cwnd's result,
+    whose ``.figure()`` draws the bytes in flight and the receiver's window (the ``flight``
+    and ``rwnd`` tables); ``.figure(graph="cwnd")`` the estimate."""
+    result = cwnd(capture, stream=stream, side=side)
+    for part in {id(p): p for p in (result, *result.parts)}.values():
+        part.graph = "wscale"
+    return result
+
+
+def estimate(cap: Capture, stream: int | None = None, *, side: str = "auto",
+             flow: dict | None = None) -> CwndEstimate:
+    """Samples, loss events, per-segment flight and the receiver's window of one stream
+    (``flow``: its stream_rows when the caller has them already; they may be changed here)."""
     if side not in ("auto", "sender", "receiver"):
         raise UsageError(f"unknown capture side {side!r}", hint="use auto, sender or receiver")
     stream = choose_stream(cap, stream).stream
-    flow = stream_rows(cap, stream)
+    flow = stream_rows(cap, stream) if flow is None else flow
     data_dir = data_direction(flow)
     found, evidence = capture_side(flow, data_dir)
     if side != "auto":
@@ -242,8 +260,9 @@ def estimate(cap: Capture, stream: int | None = None, *, side: str = "auto") -> 
     t0 = cap.first_time_ns
     v = _Views(flow, data_dir, t0, receiver)
     if v.data.size == 0:
-        raise UsageError(f"TCP stream {stream} carries no data", path=cap.path,
-                         hint="pick a stream with payload (see `pcapstats throughput`)")
+        raise NothingToReport(f"TCP stream {stream} of {cap.path} carries no data (its "
+                              f"{len(flow['direction'])} packets have no payload)",
+                              hint="pick a stream with payload (see `pcapstats throughput`)")
     if receiver:
         samples = _receiver_samples(v)
     else:
@@ -255,7 +274,8 @@ def estimate(cap: Capture, stream: int | None = None, *, side: str = "auto") -> 
     resent = int(np.asarray(flow["resent"], bool)[flow["direction"] == data_dir].sum())
     return CwndEstimate(stream, data_dir, found, evidence, v.mss, v.rtt_ns / 1e9, v.rtt_from,
                         table, _loss_table(episodes, samples, v), _flight_table(v),
-                        _rwnd_table(v), resent, flow["row"][v.data])
+                        _rwnd_table(v), resent, flow["row"][v.data],
+                        "receiver" if receiver else "sender")
 
 
 def tcp_info_errors(samples, t0_ns: int, info_t_ns, info_cwnd_bytes, *, rtt_s: float,
@@ -282,14 +302,13 @@ def _summary(est: CwndEstimate, tables: dict) -> dict[str, np.ndarray]:
     """The summary row of one stream, from its tables."""
     s, losses = tables["samples"], tables["losses"]
     state = s["state"]
-    share = (lambda name: float((state == name).mean()) if len(state) else np.nan)  # noqa: E731
+    shares = time_shares(tables["limited"])
     cwnd = s["cwnd_bytes"][~np.isnan(s["cwnd_bytes"])]
     ratio = losses["ratio"][~np.isnan(losses["ratio"])]
     largest = (lambda v: float(np.nanmax(v)) if np.any(~np.isnan(v)) else np.nan)  # noqa: E731
     row = {"stream": est.stream, "side": est.side, "data_direction": DIRECTIONS[est.data_direction],
            "mss_bytes": est.mss_bytes, "srtt_ms": est.rtt_s * 1e3, "samples": len(state),
-           "cwnd_share": share("cwnd"), "rwnd_share": share("rwnd"), "app_share": share("app"),
-           "recovery_share": share("recovery"),
+           **{f"{limit}_share": shares[limit] for limit in LIMITS},
            "cwnd_max_bytes": float(cwnd.max()) if len(cwnd) else np.nan,
            "cwnd_median_bytes": float(np.median(cwnd)) if len(cwnd) else np.nan,
            "flight_max_bytes": largest(tables["flight"]["bytes_in_flight"].astype(float)),
@@ -301,21 +320,70 @@ def _summary(est: CwndEstimate, tables: dict) -> dict[str, np.ndarray]:
             for c in SUMMARY.columns}
 
 
-def _limited(stream: int, samples: dict) -> dict[str, np.ndarray]:
-    """Runs of consecutive samples with the same state other than cwnd: each lasts from its
-    first sample to the next sample of another state (the last sample, at the end)."""
-    t, s = samples["time_s"], samples["state"]
-    rows = ([], [], [])
-    if len(t):
-        change = np.flatnonzero(np.r_[True, s[1:] != s[:-1]])
-        ends = np.r_[change[1:], len(t) - 1]
-        for a, b in zip(change, ends):
-            if s[a] != "cwnd":
-                for column, value in zip(rows, (t[a], t[b], s[a])):
-                    column.append(value)
-    return {"stream": np.full(len(rows[0]), stream, np.int64),
-            "start_s": np.asarray(rows[0], np.float64), "end_s": np.asarray(rows[1], np.float64),
-            "state": np.asarray(rows[2], object)}
+def limit_runs(stream: int, samples: dict, rwnd: dict, srtt_s: float,
+               mss: int) -> dict[str, np.ndarray]:
+    """What held the sender back from the first window sample to the last, as runs of one
+    limit (the ``limited`` table): each sample's state until the next sample ("app": the
+    sender's own limit, ``sender``), but a silence of IDLE_RTTS smoothed RTTs (IDLE_MIN_S at
+    least) with under one MSS outstanding is ``idle``, and the time the receiver's window
+    stood at zero (from the ACK that closed it to the next that opened it) ``zero_window``."""
+    t, state = samples["time_s"], samples["state"]
+    empty = {"stream": np.zeros(0, np.int64), "start_s": np.zeros(0), "end_s": np.zeros(0),
+             "limit": np.zeros(0, object)}
+    if len(t) < 2:
+        return empty
+    limit = np.where(state == "app", "sender", state).astype(object)[:-1]
+    start, end = t[:-1], t[1:]
+    quiet = (end - start >= max(IDLE_RTTS * srtt_s, IDLE_MIN_S)) & (limit == "sender")
+    limit[quiet & (samples["flight_bytes"][:-1] < mss)] = "idle"
+    closed = _zero_window(rwnd, t[0], t[-1])
+    if len(closed):                                 # cut the runs at the closed windows
+        start, end, limit = _overlaid(start, end, limit, closed)
+    change = np.flatnonzero(np.r_[True, limit[1:] != limit[:-1]])
+    ends = np.r_[change[1:], len(limit)]
+    return {"stream": np.full(len(change), stream, np.int64), "start_s": start[change],
+            "end_s": end[ends - 1], "limit": limit[change]}
+
+
+def _zero_window(rwnd: dict, first_s: float, last_s: float) -> np.ndarray:
+    """(start, end) rows of the times the receiver advertised a zero window, within the
+    samples' span."""
+    t, w = rwnd["time_s"], rwnd["rwnd_bytes"]
+    if not len(t) or not (w == 0).any():
+        return np.zeros((0, 2))
+    change = np.flatnonzero(np.r_[True, (w == 0)[1:] != (w == 0)[:-1]])
+    out = []
+    for a, b in zip(change, np.r_[change[1:], len(t)]):
+        if w[a] == 0:
+            start, end = t[a], t[b] if b < len(t) else last_s
+            if end > first_s and start < last_s:
+                out.append((max(start, first_s), min(end, last_s)))
+    return np.array(out).reshape(-1, 2)
+
+
+def _overlaid(start, end, limit, closed) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The intervals (start, end, limit) with the ``closed`` spans cut out of them and put in
+    as zero_window (both in time order, neither overlapping itself)."""
+    cuts = np.unique(np.r_[start, end, closed.ravel()])
+    cuts = cuts[(cuts >= start[0]) & (cuts <= end[-1])]
+    a, b = cuts[:-1], cuts[1:]
+    at = np.searchsorted(start, a, side="right") - 1
+    pieces = limit[np.clip(at, 0, len(limit) - 1)].copy()
+    mid = (a + b) / 2
+    inside = np.zeros(len(a), bool)
+    for lo, hi in closed:
+        inside |= (mid >= lo) & (mid < hi)
+    pieces[inside] = "zero_window"
+    keep = b > a
+    return a[keep], b[keep], pieces[keep]
+
+
+def time_shares(runs: dict) -> dict[str, float]:
+    """Each limit's share of the runs' time (NaN each when they span none)."""
+    length = runs["end_s"] - runs["start_s"]
+    total = float(length.sum())
+    return {limit: float(length[runs["limit"] == limit].sum()) / total if total > 0
+            else np.nan for limit in LIMITS}
 
 
 # -- views of the stream ------------------------------------------------------------------------

@@ -43,8 +43,8 @@ import numpy as np
 
 from .. import catalogue
 from ..batch import analysis
-from ..capture import Capture, Needs
-from ..errors import Note, UsageError
+from ..capture import Capture, Needs, holdings
+from ..errors import Note, NothingToReport, UsageError
 from ..ingest import Kept, read_kept
 from ..render import Shown
 from ..results import Result
@@ -201,14 +201,16 @@ def delay(capture, *, source: str = "auto") -> Delay:
         parts += _exchange_samples(exchanges, returns)
     path, t0 = ((echoes.path, echoes.first_time_ns) if echoes is not None
                 else (exchanges.path, exchanges.first_time_ns))
+    holds = (holdings(echoes.packets, echoes.counts) if echoes is not None
+             else exchanges.holds())
     del echoes, exchanges
     parts = [p for p in parts if p is not None and len(p["size"])]
     if not parts:
-        raise UsageError(f"no latency samples in {path}: no answered ICMP echoes "
-                         "captured at the pinging host and no ping-pong exchange"
-                         + (f" ({notes[0]}: {notes[0].detail})" if notes else ""),
-                         hint="capture at the host that sends the requests, with several "
-                              "message sizes")
+        raise NothingToReport(f"no latency samples in {path} ({holds}): no answered ICMP "
+                              "echoes captured at the pinging host and no ping-pong exchange"
+                              + (f" ({notes[0]}: {notes[0].detail})" if notes else ""),
+                              hint="capture at the host that sends the requests, with "
+                                   "several message sizes")
     names: dict[str, int] = {}                 # source name -> code, in order of appearance
     codes = _joined(parts, "code", lambda p, code: np.array(
         [names.setdefault(n, len(names)) for n in p["names"]], np.int64)[code])
@@ -272,7 +274,7 @@ def _icmp_samples(echoes: Echoes, notes: list[str], required: bool,
     try:
         tables, _ = echo_sessions(echoes, columns=("session", "time_s", "payload_bytes",
                                                    "rtt_ms"))
-    except UsageError:
+    except NothingToReport:
         if required:
             raise
         return None

@@ -29,7 +29,7 @@ from .. import catalogue, schema
 from ..batch import analysis
 from ..capture import Capture, Needs
 from ..clock import touched
-from ..errors import Note, UsageError
+from ..errors import Note, NothingToReport, UsageError
 from ..render import Shown
 from ..results import Result, shown
 from ..schema import Column, TableSpec
@@ -144,9 +144,10 @@ def fairness(capture: Capture, *, by: str = "stream", interval: float = 1.0) -> 
     packets = _data_packets(capture)
     groups = _groups(capture, packets, by)
     if len(groups) < 2:
-        raise UsageError(f"fairness needs two flows or more; {capture.path} has "
-                         f"{len(groups)} (flows of {MIN_FLOW_BYTES} payload bytes or more, "
-                         f"by {by})", hint="`pcapstats throughput` lists the streams")
+        raise NothingToReport(f"fairness needs two flows or more; {capture.path} has "
+                              f"{len(groups)} (flows of {MIN_FLOW_BYTES} payload bytes or "
+                              f"more, by {by})",
+                              hint="`pcapstats throughput` lists the streams")
     t0 = capture.first_time_ns
     key, t = packets["key"], packets["t"]
     n_keys = len(packets["first_row"])
@@ -252,8 +253,8 @@ def _data_packets(cap: Capture) -> dict[str, np.ndarray]:
         if proto == "tcp":
             udp_from = len(first)
     if not parts:
-        raise UsageError(f"no TCP or UDP packets in {cap.path}",
-                         hint="fairness compares the data flows of TCP/UDP streams")
+        raise NothingToReport(f"no TCP or UDP packets in {cap.path} ({cap.holds()})",
+                              hint="fairness compares the data flows of TCP/UDP streams")
     out = {k: parts[0][k] if len(parts) == 1 else np.concatenate([p[k] for p in parts])
            for k in parts[0]}
     out["first_row"] = np.concatenate(first_rows)

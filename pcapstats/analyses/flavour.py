@@ -32,7 +32,7 @@ tcp_analysis.  Nothing here re-derives a window or a loss episode.
   loss seldom show one: BBR's min RTT is refreshed before its 10 s expire);
 - *slow-start exit*: the first congestion event (frame, time, window before);
 - *limits*: receiver-window-limited share (the cwnd analysis' rwnd state), idle share
-  (:func:`idle_share`: application-limited).
+  (:func:`app_silence_share`: application-limited).
 
 **Rules** (:func:`classify`), in order, every threshold with where it came from beside it:
 
@@ -149,7 +149,7 @@ PROBE_RTT_MIN_S = 0.2       # ... held at least this long
 MIN_DATA_SEGMENTS = 200     # shorter: "too short"
 MIN_RTTS = 20               # a flow must last this many RTTs
 MAX_LIMITED_SHARE = 0.5     # receiver-window-limited share of the samples above this: unknown
-IDLE_AFTER_ACK_RTTS = 1.5   # see idle_share: the receiver side sees data one RTT after its ACK
+IDLE_AFTER_ACK_RTTS = 1.5   # see app_silence_share: the receiver sees data an RTT after its ACK
 MAX_IDLE_SHARE = 0.3        # idle share of the flow's time above this: application-limited
 IDLE_MIN_S = 0.001          # an idle gap is longer than the RTT and than this (issue 16's
                             # matrix: at 1 Gbit/s with no path delay the RTT is 30-40 us and a
@@ -175,8 +175,8 @@ STREAMS = TableSpec("streams", "one row per TCP stream that carried MIN_STREAM_B
     _C("mss_bytes", "int64", "the sender's MSS (cwnd analysis)", "bytes"),
     _C("rwnd_limited_share", "float64", "share of the window samples (outside recovery) "
        "receiver-window-limited", optional=True),
-    _C("idle_share", "float64", "share of the time in gaps > 1 RTT ended by new data sent long "
-       "after the last ACK: application-limited", optional=True),
+    _C("app_silence_share", "float64", "share of the time in gaps > 1 RTT ended by new data "
+       "sent long after the last ACK: application-limited", optional=True),
     _C("loss_events", "int64", "congestion events: loss episodes, those within one RTT of the "
        "previous merged"),
     _C("loss_rounds", "int64", "round trips (RTT-long intervals) with a re-sent segment in them"),
@@ -549,7 +549,7 @@ def loss_response(data_t_s, resent, new_bytes: float, rtt_s: float, mss_bytes: i
     return rounds, (float(new_bytes / duration / most) if duration > 0 else np.nan)
 
 
-def idle_share(data_t_s, resent, ack_t_s, rtt_s: float) -> float:
+def app_silence_share(data_t_s, resent, ack_t_s, rtt_s: float) -> float:
     """Share of the flow's time in gaps of more than one RTT (and IDLE_MIN_S) before a new
     data segment that came more than IDLE_AFTER_ACK_RTTS RTTs after the last ACK: the sender
     had been told and sent nothing (application-limited).  A gap ended by a re-sent segment (a timeout) or by
@@ -625,7 +625,7 @@ def flavour_stream(cap: Capture, stream: int) -> StreamFlavour:
         "srtt_ms": rtt_s * 1e3,
         "mss_bytes": cw.mss_bytes,
         "rwnd_limited_share": float((states == "rwnd").sum() / n_out),
-        "idle_share": idle_share(flight["time_s"], ~new, cw.rwnd["time_s"],
+        "app_silence_share": app_silence_share(flight["time_s"], ~new, cw.rwnd["time_s"],
                                  rtt_s),
         "loss_events": int(len(first)),
         **dict(zip(("loss_rounds", "loss_response"),
@@ -719,8 +719,8 @@ def classify(row: dict) -> dict:
     if row["rwnd_limited_share"] > MAX_LIMITED_SHARE:
         return _unknown(f"receiver-window-limited {row['rwnd_limited_share']:.0%} of the time: "
                         "the sender's own window never showed")
-    if row["idle_share"] > MAX_IDLE_SHARE:
-        return _unknown(f"application-limited: the sender was idle {row['idle_share']:.0%} "
+    if row["app_silence_share"] > MAX_IDLE_SHARE:
+        return _unknown(f"application-limited: the sender was idle {row['app_silence_share']:.0%} "
                         "of the time (gaps longer than one RTT after the last ACK)")
     sender = row["side"] == "sender"
     clocked = row["ack_clocked_share"]

@@ -45,8 +45,8 @@ import numpy as np
 
 from .. import catalogue, clock
 from ..batch import analysis
-from ..capture import Capture, Needs
-from ..errors import Note, UsageError
+from ..capture import Capture, Needs, holdings
+from ..errors import Note, NothingToReport
 from ..ingest import Kept, read_kept
 from ..ingest.contract import table_array
 from ..render import Shown
@@ -280,8 +280,7 @@ class Echoes:
         self.key_table = np.array(list(self._keys), np.int64).reshape(-1, 3)
         self.fragments = self.fragments.done(packets)
         counted = self.fragments.whole.layer_counts
-        self.counts = {name: counted.get(layer, 0)
-                       for name, layer in (("TCP", TCP), ("UDP", UDP), ("ICMP", ICMP))}
+        self.counts = {layer: counted.get(layer, 0) for layer in (TCP, UDP, ICMP)}
         for store, n in zip((self.requests, self.replies), self._n):
             for name in store:
                 store[name] = store[name][:n]
@@ -307,8 +306,7 @@ def ping(capture, *, requester: str | None = None) -> Ping:
 
 def _what_it_has(echoes: Echoes) -> str:
     """What the whole file holds (ping keeps only its echoes)."""
-    has = [f"{n} {name}" for name, n in echoes.counts.items() if n]
-    return f"{echoes.packets} packets: " + (", ".join(has) if has else "none TCP, UDP or ICMP")
+    return holdings(echoes.packets, echoes.counts)
 
 
 ECHO_COLUMNS = ECHOES.names
@@ -327,10 +325,11 @@ def echo_sessions(echoes: Echoes, requester: str | None = None,
         mine = mine[req["key"]]
         req = {name: column[mine] for name, column in req.items()}
     if not len(req["t"]):
-        raise UsageError(f"no ICMP echo requests{'' if requester is None else ' from ' + requester}"
-                         f" in {echoes.path} ({_what_it_has(echoes)})",
-                         hint="ping sessions are echo requests and their replies; "
-                              "`pcapstats throughput` lists the streams it has")
+        sent_by = "" if requester is None else f" from {requester}"
+        raise NothingToReport(f"no ICMP echo requests{sent_by} in {echoes.path} "
+                              f"({_what_it_has(echoes)})",
+                              hint="ping sessions are echo requests and their replies; "
+                                   "`pcapstats throughput` lists the streams it has")
     keys, session, rep_session = _session_keys(echoes.key_table, req.pop("key"),
                                                rep.pop("key"))
     answered = rep_session >= 0

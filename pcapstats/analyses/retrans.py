@@ -32,10 +32,11 @@ from .. import catalogue
 from ..batch import analysis
 from ..capture import Capture
 from ..clock import touched
+from ..errors import NothingToReport
 from ..render import Shown
 from ..results import Result, joined, shown
 from ..schema import Column, TableSpec
-from ..streams import DIRECTIONS, choose_stream
+from ..streams import DIRECTIONS, choose_stream, require_tcp
 from .tcp_analysis import PACKETS, STREAM_NEEDS, packet_analysis
 
 # tshark's tcp.analysis flags, counted and listed, in this order (tcp_analysis' columns)
@@ -96,8 +97,13 @@ def retrans(capture: Capture, *, stream: int | None = None) -> Retrans:
     """Counts and events of every TCP stream (of one with ``stream``)."""
     if stream is not None:
         choose_stream(capture, stream)   # one clear error for a UDP or missing stream
+    require_tcp(capture)
     a = packet_analysis(capture, stream, columns=_READS)
-    result = Retrans({"counts": _counts(a), "events": _events(a, capture)}, capture=capture.path)
+    counts = _counts(a)
+    if not len(counts["stream"]):        # TCP headers only inside ICMP errors
+        raise NothingToReport(f"no TCP stream in {capture.path} ({capture.holds()})",
+                              hint="`pcapstats throughput` lists the streams there are")
+    result = Retrans({"counts": counts, "events": _events(a, capture)}, capture=capture.path)
     if len(capture.clock.pieces()) > 1:
         result.clock_touched = touched("retrans", as_tshark=["Wireshark's flags"],
                                        counts="re-sent counts (sequence numbers)")

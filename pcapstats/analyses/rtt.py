@@ -130,11 +130,13 @@ class Rtt(Result):
 def rtt(capture: Capture, *, stream: int | str | None = None) -> Rtt:
     """The RTT samples of one TCP stream (by default the one with the most payload; "all":
     every stream with data), their summary per series and direction, and the path's RTT."""
-    return each_stream(capture, stream, lambda s: _rtt(capture, s))
+    return each_stream(capture, stream, lambda s: stream_rtt(capture, s))
 
 
-def _rtt(capture: Capture, stream: int) -> Rtt:
-    flow = stream_rows(capture, stream)
+def stream_rtt(capture: Capture, stream: int, flow: dict | None = None) -> Rtt:
+    """One stream's result (``flow``: its stream_rows when the caller has them already:
+    read here, never written)."""
+    flow = stream_rows(capture, stream) if flow is None else flow
     data_dir = data_direction(flow)
     ns = {name: np.asarray(flow[name.replace("_ms", "_ns")], np.float64)
           for name in RTT_SERIES}

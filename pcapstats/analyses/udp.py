@@ -76,7 +76,7 @@ from .. import catalogue, schema
 from ..batch import analysis
 from ..capture import Capture, Needs
 from ..clock import touched
-from ..errors import Note, UsageError
+from ..errors import Note, NothingToReport, UsageError
 from ..ingest.source import Source, open_source
 from ..reader import as_capture
 from ..render import Shown
@@ -225,8 +225,8 @@ def _udp_rows(capture: _Capture, stream: int | None) -> np.ndarray:
             raise UsageError(f"no UDP stream {stream} in {capture.path}",
                              hint="`pcapstats throughput --proto udp` lists the UDP streams")
     if not len(rows):
-        raise UsageError(f"no UDP datagrams in {capture.path}",
-                         hint="`pcapstats throughput` lists the streams it has")
+        raise NothingToReport(f"no UDP datagrams in {capture.path} ({capture.cap.holds()})",
+                              hint="`pcapstats throughput` lists the streams it has")
     return rows
 
 

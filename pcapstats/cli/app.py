@@ -4,9 +4,12 @@ The commands themselves live one group a module beside this one (``throughput.py
 ``pcapstats.cli`` imports them so that they register on :data:`app`.  How the analysis
 commands read captures and write results: ``output.py``.
 
-Every failure the user can cause ends as ONE line on stderr, ``pcapstats: error: ...``, and
-exit status 2 (1 when the command ran but found nothing to report); warnings are one line each,
-``pcapstats: warning: ...``.  A traceback is never shown unless PCAPSTATS_DEBUG=1.
+The exit status, the same for every command (the README's "Exit status"): 0 when it answered
+(a "cannot tell" verdict included, unless ``--strict``); 1 when a capture holds nothing it
+looks for, said in ONE line, ``pcapstats: nothing to report: ...``, with what it looked for and
+what the capture holds (errors.NothingToReport); 2 for bad input or usage, ONE line,
+``pcapstats: error: ...``; 3 for a bug of ours; 130 when interrupted.  Warnings are one line
+each, ``pcapstats: warning: ...``.  A traceback is never shown unless PCAPSTATS_DEBUG=1.
 
 An analysis' notes (:func:`say_notes`) are one line each, ``pcapstats: note: ...``, and said
 once a run: the same note of several streams or captures is one line that says how many.
@@ -27,10 +30,11 @@ from typing import Optional
 import typer
 
 from .._version import __version__
-from ..errors import Note, PcapstatsError, UsageError
+from ..errors import Note, NothingToReport, PcapstatsError, UsageError
 from ..pool import LOCAL
 
 EXIT_NOTHING, EXIT_ERROR, EXIT_INTERNAL, EXIT_INTERRUPTED = 1, 2, 3, 130
+NOTHING = "nothing to report"          # the kind of the one line of exit status 1
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   rich_markup_mode=None,
@@ -115,7 +119,8 @@ NOTE_WIDTH = 100         # a note's line at most (the captures' paths allowing)
 
 
 def say(kind: str, text: str) -> None:
-    """One line on stderr: ``pcapstats: <kind>: <text>`` (kind: error, warning, note)."""
+    """One line on stderr: ``pcapstats: <kind>: <text>`` (kind: error, warning, note,
+    NOTHING)."""
     _said.add(kind)
     print(f"pcapstats: {kind}: {text}", file=sys.stderr)
 
@@ -158,7 +163,10 @@ def _note_line(places, text: str, tail: str, *, short_paths: bool,
         subject = f"{abouts[0]} of {len(wheres)} captures" if len(abouts) == 1 else \
             f"{len(wheres)} captures"
     elif counted and len(abouts) > 1:
-        subject = ": ".join([*wheres, f"{len(abouts)} of them"])
+        kinds = {a.split()[0] for a in abouts}        # "stream 0", "stream 3": "2 streams"
+        counted_as = f"{len(abouts)} {kinds.pop()}s" if len(kinds) == 1 else \
+            f"{len(abouts)} of them"
+        subject = ": ".join([*wheres, counted_as])
     else:
         subject = ": ".join(x for x in (*wheres, ", ".join(abouts)) if x)
     return f"{subject + ': ' if subject else ''}{text}{tail}"
@@ -198,6 +206,9 @@ def main(argv: Optional[list] = None) -> int:
         if code == EXIT_INTERRUPTED and "error" not in _said:
             say("error", "interrupted")  # typer turns Ctrl-C in a command into a silent 130
         return code if isinstance(code, int) else 0
+    except NothingToReport as e:
+        say(NOTHING, str(e))
+        return EXIT_NOTHING
     except PcapstatsError as e:
         say("error", str(e))
         return EXIT_ERROR

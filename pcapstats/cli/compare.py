@@ -19,7 +19,7 @@ BY = typer.Option(None, "--by", metavar="LABEL,...", help="Group the captures by
 METRICS = typer.Option(None, "--metrics", "-m", metavar="NAME,...", help="Only these metrics "
                        "(`pcapstats columns compare` lists them).")
 LABELS = typer.Option(None, "--label", "-l", metavar="REGEX", help="Labels from the file path: "
-                      "named groups, e.g. 'loss(?P<loss>\\d+)pct' (repeatable).")
+                      "named groups, e.g. 'loss(?P<loss_pct>\\d+)pct' (repeatable).")
 STUDY = typer.Option(None, "--study", metavar="FILE", help="Labels from a .csv or .toml file: "
                      "file, then label=value.")
 INTERVAL = typer.Option(1.0, "--interval", "-i", help="I/O graph interval of the peak, s.")
@@ -37,6 +37,9 @@ def compare(
     output: Optional[Path] = FIGURE_FILE,
     iographs: bool = typer.Option(False, "--iographs", help="The figure (-o x.png): the I/O "
                                   "graphs, one panel a capture (a group with --by)."),
+    models: bool = typer.Option(False, "--models", help="The figure (-o x.png): each capture's "
+                                "goodput against its loss rate, with the Mathis and Padhye "
+                                "models' curves."),
     captures: bool = typer.Option(False, "--captures", help="One row a capture even with --by."),
     all_columns: bool = ALL_COLUMNS,
     jobs: Optional[int] = JOBS,
@@ -53,7 +56,8 @@ def compare(
     `retrans`; RTT: `rtt`; UDP loss and jitter: `udp`; Jain: `fairness`; flavour,
     verify); one that does not apply is empty.  Labels sort by their number (0, 1, 10,
     30 %).  -o x.png draws each metric against the first --by label with its confidence
-    bars (--iographs: the I/O graphs); -o x.csv / x.json writes the table.
+    bars (--iographs: the I/O graphs; --models: goodput against loss beside the Mathis and
+    Padhye models); -o x.csv / x.json writes the table.
 
     \b
     Examples:
@@ -64,17 +68,21 @@ def compare(
     """
     from ..study.compare import Compare  # lazy: every analysis, for this command only
     kind = output_kind(output, Compare)
-    if iographs and kind != "figure":
-        raise UsageError("--iographs chooses the figure: give -o FILE.png or .svg")
+    if (iographs or models) and kind != "figure":
+        raise UsageError(f"{'--iographs' if iographs else '--models'} chooses the figure: give "
+                         "-o FILE.png or .svg")
+    if iographs and models:
+        raise UsageError("--iographs and --models are two figures: give one")
     plan = plan_study(files, by=by, metrics=metrics, label=label, study=study,
                       interval=interval)
     result, failed = run_study(plan, **workers(jobs, scheduler, dask),
                                keep={"iograph"} if iographs else set())
-    if result is not None:
+    nothing = result is not None and not result.has_values()
+    if result is not None and not nothing:
         emit(result, fmt=fmt.value, output=output, all_columns=all_columns,
              table="groups" if by and not captures else "captures",
-             figure={"kind": "iographs" if iographs else "metrics"})
-    finish(result, failed)
+             figure={"kind": "iographs" if iographs else "models" if models else "metrics"})
+    finish(result, failed, nothing=nothing, empty=nothing and result.nothing_said())
 
 
 def plan_study(files, *, by, metrics, label, study, interval):
@@ -91,16 +99,17 @@ def plan_study(files, *, by, metrics, label, study, interval):
 
 
 def run_study(plan, *, jobs: Optional[int], scheduler: Optional[str] = None, keep=frozenset(),
-              function=None, preload=(), failures: list | None = None):
+              function=None, preload=(), failures: list | None = None, **options):
     """(the comparison of every capture that was read, or None; how many failed), saying each
     capture's warnings and errors on stderr, one line each, as they come (and adding the
-    errors to ``failures``).  ``function``: the worker (default: the metrics alone);
-    ``jobs``, ``scheduler``: where the captures run (pcapstats.pool)."""
+    errors to ``failures``).  ``function``: the worker (default: the metrics alone), given
+    ``options`` too; ``jobs``, ``scheduler``: where the captures run (pcapstats.pool)."""
     from ..study.compare import Compare  # lazy: see compare()
     measured, failed = [], 0
     with progress_bar(plan.sources) as moved:
         for outcome in plan.outcomes(jobs=jobs, scheduler=scheduler, function=function,
-                                     keep=frozenset(keep), preload=preload, progress=moved):
+                                     keep=frozenset(keep), preload=preload, progress=moved,
+                                     **options):
             for text in outcome.warnings:
                 say("warning", text)
             if outcome.error is not None:

@@ -8,7 +8,8 @@ from typing import List, Optional
 
 import typer
 
-from .app import CAPTURE_FILES, DASK, EXIT_ERROR, JOBS, SCHEDULER, Kernel, app, say, workers
+from .app import (CAPTURE_FILES, DASK, EXIT_ERROR, EXIT_NOTHING, JOBS, NOTHING, SCHEDULER,
+                  Kernel, app, say, workers)
 from .output import progress_bar
 
 EXPORT_DIR = typer.Option(..., "--output", "-o", metavar="DIR", show_default=False,
@@ -32,7 +33,9 @@ def export(
 
     One directory a table, one file a capture: DIR/packets/capture=run1.pcap/part-0.parquet
     (Hive partitioning: DuckDB's read_parquet(..., hive_partitioning=true) and pyarrow's
-    datasets read the capture's name back as a column).  packets is the packet table,
+    datasets read the capture's name back as a column; same-named files in two
+    directories are told apart by their directories: capture=t1%2Frun.pcap, read back as
+    t1/run.pcap).  packets is the packet table,
     written one row group a 4 MiB window of the capture as it is read, so its memory stays
     bounded; streams is throughput's per-stream table; any analysis' table by name
     (tcp_analysis, iograph, cwnd.samples, ...: `pcapstats columns ANALYSIS`), for which the
@@ -62,6 +65,8 @@ def export(
                 failed += 1
                 continue
             written = outcome.result
+            for text in written.nothing:
+                say(NOTHING, f"{written.capture}: {text}")
             for text in written.errors:
                 say("error", f"{written.capture}: {text}")
             failed += bool(written.errors)
@@ -76,3 +81,5 @@ def export(
                   f"group{'s' * (groups != 1)}")
     if failed:
         raise typer.Exit(EXIT_ERROR)
+    if not any(captures for captures, _, _ in totals.values()):
+        raise typer.Exit(EXIT_NOTHING)     # every table asked had nothing in every capture

@@ -13,9 +13,9 @@ from typing import List, Optional
 
 import typer
 
-from .app import (ALL_COLUMNS, CAPTURE_FILES, DASK, EXPLAIN, FIGURE_FILE, JOBS, SCHEDULER, Fmt,
-                  app, say, workers)
-from .output import emit, finish, output_kind, run, stream_choice
+from .app import (ALL_COLUMNS, CAPTURE_FILES, DASK, EXPLAIN, FIGURE_FILE, JOBS, NOTHING,
+                  SCHEDULER, Fmt, app, say, workers)
+from .output import emit, file_labels, finish, output_kind, run, stream_choice
 
 @app.command()
 def flavour(
@@ -51,9 +51,9 @@ def flavour(
     if result is not None:
         for part in result.parts:
             if part.empty:
-                say("warning", f"no TCP stream carried {MIN_STREAM_BYTES} bytes or more in "
-                               f"{part.captures[0]}: too little to judge (name one with "
-                               "--stream to see why)")
+                say(NOTHING, f"no TCP stream carried {MIN_STREAM_BYTES} bytes or more in "
+                             f"{part.captures[0]}: too little to judge (name one with "
+                             "--stream to see why)")
         if not result.empty:
             if kind == "figure" and (chosen == "all" or len(result.parts) > 1):
                 _figures(result, output)
@@ -69,9 +69,9 @@ def flavour(
 def _figures(result, output: Path) -> None:
     """One figure a judged stream of every capture: x.png -> x.CAPTURE.streamN.png."""
     from ..plots import save  # lazy: matplotlib only when a figure is asked for
-    written = []
+    written, labels = [], file_labels(result.captures)
     for part in result.parts:
-        prefix = f"{Path(part.captures[0]).stem}." if len(result.parts) > 1 else ""
+        prefix = f"{labels[part.captures[0]]}." if len(result.parts) > 1 else ""
         for stream in part.details:
             path = output.with_name(f"{output.stem}.{prefix}stream{stream}{output.suffix}")
             save(part.figure(stream=stream), path)

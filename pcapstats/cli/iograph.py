@@ -10,8 +10,8 @@ from typing import List, Optional
 import typer
 
 from ..errors import UsageError
-from .app import (ALL_COLUMNS, CAPTURE_FILES, DASK, EXPLAIN, FIGURE_FILE, JOBS, SCHEDULER, Fmt,
-                  Proto, app, say, workers)
+from .app import (ALL_COLUMNS, CAPTURE_FILES, DASK, EXPLAIN, FIGURE_FILE, JOBS, NOTHING,
+                  SCHEDULER, Fmt, Proto, app, say, workers)
 from .output import FROM, TO, emit, finish, output_kind, run, zoom
 
 
@@ -83,13 +83,15 @@ def iograph(
     result, failed = run(iograph_of, files, **options, **workers(jobs, scheduler, dask))
     if result is not None:
         for part in result.parts:
-            if part.empty and len(files) > 1:
-                say("warning", f"no packet matched {_what(options)} in {part.captures[0]}")
+            if part.empty and len(files) > 1 and not result.empty:
+                say(NOTHING, f"no packet matched {_what(options)} in {part.captures[0]}")
         if result.empty:
             where = (f" in {result.captures[0]}" if len(result.captures) == 1
                      else f" in any of the {len(result.captures)} captures")
-            say("error", f"nothing matched {_what(options)}{where}: no packets to graph. "
-                          "Check the filter against `pcapstats throughput`")
+            said = _what(options)
+            say(NOTHING, f"no packets to graph{where}" if said == "the capture" else
+                f"nothing matched {said}{where}: no packets to graph. Check the filter "
+                "against `pcapstats throughput`")
         else:
             emit(result, fmt=fmt.value, output=output,
                  table="series" if series else "transfers" if transfers else "summary",

@@ -105,8 +105,8 @@ def run_cmd(
     sack: bool = typer.Option(True, "--sack/--no-sack",
                               help="net.ipv4.tcp_sack in senders and receivers."),
     app_rate: Optional[str] = typer.Option(None, "--app-rate", help="An application-limited "
-                                           "TCP sender: iperf3 writes at this rate (its -b), "
-                                           "e.g. 5mbit."),
+                                           "TCP sender: iperf3 (its -b) or simpleperf (its "
+                                           "--rate) writes at this rate, e.g. 5mbit."),
     capture: Side = typer.Option(Side.sender, "--capture", metavar="<side>",
                                  help="Where tcpdump listens: sender, receiver, router (its "
                                  "interface toward the sender: mid-path), both (sender and "

@@ -23,12 +23,13 @@ from typing import Callable, Optional, Sequence
 
 import typer
 
-from ..errors import InternalError, UsageError
+from ..errors import InternalError, NothingToReport, UsageError
+from ..naming import capture_names, file_safe
 from ..plots import time_window
 from ..pool import outcomes
 from ..results import Result, concat
-from .app import (EXIT_ERROR, EXIT_INTERNAL, EXIT_NOTHING, say, say_notes, stderr_console,
-                  write_text)
+from .app import (EXIT_ERROR, EXIT_INTERNAL, EXIT_NOTHING, NOTHING, say, say_notes,
+                  stderr_console, write_text)
 
 FIGURE_EXTENSIONS = (".png", ".svg")
 TABLE_EXTENSIONS = {".csv": "csv", ".json": "json"}
@@ -69,8 +70,11 @@ def output_kind(output: Optional[Path], result_type: type[Result]) -> Optional[s
 
 class Failed(int):
     """How many captures failed, and whether a bug of ours was among them (``internal``):
-    :func:`finish` exits 3 then, as :func:`pcapstats.cli.app.main` does for any bug."""
+    :func:`finish` exits 3 then, as :func:`pcapstats.cli.app.main` does for any bug.
+    ``nothing``: how many captures had nothing to report (errors.NothingToReport: not a
+    failure, said in one line each)."""
     internal: bool = False
+    nothing: int = 0
 
     def exit_code(self) -> int:
         return EXIT_INTERNAL if self.internal else EXIT_ERROR
@@ -82,20 +86,23 @@ def run(function: Callable[..., Result], files: Sequence[Path], *, jobs: Optiona
     ``scheduler``: where the captures run (:func:`pcapstats.pool.outcomes`; ``function`` must
     then be picklable: a module's function, not a closure).  Warnings, errors and the
     analysis' notes are said on stderr, one line each."""
-    results, failed, internal = [], 0, False
+    results, failed, internal, nothing = [], 0, False, 0
     with progress_bar(files) as moved:
         for outcome in outcomes(function, files, jobs=jobs, scheduler=scheduler,
                                 progress=moved, **options):
             for text in outcome.warnings:
                 say("warning", text)
-            if outcome.error is not None:
+            if isinstance(outcome.error, NothingToReport):
+                say(NOTHING, str(outcome.error))
+                nothing += 1
+            elif outcome.error is not None:
                 say("error", str(outcome.error))
                 failed += 1
                 internal |= isinstance(outcome.error, InternalError)
             else:
                 results.append(outcome.result)
     failed = Failed(failed)
-    failed.internal = internal
+    failed.internal, failed.nothing = internal, nothing
     if not results:
         return None, failed
     say_notes((result.captures[0] if len(files) > 1 else None, note)
@@ -127,9 +134,9 @@ def save_figures(result: Result, output: Path, options: dict) -> None:
     if len(parts) == 1:
         save(parts[0].figure(**options), output)
         return
-    written = []
+    written, labels = [], file_labels(result.captures)
     for part in parts:
-        label = Path(part.captures[0]).stem if len(set(result.captures)) > 1 else ""
+        label = labels[part.captures[0]] if len(labels) > 1 else ""
         stream = getattr(part, "stream", None)
         label += f".stream{stream}" if stream is not None else ""
         path = output.with_name(f"{output.stem}.{label.lstrip('.')}{output.suffix}")
@@ -138,17 +145,28 @@ def save_figures(result: Result, output: Path, options: dict) -> None:
     say("note", f"wrote {len(written)} figures: {', '.join(written)}")
 
 
+def file_labels(captures) -> dict[str, str]:
+    """Each capture's part of the names of the files written a capture each (``x.png`` ->
+    ``x.t1-run.png``, ``x.t2-run.png``): its name among the others, file-safe, distinct."""
+    paths = list(dict.fromkeys(str(c) for c in captures))
+    return dict(zip(paths, file_safe(capture_names(paths, extensions=False))))
+
+
 def finish(result: Optional[Result], failed: int, *, empty: str | None = None,
            nothing: bool | None = None) -> None:
-    """The exit status: 2 when a capture could not be read (3 when a bug of ours stopped one:
-    :class:`Failed`), 1 (saying ``empty``) when there is nothing to show (``nothing``; by
-    default: the result's main table has no rows), else 0."""
+    """The exit status (pcapstats.cli.app's policy): 2 when a capture could not be read (3 when
+    a bug of ours stopped one: :class:`Failed`); 1 when no capture had anything to report (each
+    said so in :func:`run`) or there is nothing to show (``nothing``; by default: the result's
+    main table has no rows), saying ``empty`` (what was looked for, what the capture holds);
+    else 0."""
     if nothing is None:
         nothing = result is not None and result.empty
     if result is not None and nothing and empty:
-        say("error" if not failed else "warning", empty)
-    if failed or result is None:
+        say(NOTHING, empty)
+    if failed:
         raise typer.Exit(failed.exit_code() if isinstance(failed, Failed) else EXIT_ERROR)
+    if result is None:
+        raise typer.Exit(EXIT_NOTHING if getattr(failed, "nothing", 0) else EXIT_ERROR)
     if nothing:
         raise typer.Exit(EXIT_NOTHING)
 

@@ -55,8 +55,9 @@ def report(
                       interval=interval)
     failures: list[str] = []
     result, failed = run_study(plan, **workers(jobs, scheduler, dask), function=capture_report,
-                               preload=PRELOAD, failures=failures)
+                               preload=PRELOAD, failures=failures, names=plan.names())
     if result is not None:
         write(result, output, failures=failures, title=title)
         say("note", f"wrote {output} ({len(result.captures)} captures)")
-    finish(result, failed)
+    nothing = result is not None and not result.has_values()
+    finish(result, failed, nothing=nothing, empty=nothing and result.nothing_said())

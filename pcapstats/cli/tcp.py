@@ -113,6 +113,43 @@ def cwnd(
 
 
 @app.command()
+def limits(
+    files: List[Path] = CAPTURE_FILES,
+    stream: Optional[int] = typer.Option(None, "--stream", "-s", help="Only this TCP stream "
+                                         "(default: every one with data).", show_default=False),
+    output: Optional[Path] = OUTPUT, fmt: Fmt = FORMAT, all_columns: bool = ALL_COLUMNS,
+    intervals: bool = typer.Option(False, "--intervals", help="Print the runs of time under "
+                                                              "each limit instead."),
+    side: Side = typer.Option(Side.auto, "--side",
+                              help="Where the capture was taken (auto: from the "
+                                   "handshake, which packets trigger which, and TTLs)."),
+    from_s: Optional[float] = FROM, to_s: Optional[float] = TO,
+    jobs: Optional[int] = JOBS, scheduler: Optional[str] = SCHEDULER, dask: bool = DASK,
+    explain: bool = EXPLAIN,
+):
+    """What held each TCP sender back: its window, the receiver's, loss, itself, or idle.
+
+    Per stream, shares of its time limited by the congestion window, in loss recovery, by
+    the receiver's window, by a zero window, by the sender itself (its application, send
+    buffer or pacing) or idle, with its goodput and the largest limit; at the receiver a
+    self-limited sender cannot be told from a window-limited one (said).  --intervals lists
+    the runs over time; -o x.png draws each stream's window with them coloured in.
+
+    \b
+    Example: pcapstats limits run.pcap -o limits.png
+    """
+    from ..analyses.limits import Limits, limits as limits_of  # lazy: start-up
+    output_kind(output, Limits)
+    window = zoom(output, from_s, to_s)
+    result, failed = run(limits_of, files, stream=stream, side=side.value,
+                         **workers(jobs, scheduler, dask))
+    if result is not None:
+        emit(result, fmt=fmt.value, output=output, table="limited" if intervals else None,
+             figure=window, all_columns=all_columns)
+    finish(result, failed)
+
+
+@app.command()
 def wscale(files: List[Path] = CAPTURE_FILES, stream: Optional[str] = STREAM,
            output: Optional[Path] = OUTPUT, fmt: Fmt = FORMAT, series: bool = SERIES,
            all_columns: bool = ALL_COLUMNS, from_s: Optional[float] = FROM,

@@ -9,8 +9,8 @@ import typer
 
 from ..reader import read
 from ..results import describe
-from .app import (ALL_COLUMNS, CAPTURE_FILES, DASK, EXPLAIN, FIGURE_FILE, JOBS, SCHEDULER,
-                  Engine, Fmt, Kernel, Proto, app, say, workers)
+from .app import (ALL_COLUMNS, CAPTURE_FILES, DASK, EXPLAIN, FIGURE_FILE, JOBS, NOTHING,
+                  SCHEDULER, Engine, Fmt, Kernel, Proto, app, say, workers)
 from .output import emit, finish, output_kind, run
 
 
@@ -50,11 +50,12 @@ def throughput(
                          interval=interval, stream=stream, proto=proto.value if proto else None,
                          **workers(jobs, scheduler, dask))
     if result is not None:
-        emit(result, fmt=fmt.value, output=output, all_columns=all_columns)
+        if not result.empty:
+            emit(result, fmt=fmt.value, output=output, all_columns=all_columns)
         for part in result.parts:
             if part.empty:
-                say("warning", f"no {proto.value.upper() if proto else 'TCP or UDP'} streams "
-                                f"in {part.captures[0]} ({part.packets} packets)")
+                say(NOTHING, f"no {proto.value.upper() if proto else 'TCP or UDP'} streams "
+                             f"in {part.captures[0]} ({part.packets} packets)")
     finish(result, failed)
 
 

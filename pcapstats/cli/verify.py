@@ -1,9 +1,11 @@
 """`pcapstats verify`: was the app protocol followed?  A verdict per stream, with evidence.
 
-Exit status: 0 when every recognised stream passes, or passes except for checks the capture
-cannot decide ("cannot tell": a warning line each, since a capture cut by the snaplen is not
-evidence that anything went wrong; ``--strict`` makes them exit 1); 1 when any check fails or
-nothing in the captures could be verified; 2 when a capture could not be read.
+Exit status (the policy of every command, pcapstats.cli.app): 0 when every recognised stream
+passes, or passes except for checks the capture cannot decide ("cannot tell": a warning line
+each, since a capture cut by the snaplen is not evidence that anything went wrong;
+``--strict`` makes them exit 1); 1 when nothing in the captures could be verified (one line
+says what was looked for) or, as test(1) answers no, when a check fails; 2 when a capture
+could not be read or the options are bad.
 """
 
 from __future__ import annotations
@@ -16,8 +18,8 @@ import typer
 
 from ..errors import UsageError
 from ..units import parse_simpleperf_size
-from .app import (ALL_COLUMNS, CAPTURE_FILES, DASK, EXPLAIN, JOBS, SCHEDULER, TABLE_FILE, Fmt, app,
-                  say, workers)
+from .app import (ALL_COLUMNS, CAPTURE_FILES, DASK, EXPLAIN, JOBS, NOTHING, SCHEDULER,
+                  TABLE_FILE, Fmt, app, say, workers)
 from .output import emit, output_kind, run
 
 EXIT_FAIL = 1
@@ -94,8 +96,8 @@ def verify(
                     say("warning", f"{path}: {v.proto} stream {v.stream} ({v.app}): cannot "
                                     f"tell: {v.why()}")
             if not part.verdicts:
-                say("warning", f"{path}: nothing recognised to verify (no simpleperf, iperf3 "
-                                "or ping traffic; --port N / --app say what a stream is)")
+                say(NOTHING, f"{path}: nothing recognised to verify (no simpleperf, iperf3 "
+                             "or ping traffic; --port N / --app say what a stream is)")
     if failed:
         raise typer.Exit(failed.exit_code())
     verdicts = [v.verdict for part in result.parts for v in part.verdicts]

@@ -79,7 +79,8 @@ class Scenario:
     with one per router, each on its link toward the receiver.  ``window_scaling``,
     ``timestamps`` and ``sack`` set net.ipv4.tcp_window_scaling / tcp_timestamps / tcp_sack
     in every sender and receiver.  ``app_rate`` makes the TCP sender application-limited:
-    iperf3 writes at that rate (its ``-b``), below what the path could carry.  ``capture``:
+    iperf3 (its ``-b``) or simpleperf (its ``--rate``) writes at that rate, below what the path
+    could carry.  ``capture``:
     "sender", "receiver", "router" (the router's interface toward the sender: mid-path,
     before the impairment), "both" (sender and receiver) or "all" (sender, router and
     receiver; one pair).
@@ -151,10 +152,10 @@ class Scenario:
             bad("capture all (sender, router, receiver) needs one pair: with several pairs the "
                 "sender and router captures are both the router's bridge toward the senders",
                 "give --pairs 1, or --capture both")
-        if self.app_rate and self.tool != "iperf3":
-            bad(f"an application-limited sender (app_rate) needs tool iperf3, not {self.tool}",
-                "iperf3's -b limits what its TCP sender writes; the other tools send as fast "
-                "as they can")
+        if self.app_rate and self.tool not in ("iperf3", "simpleperf"):
+            bad(f"an application-limited sender (app_rate) needs tool iperf3 or simpleperf, "
+                f"not {self.tool}", "iperf3's -b and simpleperf's --rate limit what their TCP "
+                "sender writes; the other tools send as fast as they can")
         if self.tool in ("iperf3-udp",) and not self.udp_rate:
             bad("iperf3-udp needs a rate (--udp-rate, e.g. 20mbit)")
         if self.tool.startswith("ping") and not self.ping_sizes:
@@ -440,7 +441,7 @@ class _Run:
             return traffic.start_simpleperf(
                 lab, snd, rcv, work, duration_s=s.duration_s, nbytes=nbytes,
                 parallel=s.parallel, cc=cc, sndbuf=s.sndbuf, rcvbuf=s.rcvbuf,
-                tcp_info_interval_s=s.tcp_info_interval_s)
+                tcp_info_interval_s=s.tcp_info_interval_s, app_rate_bps=s.app_rate_bps())
         if s.tool in ("iperf3", "iperf3-udp"):
             udp = s.tool == "iperf3-udp"
             return traffic.start_iperf3(

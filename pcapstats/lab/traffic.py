@@ -157,8 +157,10 @@ def _planned_s(duration_s: float | None, nbytes: int | None, rate_bps: float | N
 def start_simpleperf(lab: Lab, sender: str, receiver: str, work: Path, *, port=SIMPLEPERF_PORT,
                      duration_s: float | None = 10, nbytes: int | None = None, parallel: int = 1,
                      cc: str | None = None, sndbuf: int | None = None, rcvbuf: int | None = None,
-                     tcp_info_interval_s: float = 0.01, family: int = 4) -> Running:
-    """simpleperf server in receiver (``--once --report``), client in sender (TCP_INFO on)."""
+                     tcp_info_interval_s: float = 0.01, family: int = 4,
+                     app_rate_bps: float | None = None) -> Running:
+    """simpleperf server in receiver (``--once --report``), client in sender (TCP_INFO on;
+    ``app_rate_bps``: its --rate, an application-limited sender)."""
     run = _Spawner(lab, work)
     tag = f"simpleperf-{sender}-{receiver}"
     server_report, client_report = run.work / f"{tag}.server.json", run.work / f"{tag}.client.json"
@@ -177,8 +179,10 @@ def start_simpleperf(lab: Lab, sender: str, receiver: str, work: Path, *, port=S
         client_argv += ["--cc", cc]
     if sndbuf:
         client_argv += ["--sndbuf", sndbuf]
+    if app_rate_bps:
+        client_argv += ["--rate", f"{app_rate_bps:.0f}"]
     client: list[subprocess.Popen] = []
-    timeout = _planned_s(duration_s, nbytes, None) + _margin_s
+    timeout = _planned_s(duration_s, nbytes, app_rate_bps) + _margin_s
 
     def finish() -> dict:
         run.wait(client[0], f"simpleperf client in {sender}", timeout)

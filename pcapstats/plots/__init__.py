@@ -49,17 +49,18 @@ DPI = 120
 
 def figure(title: str, xlabel: str, ylabel: str, *, panels: int = 1, sharey: bool = True,
            size: tuple[float, float] | None = None, subtitle: str | None = None, ax=None,
-           over_figure: bool = False):
+           over_figure: bool = False, columns: int = PANEL_COLUMNS):
     """(Figure, Axes) -- or (Figure, [Axes, ...]) for several panels, laid out in a grid of up
     to PANEL_COLUMNS columns -- with the labels set and the title on top (``subtitle`` under
     it: the capture or stream the figure shows).  Labels should carry their units, e.g.
     "Time since the first packet (s)".  ``ax``: the caller's Axes to draw into (one, or a
     sequence of ``panels``), whose figure is returned.  ``over_figure``: one panel's title
-    centred over the figure, not the Axes (long tick labels beside it)."""
+    centred over the figure, not the Axes (long tick labels beside it); ``columns``: at most
+    this many panels side by side (1: one a row, for panels that share the time axis)."""
     if ax is not None:
         return _into(ax, title, xlabel, ylabel, panels, subtitle)
     from matplotlib.backends.backend_agg import FigureCanvasAgg
-    cols = min(panels, PANEL_COLUMNS)
+    cols = min(panels, columns)
     rows = -(-panels // cols)
     if size is None:
         size = (8.0, 4.8) if panels == 1 else (min(4.6 * cols, 14.0), 3.0 * rows + 1.2)
@@ -89,6 +90,12 @@ def _title_text(title: str, subtitle: str | None, width: int) -> str:
     if subtitle:
         text += "\n" + "\n".join(_wrap(subtitle, width))
     return text
+
+
+def wrapped(text: str, width: int) -> str:
+    """``text`` (its lines kept) wrapped to ``width`` characters, a file name never broken at
+    its hyphens: a title that fits its Axes."""
+    return "\n".join(w for line in text.split("\n") for w in _wrap(line, width) or [""])
 
 
 def _wrap(text: str, width: int) -> list[str]:
@@ -137,14 +144,10 @@ def panel_title(ax, text: str) -> None:
         ax.set_title(f"{text}\n{ax.get_title()}", fontsize="small")
 
 
-def short_names(captures) -> list[str]:
-    """The captures' file names, as a figure shows them (directories left out)."""
-    return [os.path.basename(str(c)) for c in captures]
-
-
-def captures_title(captures) -> str:
-    """One capture by its name; a few by theirs; many by what their names share."""
-    names = list(dict.fromkeys(short_names(captures)))
+def captures_title(names) -> str:
+    """One capture by its name; a few by theirs; many by what their names share (``names``:
+    a result's ``names``, which tell same-named files in two directories apart)."""
+    names = list(dict.fromkeys(names))
     if len(names) <= 3:
         return ", ".join(names)
     prefix = os.path.commonprefix(names)

@@ -18,8 +18,9 @@
 from __future__ import annotations
 
 import math
-import os
 from collections import Counter
+
+import numpy as np
 
 from .. import plots
 from ..errors import UsageError
@@ -75,11 +76,13 @@ def compare_figure(result, *, metrics=None, ax=None, title: str | None = None):
     by = list(result.by)
     x_name = by[0] if by else "capture"
     if by:
-        categories = list(dict.fromkeys(captures[by[0]]))
-        series = list(dict.fromkeys(tuple(captures[b][i] for b in by[1:])
+        # the labels as written ("10%"), in the rows' order (by number: 1% before 10%)
+        texts = {b: result.label_text(b) for b in by}
+        categories = list(dict.fromkeys(texts[by[0]]))
+        series = list(dict.fromkeys(tuple(texts[b][i] for b in by[1:])
                                     for i in range(result.rows())))
     else:
-        categories = [stem(c) for c in result.captures]
+        categories = result.row_names()
         series = [()]
     rows = -(-len(columns) // plots.PANEL_COLUMNS)
     cols = min(len(columns), plots.PANEL_COLUMNS)
@@ -90,7 +93,7 @@ def compare_figure(result, *, metrics=None, ax=None, title: str | None = None):
                 if by else "one point a capture")
     if "peak_bps" in [c.name for c in columns]:
         subtitle += f"; peak: the busiest {result.interval_s:g} s interval"
-    fig, axes = plots.figure(title or f"Comparison: {plots.captures_title(result.captures)}",
+    fig, axes = plots.figure(title or f"Comparison: {plots.captures_title(result.names)}",
                              x_name, "", panels=len(columns), sharey=False,
                              size=(min(4.6 * cols, 14.0), (3.0 + tall) * rows + 1.4),
                              subtitle=subtitle, ax=ax)
@@ -105,8 +108,8 @@ def compare_figure(result, *, metrics=None, ax=None, title: str | None = None):
             colour = plots.colour(s, len(series))
             name = ", ".join(f"{b} {v or '(none)'}" for b, v in zip(by[1:], key)) or None
             picked = [i for i in range(result.rows())
-                      if not by or tuple(captures[b][i] for b in by[1:]) == key]
-            xs = [(categories.index(captures[by[0]][i]) if by else i) + offset for i in picked]
+                      if not by or tuple(texts[b][i] for b in by[1:]) == key]
+            xs = [(categories.index(texts[by[0]][i]) if by else i) + offset for i in picked]
             if by:
                 _group_points(panel, result, c, categories, key, offset, colour,
                               name if k == 0 else None, said)
@@ -189,17 +192,21 @@ def _group_points(ax, result, column, categories, key, offset, colour, label,
     groups, captures, by = result.table("groups"), result.table("captures"), list(result.by)
     metric = column.name
     low, high = bounds(column)
-    for g in range(result.rows("groups")):
-        if tuple(groups[b][g] for b in by[1:]) != key:
+    # a group's captures by the labels as written (a typed label's number is NaN where its
+    # text does not read, and NaN equals nothing)
+    rows_of = [tuple(result.label_text(b)[i] for b in by) for i in range(result.rows())]
+    group_of = [tuple(result.label_text(b, "groups")[g] for b in by)
+                for g in range(result.rows("groups"))]
+    for g, labels in enumerate(group_of):
+        if labels[1:] != key:
             continue
-        x = categories.index(groups[by[0]][g]) + offset
+        x = categories.index(labels[0]) + offset
         mean, ci = groups[metric][g], groups[f"ci95_{metric}"][g]
         if mean != mean:
             continue
         said.groups += 1
         said.n.append(sum(1 for i in range(result.rows())
-                          if all(captures[b][i] == groups[b][g] for b in by)
-                          and captures[metric][i] == captures[metric][i]))
+                          if rows_of[i] == labels and captures[metric][i] == captures[metric][i]))
         if ci != ci:                 # one capture: no interval
             ax.plot([x], [mean], "o", color=colour, ms=6, zorder=3, label=label)
         elif mean - ci < low:        # it cannot tell the mean from the floor
@@ -233,15 +240,6 @@ def _value_axis(ax, column, values, bars) -> None:
     ax.set_ylim(low, largest * 1.15 if largest > 0 else 1.0)
 
 
-def stem(path: str) -> str:
-    """A capture as a table or legend shows it: its file name without directory and
-    extension."""
-    name = os.path.basename(path)
-    for ext in (".gz", ".pcapng", ".pcap"):
-        name = name[:-len(ext)] if name.endswith(ext) and len(name) > len(ext) else name
-    return name
-
-
 def iographs_figure(result, *, ax=None, title: str | None = None):
     """Small multiples of the captures' I/O graphs (see the module docstring)."""
     from matplotlib.lines import Line2D
@@ -251,7 +249,7 @@ def iographs_figure(result, *, ax=None, title: str | None = None):
     if result.by:
         panels = result.groups_of_captures()
     else:
-        panels = [(os.path.basename(c), [i]) for i, c in enumerate(result.captures)]
+        panels = [(name, [i]) for i, name in enumerate(result.names)]
     if len(panels) > MAX_PANELS:
         raise UsageError(f"{len(panels)} I/O graphs are too many for one figure "
                          f"(at most {MAX_PANELS})",
@@ -260,7 +258,7 @@ def iographs_figure(result, *, ax=None, title: str | None = None):
              if not graphs[i].empty]
     largest = max((float(g.summary["peak_bps"]) for _, g in lines), default=1.0) or 1.0
     interval = result.interval_s
-    fig, axes = plots.figure(title or f"I/O graphs: {plots.captures_title(result.captures)}",
+    fig, axes = plots.figure(title or f"I/O graphs: {plots.captures_title(result.names)}",
                              TIME_LABEL, "Throughput", panels=len(panels), sharey=True,
                              subtitle=f"every packet, {interval:g} s intervals; one panel "
                                       + ("a group, its captures overlaid" if result.by
@@ -272,7 +270,7 @@ def iographs_figure(result, *, ax=None, title: str | None = None):
         for k, i in enumerate(shown):
             group = graphs[i].groups()[0]
             colour = plots.colour(k, len(shown))
-            label = stem(result.captures[i]) if result.by else None
+            label = result.row_names()[i] if result.by else None
             series, row = group.series, group.summary
             partial = stairs(panel, series["start_s"], series["bps"], interval,
                              row["capture_span_s"], colour, label=label, lw=1.1,
@@ -299,4 +297,45 @@ def iographs_figure(result, *, ax=None, title: str | None = None):
         plots.key(axes[0], styles)
     else:              # the caller's Axes: beside the first panel, with its own lines
         plots.legend(axes[0], extra=styles, fontsize="x-small")
+    return plots.drawn(fig, ax)
+
+
+def models_figure(result, *, ax=None, title: str | None = None):
+    """Each capture's goodput against its loss rate (the share of its segments re-sent), both
+    axes logarithmic, coloured by its first --by label other than loss (else one colour),
+    with Mathis' and Padhye's curves for the captures' median MSS and RTT
+    (``Compare.model_curves``): where a run sits against theory."""
+    from matplotlib.ticker import FuncFormatter
+    t = result.table("captures")
+    if "goodput_bps" not in t or "resent_share" not in t:
+        raise UsageError("the models figure needs goodput and re-sent share",
+                         hint="leave them in --metrics")
+    lossy = (t["resent_share"] > 0) & ~np.isnan(t["goodput_bps"])
+    if not lossy.any():
+        raise UsageError("no capture lost anything: no loss rate to put the models against")
+    curves = result.model_curves()
+    fig, axes = plots.figure(title or f"Goodput against loss: "
+                             f"{plots.captures_title(result.names)}",
+                             "Segments re-sent (share of the data direction's, log)",
+                             "Goodput (log)", ax=ax,
+                             subtitle="each capture's main TCP transfer; the curves at the "
+                                      "captures' median MSS and RTT under load")
+    colour_by = next((b for b in result.by if b != "loss"), None)
+    keys = list(dict.fromkeys(t[colour_by][lossy])) if colour_by else [None]
+    for k, key in enumerate(keys):
+        mine = lossy & ((t[colour_by] == key) if colour_by else True)
+        axes.scatter(t["resent_share"][mine], t["goodput_bps"][mine], s=28, zorder=3,
+                     color=plots.colour(k, len(keys)),
+                     label=f"{colour_by} {key}" if colour_by else "a capture's goodput")
+    if len(curves["loss"]):
+        axes.plot(curves["loss"], curves["mathis_bps"], "-", color="black", lw=1,
+                  label=f"Mathis (MSS {curves['mss_bytes'][0]:.0f} B, RTT "
+                        f"{curves['rtt_ms'][0]:.1f} ms)")
+        axes.plot(curves["loss"], curves["padhye_bps"], "--", color="black", lw=1,
+                  label="Padhye, with timeouts (RTO 200 ms)")
+    axes.set_xscale("log")
+    axes.set_yscale("log")
+    axes.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v * 100:g} %"))
+    axes.yaxis.set_major_formatter(FuncFormatter(lambda v, _: plots.human_rate(v)))
+    plots.legend(axes)
     return plots.drawn(fig, ax)

@@ -12,7 +12,7 @@ def delay_figure(result, *, ax=None, title: str | None = None):
     samples, sizes, model = result.table("samples"), result.table("sizes"), result.table("model")
     given = ax
     fig, ax = plots.figure(title or f"Delay model D = a·S + b: "
-                           f"{plots.captures_title(result.captures)}",
+                           f"{plots.captures_title(result.names)}",
                            "Message size S (bytes)", "Latency D (ms)",
                            subtitle="each size's 10 % trimmed mean fitted by least squares",
                            ax=given)

@@ -12,7 +12,7 @@ def fairness_figure(result, *, ax=None, title: str | None = None):
     index = float(summary["jain_index"][0])
     given = ax
     fig, (ax, bars) = plots.figure(
-        title or f"Jain's fairness index: {plots.captures_title(result.captures)}",
+        title or f"Jain's fairness index: {plots.captures_title(result.names)}",
         TIME_LABEL, "Jain's index", panels=2, sharey=False, size=(11.0, 4.6),
         subtitle=f"{int(summary['flows'][0])} flows by {summary['by'][0]}, goodput", ax=given)
     if len(series["time_s"]):       # each interval drawn to its end

@@ -25,7 +25,7 @@ def flavour_figure(result, *, ax=None, title: str | None = None):
     verdict = row["flavour"] + (f" (confidence {row['flavour_confidence']:.2f})"
                                 if row["flavour"] != "unknown" else "")
     fig, axes = plots.figure(
-        title or f"Congestion control: {verdict}; {plots.captures_title(cw.captures)}",
+        title or f"Congestion control: {verdict}; {plots.captures_title(cw.names)}",
         TIME_LABEL, "Window", subtitle=f"TCP stream {row['stream']}"
         + (f": {cw.name}" if cw.name else "") + f"; {row['side']}-side capture", ax=ax)
     given, ax = ax, axes

@@ -21,7 +21,6 @@ Drawn from an I/O graph result (pcapstats.analyses.iograph.IOGraph) only, throug
 
 from __future__ import annotations
 
-import os
 
 import numpy as np
 
@@ -46,8 +45,8 @@ def iograph_figure(result, *, layout: str = "overlay", ax=None, from_s=None, to_
         raise UsageError("nothing to plot: no packet matched the filters")
     window = plots.time_window(from_s, to_s)
     unit_text, quantity = _RATE_UNITS[result.unit]
-    panels = _panels(result.groups(), layout)
-    fig, axes = plots.figure(title or f"I/O graph: {plots.captures_title(result.captures)}",
+    panels = _panels(result.groups(), layout, dict(zip(result.captures, result.names)))
+    fig, axes = plots.figure(title or f"I/O graph: {plots.captures_title(result.names)}",
                              TIME_LABEL, quantity, panels=len(panels), sharey=layout == "side",
                              subtitle=_subtitle(result), ax=ax)
     axes = axes if isinstance(axes, list) else [axes]
@@ -95,12 +94,13 @@ def _subtitle(result) -> str:
     return f"{result.interval_s:g} s intervals" + (f"; only {filters}" if filters else "")
 
 
-def _panels(groups, layout):
-    """[(panel title, [groups])]: one panel, or one per capture."""
+def _panels(groups, layout, names: dict):
+    """[(panel title, [groups])]: one panel, or one per capture (``names``: each capture's
+    name, Result.names)."""
     if layout == "overlay":
         return [("", groups)]
     captures = list(dict.fromkeys(g.capture for g in groups))
-    return [(os.path.basename(c), [g for g in groups if g.capture == c]) for c in captures]
+    return [(names[c], [g for g in groups if g.capture == c]) for c in captures]
 
 
 def _end(group, interval: float) -> float:
@@ -163,7 +163,7 @@ def _draw_group(ax, result, group, colour, unit_text, name_capture: bool,
     peak, peak_at = row[f"peak_{rate}"], row["peak_start_s"]
     label = group.label
     if name_capture:       # several captures on one axis: the capture names the line
-        name = os.path.basename(group.capture)
+        name = dict(zip(result.captures, result.names))[group.capture]
         label = name if label == "all packets" else f"{name}: {label}"
     partial = stairs(ax, part["start_s"], part[rate], result.interval_s, row["capture_span_s"],
                      colour, label=f"{label} (avg {plots.human_rate(avg, unit_text)}, "

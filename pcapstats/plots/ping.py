@@ -22,7 +22,7 @@ def ping_figure(result, *, ax=None, title: str | None = None):
                            sessions["session"], sessions["side"] == "responder"))
     responder_only = all(side for _, _, side in at_responder)
     what = "Responder turnaround" if responder_only else "Ping round-trip time"
-    fig, ax = plots.figure(title or f"{what}: {plots.captures_title(result.captures)}",
+    fig, ax = plots.figure(title or f"{what}: {plots.captures_title(result.names)}",
                            TIME_LABEL, "Turnaround (ms)" if responder_only else "RTT (ms)",
                            subtitle="ICMP echo request -> first reply, as captured", ax=given)
     groups = list(dict.fromkeys(zip(captures.tolist(), echoes["session"].tolist())))
@@ -36,7 +36,7 @@ def ping_figure(result, *, ax=None, title: str | None = None):
                  f"id {echoes['ident'][mine][0]}, "
                  + (f"{sizes[0]} B" if len(sizes) == 1 else f"{sizes.min()}-{sizes.max()} B"))
         if several:
-            label = f"{plots.short_names([capture])[0]}: {label}"
+            label = f"{dict(zip(result.captures, result.names))[capture]}: {label}"
         colour = plots.colour(k, len(groups))
         ax.plot(t, rtt, ".-", ms=4, lw=0.8, color=colour, label=label)
         lost = echoes["replies"][mine] == 0     # (an RTT across a clock step: unknown, not lost)

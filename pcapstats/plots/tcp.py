@@ -28,9 +28,11 @@ import numpy as np
 from .. import plots
 
 TIME_LABEL = "Time since the capture's first packet (s)"
-_SHADE = {"rwnd": ("tab:orange", "receiver-window-limited"),
-          "app": ("tab:grey", "application-limited / paced / idle"),
-          "recovery": ("tab:red", "loss recovery")}
+_SHADE = {"recovery": ("tab:red", "loss recovery"),
+          "rwnd": ("tab:orange", "receiver-window-limited"),
+          "zero_window": ("tab:brown", "zero window"),
+          "sender": ("tab:grey", "sender-limited (application, send buffer, pacing)"),
+          "idle": ("tab:olive", "idle")}
 _SERIES = {"ack_rtt_karn_ms": "ACK RTT, Karn's rule (no re-sent segment)",
            "ack_rtt_ms": "ACK RTT, Wireshark's tcp.analysis.ack_rtt (a re-sent segment's "
                          "includes its timeout)",
@@ -46,7 +48,7 @@ def _subtitle(result, side: str | None = None) -> str:
 
 
 def _title(what: str, result) -> str:
-    return f"{what}: {plots.captures_title(result.captures)}"
+    return f"{what}: {plots.captures_title(result.names)}"
 
 
 def _extent(*times) -> tuple[float, float]:
@@ -68,7 +70,15 @@ def _top(*values) -> float:
     return float(np.nanmax(np.concatenate([*arrays, [1.0]])))
 
 
-def cwnd_figure(result, *, ax=None, from_s=None, to_s=None, title: str | None = None):
+RECEIVER_CWND_NOTE = ("Captured at the receiver: the cwnd is estimated from the receiver's ACKs "
+                      "and the data they released; Wireshark's bytes in flight here is only "
+                      "what the receiver has not yet acknowledged.")
+
+
+def cwnd_figure(result, *, ax=None, from_s=None, to_s=None, title: str | None = None,
+                key: bool = True):
+    """``key``: draw the legend and the note (a figure of several cwnd panels draws one for
+    all: the entries are :func:`cwnd_key`'s)."""
     from matplotlib.lines import Line2D
     from matplotlib.patches import Patch
     window = plots.time_window(from_s, to_s)
@@ -87,31 +97,49 @@ def cwnd_figure(result, *, ax=None, from_s=None, to_s=None, title: str | None = 
                    s["cwnd_bytes"][plots.in_view(s["time_s"], span)])
     seen = rwnd["rwnd_bytes"][plots.in_view(rwnd["time_s"], span)].astype(float)
     rwnd_max = float(np.nanmax(np.r_[seen, 0.0]))
-    rwnd_label = "receiver window (calculated)"
-    if rwnd_max > largest * 1.1:
-        rwnd_label += f", off the scale: up to {plots.human_rate(rwnd_max, 'B')}"
     axes.step(rwnd["time_s"], rwnd["rwnd_bytes"], where="post", lw=1,
-              color="tab:purple", label=rwnd_label)
+              color="tab:purple", label="receiver window (calculated)")
+    if rwnd_max > largest * 1.1:        # said in the panel: each panel of a figure has its own
+        axes.annotate(f"receiver window off the scale: up to {plots.human_rate(rwnd_max, 'B')}",
+                      xy=(0.99, 0.97), xycoords="axes fraction", ha="right", va="top",
+                      fontsize="x-small", color="tab:purple",
+                      bbox={"fc": "white", "ec": "none", "alpha": 0.85, "pad": 1})
     resent = flight["resent"]
     axes.plot(flight["time_s"][resent], np.nan_to_num(flight["bytes_in_flight"][resent]), "x",
               color="tab:red", ms=4, label="re-sent segment")
     for t in result.table("losses")["start_s"]:
         axes.axvline(t, color="tab:red", lw=0.6, ls="--")
     limited = result.table("limited")
-    for start, end, state in zip(limited["start_s"], limited["end_s"], limited["state"]):
-        axes.axvspan(start, end, color=_SHADE[state][0], alpha=0.15, lw=0)
-    states = set(limited["state"])
+    for start, end, state in zip(limited["start_s"], limited["end_s"], limited["limit"]):
+        if state in _SHADE:
+            axes.axvspan(start, end, color=_SHADE[state][0], alpha=0.15, lw=0)
+    states = set(limited["limit"])
     extra = [Line2D([], [], color="tab:red", lw=0.6, ls="--", label="loss episode starts")]
     extra += [Patch(color=_SHADE[k][0], alpha=0.15, label=_SHADE[k][1])
               for k in _SHADE if k in states]
     axes.set_ylim(0, largest * 1.1)
     plots.rate_axis(axes, largest, "B", "Window")
-    plots.legend(axes, extra=extra)
-    if receiver:
-        plots.note(axes, "Captured at the receiver: the cwnd is estimated from the receiver's "
-                         "ACKs and the data they released; Wireshark's bytes in flight here "
-                         "is only what the receiver has not yet acknowledged.")
+    if key:
+        plots.legend(axes, extra=extra)
+    if receiver and key:
+        plots.note(axes, RECEIVER_CWND_NOTE)
     return plots.drawn(fig, ax)
+
+
+def cwnd_key(axes, limits=()) -> list:
+    """Legend entries for cwnd panels: the labelled lines of ``axes`` (each once) and the
+    shade of each of ``limits`` that has one."""
+    from matplotlib.lines import Line2D
+    from matplotlib.patches import Patch
+    entries = {}
+    for a in axes:
+        for handle, label in zip(*a.get_legend_handles_labels()):
+            entries.setdefault(label, handle)
+    entries["loss episode starts"] = Line2D([], [], color="tab:red", lw=0.6, ls="--")
+    for limit, (colour, label) in _SHADE.items():
+        if limit in limits:
+            entries[label] = Patch(color=colour, alpha=0.15)
+    return [(handle, label) for label, handle in entries.items()]
 
 
 def rtt_figure(result, *, ax=None, from_s=None, to_s=None, title: str | None = None):

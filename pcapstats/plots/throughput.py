@@ -28,12 +28,13 @@ def throughput_figure(result, *, ax=None, title: str | None = None):
     if len(rows) > MAX_STREAMS:    # the busiest, in the table's order
         rows = np.sort(np.argsort(-table["bytes"], kind="stable")[:MAX_STREAMS])
     several = "capture" in table and len(set(result.captures)) > 1
-    names = [("" if not several else plots.short_names([table["capture"][i]])[0] + ": ")
+    named = dict(zip(result.captures, result.names))        # t1/run.pcap, t2/run.pcap
+    names = [("" if not several else named[table["capture"][i]] + ": ")
              + f"{table['proto'][i]} {table['stream'][i]}\n{table['address_a'][i]}:"
              f"{table['port_a'][i]} → {table['address_b'][i]}:{table['port_b'][i]}"
              for i in rows]
     interval = f"{result.interval_s:g} s"
-    fig, axes = plots.figure(title or f"Throughput: {plots.captures_title(result.captures)}",
+    fig, axes = plots.figure(title or f"Throughput: {plots.captures_title(result.names)}",
                              "Rate", "", size=(8.0, 1.8 + 0.55 * max(len(rows), 1)),
                              subtitle="frames at this capture point, headers included; each "
                                       f"stream's average and its busiest {interval} interval",

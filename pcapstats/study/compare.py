@@ -31,24 +31,27 @@ import numpy as np
 from .. import catalogue, render
 from ..batch import Outcome
 from ..errors import Note, PcapstatsWarning, UsageError
-from ..plots.compare import stem
+from ..naming import capture_names
 from ..render import Shown
 from ..results import Result
 from ..schema import CAPTURE_COLUMN, Column, TableSpec
 from ..stats import mean_interval
 from ..units import interval_ns
 from . import metrics as M
-from .labels import (SIDECAR_LABELS, Labelling, name_key, parse_names,
-                     sort_key, word_places)
+from .labels import (SIDECAR_LABELS, LabelColumns, Labelling, label_columns, name_key,
+                     parse_names, sort_key, unread_note, word_places)
 from ..pool import outcomes
 
 _C = Column
-LABEL_DOC = ("one column a label: cc, loss, delay, rate, pairs, trial, tool from the lab "
-             "sidecar, and the names a study file or --label pattern gives")
+LABEL_DOC = ("the labels: cc, loss, delay, rate, pairs, trial, tool from the lab sidecar, and "
+             "the names a study file or --label pattern gives; a label that reads as numbers "
+             "typed (loss: a fraction, delay_s: seconds, rate_bps: bit/s, trial: a number), its "
+             "text as given beside it (loss_label: 10%)")
 MINOR = {"avg_transfer_bps", "resent", "flavour_confidence", "jain_index", "verdict",
-         "rtt_min_ms", "app_jitter_ms"}
+         "rtt_min_ms", "app_jitter_ms", "mathis_bps", "padhye_bps"}
 WIDE = 120               # a terminal this wide shows capture names unwrapped
-GROUP_HIDDEN = {"avg_transfer_bps", "resent", "flavour_confidence"}   # a group's table: --all
+GROUP_HIDDEN = {"avg_transfer_bps", "resent", "flavour_confidence", "mathis_bps",
+                "padhye_bps"}   # a group's table: --all
 HEADLINE = "goodput_bps"      # what a study reads first: its ± is never left out
 
 
@@ -92,40 +95,94 @@ class Compare(Result):
         self.measured = list(measured)
         present = [study.labels[m.capture] for m in self.measured]
         self.labels = list(study.label_names)      # every capture's, so parts agree
+        self.label_columns: dict[str, LabelColumns] = dict(study.label_columns)
         order = word_places(study.word_order)
         rows = sorted(range(len(self.measured)), key=lambda i: (
             *(sort_key(present[i].get(n, ""), order) for n in self.by),
             name_key(self.measured[i].capture), i))
         self.measured = [self.measured[i] for i in rows]
-        present = [present[i] for i in rows]
+        self.texts = {n: [present[i].get(n, "") for i in rows] for n in self.labels}
         columns = M.columns(self.metrics)
         captures_spec = TableSpec(CAPTURES.name, CAPTURES.doc, (
             *((CAPTURE_COLUMN,) if several else ()),
-            *(_C(n, "str", _label_doc(n)) for n in self.labels), *columns))
+            *(c for n in self.labels for c in _label_specs(self.label_columns[n])), *columns))
         groups_spec = TableSpec(GROUPS.name, GROUPS.doc, (
-            *(_C(n, "str", f"the {n} label of the group's captures") for n in self.by), _N,
+            *(c for n in self.by for c in _label_specs(self.label_columns[n], group=True)), _N,
             *(c for m in columns if m.name in M.NAMES for c in _group_columns(m))))
         table = {"capture": np.array([m.capture for m in self.measured], object)}
         if not several:
             del table["capture"]
-        table.update({n: np.array([p.get(n, "") for p in present], object)
-                      for n in self.labels})
+        for n in self.labels:
+            table.update(self.label_columns[n].columns(self.texts[n]))
         table.update({c.name: np.array([m.values[c.name] for m in self.measured],
                                        object if c.dtype == "str" else np.float64)
                       for c in columns})
-        groups, group_notes = _groups(table, self.by, columns, order)
+        groups, self.group_texts, group_notes = _groups(table, self.texts, self.by,
+                                                        self.label_columns, columns, order)
         super().__init__({"captures": table, "groups": groups}, capture=study.name(several),
                          specs=(captures_spec, groups_spec), notes=[*notes, *group_notes])
         self.captures = [m.capture for m in self.measured]
         self.parts = [self] if not several else [
             Compare(study, [m], several=False) for m in self.measured]
-        varying = [n for n in self.labels if n in self.by or len(set(table[n])) > 1]
+        varying = [n for n in self.labels if n in self.by or len(set(self.texts[n])) > 1]
         # the signal column only where a capture has radiotap: most studies are wired
         shown = [c for c in columns if c.name != "signal_dbm" or
                  (c.name in table and (table[c.name] == table[c.name]).any())]
-        self.view = {"captures": _view(shown, varying, self.by, several, ci=False),
-                     "groups": _view(shown, self.by, self.by, False, ci=True)}
+        said = {n: c.shown for n, c in self.label_columns.items()}
+        self.view = {"captures": _view(shown, varying, self.by, several, said, ci=False),
+                     "groups": _view(shown, self.by, self.by, False, said, ci=True)}
         self.legend = {"captures": _legend(self, "captures"), "groups": _legend(self, "groups")}
+
+    def model_curves(self, points: int = 60) -> dict[str, np.ndarray]:
+        """Mathis' and Padhye's goodput over loss rates spanning the captures' (a log grid of
+        ``points``), for the median MSS and RTT under load of the captures' main TCP
+        transfers and Linux's smallest timeout: the curves their goodput is drawn against
+        (tcp_models).  Empty without two captures that lost something."""
+        from ..analyses import tcp_models  # lazy: a figure's, not every comparison's
+        t = self.table("captures")
+        have = [c for c in ("resent_share", "rtt_median_ms", "mss_bytes") if c in t]
+        if len(have) < 3:
+            return {"loss": np.zeros(0), "mathis_bps": np.zeros(0), "padhye_bps": np.zeros(0)}
+        lossy = (t["resent_share"] > 0) & ~np.isnan(t["rtt_median_ms"])
+        if lossy.sum() < 2:
+            return {"loss": np.zeros(0), "mathis_bps": np.zeros(0), "padhye_bps": np.zeros(0)}
+        p = np.geomspace(t["resent_share"][lossy].min() / 2,
+                         min(t["resent_share"][lossy].max() * 1.5, 0.9), points)
+        mss = float(np.median(t["mss_bytes"][lossy]))
+        rtt_s = float(np.median(t["rtt_median_ms"][lossy])) / 1e3
+        return {"loss": p,
+                "mathis_bps": np.array([tcp_models.mathis_bps(mss, rtt_s, x) for x in p]),
+                "padhye_bps": np.array([tcp_models.padhye_bps(mss, rtt_s, x,
+                                                              tcp_models.MIN_RTO_S)
+                                        for x in p]),
+                "mss_bytes": np.full(points, mss), "rtt_ms": np.full(points, rtt_s * 1e3)}
+
+    def label_text(self, name: str, table: str = "captures") -> list[str]:
+        """A label's values as written ("10%", "" where a capture has none), a row each of
+        ``table`` (captures, or the groups of a ``by`` label): what tables and figures show."""
+        return list((self.texts if table == "captures" else self.group_texts)[name])
+
+    def row_names(self) -> list[str]:
+        """The captures as the table's rows, the figures' ticks and legends name them: the
+        shortest path suffix that tells each apart, without its extension (``t1/run``,
+        ``t2/run``; titles name them as ``names``, with theirs)."""
+        return capture_names(self.captures, extensions=False)
+
+    def has_values(self) -> bool:
+        """Whether any metric asked for has a value in any capture (when none has, there is
+        nothing to report: compare and report exit 1)."""
+        table = self.table("captures")
+        return any(bool((table[c] != "").any()) if table[c].dtype == object
+                   else bool((table[c] == table[c]).any())
+                   for c in self.metrics if c in table)
+
+    def nothing_said(self) -> str:
+        """The one line said when no metric has a value: what was looked for, what the
+        captures hold."""
+        first = self.measured[0]
+        where = (f"{first.capture} ({first.holds})" if len(self.measured) == 1 else
+                 f"any of the {len(self.measured)} captures ({first.capture}: {first.holds})")
+        return f"no metric of the comparison has a value in {where}"
 
     def iographs(self) -> list:
         """Each capture's I/O graph result (of every packet), in row order; None where it
@@ -134,10 +191,9 @@ class Compare(Result):
 
     def groups_of_captures(self) -> list[tuple[str, list[int]]]:
         """(the group's labels as text, its rows in the captures table), groups in order."""
-        table = self.table("captures")
         if not self.by:
             return [("", list(range(self.rows())))]
-        keys = [tuple(table[b][i] for b in self.by) for i in range(self.rows())]
+        keys = [tuple(self.texts[b][i] for b in self.by) for i in range(self.rows())]
         out: dict[tuple, list[int]] = {}
         for i, k in enumerate(keys):
             out.setdefault(k, []).append(i)
@@ -156,12 +212,13 @@ class Compare(Result):
         view = self.view.get(spec.name, ())
         shown = render.every_column(table, view) if all_columns else view
         asked = set(self.metrics) if len(self.metrics) < len(M.NAMES) else set()
+        keys = {"capture", *(self.label_columns[b].shown for b in self.by)}
         shown = [dataclasses.replace(
-            s, key=s.column in ("capture", *self.by), minor=s.minor and s.column not in asked,
+            s, key=s.column in keys, minor=s.minor and s.column not in asked,
             wrap=s.wrap and not (s.column == "capture" and width >= WIDE))  # room: names whole
             for s in shown]
         if "capture" in table:
-            table = {**table, "capture": np.array([stem(c) for c in table["capture"]], object)}
+            table = {**table, "capture": np.array(self.row_names(), object)}
         text = render.human(table, {c.name: c.unit for c in spec.columns if c.unit}, shown,
                             width, headings=self.headings(spec.name), complete=all_columns)
         legend = self.legend.get(spec.name)
@@ -183,11 +240,15 @@ class Compare(Result):
 
     def _figure(self, ax=None, *, kind: str = "metrics", metrics=None,
                 title: str | None = None):
-        from ..plots.compare import compare_figure, iographs_figure  # lazy: matplotlib
+        from ..plots.compare import (compare_figure, iographs_figure,  # lazy: matplotlib
+                                     models_figure)
         if kind == "iographs":
             return iographs_figure(self, ax=ax, title=title)
+        if kind == "models":
+            return models_figure(self, ax=ax, title=title)
         if kind != "metrics":
-            raise UsageError(f"unknown figure kind {kind!r}", hint="metrics or iographs")
+            raise UsageError(f"unknown figure kind {kind!r}",
+                             hint="metrics, iographs or models")
         wanted = [catalogue.lookup(m, self.metrics) for m in parse_names(metrics, "metrics")]
         return compare_figure(self, metrics=wanted or None, ax=ax, title=title)
 
@@ -199,11 +260,31 @@ def _label_doc(name: str) -> str:
     return f"label {name}: from the study file or a --label pattern"
 
 
-def _view(columns, labels, by, several: bool, *, ci: bool) -> tuple[Shown, ...]:
-    """The human table: the capture, its labels, the metrics read first (a group's with
-    the half-width of their CI beside them; `--all`, CSV and JSON have every column)."""
+_UNIT_WORDS = {"fraction": "a fraction, 0.1 for 10 %", "s": "seconds", "bit/s": "bits per second"}
+
+
+def _label_specs(label: LabelColumns, *, group: bool = False) -> tuple[Column, ...]:
+    """A label's columns (labels.LabelColumns): its number, typed, and its text as given."""
+    n = label.label
+    doc = f"the {n} label of the group's captures" if group else _label_doc(n)
+    out = []
+    if label.value is not None:
+        read = f"read as {_UNIT_WORDS[label.unit]}" if label.unit else "as a number"
+        out.append(_C(label.value, "int64" if label.whole else "float64",
+                      f"{doc}, {read}; empty where it does not read as one", label.unit,
+                      optional=not label.whole, heading=n))
+    if label.text is not None:
+        out.append(_C(label.text, "str", f"{doc}, as written" if label.value else doc,
+                      heading=n))
+    return tuple(out)
+
+
+def _view(columns, labels, by, several: bool, said: dict, *, ci: bool) -> tuple[Shown, ...]:
+    """The human table: the capture, its labels (``said``: the column that shows each, its
+    text as written), the metrics read first (a group's with the half-width of their CI
+    beside them; `--all`, CSV and JSON have every column)."""
     shown = [Shown("capture", "capture", wrap=True)] if several else []
-    shown += [Shown(n, n) for n in labels if n in by]
+    shown += [Shown(n, said[n]) for n in labels if n in by]
     if ci:
         shown.append(Shown("n", "n"))
     for c in columns:
@@ -213,7 +294,7 @@ def _view(columns, labels, by, several: bool, *, ci: bool) -> tuple[Shown, ...]:
         if ci and c.dtype != "str" and c.name not in MINOR:
             shown.append(Shown("±", f"ci95_{c.name}", minor=c.name != HEADLINE))
     # the other labels that tell captures apart last: the first left out when narrow
-    shown += [Shown(n, n, minor=True) for n in labels if n not in by]
+    shown += [Shown(n, said[n], minor=True) for n in labels if n not in by]
     return tuple(shown)
 
 
@@ -227,6 +308,7 @@ def _legend(result: Compare, name: str) -> str:
             "resent_share": "re-sent share: of the data packets",
             "rtt_median_ms": "RTT min, median: the main TCP transfer's base RTT and RTT under "
                              "load (their difference is queueing)",
+            "limit": "limit: what held the main TCP transfer's sender back longest",
             "datagram_loss": "UDP loss, jitter: the main UDP flow (capture jitter: at this "
                              "capture point; app jitter: what the receiving iperf3 reported)"}
     table = result.table("captures")
@@ -238,21 +320,21 @@ def _legend(result: Compare, name: str) -> str:
         "`pcapstats columns compare` defines each number."
 
 
-def _groups(table: dict, by: list[str], columns, order) -> tuple[dict, list[str]]:
-    """The groups table (see the module docstring) and notes on metrics that apply to only
-    some of a group's captures."""
+def _groups(table: dict, texts: dict, by: list[str], labels: dict, columns,
+            order) -> tuple[dict, dict, list[str]]:
+    """The groups table (see the module docstring), each group's ``by`` labels as written
+    (``texts``: the captures'), and notes on metrics that apply to only some of a group's
+    captures."""
     n = render.length(table)
-    keys = [tuple(table[b][i] for b in by) for i in range(n)]
+    keys = [tuple(texts[b][i] for b in by) for i in range(n)]
     groups: dict[tuple, list[int]] = {}
     for i in sorted(range(n), key=lambda i: tuple(sort_key(v, order) for v in keys[i])):
         groups.setdefault(keys[i], []).append(i)
-    out: dict[str, list] = {b: [] for b in by}
-    out["n"] = []
+    written = {b: [key[j] for key in groups] for j, b in enumerate(by)}
+    out: dict[str, list] = {"n": []}
     notes = []
     for key, rows in groups.items():
         partial: dict[int, list[str]] = {}        # captures it applies to -> metrics
-        for b, v in zip(by, key):
-            out[b].append(v)
         out["n"].append(len(rows))
         where = ", ".join(f"{b} {v or '(none)'}" for b, v in zip(by, key)) or "all captures"
         for c in columns:
@@ -273,8 +355,10 @@ def _groups(table: dict, by: list[str], columns, order) -> tuple[dict, list[str]
                               detail="; ".join(f"{', '.join(names)}: {k} of its {len(rows)}"
                                                for k, names in partial.items())
                               + " (the mean and its interval are over those)"))
-    return {k: np.array(v, object if k in by or k in M.TEXT else np.float64 if k != "n"
-                        else np.int64) for k, v in out.items()}, notes
+    label_columns = {k: v for b in by for k, v in labels[b].columns(written[b]).items()}
+    return {**label_columns, **{k: np.array(v, object if k in M.TEXT else np.float64
+                                            if k != "n" else np.int64)
+                                for k, v in out.items()}}, written, notes
 
 
 def _counted(values) -> str:
@@ -297,6 +381,7 @@ class Study:
     labels: dict[str, dict[str, str]] = field(default_factory=dict)   # capture -> labels
     label_names: list[str] = field(default_factory=list)
     word_order: list[str] = field(default_factory=list)
+    label_columns: dict[str, LabelColumns] = field(default_factory=dict)   # typed over all
 
     @classmethod
     def plan(cls, sources, *, by=None, metrics=None, labels=(), study=None,
@@ -318,26 +403,39 @@ class Study:
         names = list(dict.fromkeys(n for p in named.values() for n in p))
         own = [n for n in names if n not in SIDECAR_LABELS]
         names = own + [n for n in SIDECAR_LABELS if n in names]
+        typed = {n: label_columns(n, [named[_name(s)].get(n, "") for s in sources])
+                 for n in names}
         taken = {"capture", "n", *M.NAMES, *(c.name for c in M.CONTEXT),
                  *(f"{p}_{m}" for p in ("sd", "ci95") for m in M.NAMES)}
-        clash = [n for n in names if n in taken]
-        if clash:
-            raise UsageError(f"label {clash[0]!r} has the name of a column of the comparison",
-                             hint="rename it in the study file or --label pattern")
-        by_names = parse_names(by, "--by")
+        for n in names:
+            clash = [c for c in typed[n].names if c in taken]
+            if clash:
+                raise UsageError(f"label {n!r} has the name of a column of the comparison "
+                                 f"({clash[0]})",
+                                 hint="rename it in the study file or --label pattern")
+            taken.update(typed[n].names)
+        column_of = {c: n for n in names for c in typed[n].names}   # --by delay_s: delay
+        by_names = [column_of.get(b, b) for b in parse_names(by, "--by")]
         missing = [b for b in by_names if b not in names]
         if missing:
             raise UsageError(f"no capture has a label {missing[0]!r}",
                              hint=f"their labels: {', '.join(names)}" if names else
                              "they have none: give --label PATTERN or --study FILE (or keep "
                              "the lab's sidecar beside each capture)")
+        if len(set(by_names)) != len(by_names):
+            raise UsageError(f"--by names a label twice: {','.join(by_names)}")
         words = [*labelling.word_order(), *_alternatives(labelling)]
-        return cls(sources, labelling, by_names, chosen, interval_s, named, names, words)
+        return cls(sources, labelling, by_names, chosen, interval_s, named, names, words,
+                   typed)
 
     def notes(self) -> list[str]:
-        """Study-file rows that label none of the captures."""
+        """Study-file rows that label none of the captures, and label values that do not
+        read as their label's numbers."""
+        texts = {n: [self.labels[_name(s)].get(n, "") for s in self.sources]
+                 for n in self.label_names}
+        unread = [unread_note(self.label_columns[n], texts[n]) for n in self.label_names]
         return [f"the study file's {p!r} matches none of the captures"
-                for p in self.labelling.unmatched(self.sources)]
+                for p in self.labelling.unmatched(self.sources)] + [u for u in unread if u]
 
     def outcomes(self, *, jobs: int = 1, function=None, preload=(),
                  **options) -> Iterator[Outcome]:
@@ -345,12 +443,22 @@ class Study:
         return outcomes(function or M.measure, self.sources, jobs=jobs, metrics=self.metrics,
                         interval=self.interval_s, preload=preload, **options)
 
+    def names(self) -> dict[str, str]:
+        """Each capture's path -> its name in the study's figure titles (Result.names)."""
+        return names_of(self.sources)
+
     def name(self, several: bool) -> str:
         return _name(self.sources[0]) if not several else f"{len(self.sources)} captures"
 
 
 def _name(source) -> str:
     return str(getattr(source, "path", source))
+
+
+def names_of(sources) -> dict[str, str]:
+    """Each capture's path -> its name among the others, as figure titles show it."""
+    paths = [_name(s) for s in sources]
+    return dict(zip(paths, capture_names(paths)))
 
 
 def _alternatives(labelling: Labelling) -> list[str]:
@@ -373,23 +481,34 @@ def compare(captures, /, *, by=None, metrics=None, labels=(), study=None,
     cluster of ``jobs`` worker processes started for the call; pcapstats.pool);
     ``iographs``: keep each capture's I/O graph for ``figure(kind="iographs")``.  A capture
     that cannot be read is left out with a warning (a single one raises)."""
+    return compared(captures, by=by, metrics=metrics, labels=labels, study=study,
+                    interval=interval, jobs=jobs, scheduler=scheduler,
+                    keep=frozenset({"iograph"} if iographs else ()))[0]
+
+
+def compared(captures, /, *, by=None, metrics=None, labels=(), study=None,
+             interval: float = 1.0, jobs: int = 1, scheduler: str | None = None,
+             **worker_options) -> tuple[Compare, list[str]]:
+    """:func:`compare`'s work, each capture measured by ``Study.outcomes`` with
+    ``worker_options`` (the report's worker and its options): the comparison, and the
+    captures left out, each a sentence (warned of; a single capture's error raises)."""
     several = isinstance(captures, (list, tuple))
     plan = Study.plan(captures if several else [captures], by=by, metrics=metrics,
                       labels=labels, study=study, interval=interval)
-    measured, first_error = [], None
-    for outcome in plan.outcomes(jobs=jobs, scheduler=scheduler,
-                                 keep=frozenset({"iograph"} if iographs else ())):
+    measured, failures, first_error = [], [], None
+    for outcome in plan.outcomes(jobs=jobs, scheduler=scheduler, **worker_options):
         for text in outcome.warnings:
-            warnings.warn(PcapstatsWarning(text), stacklevel=2)
+            warnings.warn(PcapstatsWarning(text), stacklevel=3)
         if outcome.error is not None:
             if not several:
                 raise outcome.error
             first_error = first_error or outcome.error
+            failures.append(str(outcome.error))
             warnings.warn(PcapstatsWarning(f"{outcome.source} left out: {outcome.error}"),
-                          stacklevel=2)
+                          stacklevel=3)
         else:
             measured.append(outcome.result)
     if not measured:
         raise first_error
-    return Compare(plan, measured, several=several, notes=plan.notes())
+    return Compare(plan, measured, several=several, notes=plan.notes()), failures
 

@@ -10,13 +10,23 @@ sources, later ones winning:
    TOML with ``[[capture]]`` tables (``file = "close-*.pcap"``, ``distance = "close"``) or one
    table a file (``["close-1.pcap"]``).  ``file`` is a glob matched against the capture's file
    name, or, when it holds a ``/``, against its path taken from the study file's directory;
-3. **patterns** on the path as given (``--label 'loss(?P<loss>\\d+)pct'``): each named group
+3. **patterns** on the path as given (``--label 'loss(?P<loss_pct>\\d+)pct'``): each named group
    that matches is a label.
 
-Labels are text.  They sort by their number where they have one, units understood (``0``,
-``1``, ``10``, ``30``, not the file names' ``0, 10, 1, 30``; ``500us`` before ``20ms``), then
-words in the order the study file or a pattern's alternation gives them (``close``,
-``medium``, ``far`` stay in that order), other words alphabetically, then empty values.
+Labels are given as text; in a table a label that reads as numbers is typed
+(:func:`label_columns`, its text read by pcapstats.units, the one parser of what people type):
+the sidecar's ``loss`` is a fraction column ``loss`` (0.1), ``delay`` seconds ``delay_s``,
+``rate`` bit/s ``rate_bps``, each with the text as given beside it (``loss_label``: "10%"); any
+other label whose values all read as one kind of quantity the same way (``NAME``, ``NAME_s``,
+``NAME_bps`` and ``NAME_label``), one whose values are all bare numbers a number column of its
+own name (``trial``: 3), the others text.  So a label goes on a numeric axis and sorts as a
+number in pandas, and the human table still shows "10%".
+
+They sort by their number where they have one, units understood (``0``, ``1``, ``10``, ``30``,
+not the file names' ``0, 10, 1, 30``; ``500us`` before ``20ms``), else by a leading number
+(``2m`` before ``10m``), then words in the order the study file or a pattern's alternation
+gives them (``close``, ``medium``, ``far`` stay in that order), other words alphabetically,
+then empty values.
 """
 
 from __future__ import annotations
@@ -29,17 +39,23 @@ import re
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable
 
-from ..errors import PcapstatsWarning, UsageError
+import numpy as np
+
+from ..errors import Note, PcapstatsWarning, UsageError
 from ..sidecar import SidecarError, load_sidecar, sidecar_for
+from ..units import parse_loss, parse_rate, parse_time, quantity
 
 SIDECAR_LABELS = ("cc", "loss", "delay", "rate", "pairs", "trial", "tool")
 NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-_NUMBER = re.compile(r"^\s*([-+]?(?:\d+\.?\d*|\.\d+)(?:e[-+]?\d+)?)\s*([a-zµ%/]*)\s*$", re.I)
-_SCALE = {"": 1, "%": 1, "s": 1, "sec": 1, "ms": 1e-3, "us": 1e-6, "µs": 1e-6, "ns": 1e-9,
-          "bit": 1, "kbit": 1e3, "mbit": 1e6, "gbit": 1e9, "bps": 1, "kbps": 1e3,
-          "mbps": 1e6, "gbps": 1e9, "b": 1, "kb": 1e3, "mb": 1e6, "gb": 1e9, "m": 1,
-          "km": 1e3, "cm": 1e-2}
+_LEADING = re.compile(r"^\s*([-+]?(?:\d+\.?\d*|\.\d+))")
+# a quantity's unit -> the suffix of its column's name (the vocabulary's units in names)
+SUFFIX = {"fraction": "", "s": "_s", "bit/s": "_bps"}
+# the sidecar's quantities: always typed, each read by its own parser (and its unit)
+SIDECAR_QUANTITIES = {"loss": (parse_loss, "fraction", "10% or 0.1"),
+                      "delay": (parse_time, "s", "20ms"),
+                      "rate": (parse_rate, "bit/s", "30mbit")}
 
 
 @dataclass(frozen=True)
@@ -212,10 +228,10 @@ def _pattern(text: str) -> re.Pattern:
     except re.error as e:
         raise UsageError(f"bad --label pattern {text!r}: {e}",
                          hint="a Python regular expression with named groups, e.g. "
-                              "'loss(?P<loss>\\d+)pct'") from None
+                              "'loss(?P<loss_pct>\\d+)pct'") from None
     if not pattern.groupindex:
         raise UsageError(f"--label pattern {text!r} names no label",
-                         hint="name each label with a group: 'loss(?P<loss>\\d+)pct', "
+                         hint="name each label with a group: 'loss(?P<loss_pct>\\d+)pct', "
                               "'(?P<distance>close|medium|far)'")
     for name in pattern.groupindex:
         check_name(name, "--label")
@@ -240,17 +256,99 @@ def parse_names(value, what: str) -> list[str]:
 
 
 def sort_key(value: str, words: dict[str, int]):
-    """A label value's place: numbers (units understood) first, then words by ``words``
-    (their place in the study file or a pattern), then other words alphabetically, then
-    empty values."""
+    """A label value's place: numbers (units understood: pcapstats.units.quantity; else a
+    leading number, ``2m`` before ``10m``) first, then words by ``words`` (their place in the
+    study file or a pattern), then other words alphabetically, then empty values."""
     if value == "":
         return (2, 0.0, "")
-    m = _NUMBER.match(value)
-    if m:
-        number = float(m.group(1)) * _SCALE.get(m.group(2).lower(), 1.0)
-        if math.isfinite(number):
-            return (0, number, value)
+    read = quantity(value)
+    if read is None:
+        m = _LEADING.match(value)
+        read = (float(m.group(1)), "") if m else None
+    if read is not None and math.isfinite(read[0]):
+        return (0, read[0], value)
     return (1, float(words.get(value, len(words))), value)
+
+
+@dataclass(frozen=True)
+class LabelColumns:
+    """How one label is put in a table (the module docstring): ``value``, the name of its
+    number column (None for a text label), in ``unit``, read by ``parse``; ``text``, the name
+    of its text column (the label's own name for a text label; ``NAME_label`` beside a
+    number read with a unit; None for bare numbers, whose number says it all)."""
+    label: str
+    value: str | None
+    unit: str | None
+    text: str | None
+    parse: Callable[[str], float] | None = None
+    whole: bool = False                 # bare numbers, every capture with a whole one: int64
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(n for n in (self.value, self.text) if n is not None)
+
+    @property
+    def shown(self) -> str:
+        """The column a human table shows for the label: its text as given."""
+        return self.text or self.value
+
+    def columns(self, texts) -> dict[str, np.ndarray]:
+        """The label's columns for these values (one text a row, "" where none)."""
+        out = {}
+        if self.value is not None:
+            numbers = [self.number(t) for t in texts]
+            out[self.value] = (np.array(numbers, np.int64) if self.whole
+                               else np.array(numbers, np.float64))
+        if self.text is not None:
+            out[self.text] = np.array(list(texts), object)
+        return out
+
+    def number(self, text: str) -> float:
+        """One value as a number (NaN where it is empty or does not read)."""
+        if text == "":
+            return math.nan
+        try:
+            return float(self.parse(text))
+        except (UsageError, ValueError):
+            return math.nan
+
+    def unread(self, texts) -> list[str]:
+        """The values that do not read as this label's numbers (each once)."""
+        if self.value is None:
+            return []
+        return list(dict.fromkeys(t for t in texts if t != "" and self.number(t) != self.number(t)))
+
+
+def label_columns(name: str, texts) -> LabelColumns:
+    """How the label ``name`` whose values over a study's captures are ``texts`` is typed (the
+    module docstring)."""
+    if name in SIDECAR_QUANTITIES:
+        parse, unit, _ = SIDECAR_QUANTITIES[name]
+        return LabelColumns(name, name + SUFFIX[unit], unit, f"{name}_label", parse)
+    given = [t for t in texts if t != ""]
+    read = [quantity(t) for t in given]
+    kinds = {r[1] for r in read if r is not None}
+    if not given or None in read or len(kinds) != 1:
+        return LabelColumns(name, None, None, name)
+    unit = kinds.pop()
+    if unit == "":
+        whole = len(given) == len(list(texts)) and all(r[0].is_integer() for r in read)
+        return LabelColumns(name, name, None, None, lambda t: quantity(t)[0], whole)
+    return LabelColumns(name, name + SUFFIX[unit], unit, f"{name}_label",
+                        lambda t: quantity(t)[0])
+
+
+def unread_note(columns: LabelColumns, texts) -> Note | None:
+    """The note said when some of a typed label's values do not read as its numbers."""
+    unread = columns.unread(texts)
+    if not unread:
+        return None
+    example = SIDECAR_QUANTITIES.get(columns.label, (None, None, "a number"))[2]
+    shown = ", ".join(repr(t) for t in unread[:3]) + (" ..." if len(unread) > 3 else "")
+    return Note(f"{shown} {'does' if len(unread) == 1 else 'do'} not read as one value",
+                about=f"label {columns.label}",
+                detail=f"a value like {example} reads; {columns.value} is empty there, "
+                       f"{columns.text} keeps the text")
 
 
 def word_places(words) -> dict[str, int]:

@@ -23,6 +23,8 @@ several rows, the rule that picks one is below.
   the RTT under load, side by side so queueing shows;
 - ``flavour``, ``flavour_confidence``: flavour's verdict on the main TCP transfer, when it
   carried enough to judge (flavour's own MIN_STREAM_BYTES);
+- ``limit``, ``mathis_bps``, ``padhye_bps``: what held the main TCP transfer's sender back
+  longest, and what the Mathis and Padhye models give it (limits' rows of it);
 - ``datagram_loss``, ``capture_jitter_ms``, ``app_jitter_ms``: udp's numbers for the main UDP
   flow (``udp_stream``: the stream and direction with the most datagrams);
 - ``jain_index``: fairness' index over the capture's flows (by stream);
@@ -52,9 +54,11 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .. import catalogue
+from ..analyses.cwnd import LIMITS
 from ..analyses.fairness import fairness
 from ..analyses.flavour import MIN_STREAM_BYTES, flavour
 from ..analyses.iograph import iograph
+from ..analyses.limits import limits
 from ..analyses.retrans import retrans
 from ..analyses.rtt import rtt
 from ..analyses.throughput import throughput
@@ -90,6 +94,9 @@ METRICS: tuple[Column, ...] = (
     _metric("app_jitter_ms", doc="here of the main UDP flow (udp)"),
     _metric("jain_index", doc="here over the capture's flows of 10 kB or more, by stream "
             "(fairness; two flows or more)"),
+    _metric("limit", doc="here of the main TCP transfer (limits)", values=LIMITS),
+    _metric("mathis_bps", doc="here of the main TCP transfer (limits' models)"),
+    _metric("padhye_bps", doc="here of the main TCP transfer (limits' models)"),
     _metric("flavour", doc="here of the main TCP transfer (flavour)"),
     _metric("flavour_confidence"),
     _metric("verdict", doc="here the worst of the streams verify recognised; empty when it "
@@ -100,6 +107,8 @@ CONTEXT: tuple[Column, ...] = (
     _C("interval_s", "float64", "the I/O graph interval peak_bps is measured over", "s"),
     _C("tcp_stream", "int64", "the main TCP transfer: the stream with the most payload, whose "
        "rtt_min_ms, rtt_median_ms and flavour are given", optional=True),
+    _C("mss_bytes", "int64", "the main TCP transfer's MSS (limits' models), for the models' "
+       "curves", "bytes", optional=True),
     _C("udp_stream", "int64", "the main UDP flow's udp.stream: the flow with the most "
        "datagrams, whose datagram_loss and capture_jitter_ms are given", optional=True),
 )
@@ -109,11 +118,14 @@ TEXT = tuple(c.name for c in METRICS if c.dtype == "str")
 SOURCES = {"goodput_bps": "goodput", "utilisation": "goodput", "avg_capture_bps": "iograph",
            "avg_transfer_bps": "iograph", "peak_bps": "iograph", "resent": "retrans",
            "resent_share": "retrans", "rtt_min_ms": "rtt", "rtt_median_ms": "rtt",
-           "flavour": "flavour", "flavour_confidence": "flavour", "datagram_loss": "udp",
+           "flavour": "flavour", "flavour_confidence": "flavour", "limit": "limits",
+           "mathis_bps": "limits", "padhye_bps": "limits", "datagram_loss": "udp",
            "capture_jitter_ms": "udp", "app_jitter_ms": "udp", "jain_index": "fairness", "verdict": "verify",
            "signal_dbm": "radio"}
 NEEDS = {"interval_s": ("avg_capture_bps", "avg_transfer_bps", "peak_bps"),
-         "tcp_stream": ("rtt_min_ms", "rtt_median_ms", "flavour", "flavour_confidence"),
+         "tcp_stream": ("rtt_min_ms", "rtt_median_ms", "flavour", "flavour_confidence",
+                        "limit", "mathis_bps", "padhye_bps"),
+         "mss_bytes": ("mathis_bps", "padhye_bps"),
          "udp_stream": ("datagram_loss", "capture_jitter_ms", "app_jitter_ms")}
 
 
@@ -125,6 +137,7 @@ class Measured:
     capture: str
     values: dict[str, object]
     why: dict[str, str] = field(default_factory=dict)
+    holds: str = ""                      # what the capture holds (Capture.holds)
     results: dict[str, Result] = field(default_factory=dict)
     figures: dict[str, bytes] = field(default_factory=dict)
 
@@ -155,11 +168,11 @@ def measure(capture, *, metrics=NAMES, interval: float = 1.0,
 def _measure(cap, metrics, interval: float, keep: frozenset) -> Measured:
     """measure() of a Capture (its times joined across clock breaks already)."""
     out = Measured(cap.path, {c.name: ("" if c.dtype == "str" else math.nan)
-                              for c in columns(metrics)})
+                              for c in columns(metrics)}, holds=cap.holds())
     wanted = {SOURCES[m] for m in metrics}
     if "goodput" in wanted:                    # payload, less what was re-sent, over the span
         wanted |= {"iograph", "throughput", "retrans"}
-    if wanted & {"retrans", "rtt", "flavour"}:     # which TCP streams are transfers
+    if wanted & {"retrans", "rtt", "flavour", "limits"}:   # which TCP streams are transfers
         wanted.add("throughput")
     got: dict[str, object] = {}
 
@@ -174,12 +187,13 @@ def _measure(cap, metrics, interval: float, keep: frozenset) -> Measured:
     transfers = tcp_transfers(got["throughput"]) if "throughput" in got else []
     main = transfers[0] if transfers else None
     if main is None and "throughput" in got:
-        for name in ("retrans", "rtt", "flavour"):
+        for name in ("retrans", "rtt", "flavour", "limits"):
             out.why.setdefault(name, NO_TRANSFER)
     run("retrans", lambda: retrans(cap))
     if main is not None:
         run("rtt", lambda: rtt(cap, stream=main))
         run("flavour", lambda: _flavour(cap, main))
+        run("limits", lambda: limits(cap, stream=main))
     run("udp", lambda: udp(cap))
     run("fairness", lambda: fairness(cap))
     run("verify", lambda: verify(cap))
@@ -250,6 +264,10 @@ def _values(got: dict, why: dict, interval: float, transfers: list[int]) -> dict
         row = got["flavour"].table()
         v.update(flavour=row["flavour"][0], flavour_confidence=row["flavour_confidence"][0],
                  tcp_stream=row["stream"][0])
+    if "limits" in got:
+        models = got["limits"].table("models")
+        v.update(limit=got["limits"].table()["limit"][0], mathis_bps=models["mathis_bps"][0],
+                 padhye_bps=models["padhye_bps"][0], mss_bytes=models["mss_bytes"][0])
     if "udp" in got:
         flows = got["udp"].table()
         main = int(np.argmax(flows["datagrams"]))

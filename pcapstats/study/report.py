@@ -37,23 +37,29 @@ from ..errors import PcapstatsError, UsageError
 from ..reader import as_capture
 from ..render import Shown
 from ..results import Result
-from .compare import Compare
+from .compare import Compare, compared, names_of
 from .metrics import Measured, measure
 
 KEEP = frozenset({"iograph", "throughput", "verify"})
 PRELOAD = ("pandas", "matplotlib.figure", "matplotlib.backends.backend_agg")  # every worker
 
 
-def capture_report(capture, *, metrics, interval: float, keep=KEEP) -> Measured:
+def capture_report(capture, *, metrics, interval: float, keep=KEEP,
+                   names: dict | None = None) -> Measured:
     """One capture's metrics, the results its section shows, and its figures (PNG bytes):
-    ``iograph`` and ``cwnd`` (its main TCP stream; none without TCP data)."""
+    ``iograph`` and ``cwnd`` (its main TCP stream; none without TCP data), titled with the
+    capture's name among the study's (``names``: path -> name, Study.names)."""
     cap = as_capture(capture)
+    name = [(names or {}).get(cap.path) or cap.path]
     m = measure(cap, metrics=metrics, interval=interval, keep=frozenset(keep) | KEEP)
     io_graph = m.results.get("iograph")
     if io_graph is not None and not io_graph.empty:
+        io_graph.names = name
         m.figures["iograph"] = png(io_graph.figure())
     try:
-        m.figures["cwnd"] = png(cwnd(cap).figure())
+        window = cwnd(cap)
+        window.names = name
+        m.figures["cwnd"] = png(window.figure())
     except PcapstatsError as e:
         m.why["cwnd"] = str(e)
     return m
@@ -65,6 +71,21 @@ def png(fig) -> bytes:
     buf = io.BytesIO()
     fig.savefig(buf, format="png", pil_kwargs={"compress_level": 1})
     return buf.getvalue()
+
+
+def report(captures, output, /, *, by=None, metrics=None, labels=(), study=None,
+           interval: float = 1.0, title: str | None = None, jobs: int = 1,
+           scheduler: str | None = None) -> Compare:
+    """``pcapstats report`` in a notebook: the study of ``captures`` (as :func:`pcapstats.
+    compare` takes them) written to ``output`` as one self-contained HTML file; returns the
+    comparison (shown in the notebook as compare's)."""
+    sources = list(captures) if isinstance(captures, (list, tuple)) else [captures]
+    result, failures = compared(sources, by=by, metrics=metrics, labels=labels, study=study,
+                                interval=interval, jobs=jobs, scheduler=scheduler,
+                                function=capture_report, preload=PRELOAD,
+                                names=names_of(sources))
+    write(result, output, failures=failures, title=title)
+    return result
 
 
 def write(result: Compare, output, *, failures: Sequence[str] = (),
@@ -83,7 +104,7 @@ def write(result: Compare, output, *, failures: Sequence[str] = (),
 
 def document(result: Compare, *, failures: Sequence[str] = (), title: str | None = None) -> str:
     """The whole HTML page."""
-    title = title or f"Study: {captures_title(result.captures)}"
+    title = title or f"Study: {captures_title(result.names)}"
     defined: dict[str, list] = {}
     body = [_header(result, title, failures),
             _comparison(result, failures, defined),
@@ -136,7 +157,9 @@ def _figures(result: Compare) -> str:
              + (": group means with their 95 % confidence intervals (Student's t), each "
                 "capture a faint dot." if result.by else ", one point a capture.")),
             ("iographs", "I/O graphs of every packet, with each capture's average over its "
-                         "span (dashed) and its peak interval (triangle).")):
+                         "span (dashed) and its peak interval (triangle)."),
+            ("models", "Each capture's goodput against its loss rate, beside what the Mathis "
+                       "and Padhye models give at the captures' median MSS and RTT.")):
         try:
             data = png(result.figure(kind=kind))
         except UsageError as e:
@@ -148,9 +171,9 @@ def _figures(result: Compare) -> str:
 
 def _captures(result: Compare, defined) -> str:
     out = ['<section id="captures"><h2>Captures</h2>']
-    table = result.table("captures")
+    texts = {n: result.label_text(n) for n in result.labels}
     for i, m in enumerate(result.measured):
-        labels = ", ".join(f"{n} {table[n][i]}" for n in result.labels if table[n][i])
+        labels = ", ".join(f"{n} {texts[n][i]}" for n in result.labels if texts[n][i])
         out.append(f'<section class="capture" id="{_anchor(i)}"><h3>{_e(m.capture)}</h3>')
         if labels:
             out.append(f"<p class=\"labels\">{_e(labels)}</p>")
@@ -230,11 +253,11 @@ def _table(result: Result, name: str, defined, *, links: bool = False) -> str:
     table = dict(result.table(name))
     if isinstance(result, Compare):        # a label not set reads "(none)", not a blank
         for label in result.labels:
-            if label in table:
-                table[label] = np.array([v or "(none)" for v in table[label]], object)
-    if links and "capture" in table:
-        names = [Path(c).name for c in table["capture"]]
-        table["capture"] = np.array(names, object)
+            text = result.label_columns[label].shown
+            if text in table and table[text].dtype == object:
+                table[text] = np.array([v or "(none)" for v in table[text]], object)
+    if links and "capture" in table:               # rows in the order of result.captures
+        table["capture"] = np.array(result.row_names(), object)
     return _html_table(table, spec, shown, defined, f"{result.analysis}.{name}",
                        links=links, headings=result.headings(name))
 

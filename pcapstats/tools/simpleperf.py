@@ -186,7 +186,15 @@ def _buffer_bytes(text: str) -> int:
 _SERVER_ONLY = {"bind": "-b/--bind", "once": "--once"}
 _CLIENT_ONLY = {"serverip": "-I/--serverip", "time": "-t/--time", "interval": "-i/--interval",
                 "parallel": "-P/--parallel", "num": "-n/--num",
-                "tcp_info_interval": "--tcp-info-interval"}
+                "tcp_info_interval": "--tcp-info-interval", "rate": "--rate"}
+
+
+def _rate_bps(text: str) -> float:
+    """An application rate: bits/s with an optional k/m/g prefix and 'bit' or 'bps'."""
+    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([kmg]?)(?:bit|bps|bit/s)?\s*", text.lower())
+    if not m or float(m.group(1)) <= 0:
+        raise argparse.ArgumentTypeError(f"not a rate: {text!r} (e.g. 5mbit, 800kbit)")
+    return float(m.group(1)) * {"": 1, "k": 1e3, "m": 1e6, "g": 1e9}[m.group(2)]
 
 
 def build_parser(prog: str = "simpleperf") -> argparse.ArgumentParser:
@@ -227,6 +235,9 @@ def build_parser(prog: str = "simpleperf") -> argparse.ArgumentParser:
                      help="write a JSON report (with the client's TCP_INFO series)")
     lab.add_argument("--tcp-info-interval", type=_positive_seconds, default=None, metavar="S",
                      help="client: TCP_INFO sampling period (default 0.01)")
+    lab.add_argument("--rate", type=_rate_bps, default=None, metavar="BPS",
+                     help="client: write at most this many bits/s (5mbit, 800kbit): an "
+                          "application-limited sender, each 1000-byte message on schedule")
     lab.add_argument("--once", action="store_true",
                      help="server: exit after the first batch of connections has finished")
     return p
@@ -441,11 +452,15 @@ class _Sender:
         rows = _IntervalRows(self, out, opts, t0, step)
         sent = 0
         clock = time.monotonic
+        per_byte = 8 / opts.rate if getattr(opts, "rate", None) else 0.0
         try:
             while sent < total and not self.stop.is_set():
                 now = clock()
                 if now >= deadline:
                     break
+                if per_byte and now < t0 + sent * per_byte:    # ahead of the rate: wait
+                    time.sleep(min(t0 + sent * per_byte, deadline) - now)
+                    continue
                 if now >= rows.next_mark:
                     rows.until(now, sent)
                 left = total - sent

@@ -9,7 +9,7 @@ from tests.helpers.mutate import shift_seconds
 from tests.helpers.paths import CAPTURES
 
 import pcapstats as ps
-from pcapstats.analyses.flavour import gain_cycling, idle_share
+from pcapstats.analyses.flavour import gain_cycling, app_silence_share
 from pcapstats.cli import main
 from pcapstats.clock import ClockCheck, without_long_gaps
 from pcapstats.errors import ClockWarning
@@ -97,10 +97,10 @@ def test_flavour_and_every_command_finish_with_the_originals_verdict(stepped, ca
 
 def test_idle_share_counts_neither_a_clock_step_nor_a_step_back():
     t = np.r_[np.arange(0, 3, 0.01), 3 + 66 * DAY, np.arange(3.01, 4, 0.01)]
-    share = idle_share(t, np.zeros(len(t), bool), t - 0.0005, 0.02)
+    share = app_silence_share(t, np.zeros(len(t), bool), t - 0.0005, 0.02)
     assert share == 0.0
     idle = np.r_[np.arange(0, 1, 0.01), np.arange(2, 3, 0.01)]     # idle from 0.99 to 2
-    assert idle_share(idle, np.zeros(len(idle), bool), idle[:1], 0.02) == \
+    assert app_silence_share(idle, np.zeros(len(idle), bool), idle[:1], 0.02) == \
         pytest.approx(1.01 / 2.99, rel=1e-6)
 
 

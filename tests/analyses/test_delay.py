@@ -10,7 +10,7 @@ import pcapstats as ps
 from pcapstats.analyses import delay as delay_module
 from pcapstats.capture import Needs
 from pcapstats.stats import ols, t_quantile
-from pcapstats.errors import UsageError
+from pcapstats.errors import NothingToReport
 
 T0 = 1_700_000_000 * 10**9
 ME, PEER, OTHER = "192.0.2.1", "198.51.100.2", "203.0.113.9"
@@ -255,12 +255,12 @@ def test_a_client_pacing_itself_near_the_slope_is_said(tmp_path):
 
 
 def test_bulk_transfer_is_not_a_ping_pong(tmp_path):
-    with pytest.raises(UsageError, match="no latency samples"):
+    with pytest.raises(NothingToReport, match="no latency samples"):
         ps.delay(CAPTURES / "sp-reno-loss1pct.pcap")
 
 
 def test_responder_side_sweep_is_refused_with_the_reason():
-    with pytest.raises(UsageError, match="captured at the responder"):
+    with pytest.raises(NothingToReport, match="captured at the responder"):
         ps.delay(CAPTURES / "ping-sweep.pcap")
 
 

@@ -17,7 +17,7 @@ from tests.helpers.paths import CAPTURES, DATA
 import pcapstats as ps
 from pcapstats.analyses.fairness import GROUPINGS, READS, jain, rows_needed
 from pcapstats.capture import Needs
-from pcapstats.errors import UsageError
+from pcapstats.errors import NothingToReport
 from pcapstats.sidecar import load_sidecar
 
 T0 = 1_700_000_000 * 10**9
@@ -84,7 +84,7 @@ def test_parallel_connections_of_a_pair_count_as_one_flow(tmp_path):
 
 
 def test_one_flow_is_one_clear_error(tmp_path):
-    with pytest.raises(UsageError, match="needs two flows or more"):
+    with pytest.raises(NothingToReport, match="needs two flows or more"):
         ps.fairness(_write(tmp_path, _flow("192.0.2.1", 1000, np.arange(0, 1000, 10))))
 
 
@@ -131,7 +131,7 @@ def test_parallel_connections_equal_iperf3s_per_stream_reports():
     x = np.array(reported)
     assert abs(summary.jain_index - x.sum() ** 2 / (len(x) * (x ** 2).sum())) <= 0.01, \
         (summary, reported)
-    with pytest.raises(UsageError, match="has 1"):
+    with pytest.raises(NothingToReport, match="has 1"):
         ps.fairness(path, by="pair")
 
 

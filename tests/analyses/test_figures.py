@@ -22,7 +22,7 @@ import pcapstats as ps
 from pcapstats import plots
 from pcapstats.analyses import load_all
 from pcapstats.cli import main
-from pcapstats.plots import short_names
+from pcapstats.naming import capture_names as short_names
 from pcapstats.results import RESULT_TYPES
 
 SHIPPED = sorted(p for p in CAPTURES.iterdir() if p.suffix in (".pcap", ".pcapng"))
@@ -156,7 +156,7 @@ def test_iograph_by_stream_names_the_endpoints():
 
 
 @pytest.mark.parametrize("path", TCP_RUNS, ids=lambda p: p.name)
-@pytest.mark.parametrize("analysis", ["cwnd", "seqgraph", "rtt"])
+@pytest.mark.parametrize("analysis", ["cwnd", "seqgraph", "rtt", "limits"])
 def test_per_stream_figures_name_their_capture(analysis, path):
     result = getattr(ps, analysis)(path)
     assert_readable(result.figure(), [path.name])

@@ -473,7 +473,8 @@ def assert_one_error_line(proc, status=2, *needles):
     assert "Traceback" not in proc.stderr + proc.stdout, proc.stderr
     assert proc.returncode == status, (proc.returncode, proc.stderr)
     lines = proc.stderr.splitlines()
-    assert len(lines) == 1 and lines[0].startswith("pcapstats: error: "), proc.stderr
+    kind = "error" if status == 2 else "nothing to report"
+    assert len(lines) == 1 and lines[0].startswith(f"pcapstats: {kind}: "), proc.stderr
     for needle in needles:
         assert needle in lines[0], lines[0]
 

@@ -23,7 +23,7 @@ from tests.helpers.tshark_ref import tshark_fields
 import pcapstats as ps
 from pcapstats.analyses import ping as ping_module
 from pcapstats.capture import Needs
-from pcapstats.errors import UsageError
+from pcapstats.errors import NothingToReport
 
 T0 = 1_700_000_000 * 10**9
 ME, PEER = "192.0.2.1", "198.51.100.2"
@@ -132,7 +132,7 @@ def test_side_from_pings_send_time_when_no_router_is_between(tmp_path):
 
 
 def test_a_capture_without_echoes_says_what_it_has():
-    with pytest.raises(UsageError, match=r"no ICMP echo requests .*1414 TCP"):
+    with pytest.raises(NothingToReport, match=r"no ICMP echo requests .*1414 TCP"):
         ps.ping(CAPTURES / "tcp_2streams.pcap")
 
 

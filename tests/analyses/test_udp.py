@@ -28,7 +28,7 @@ from tests.helpers.paths import CAPTURES, DATA
 import pcapstats as ps
 from pcapstats.analyses.udp import NEEDS, rows_needed
 from pcapstats.cli import main
-from pcapstats.errors import UsageError
+from pcapstats.errors import NothingToReport
 from pcapstats.streams import own_transport
 
 T0 = 1_700_000_000 * 10**9
@@ -151,7 +151,7 @@ def test_a_flow_without_iperf_headers_gets_jitter_from_its_spacing(tmp_path):
 
 
 def test_a_capture_without_udp_is_one_clear_error():
-    with pytest.raises(UsageError, match="no UDP datagrams"):
+    with pytest.raises(NothingToReport, match="no UDP datagrams"):
         ps.udp(CAPTURES / "tcp_2streams.pcap")
 
 
@@ -557,7 +557,6 @@ def test_pair_command_fits_80_columns(extra, monkeypatch, capsys):
     (["--pair", PAIR[0]], "requires 2 arguments"),
     (["--pair", *PAIR, PAIR[0]], "--pair takes its two captures itself"),
     ([], "no capture given"),
-    (["--pair", str(CAPTURES / "tcp_2streams.pcap"), PAIR[1]], "no UDP datagrams"),
     (["--pair", PAIR[0], str(CAPTURES / "tcp_2streams.pcap")], "nothing to match"),
 ])
 def test_bad_pair_usage_is_one_line(argv, needle, capsys):
@@ -565,6 +564,16 @@ def test_bad_pair_usage_is_one_line(argv, needle, capsys):
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2, (code, err)
     assert len(err) == 1 and err[0].startswith("pcapstats: error:") and needle in err[0], err
+
+
+def test_a_sender_without_udp_has_nothing_to_report(capsys):
+    """--pair with a TCP-only capture as the sender: no UDP flow to match (exit 1, one line
+    saying what the capture holds)."""
+    code = main(["udp", "--pair", str(CAPTURES / "tcp_2streams.pcap"), PAIR[1]])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 1, (code, err)
+    assert len(err) == 1 and err[0].startswith("pcapstats: nothing to report: no UDP "
+                                                "datagrams") and "1414 TCP" in err[0], err
 
 
 def test_jitter_of_a_long_flow_equals_the_plain_loop():

@@ -1,4 +1,6 @@
-"""The README's commands and code, and the notebooks' cells, run as written (so they cannot rot)."""
+"""The README's commands and code, and the notebooks' cells, run as written (so they cannot rot),
+the notebooks through the public API alone (``import pcapstats as ps``, names in ``ps.__all__``)."""
+import ast
 import re
 import subprocess
 import sys
@@ -41,6 +43,38 @@ def test_readme_python_blocks_run(monkeypatch):
 
 
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
+
+
+def _private_uses(source: str) -> list[str]:
+    """What a cell reaches past the API for: a pcapstats module imported (anything but
+    ``import pcapstats as ps``), or a ``ps.NAME`` that is not in ``ps.__all__``."""
+    import pcapstats as ps
+    out = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            out += [f"import {a.name}" for a in node.names if a.name.split(".")[0] ==
+                    "pcapstats" and (a.name, a.asname) != ("pcapstats", "ps")]
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("pcapstats"):
+            out.append(f"from {node.module} import ...")
+        elif (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)
+              and node.value.id == "ps" and node.attr not in ps.__all__):
+            out.append(f"ps.{node.attr}")
+    return out
+
+
+@pytest.mark.parametrize("notebook", NOTEBOOKS, ids=lambda p: p.name)
+def test_notebook_uses_only_the_public_api(notebook):
+    import nbformat
+    nb = nbformat.read(notebook, as_version=4)
+    used = [u for c in nb.cells if c.cell_type == "code" for u in _private_uses(c.source)]
+    assert not used, f"{notebook.name} reaches past pcapstats' API: {used}"
+    assert any("import pcapstats as ps" in c.source for c in nb.cells)
+
+
+def test_the_api_check_sees_what_it_must():
+    assert _private_uses("from pcapstats.sidecar import load_sidecar\nimport pcapstats.plots\n"
+                         "import pcapstats as ps\nps.results.describe('x')\nps.cwnd(f)") == [
+        "from pcapstats.sidecar import ...", "import pcapstats.plots", "ps.results"]
 
 
 @pytest.mark.parametrize("notebook", NOTEBOOKS, ids=lambda p: p.name)

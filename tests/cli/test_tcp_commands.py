@@ -83,8 +83,12 @@ def test_udp_stream_is_one_line(command, tmp_path, capsys):
 
 @pytest.mark.parametrize("command", COMMANDS[:4])
 def test_no_tcp_is_one_line(command, tmp_path, capsys):
+    """Nothing to report (exit 1): one line saying what was looked for and what it holds."""
     path = _udp_and_tcp(tmp_path / "u.pcap", udp_only=True)
-    _one_line_error(capsys, [command, str(path)], "no TCP packets")
+    assert main([command, str(path)]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("pcapstats: nothing to report: no TCP packets"), err
+    assert str(path) in err[0] and "UDP" in err[0], err
 
 
 @pytest.mark.parametrize("command", COMMANDS)
@@ -108,9 +112,9 @@ def test_a_stream_without_cwnd_samples_says_so(capsys):
     result = ps.cwnd(path, stream=0)
     assert result.rows("samples") == 0
     assert main(["cwnd", str(path)]) == 1
-    errors = [line for line in capsys.readouterr().err.splitlines() if "error:" in line]
-    assert errors == ["pcapstats: error: no cwnd samples in stream 0 (no data segment could be "
-                      "timed against the ACK it was sent after)"]
+    said = [line for line in capsys.readouterr().err.splitlines() if "nothing to" in line]
+    assert said == ["pcapstats: nothing to report: no cwnd samples in stream 0 (no data "
+                    "segment could be timed against the ACK it was sent after)"]
 
 
 def test_default_stream_is_named_on_stderr(tmp_path, capsys):

@@ -53,6 +53,9 @@ CASES = [
     ("seqgraph", [], None),
     ("seqgraph", ["--all"], "summary"),
     ("seqgraph", ["--series"], "segments"),
+    ("limits", [], None),
+    ("limits", ["--all"], "streams"),
+    ("limits", ["--intervals"], "limited"),
     ("flavour", [], None),
     ("flavour", ["--all"], "streams"),
     ("verify", [], None),
@@ -162,8 +165,9 @@ def test_compare_never_leaves_out_a_metric_asked_for(width, monkeypatch, capsys)
     leaves out first when narrow (its minor ones, read from the view)."""
     result = library_result("compare", [])
     metrics = result.spec("captures").names
+    labels = {c for label in result.label_columns.values() for c in label.names}  # loss_label
     minor = [s for s in result.view["captures"] if s.minor and s.column in metrics
-             and s.column not in result.labels]
+             and s.column not in labels]
     assert minor, "the comparison's view has no minor metric to ask for"
     out, _ = run(["compare", *SHIPPED, "-m", ",".join(s.column for s in minor)], width,
                  monkeypatch, capsys)

@@ -74,8 +74,8 @@ def test_every_number_is_the_single_commands(study, path):
         assert row["avg_transfer_bps"] == io_graph["avg_transfer_bps"][0]
         assert row["peak_bps"] == io_graph["peak_bps"][0] and row["interval_s"] == 1.0
         transfers = _transfers(path)
-        counts = ps.retrans(path).table("counts")
         if transfers:
+            counts = ps.retrans(path).table("counts")
             data = [max(np.flatnonzero(counts["stream"] == s),
                         key=lambda i: counts["payload_bytes"][i]) for s in transfers]
             assert row["resent"] == counts["resent"][data].sum()
@@ -199,7 +199,8 @@ def test_labels_sort_numerically_and_metrics_that_do_not_apply_are_empty():
     with _quiet():
         r = ps.compare(files, by="loss")
     groups = r.table("groups")
-    assert list(groups["loss"]) == ["0%", "1%", "10%", "30%", ""]     # no loss set: last
+    assert list(groups["loss_label"]) == ["0%", "1%", "10%", "30%", ""]   # no loss set: last
+    assert np.array_equal(groups["loss"], [0, 0.01, 0.1, 0.3, np.nan], equal_nan=True)
     caps = r.table("captures")
     ping = list(caps["capture"]).index(str(CAPTURES / "ping-sweep.pcap"))
     assert math.isnan(caps["rtt_median_ms"][ping]) and caps["flavour"][ping] == ""
@@ -214,8 +215,9 @@ def test_a_capture_a_path_or_a_list_and_its_notebook_display():
         both = ps.compare([path, ps.read(path)], metrics=["avg_capture_bps", "jain_index"])
     assert "capture" not in one.table() and list(both.table())[0] == "capture"
     assert one.table()["avg_capture_bps"][0] == both.table()["avg_capture_bps"][1]
-    assert list(one.table()) == ["cc", "delay", "rate", "pairs", "trial", "tool",
-                                 "avg_capture_bps", "jain_index", "interval_s"]
+    assert list(one.table()) == ["cc", "delay_s", "delay_label", "rate_bps", "rate_label",
+                                 "pairs", "trial", "tool", "avg_capture_bps", "jain_index",
+                                 "interval_s"]
     bundle = both._repr_mimebundle_()
     assert "<table" in bundle["text/html"] and bundle["image/png"][:4] == b"\x89PNG"
 
@@ -352,3 +354,60 @@ def test_signal_is_the_median_tshark_reads_from_radiotap():
     with _quiet():
         wired = ps.compare([CAPTURES / "tcp_2streams.pcap", CAPTURES / "udp_ping.pcapng"])
     assert "signal_dbm" not in [s.column for s in wired.view["captures"]]
+
+
+# -- typed labels ------------------------------------------------------------------------------
+
+def test_labels_are_numbers_a_notebook_can_plot_with_their_text_kept(capsys, monkeypatch,
+                                                                     tmp_path):
+    """loss a fraction, delay seconds, rate bit/s, trial a number, each sorting as a number in
+    pandas; the human table still reads "10%", CSV, JSON and Parquet carry both."""
+    files = [CAPTURES / f"sp-reno-loss{n}pct.pcap" for n in (30, 10, 1, 0)]
+    with _quiet():
+        r = ps.compare(files, by="loss")
+    df = r.to_pandas()
+    assert df["loss"].tolist() == [0.0, 0.01, 0.1, 0.3]
+    assert df.sort_values("loss")["loss_label"].tolist() == ["0%", "1%", "10%", "30%"]
+    assert df["delay_s"].tolist() == [0.01] * 4 and df["rate_bps"].tolist() == [10e6] * 4
+    assert str(df["trial"].dtype).lower() == "int64" and df["trial"].tolist() == [1] * 4
+    groups = r.to_pandas("groups")
+    assert groups["loss"].tolist() == [0.0, 0.01, 0.1, 0.3]
+    spec = {c.name: c for c in r.spec().columns}
+    assert (spec["loss"].unit, spec["delay_s"].unit, spec["rate_bps"].unit) == \
+        ("fraction", "s", "bit/s")
+    code, out, _ = _run(["compare", *map(str, files), "--by", "loss"], capsys, monkeypatch)
+    rows = [line.split()[0] for line in out.splitlines() if line[:1].isdigit()]  # under headings
+    assert code == 0 and rows == ["0%", "1%", "10%", "30%"], out
+    _, out, _ = _run(["compare", *map(str, files), "-f", "csv"], capsys, monkeypatch)
+    table = pd.read_csv(io.StringIO(out))
+    assert table["loss"].tolist() == [0.0, 0.01, 0.1, 0.3]
+    assert table["loss_label"].tolist() == ["0%", "1%", "10%", "30%"]
+    _, out, _ = _run(["compare", *map(str, files), "-f", "json", "--by", "loss"], capsys,
+                     monkeypatch)
+    assert [(g["loss"], g["loss_label"]) for g in json.loads(out)] == [
+        (0.0, "0%"), (0.01, "1%"), (0.1, "10%"), (0.3, "30%")]
+    pq = pytest.importorskip("pyarrow.parquet")
+    r.to_parquet(tmp_path / "c.parquet", "captures")
+    back = pq.read_table(tmp_path / "c.parquet")
+    assert back.column("loss").to_pylist() == [0.0, 0.01, 0.1, 0.3]
+    assert back.column("loss_label").to_pylist() == ["0%", "1%", "10%", "30%"]
+    assert back.schema.field("loss").metadata[b"unit"] == b"fraction"
+
+
+def test_study_file_and_pattern_labels_are_typed_the_same_way(tmp_path):
+    """A study file's rate and a pattern's number read with units as the sidecar's do; a value
+    that does not read is empty in the number column, kept as text, and said in a note."""
+    study = tmp_path / "study.csv"
+    study.write_text("file,bottleneck,delay\nsp-reno-loss1pct.pcap,10mbit,20ms\n"
+                     "sp-reno-loss10pct.pcap,500kbit,several\n")
+    files = [CAPTURES / "sp-reno-loss1pct.pcap", CAPTURES / "sp-reno-loss10pct.pcap"]
+    with _quiet():
+        r = ps.compare(files, study=study, labels=[r"loss(?P<loss_pct>\d+)pct"],
+                       by="bottleneck_bps")
+    df = r.to_pandas()
+    assert df["bottleneck_bps"].tolist() == [500e3, 10e6]          # by number: 500k first
+    assert df["bottleneck_label"].tolist() == ["500kbit", "10mbit"]
+    assert df["loss_pct"].tolist() == [10, 1]
+    assert df["delay_label"].tolist() == ["several", "20ms"]
+    assert math.isnan(df["delay_s"][0]) and df["delay_s"][1] == 0.02
+    assert any("label delay: 'several' does not read" in n for n in r.notes), r.notes

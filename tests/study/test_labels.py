@@ -3,6 +3,7 @@ order they sort in (numbers as numbers, units understood, words as the study say
 import json
 import shutil
 
+import numpy as np
 import pytest
 from tests.helpers.paths import CAPTURES
 
@@ -135,3 +136,49 @@ def test_a_run_on_the_hosts_default_cc_is_labelled_by_what_its_flows_used(tmp_pa
     doc["flows"][1]["cc"] = "cubic"
     (tmp_path / "run.json").write_text(json.dumps(doc))
     assert Labelling.of().labels(tmp_path / "run.pcap")["cc"] == "bbr+cubic"
+
+
+# -- typed labels: numbers a notebook can plot and sort, the text kept beside -----------------
+
+@pytest.mark.parametrize("text, read", [
+    ("10%", (0.1, "fraction")), ("0%", (0.0, "fraction")), ("20ms", (0.02, "s")),
+    ("500us", (0.0005, "s")), ("1.5s", (1.5, "s")), ("30mbit", (30e6, "bit/s")),
+    ("1mbps", (8e6, "bit/s")),                # tc's mbps: megaBYTES per second
+    ("3", (3.0, "")), ("-60", (-60.0, "")), ("far", None), ("2ms,5ms,10ms", None),
+    ("10m", None), ("", None)])
+def test_units_read_a_label_as_people_write_it(text, read):
+    from pcapstats.units import quantity
+    got = quantity(text)
+    assert got == read if read is None else (got[1] == read[1]
+                                             and got[0] == pytest.approx(read[0]))
+
+
+def test_sidecar_quantities_are_typed_with_their_text_beside():
+    from pcapstats.study.labels import label_columns
+    loss = label_columns("loss", ["10%", "0.3", "", "ten"])
+    assert (loss.value, loss.unit, loss.text) == ("loss", "fraction", "loss_label")
+    cols = loss.columns(["10%", "0.3", "", "ten"])
+    assert np.array_equal(cols["loss"], [0.1, 0.3, np.nan, np.nan], equal_nan=True)
+    assert list(cols["loss_label"]) == ["10%", "0.3", "", "ten"] and loss.unread(
+        ["10%", "ten", "ten"]) == ["ten"]
+    delay = label_columns("delay", ["10ms", "2ms,5ms,10ms"])
+    assert (delay.value, delay.unit) == ("delay_s", "s")
+    assert np.array_equal(delay.columns(["10ms", "2ms,5ms,10ms"])["delay_s"], [0.01, np.nan],
+                          equal_nan=True)
+    rate = label_columns("rate", ["30mbit"])
+    assert (rate.value, rate.unit, rate.columns(["30mbit"])["rate_bps"][0]) == \
+        ("rate_bps", "bit/s", 30e6)
+
+
+def test_other_labels_are_typed_when_every_value_reads_alike():
+    from pcapstats.study.labels import label_columns
+    trial = label_columns("trial", ["1", "2", "10"])
+    assert (trial.value, trial.text, trial.whole) == ("trial", None, True)
+    assert trial.columns(["1", "2", "10"])["trial"].dtype == np.int64
+    some = label_columns("trial", ["1", ""])                  # one capture without: NaN
+    assert not some.whole and np.isnan(some.columns(["1", ""])["trial"][1])
+    bw = label_columns("bw", ["10mbit", "500kbit"])
+    assert (bw.value, bw.unit, bw.text) == ("bw_bps", "bit/s", "bw_label")
+    assert label_columns("d", ["20ms", "far"]).value is None          # mixed: text
+    assert label_columns("d", ["10%", "20ms"]).value is None          # two units: text
+    assert label_columns("distance", ["close", "far"]).text == "distance"

@@ -97,3 +97,15 @@ def test_the_screenshot_is_a_page(report, tmp_path):
     assert len(colours) > 50, "the page is (nearly) blank"
     white = max(colours)[0] / (1280 * 2000)
     assert white < 0.95, f"{white:.0%} of the page is one colour"
+
+
+def test_a_notebook_writes_the_same_report(report, tmp_path):
+    """ps.report: the comparison of the command's report, the same sections and figures,
+    returned as the Compare a notebook shows."""
+    import pcapstats as ps
+    out = tmp_path / "study.html"
+    result = ps.report(SHIPPED, out, by="cc,loss")
+    assert isinstance(result, ps.Compare) and sorted(result.captures) == SHIPPED
+    made, cli = out.read_text(), report.read_text()
+    assert re.findall(r"<h3>([^<]*)</h3>", made) == re.findall(r"<h3>([^<]*)</h3>", cli)
+    assert len(IMAGE.findall(made)) == len(IMAGE.findall(cli))
