@@ -160,8 +160,8 @@ def measure(capture, *, metrics=NAMES, interval: float = 1.0,
         measured = _measure(cap.joined(), metrics, interval, keep)
         if broke:
             clock.says = touched("compare", joined=[
-                "every rate, duration, RTT and jitter, the index and the flavour (its timeline "
-                "joined across the breaks)"])
+                "every number read from time (rates, RTTs, jitter, Jain's index, flavour, "
+                "limits: its timeline joined across them)"])
     return measured
 
 
