@@ -165,7 +165,8 @@ def test_ping_counts_equal_the_unstepped_captures_and_tsharks(path, unstepped):
     ref = tshark_fields(path, ("frame.number", "icmp.resptime")).dropna()
     whole = echoes[(echoes["payload_bytes"] <= 1472) & echoes["rtt_ms"].notna()]
     mine = dict(zip(whole["reply_frame"].astype(int), whole["rtt_ms"]))
-    for frame, resptime in zip(ref["frame.number"].astype(int), ref["icmp.resptime"].astype(float)):
+    for frame, resptime in zip(ref["frame.number"].astype(int),
+                               ref["icmp.resptime"].astype(float)):
         if frame in mine:
             assert mine[frame] == pytest.approx(resptime, abs=1e-6)
 

@@ -31,5 +31,6 @@ def step_from(data: bytes, packet: int, seconds: int) -> bytes:
     out = bytearray(data)
     order = "<" if data[:4] in (b"\xd4\xc3\xb2\xa1", b"\x4d\x3c\xb2\xa1") else ">"
     for at in records(data)[packet - 1:]:
-        struct.pack_into(order + "I", out, at, struct.unpack_from(order + "I", data, at)[0] + seconds)
+        moved = struct.unpack_from(order + "I", data, at)[0] + seconds
+        struct.pack_into(order + "I", out, at, moved)
     return bytes(out)
