@@ -22,7 +22,7 @@ from typing import Callable, Iterable, Iterator
 
 import numpy as np
 
-from .capture import Capture, Needs
+from .capture import FILE_FACTS, Capture, Needs
 from .clock import restating
 from .errors import Note, NothingToReport, PcapstatsError, PcapstatsWarning
 from .ingest import Kept, read_kept, reporting_progress
@@ -94,6 +94,8 @@ def _grouped(function, path, needs: Needs, join, options) -> Result:
             return joined if joined is not None else function(kept.empty(), **options)
         if isinstance(stream, (int, np.integer)) and not isinstance(stream, bool):
             return _one_named_stream(function, path, needs, int(stream), summary, options)
+        if stream is None:
+            return _chosen_stream(function, path, needs, options)
         kept, streams = read_kept(path, [keeper, summary])
         if streams is None:
             return function(as_capture(path), **options)
@@ -131,14 +133,38 @@ def _every_stream(function, kept, streams, summary, options) -> Result:
     return stacked_streams(probe.path, ids, results)
 
 
-def _one_named_stream(function, path, needs: Needs, stream: int, summary, options) -> Result:
+def _chosen_stream(function, path, needs: Needs, options) -> Result:
+    """The stream a one-stream analysis picks by default, read alone: a first pass sums the
+    whole file's stream summary, which chooses it, a second keeps only that stream's rows, so
+    memory follows that stream, not the file (a table read whole or spilled holds the budget's
+    worth of other streams' rows).  No stream to choose, or time going back across windows:
+    the whole table, as before (the analysis' own error, or its answer)."""
+    summary = SummaryKeeper()
+    with warnings.catch_warnings():        # the second read says the reader's warnings
+        warnings.simplefilter("ignore")
+        streams, probe = read_kept(path, [summary, Kept(FILE_FACTS)])
+    if streams is None:
+        return function(as_capture(path), **options)
+    summary.put(probe, streams)
+    try:
+        chosen = choose_stream(probe, None).stream
+    except PcapstatsError:
+        return function(as_capture(path), **options)
+    return _one_named_stream(function, path, needs, chosen, summary, options, streams)
+
+
+def _one_named_stream(function, path, needs: Needs, stream: int, summary, options,
+                      streams: dict | None = None) -> Result:
     """A stream named by number: only its rows are kept (no spill, whatever the file's size),
-    with the whole file's summary; a stream that is not there gets the analysis' own error
-    from the whole table."""
+    with the whole file's summary (``streams``, when a first pass summed it); a stream that
+    is not there gets the analysis' own error from the whole table."""
     def rows(window):
         return needs.rows(window) & (window.column("tcp_stream") == stream)
 
-    kept, streams = read_kept(path, [Kept(Needs(needs.names, rows)), summary])
+    if streams is None:
+        kept, streams = read_kept(path, [Kept(Needs(needs.names, rows)), summary])
+    else:
+        kept = read_kept(path, [Kept(Needs(needs.names, rows))])[0]
     if streams is None or not len(kept):
         return function(as_capture(path), **options)
     summary.put(kept, streams)

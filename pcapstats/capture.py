@@ -56,6 +56,16 @@ class Needs:
         object.__setattr__(self, "names", tuple(dict.fromkeys((*self.names, *extra))))
 
 
+def _no_rows(cap: Capture) -> np.ndarray:
+    return np.zeros(len(cap), bool)
+
+
+#: no rows, no columns: a Kept of it is the file's facts alone (first time, packets, layer
+#: counts), what a streamed analysis puts the whole file's stream summary on to choose and
+#: name streams (streams.SummaryKeeper.put)
+FILE_FACTS = Needs((), _no_rows)
+
+
 class AtRows:
     """A derived column computed when asked, ``f(rows)`` giving it at ``rows`` (a slice, a
     mask or indices) alone: a reader of a few rows (``Capture.column_at``) need not compute it

@@ -124,3 +124,33 @@ def mean_interval(values) -> MeanInterval:
         return MeanInterval(1, mean, math.nan, math.nan)
     sd = float(v.std(ddof=1))
     return MeanInterval(n, mean, sd, t_quantile(0.975, n - 1) * sd / math.sqrt(n))
+
+
+MOST_TRIALS = 100_000     # past this a wanted interval is out of a study's reach
+
+
+def trials_for(sd: float, half_width: float) -> float:
+    """The fewest trials n (2 or more) whose mean's 95 % interval, t(0.975, n - 1) x sd /
+    sqrt(n), is no wider than ``half_width``, taking ``sd`` as the spread they will have;
+    NaN when sd is unknown, when a spread cannot be narrowed to a width of 0, or when more
+    than MOST_TRIALS would be needed.  The half-width falls with n, so a bisection finds it."""
+    if not (sd == sd and half_width == half_width) or sd < 0 or half_width < 0:
+        return math.nan
+    if sd == 0:
+        return 2.0
+    if half_width == 0:
+        return math.nan
+
+    def wide(n: int) -> float:
+        return t_quantile(0.975, n - 1) * sd / math.sqrt(n)
+
+    if wide(MOST_TRIALS) > half_width:
+        return math.nan
+    lo, hi = 1, MOST_TRIALS           # wide(hi) fits; lo is below every n that fits
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if mid >= 2 and wide(mid) <= half_width:
+            hi = mid
+        else:
+            lo = mid
+    return float(hi)

@@ -2,15 +2,21 @@
  * callers in epan/dissectors/packet-tcp.c), one pass over the TCP packets in frame order.
  *
  * Written from the definitions, not from Wireshark's code; tcp_analysis.py documents every
- * output and _analyze_python() there is the same algorithm in plain Python (the fallback, and
- * the reference tests/test_tcp_analysis.py holds this file to).
+ * output and tcpseq_python.py is the same algorithm in plain Python (the fallback, and the
+ * reference tests/analyses/test_tcp_analysis.py holds this file to).
  *
  * State: per stream two flows (direction 0 and 1), each with its list of unacknowledged
  * segments in the order they were sent.  Wireshark scans that whole list at every packet; here
  * a list whose segments follow one another without overlap ("ordered") is handled from its
  * ends, which gives the same answers (see ack_segments), and the full scan runs only while a
- * list holds retransmitted or reordered segments.  A stream's state is freed after its last
- * packet, so memory follows the streams open at once, not the streams in the capture.
+ * list holds retransmitted or reordered segments.
+ *
+ * The state lives in a handle (ps_tcpseq_open) between calls, so a file is analysed window by
+ * window as its reader walks it, with the answers of one pass over the whole table: memory
+ * follows the streams, not the packets.  Given a whole table at once (`whole`), a stream's
+ * state is freed after its last packet, so memory follows the streams open at once.  Beside
+ * Wireshark's numbers each packet gets pcapstats' `resent` and `ts_rtt` (tcp_analysis.py), and
+ * each stream and direction its counts (ps_tcpseq_counts: what retrans tabulates).
  */
 
 #include <stdint.h>
@@ -53,6 +59,14 @@ typedef struct {
     int64_t t;
 } seg_t;
 
+/* A hash table of 32-bit keys (TSvals) with an int64 each (when vals is not NULL): open
+ * addressing, keys stored plus one so that 0 marks a free place. */
+typedef struct {
+    uint64_t *keys;
+    int64_t *vals;
+    int64_t cap, len;
+} tsmap_t;
+
 typedef struct {
     /* the flow's part of Wireshark's tcp_flow_t */
     uint8_t base_set, valid_bif, push_set_last, is_first_ack;
@@ -69,6 +83,15 @@ typedef struct {
     uint32_t max_end;           /* highest nextseq sent so far (zero-window probes too) */
     seg_t *segs;                /* unacked segments, oldest first, at [head, head + len) */
     int32_t head, len, cap;
+    /* pcapstats' resent: the direction's segments laid on one unwrapped number line */
+    uint8_t rs_started;
+    uint32_t rs_prev;           /* the last segment's relative seq */
+    int64_t rs_pos, rs_max;     /* its place on the line, the highest end so far */
+    /* ts_rtt: when each TSval was first sent, and the TSecr values this side echoed (the last
+     * of each, which most packets repeat, looked up without hashing) */
+    tsmap_t ts_sent, ts_echoed;
+    uint32_t last_tsval, last_tsecr;
+    uint8_t tsval_seen, tsecr_seen;
 } flow_t;
 
 typedef struct {
@@ -76,9 +99,17 @@ typedef struct {
     int64_t ts_mru_syn, ts_first_rtt;
 } stream_t;
 
+/* Per stream and direction, what retrans counts (its COUNTS table, in that order): packets,
+ * payload bytes, re-sent segments, then tshark's flags (retransmission: any of bits 0-2;
+ * then one a flag bit, 0x0002 to 0x4000). */
+#define N_COUNTS 18
+typedef struct {
+    uint64_t c[2][N_COUNTS];
+} counts_t;
+
 typedef struct {
     int64_t n;
-    int64_t n_streams;
+    int64_t whole;              /* the whole input: free each stream after its last packet */
     /* inputs, one row per TCP packet in frame order */
     const int64_t *stream;
     const uint8_t *dir;
@@ -92,6 +123,8 @@ typedef struct {
     const int16_t *wscale;      /* window-scale option shift, -1 without the option */
     const uint8_t *sack_count;
     const uint32_t *sack_le, *sack_re;   /* n x 3: the first three SACK blocks, raw */
+    const uint32_t *tsval, *tsecr;       /* NULL: no ts_rtt asked for */
+    const uint8_t *has_ts;               /* the packet carries the timestamps option */
     /* outputs */
     uint32_t *rel_seq, *rel_ack, *nxtseq, *window_size;
     int32_t *scalefactor;       /* 0 where Wireshark prints none (SYN) */
@@ -99,7 +132,21 @@ typedef struct {
     int64_t *ack_rtt, *rto, *initial_rtt;
     uint32_t *rto_frame;
     uint8_t *karn;              /* the acked segments held no retransmitted one */
+    uint8_t *resent;            /* carries sequence space its direction had sent before */
+    int64_t *ts_rtt;            /* ns from the peer's first TSval to its first echo here */
+    uint8_t *ts_ok;             /* ts_rtt has a value */
 } tcpseq_args;
+
+/* The analyser's state between calls: every stream's, by stream id, so that a file can be
+ * analysed a window at a time with the answers of one pass over the whole. */
+typedef struct {
+    int32_t *slot;              /* by stream id: its state's index, -1 none yet */
+    int64_t n_slot;
+    stream_t *states;
+    int32_t *free_slots;
+    int32_t n_states, cap_states, n_free;
+    counts_t *counts;           /* by stream id */
+} tcpseq_t;
 
 /* Does segment s keep a list ordered, after a last segment ending at last_next?  Ordered: as
  * offsets from the first segment's seq, every segment starts at or after the previous one's end,
@@ -221,6 +268,73 @@ static uint32_t flight_span(const flow_t *f)
     return last - first;
 }
 
+/* -- ts_rtt's tables ---------------------------------------------------------------------- */
+
+static uint64_t ts_hash(uint64_t k)
+{
+    k *= 0x9E3779B97F4A7C15ull;
+    return k ^ (k >> 29);
+}
+
+/* Where key k is in m, or the free place it would go to. */
+static int64_t ts_place(const tsmap_t *m, uint32_t k)
+{
+    uint64_t want = (uint64_t)k + 1, mask = (uint64_t)m->cap - 1;
+    uint64_t i = ts_hash(want) & mask;
+    while (m->keys[i] && m->keys[i] != want)
+        i = (i + 1) & mask;
+    return (int64_t)i;
+}
+
+static int ts_grow(tsmap_t *m)
+{
+    tsmap_t g = {0, 0, m->cap ? m->cap * 2 : 64, m->len};
+    g.keys = calloc((size_t)g.cap, sizeof(uint64_t));
+    if (m->vals || !m->cap)
+        g.vals = malloc((size_t)g.cap * sizeof(int64_t));
+    if (!g.keys || !g.vals) {
+        free(g.keys);
+        free(g.vals);
+        return -1;
+    }
+    for (int64_t i = 0; i < m->cap; i++) {
+        if (m->keys[i]) {
+            int64_t at = ts_place(&g, (uint32_t)(m->keys[i] - 1));
+            g.keys[at] = m->keys[i];
+            g.vals[at] = m->vals ? m->vals[i] : 0;
+        }
+    }
+    free(m->keys);
+    free(m->vals);
+    *m = g;
+    return 0;
+}
+
+/* Add k with value v unless it is there; 1 if it was added, 0 if it was there, -1 no memory. */
+static int ts_add(tsmap_t *m, uint32_t k, int64_t v)
+{
+    if (2 * (m->len + 1) > m->cap && ts_grow(m))
+        return -1;
+    int64_t at = ts_place(m, k);
+    if (m->keys[at])
+        return 0;
+    m->keys[at] = (uint64_t)k + 1;
+    m->vals[at] = v;
+    m->len++;
+    return 1;
+}
+
+static int ts_get(const tsmap_t *m, uint32_t k, int64_t *v)
+{
+    if (!m->cap)
+        return 0;
+    int64_t at = ts_place(m, k);
+    if (!m->keys[at])
+        return 0;
+    *v = m->vals[at];
+    return 1;
+}
+
 static void init_stream(stream_t *st)
 {
     memset(st, 0, sizeof *st);
@@ -234,8 +348,13 @@ static void init_stream(stream_t *st)
 
 static void free_stream(stream_t *st)
 {
-    free(st->f[0].segs);
-    free(st->f[1].segs);
+    for (int d = 0; d < 2; d++) {
+        free(st->f[d].segs);
+        free(st->f[d].ts_sent.keys);
+        free(st->f[d].ts_sent.vals);
+        free(st->f[d].ts_echoed.keys);
+        free(st->f[d].ts_echoed.vals);
+    }
 }
 
 /* One packet: Wireshark's tcp_analyze_sequence_number (fwd = this packet's flow). */
@@ -396,56 +515,166 @@ static int analyse(stream_t *st, flow_t *fw, flow_t *rv, int64_t i, const tcpseq
     return 0;
 }
 
-int64_t ps_tcpseq(const tcpseq_args *a)
+/* pcapstats' resent for one analysed segment of flow fw at relative seq `rel` ending `len`
+ * later (SYN/FIN count 1): its start below the highest end its direction had sent, on a line
+ * where each step from the last segment is the signed 32-bit difference (tcp_analysis.py's
+ * resent_segments, one segment at a time). */
+static uint8_t resent_on_line(flow_t *fw, uint32_t rel, uint32_t len)
 {
-    int64_t n = a->n, S = a->n_streams;
-    int64_t *last = malloc((size_t)(S ? S : 1) * sizeof(int64_t));
-    int32_t *slot = malloc((size_t)(S ? S : 1) * sizeof(int32_t));
-    stream_t *states = NULL;
-    int32_t *free_slots = NULL;
-    int32_t n_states = 0, cap_states = 0, n_free = 0;
-    int64_t rc = 0;
-    if (!last || !slot) {
-        rc = -1;
-        goto out;
+    uint8_t resent = 0;
+    if (fw->rs_started) {
+        fw->rs_pos += (int32_t)(rel - fw->rs_prev);
+        resent = fw->rs_pos < fw->rs_max;
+    } else {
+        fw->rs_started = 1;
+        fw->rs_pos = 0;
+        fw->rs_max = INT64_MIN;     /* nothing sent before the first */
     }
-    for (int64_t s = 0; s < S; s++) {
-        last[s] = -1;
-        slot[s] = -1;
-    }
-    for (int64_t i = 0; i < n; i++)
-        last[a->stream[i]] = i;
+    fw->rs_prev = rel;
+    if (fw->rs_pos + (int64_t)len > fw->rs_max)
+        fw->rs_max = fw->rs_pos + (int64_t)len;
+    return resent;
+}
 
+/* ts_rtt of packet i (fw its flow, rv the peer's): on its first echo of a TSecr value, the
+ * time since the peer first sent that TSval (none if the peer had not); and its own TSval's
+ * first sending remembered.  Returns -1 when out of memory. */
+static int timestamp_rtt(flow_t *fw, flow_t *rv, int64_t i, const tcpseq_args *a)
+{
+    int64_t now = a->t[i];
+    uint32_t tsecr = a->tsecr[i];
+    if ((a->flags[i] & TH_ACK) && tsecr != 0 && !(fw->tsecr_seen && tsecr == fw->last_tsecr)) {
+        int first = ts_add(&fw->ts_echoed, tsecr, 0);
+        if (first < 0)
+            return -1;
+        int64_t sent;
+        if (first && ts_get(&rv->ts_sent, tsecr, &sent)) {
+            a->ts_rtt[i] = now - sent;
+            a->ts_ok[i] = 1;
+        }
+        fw->last_tsecr = tsecr;
+        fw->tsecr_seen = 1;
+    }
+    if (fw->tsval_seen && a->tsval[i] == fw->last_tsval)
+        return 0;
+    fw->last_tsval = a->tsval[i];
+    fw->tsval_seen = 1;
+    return ts_add(&fw->ts_sent, a->tsval[i], now) < 0 ? -1 : 0;
+}
+
+static void count(counts_t *c, int d, uint32_t fl, uint32_t seglen, uint8_t resent)
+{
+    uint64_t *k = c->c[d];
+    k[0]++;
+    k[1] += seglen;
+    k[2] += resent;
+    k[3] += (fl & 0x0007) != 0;
+    for (int b = 1; b < 15; b++)
+        k[3 + b] += (fl >> b) & 1;
+}
+
+void *ps_tcpseq_open(void)
+{
+    return calloc(1, sizeof(tcpseq_t));
+}
+
+void ps_tcpseq_close(void *handle)
+{
+    tcpseq_t *h = handle;
+    if (!h)
+        return;
+    for (int64_t s = 0; s < h->n_slot; s++)
+        if (h->slot[s] >= 0)
+            free_stream(&h->states[h->slot[s]]);
+    free(h->slot);
+    free(h->states);
+    free(h->free_slots);
+    free(h->counts);
+    free(h);
+}
+
+/* Room for stream ids below `n`. */
+static int grow_slots(tcpseq_t *h, int64_t n)
+{
+    if (n <= h->n_slot)
+        return 0;
+    int64_t cap = h->n_slot ? h->n_slot : 64;
+    while (cap < n)
+        cap *= 2;
+    int32_t *slot = realloc(h->slot, (size_t)cap * sizeof(int32_t));
+    if (slot)
+        h->slot = slot;
+    counts_t *counts = realloc(h->counts, (size_t)cap * sizeof(counts_t));
+    if (counts)
+        h->counts = counts;
+    if (!slot || !counts)
+        return -1;
+    for (int64_t s = h->n_slot; s < cap; s++)
+        slot[s] = -1;
+    memset(counts + h->n_slot, 0, (size_t)(cap - h->n_slot) * sizeof(counts_t));
+    h->n_slot = cap;
+    return 0;
+}
+
+/* The state of stream sid, made when it is new. */
+static stream_t *state_of(tcpseq_t *h, int64_t sid)
+{
+    if (h->slot[sid] < 0) {  /* a new stream: a free state, or a new one */
+        if (h->n_free) {
+            h->slot[sid] = h->free_slots[--h->n_free];
+        } else {
+            if (h->n_states == h->cap_states) {
+                int32_t cap = h->cap_states ? h->cap_states * 2 : 64;
+                stream_t *p = realloc(h->states, (size_t)cap * sizeof(stream_t));
+                int32_t *q = realloc(h->free_slots, (size_t)cap * sizeof(int32_t));
+                if (p)
+                    h->states = p;
+                if (q)
+                    h->free_slots = q;
+                if (!p || !q)
+                    return NULL;
+                h->cap_states = cap;
+            }
+            h->slot[sid] = h->n_states++;
+        }
+        init_stream(&h->states[h->slot[sid]]);
+    }
+    return &h->states[h->slot[sid]];
+}
+
+/* Analyse the next a->n TCP packets (frame order), each stream's state carried from the
+ * calls before; with a->whole, a stream's state is freed after its last packet here. */
+int64_t ps_tcpseq_feed(void *handle, const tcpseq_args *a)
+{
+    tcpseq_t *h = handle;
+    int64_t n = a->n, top = 0;
+    int64_t *last = NULL;
+    for (int64_t i = 0; i < n; i++)
+        if (a->stream[i] >= top)
+            top = a->stream[i] + 1;
+    if (grow_slots(h, top))
+        return -1;
+    if (a->whole) {
+        last = malloc((size_t)(top ? top : 1) * sizeof(int64_t));
+        if (!last)
+            return -1;
+        for (int64_t i = 0; i < n; i++)
+            last[a->stream[i]] = i;
+    }
+    int64_t rc = 0;
     for (int64_t i = 0; i < n; i++) {
         int64_t sid = a->stream[i];
-        if (slot[sid] < 0) {  /* a new stream: a free state, or a new one */
-            if (n_free) {
-                slot[sid] = free_slots[--n_free];
-            } else {
-                if (n_states == cap_states) {
-                    int32_t cap = cap_states ? cap_states * 2 : 64;
-                    stream_t *p = realloc(states, (size_t)cap * sizeof(stream_t));
-                    int32_t *q = realloc(free_slots, (size_t)cap * sizeof(int32_t));
-                    if (p)
-                        states = p;
-                    if (q)
-                        free_slots = q;
-                    if (!p || !q) {
-                        rc = -1;
-                        goto out;
-                    }
-                    cap_states = cap;
-                }
-                slot[sid] = n_states++;
-            }
-            init_stream(&states[slot[sid]]);
+        stream_t *st = state_of(h, sid);
+        if (!st) {
+            rc = -1;
+            break;
         }
-        stream_t *st = &states[slot[sid]];
         int d = a->dir[i];
         flow_t *fw = &st->f[d], *rv = &st->f[1 - d];
         uint16_t flags = a->flags[i];
         uint32_t seq = a->seq[i], ack = a->ack[i];
         uint32_t fl = 0;
+        uint8_t resent = 0;
 
         if ((flags & (TH_SYN | TH_ACK)) == TH_SYN && fw->base_set && seq == fw->base_seq) {
             fw->nextseq = fw->maxseqtobeacked;  /* a retransmitted SYN (another seq splits the stream) */
@@ -470,18 +699,22 @@ int64_t ps_tcpseq(const tcpseq_args *a)
             }
             if (analyse(st, fw, rv, i, a, &fl)) {
                 rc = -1;
-                goto out;
+                break;
             }
             seq -= fw->base_seq;
             if (flags & TH_ACK)
                 ack -= rv->base_seq;
             if (!(flags & TH_SYN) && fw->win_scale >= 0)
                 window_size <<= fw->win_scale;
-            a->nxtseq[i] = seq + a->seglen[i] + ((flags & (TH_SYN | TH_FIN)) ? 1 : 0);
+            uint32_t synfin = (flags & (TH_SYN | TH_FIN)) ? 1 : 0;
+            a->nxtseq[i] = seq + a->seglen[i] + synfin;
+            if (a->seglen[i] || synfin)
+                resent = resent_on_line(fw, seq, a->seglen[i] + synfin);
         }
         a->rel_seq[i] = seq;
         a->rel_ack[i] = ack;
         a->window_size[i] = window_size;
+        a->resent[i] = resent;
         if (!(flags & TH_SYN))
             a->scalefactor[i] = fw->win_scale >= 0 ? (1 << fw->win_scale) : fw->win_scale;
 
@@ -513,24 +746,43 @@ int64_t ps_tcpseq(const tcpseq_args *a)
             }
         }
         a->aflags[i] = fl;
+        if (a->tsval && a->has_ts[i] && timestamp_rtt(fw, rv, i, a)) {
+            rc = -1;
+            break;
+        }
+        count(&h->counts[sid], d, fl, a->seglen[i], resent);
 
-        if (last[sid] == i) {
+        if (last && last[sid] == i) {
             free_stream(st);
-            free_slots[n_free++] = slot[sid];
+            h->free_slots[h->n_free++] = h->slot[sid];
+            h->slot[sid] = -1;
         }
     }
-out:
-    for (int32_t s = 0; s < n_states; s++) {
-        int in_use = 1;
-        for (int32_t j = 0; j < n_free; j++)
-            if (free_slots[j] == s)
-                in_use = 0;
-        if (in_use && rc)
-            free_stream(&states[s]);
-    }
-    free(states);
-    free(free_slots);
     free(last);
-    free(slot);
     return rc;
+}
+
+/* The counts of every stream and direction with packets so far, a row each in stream and
+ * direction order: stream, direction, then the N_COUNTS counts.  Returns the rows, or (when
+ * `out` holds fewer than that, `room` rows) their number without writing them. */
+int64_t ps_tcpseq_counts(void *handle, int64_t room, int64_t *out)
+{
+    tcpseq_t *h = handle;
+    int64_t rows = 0;
+    for (int64_t s = 0; s < h->n_slot; s++)
+        for (int d = 0; d < 2; d++)
+            rows += h->counts[s].c[d][0] != 0;
+    if (rows > room)
+        return rows;
+    for (int64_t s = 0; s < h->n_slot; s++) {
+        for (int d = 0; d < 2; d++) {
+            if (!h->counts[s].c[d][0])
+                continue;
+            *out++ = s;
+            *out++ = d;
+            for (int k = 0; k < N_COUNTS; k++)
+                *out++ = (int64_t)h->counts[s].c[d][k];
+        }
+    }
+    return rows;
 }

@@ -23,6 +23,8 @@ capture's clock warning says when a flow spans a break.
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 
 from .. import catalogue, schema
@@ -30,16 +32,19 @@ from ..batch import analysis
 from ..capture import Capture, Needs
 from ..clock import touched
 from ..errors import Note, NothingToReport, UsageError
+from ..ingest import read_kept, read_needed
 from ..render import Shown
 from ..results import Result, shown
 from ..schema import Column, TableSpec
 from ..sidecar import stream_flows, stream_labels
 from ..streams import PROTOS, endpoint, own_transport
-from .tcp_analysis import RESENT_READS, resent_packets, resent_rows
+from .tcp_analysis import (RESENT_READS, AnalysedWindows, analysed_rows, resent_packets,
+                           resent_rows)
 
 MIN_FLOW_BYTES = 10_000
-# the packet-table columns and layers fairness reads (resent_packets' with them); the rows it
-# reads are rows_needed's.  A Capture of only these gives the same result as the whole table.
+# the packet-table columns and layers fairness reads of a Capture (resent_packets' with them);
+# the rows it reads are rows_needed's.  A Capture of only these gives the same result as the
+# whole table (a path is read in windows, twice: see fairness())
 READS = tuple(dict.fromkeys((*RESENT_READS, schema.UDP, "udp_stream", "payload_len",
                              "frame_time_ns", "frame_number", "ip_src", "ip_dst", "tcp_srcport",
                              "tcp_dstport", "udp_srcport", "udp_dstport")))
@@ -115,7 +120,7 @@ def rows_needed(cap: Capture) -> np.ndarray:
     clock's breaks, which a window's clock knows up to its end)."""
     need = resent_rows(cap)
     need |= own_transport(cap, "udp") & (cap.column("payload_len") > 0)
-    t = _joined(cap, slice(None))
+    t = _joined(cap, slice(None))[0]
     for proto in PROTOS:
         own = np.flatnonzero(own_transport(cap, proto))
         key = cap.column(f"{proto}_stream")[own] * 2 + cap.column("direction")[own]
@@ -134,44 +139,65 @@ def rows_needed(cap: Capture) -> np.ndarray:
     return need
 
 
-@analysis(needs=Needs(READS, rows_needed))
-def fairness(capture: Capture, *, by: str = "stream", interval: float = 1.0) -> Fairness:
-    """Jain's index of the capture's data flows (see the module docstring)."""
+@analysis(reads=False)
+def fairness(capture, *, by: str = "stream", interval: float = 1.0) -> Fairness:
+    """Jain's index of the capture's data flows (see the module docstring).  Given a path, two
+    passes over its windows, the sequence analyser telling re-sends in each: the flows, their
+    spans and the common window (``_Flows``), then each flow's goodput in it (``_Goodput``);
+    memory follows the flows and intervals, not the packets.  Given a Capture, the same sums
+    of its rows (re-sends from ``tcp_analysis.resent_packets``: no analyser)."""
     if by not in GROUPINGS:
         raise UsageError(f"unknown grouping {by!r}", hint="by stream, pair, cc or tool")
     if not interval > 0:
         raise UsageError(f"interval must be above 0 s, not {interval}")
-    packets = _data_packets(capture)
-    groups = _groups(capture, packets, by)
+    flows = _Flows()
+    if isinstance(capture, Capture):
+        tcp_rows, resent = resent_packets(capture)
+        flows.add(capture, tcp_rows, resent)
+
+        def rows(sums):
+            sums.add(capture, tcp_rows, resent)
+    else:
+        told = _Resent(flows)
+        read_kept(capture, [AnalysedWindows(told.first_pass)])
+
+        def rows(sums):                     # the file again: its warnings were said
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                read_kept(capture, [_Again(told, sums)])
+    if not flows.any:
+        if not isinstance(capture, Capture):     # what the file holds: its partial table's
+            with warnings.catch_warnings():      # (its warnings were said)
+                warnings.simplefilter("ignore")
+                capture = read_needed(capture, Needs(READS, rows_needed))
+        raise NothingToReport(f"no TCP or UDP packets in {capture.path} ({capture.holds()})",
+                              hint="fairness compares the data flows of TCP/UDP streams")
+    path = flows.path
+    groups = _groups(path, flows, by)
     if len(groups) < 2:
-        raise NothingToReport(f"fairness needs two flows or more; {capture.path} has "
+        raise NothingToReport(f"fairness needs two flows or more; {path} has "
                               f"{len(groups)} (flows of {MIN_FLOW_BYTES} payload bytes or "
                               f"more, by {by})",
                               hint="`pcapstats throughput` lists the streams")
-    t0 = capture.first_time_ns
-    key, t = packets["key"], packets["t"]
-    n_keys = len(packets["first_row"])
-    earliest = np.full(n_keys, np.iinfo(np.int64).max)
-    latest = np.full(n_keys, np.iinfo(np.int64).min)
-    np.minimum.at(earliest, key, t)
-    np.maximum.at(latest, key, t)
-    firsts = np.array([earliest[g["keys"]].min() for g in groups])
-    lasts = np.array([latest[g["keys"]].max() for g in groups])
-    spanning = _spanning(capture, packets, groups)
+    t0 = flows.t0
+    firsts = np.array([flows.earliest[g["keys"]].min() for g in groups])
+    lasts = np.array([flows.latest[g["keys"]].max() for g in groups])
+    spanning = flows.spanning(groups)
     start, end = int(firsts.max()), int(lasts.min())
     common = end > start
     notes = []
+    step = int(round(interval * 1e9))
     if common:
         spans = np.full(len(groups), (end - start) / 1e9)
-        inside = np.flatnonzero((t >= start) & (t <= end))
+        sums = _Goodput(flows, groups, start, end, step)
+        rows(sums)
+        delivered = sums.delivered
     else:
         spans = (lasts - firsts) / 1e9
-        inside = slice(None)
+        delivered = flows.good
         notes.append(Note("the flows never all sent at once",
                           detail="each is measured over its own first to last data packet, so "
                                  "the index compares rates at different times"))
-    delivered = np.zeros(n_keys, np.int64)
-    np.add.at(delivered, key[inside], packets["good"][inside].astype(np.int64))
     goodput = np.array([int(delivered[g["keys"]].sum()) for g in groups])
     bps = np.where(spans > 0, goodput * 8 / np.where(spans > 0, spans, 1), np.nan)
     total = float(np.nansum(bps))
@@ -183,14 +209,13 @@ def fairness(capture: Capture, *, by: str = "stream", interval: float = 1.0) -> 
                "window_s": np.array([(end - start) / 1e9 if common else np.nan]),
                "total_goodput_bps": np.array([total]),
                "min_share": np.array([np.nanmin(share)]), "max_share": np.array([np.nanmax(share)])}
-    flows = {"flow": np.array([g["name"] for g in groups], object),
-             "streams": np.array([g["streams"] for g in groups], object),
-             "goodput_bytes": goodput, "goodput_bps": bps, "share": share}
-    series = _series(packets, groups, start, end, int(round(interval * 1e9)), t0, notes) \
-        if common \
+    flow_table = {"flow": np.array([g["name"] for g in groups], object),
+                  "streams": np.array([g["streams"] for g in groups], object),
+                  "goodput_bytes": goodput, "goodput_bps": bps, "share": share}
+    series = sums.series(t0, notes) if common \
         else {"time_s": np.zeros(0), "active": np.zeros(0, np.int64), "jain_index": np.zeros(0)}
-    result = Fairness({"summary": summary, "flows": flows, "series": series},
-                      capture=capture.path, notes=notes)
+    result = Fairness({"summary": summary, "flows": flow_table, "series": series},
+                      capture=path, notes=notes)
     if spanning is not None:
         result.clock_touched = touched("fairness", joined=[
             f"the window and goodput of {spanning} flow{'s' if spanning > 1 else ''}"]
@@ -198,99 +223,196 @@ def fairness(capture: Capture, *, by: str = "stream", interval: float = 1.0) -> 
     return result
 
 
-def _joined(cap: Capture, rows) -> np.ndarray:
-    """The times of ``rows`` on the timeline joined across the clock's breaks."""
-    return cap.clock.pieces().monotonic(cap.column("frame_time_ns")[rows],
-                                        cap.column("frame_number")[rows])
-
-
-def _spanning(cap: Capture, packets: dict, groups: list[dict]) -> int | None:
-    """How many flows have packets in several pieces of the capture's clock (None: it never
-    broke)."""
+def _joined(cap: Capture, rows) -> tuple[np.ndarray, np.ndarray | None]:
+    """The times of ``rows`` on the timeline joined across the clock's breaks, and the piece
+    of each (None while the clock has not broken: all in the first).  A window's clock is the
+    file's up to the window's end, and a break moves only the times after it, so a window's
+    joined times are the whole table's."""
     pieces = cap.clock.pieces()
+    t = cap.column("frame_time_ns")[rows]
     if len(pieces) == 1:
-        return None
-    piece = pieces.of(packets["frame"])
-    key = packets["key"]
-    low = np.full(len(packets["first_row"]), np.iinfo(np.int64).max)
-    high = np.full(len(low), -1)
-    np.minimum.at(low, key, piece)
-    np.maximum.at(high, key, piece)
-    return sum(int(high[g["keys"]].max() > low[g["keys"]].min()) for g in groups)
+        return t, None
+    frames = cap.column("frame_number")[rows]
+    return pieces.monotonic(t, frames), pieces.of(frames)
 
 
-def _data_packets(cap: Capture) -> dict[str, np.ndarray]:
-    """Every TCP packet the sequence analysis takes and every UDP packet with its own header:
-    its flow key (stream * 2 + direction; UDP's numbered after TCP's, from ``udp_from``), time,
-    goodput bytes (payload delivered for the first time) and whether it carried payload; and
-    each key's first packet with its own header (``first_row``, which names the flow)."""
-    parts, first_rows, udp_from = [], [], 0
+def _data_packets(cap: Capture, tcp_rows: np.ndarray, resent: np.ndarray) -> list[dict]:
+    """The packets fairness counts of a Capture (or a window): every TCP packet the sequence
+    analysis takes (``tcp_rows``, which of them ``resent``) and every UDP packet with its own
+    header, each protocol's as its stream * 2 + direction (``key``), time on the joined
+    timeline and piece of the clock (``_joined``), goodput bytes (payload delivered for the
+    first time) and whether it carried payload; and, to name each direction by its first
+    packet with its own header, those packets (``own``: of TCP also those whose header the
+    analyser skips)."""
+    out = []
     for proto in PROTOS:
         own = own_transport(cap, proto)
         if not own.any():
+            out.append(None)
             continue
         if proto == "tcp":
-            rows, resent = resent_packets(cap)
+            rows = tcp_rows
             payload = cap.column("tcp_len")[rows]
             good = np.where(resent, np.uint32(0), payload)
-            del resent
         else:
             rows = np.flatnonzero(own)
             payload = good = cap.column("payload_len")[rows]
-        key = cap.column(f"{proto}_stream")[rows] * 2 + cap.column("direction")[rows]
-        first = np.full(int(key.max()) // 2 * 2 + 2 if len(key) else 0, len(cap))
-        np.minimum.at(first, key, rows)
-        if proto == "tcp":                   # own headers the analyser skips still name it
-            short = np.flatnonzero(own & (cap.column("tcp_hdr_len") < 20))
-            short_key = cap.column("tcp_stream")[short] * 2 + cap.column("direction")[short]
-            known = short_key < len(first)
-            np.minimum.at(first, short_key[known], short[known])
-        key += udp_from
-        parts.append({"key": key, "t": _joined(cap, rows), "good": good,
-                      "data": payload > 0, "frame": cap.column("frame_number")[rows]})
-        del rows, key, payload, good
-        first_rows.append(first)
-        if proto == "tcp":
-            udp_from = len(first)
-    if not parts:
-        raise NothingToReport(f"no TCP or UDP packets in {cap.path} ({cap.holds()})",
-                              hint="fairness compares the data flows of TCP/UDP streams")
-    out = {k: parts[0][k] if len(parts) == 1 else np.concatenate([p[k] for p in parts])
-           for k in parts[0]}
-    out["first_row"] = np.concatenate(first_rows)
-    out["udp_from"] = udp_from
+        own = np.flatnonzero(own)
+        stream, direction = cap.column(f"{proto}_stream"), cap.column("direction")
+        t, piece = _joined(cap, rows)
+        out.append({"key": stream[rows] * 2 + direction[rows], "t": t, "piece": piece,
+                    "good": good, "data": payload > 0,
+                    "own_key": stream[own] * 2 + direction[own], "own": own})
     return out
 
 
-def _groups(cap: Capture, packets: dict, by: str) -> list[dict]:
+class _Flows:
+    """The first pass: of each direction of each TCP and UDP stream (a key: stream * 2 +
+    direction, by protocol), the packets fairness counts, their goodput bytes, the earliest
+    and latest of their times (joined across the clock's breaks), the first and last piece of
+    the clock they are in, and the addresses and ports of its first packet with its own
+    header; fed a Capture's packets or a file's windows in order."""
+
+    def __init__(self):
+        self.path, self.t0, self.addresses, self.any = None, None, None, False
+        self.clock = None           # the file's clock, whole once the last window is added
+        self.by_proto = [_KeySums(p) for p in PROTOS]
+
+    def add(self, cap: Capture, tcp_rows: np.ndarray, resent: np.ndarray) -> None:
+        """The packets of ``cap`` (the TCP ones at ``tcp_rows``, which ``resent`` tells)."""
+        if self.path is None:
+            self.path, self.t0 = cap.path, cap.first_time_ns
+        self.addresses, self.clock = cap.addresses, cap.clock
+        for sums, part in zip(self.by_proto, _data_packets(cap, tcp_rows, resent)):
+            if part is not None:
+                self.any = True
+                sums.add(cap, part)
+
+    def spanning(self, groups: list[dict]) -> int | None:
+        """How many of ``groups`` have packets in several pieces of the file's clock (None:
+        it never broke)."""
+        if self.clock is None or len(self.clock.pieces()) == 1:
+            return None
+        low, high = self.low_piece, self.high_piece
+        return sum(int(high[g["keys"]].max() > low[g["keys"]].min()) for g in groups)
+
+    def __getattr__(self, name):     # seen, good, earliest, latest, low/high_piece, src, ...
+        """A per-key array over every key: TCP's, then UDP's from ``udp_from``."""
+        if name.startswith("_") or name not in _KeySums.ARRAYS:
+            raise AttributeError(name)
+        return np.concatenate([sums.array(name) for sums in self.by_proto])
+
+    @property
+    def udp_from(self) -> int:
+        return self.by_proto[0].top
+
+
+class _KeySums:
+    """One protocol's per-key sums of ``_Flows`` (arrays by key, grown as keys come)."""
+    ARRAYS = {"seen": 0, "good": 0, "earliest": np.iinfo(np.int64).max,
+              "latest": np.iinfo(np.int64).min, "low_piece": np.iinfo(np.int64).max,
+              "high_piece": -1, "src": -1, "dst": -1, "sport": -1, "dport": -1}
+
+    def __init__(self, proto: str):
+        self.proto = proto
+        self.arrays = {name: np.full(0, fill, np.int64) for name, fill in self.ARRAYS.items()}
+        self.top = 0              # the keys counted: both directions of streams up to the last
+
+    def add(self, cap: Capture, part: dict) -> None:
+        key, own_key = part["key"], part["own_key"]
+        n = max(int(key.max()) + 1 if len(key) else 0, int(own_key.max()) + 1)
+        have = len(self.arrays["seen"])
+        if n > have:
+            for name, fill in self.ARRAYS.items():
+                self.arrays[name] = np.r_[self.arrays[name], np.full(n - have, fill, np.int64)]
+        a = self.arrays
+        if len(key):
+            self.top = max(self.top, int(key.max()) // 2 * 2 + 2)
+            np.add.at(a["seen"], key, 1)
+            np.add.at(a["good"], key, part["good"].astype(np.int64))
+            np.minimum.at(a["earliest"], key, part["t"])
+            np.maximum.at(a["latest"], key, part["t"])
+            piece = part["piece"]
+            if piece is None:             # no break yet: every packet so far in piece 0
+                a["low_piece"][key] = a["high_piece"][key] = 0
+            else:
+                np.minimum.at(a["low_piece"], key, piece)
+                np.maximum.at(a["high_piece"], key, piece)
+        keys, first = np.unique(own_key, return_index=True)
+        new = a["src"][keys] < 0                       # named by an earlier window already
+        keys, at = keys[new], part["own"][first[new]]
+        a["src"][keys], a["dst"][keys] = cap.column("ip_src")[at], cap.column("ip_dst")[at]
+        a["sport"][keys] = cap.column(f"{self.proto}_srcport")[at]
+        a["dport"][keys] = cap.column(f"{self.proto}_dstport")[at]
+
+    def array(self, name: str) -> np.ndarray:
+        """``name`` of the keys counted (those past the arrays' end: their defaults)."""
+        values = self.arrays[name][:self.top]
+        return np.r_[values, np.full(self.top - len(values), self.ARRAYS[name], np.int64)]
+
+
+class _Resent:
+    """A file's two passes: the first runs the sequence analyser over its windows (feeding
+    ``_Flows``) and keeps which of each window's TCP packets it analysed were re-sent, a bit a
+    packet; the second (``_Again``) reads them back instead of analysing again."""
+
+    def __init__(self, flows: _Flows):
+        self.flows, self.bits = flows, []
+
+    def first_pass(self, cap: Capture, src: dict, t0) -> None:
+        resent = src["resent"].view(bool)
+        self.bits.append(np.packbits(resent))
+        self.flows.add(cap, src["rows"], resent)
+
+
+class _Again:
+    """The second pass' keeper (of ``ingest.read_kept``): each window's packets to ``sums``,
+    with the re-sends the first pass told."""
+
+    def __init__(self, told: _Resent, sums: _Goodput):
+        self.told, self.sums, self.windows = told, sums, 0
+
+    @property
+    def seen(self) -> bool:
+        return self.windows > 0
+
+    def add(self, cap: Capture) -> None:
+        rows = analysed_rows(cap)
+        bits = self.told.bits[self.windows]
+        self.windows += 1
+        self.sums.add(cap, rows, np.unpackbits(bits, count=len(rows)).view(bool))
+
+    def done(self, total: int) -> _Goodput:
+        return self.sums
+
+
+def _groups(path, flows: _Flows, by: str) -> list[dict]:
     """The flows to compare: each a name, the streams it adds up, and its flow keys."""
-    key, first_row, udp_from = packets["key"], packets["first_row"], packets["udp_from"]
-    n_keys = len(first_row)
-    seen = np.bincount(key, minlength=n_keys)
-    payload = np.bincount(key, weights=packets["good"], minlength=n_keys)
+    udp_from = flows.udp_from
+    seen, payload = flows.seen, flows.good
+    n_keys = len(seen)
     # a stream's data direction: the one with more payload
     other = np.arange(n_keys) ^ 1
-    flows = np.flatnonzero((payload >= MIN_FLOW_BYTES)
-                           & ~((seen[other] > 0) & (payload[other] > payload)))
-    labels = stream_flows(cap.path) if by not in ("stream", "pair") else {}
-    said = stream_labels(cap.path) if by == "stream" else {}
+    chosen = np.flatnonzero((payload >= MIN_FLOW_BYTES)
+                            & ~((seen[other] > 0) & (payload[other] > payload)))
+    labels = stream_flows(path) if by not in ("stream", "pair") else {}
+    said = stream_labels(path) if by == "stream" else {}
+    src, dst, sport, dport = flows.src, flows.dst, flows.sport, flows.dport
     groups: dict[str, dict] = {}
-    for k in flows.tolist():
+    for k in chosen.tolist():
         proto = "udp" if k >= udp_from else "tcp"
         stream = (k - (udp_from if proto == "udp" else 0)) >> 1
-        first = int(first_row[k])
-        src, dst = cap.addresses[cap.column("ip_src")[first]], cap.addresses[cap.column("ip_dst")[first]]
+        a_src, a_dst = flows.addresses[src[k]], flows.addresses[dst[k]]
         if by == "stream":
-            name = (f"{endpoint(src, cap.column(f'{proto}_srcport')[first])} → "
-                    f"{endpoint(dst, cap.column(f'{proto}_dstport')[first])}")
+            name = f"{endpoint(a_src, sport[k])} → {endpoint(a_dst, dport[k])}"
             if said.get((proto, stream)):
                 name += f" ({said[(proto, stream)]})"
         elif by == "pair":
-            name = f"{src} → {dst}"
+            name = f"{a_src} → {a_dst}"
         else:
             flow = labels.get((proto, stream))
             if flow is None or flow.get(by) is None:
-                raise UsageError(f"{proto} stream {stream} of {cap.path} has no {by!r} in a "
+                raise UsageError(f"{proto} stream {stream} of {path} has no {by!r} in a "
                                  "lab sidecar", hint="group by stream or pair instead")
             value = flow[by]
             name = f"{by} {value + 1 if by == 'pair' else value}"
@@ -301,35 +423,71 @@ def _groups(cap: Capture, packets: dict, by: str) -> list[dict]:
              "keys": np.array(g["keys"], np.int64)} for g in groups.values()]
 
 
-def _series(packets, groups, start: int, end: int, step: int, t0: int, notes: list[str]
-            ) -> dict:
-    """Per interval of the common window: flows with goodput, and the index.  Every interval
-    is listed unless there would be more than DENSE_INTERVALS (or 4 a packet with payload of
-    the flows: a clock step or a tiny interval); then only those where a flow sent payload,
-    with a note."""
-    n = max(int((end - start) // step), 1)
-    group_of = np.full(len(packets["first_row"]), -1, np.int32)
-    for g, group in enumerate(groups):
-        group_of[group["keys"]] = g
-    flow = group_of[packets["key"]]
-    sent = (flow >= 0) & packets["data"]
-    t = packets["t"]
-    rows = np.flatnonzero(sent & (t >= start) & (t < start + n * step))
-    k = (t[rows] - start) // step
-    if n <= max(DENSE_INTERVALS, 4 * int(np.count_nonzero(sent))):
-        listed, column = np.arange(n), k
-    else:
-        listed = np.unique(k)
-        column = np.searchsorted(listed, k)
-        notes.append(Note(f"{n - len(listed)} intervals of {step / 1e9:g} s with no flow "
-                          "sending not listed", detail="the common window spans far more "
-                                                       "intervals than there are packets: a "
-                                                       "clock step?"))
-    cell = flow[rows].astype(np.int64) * len(listed) + column
-    per_flow = np.bincount(cell, weights=packets["good"][rows],
-                           minlength=len(groups) * len(listed)).reshape(len(groups), len(listed))
-    total, squares = per_flow.sum(axis=0), (per_flow ** 2).sum(axis=0)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        index = np.where(squares > 0, total ** 2 / (len(groups) * squares), np.nan)
-    return {"time_s": (start - t0 + listed * step) / 1e9,
-            "active": (per_flow > 0).sum(axis=0).astype(np.int64), "jain_index": index}
+def _summed(flow: np.ndarray, k: np.ndarray, good: np.ndarray) -> tuple:
+    """(flow, interval, goodput bytes) with one row a (flow, interval): a batch's packets
+    added up, so what is kept follows the intervals, not the packets."""
+    if not len(flow):
+        return flow, k, good
+    order = np.lexsort((k, flow))
+    flow, k, good = flow[order], k[order], good[order]
+    first = np.flatnonzero(np.r_[True, (flow[1:] != flow[:-1]) | (k[1:] != k[:-1])])
+    return flow[first], k[first], np.add.reduceat(good, first)
+
+
+class _Goodput:
+    """The second pass: each key's goodput bytes within the common window [start, end], and
+    each flow's per interval of ``step`` from ``start`` (the series), fed as ``_Flows`` is."""
+
+    def __init__(self, flows: _Flows, groups: list[dict], start: int, end: int, step: int):
+        self.udp_from, self.groups = flows.udp_from, groups
+        self.start, self.end, self.step = start, end, step
+        self.n = max(int((end - start) // step), 1)
+        self.group_of = np.full(len(flows.seen), -1, np.int32)
+        for g, group in enumerate(groups):
+            self.group_of[group["keys"]] = g
+        self.delivered = np.zeros(len(flows.seen), np.int64)
+        self.sent = 0                   # packets with payload of the flows, at any time
+        self.cells: list[tuple] = []    # (flow, interval, goodput bytes) of each batch
+
+    def add(self, cap: Capture, tcp_rows: np.ndarray, resent: np.ndarray) -> None:
+        for offset, part in zip((0, self.udp_from), _data_packets(cap, tcp_rows, resent)):
+            if part is None or not len(part["key"]):
+                continue
+            key, t, good = part["key"] + offset, part["t"], part["good"]
+            inside = np.flatnonzero((t >= self.start) & (t <= self.end))
+            np.add.at(self.delivered, key[inside], good[inside].astype(np.int64))
+            flow = self.group_of[key]
+            sent = (flow >= 0) & part["data"]
+            self.sent += int(np.count_nonzero(sent))
+            rows = np.flatnonzero(sent & (t >= self.start)
+                                  & (t < self.start + self.n * self.step))
+            self.cells.append(_summed(flow[rows].astype(np.int64),
+                                      (t[rows] - self.start) // self.step,
+                                      good[rows].astype(np.int64)))
+
+    def series(self, t0: int, notes: list[str]) -> dict:
+        """Per interval of the common window: flows with goodput, and the index.  Every
+        interval is listed unless there would be more than DENSE_INTERVALS (or 4 a packet with
+        payload of the flows: a clock step or a tiny interval); then only those where a flow
+        sent payload, with a note."""
+        flow, k, good = (np.concatenate(c) for c in zip(*self.cells)) if self.cells else \
+            (np.zeros(0, np.int64),) * 3
+        n, step = self.n, self.step
+        if n <= max(DENSE_INTERVALS, 4 * self.sent):
+            listed, column = np.arange(n), k
+        else:
+            listed = np.unique(k)
+            column = np.searchsorted(listed, k)
+            notes.append(Note(f"{n - len(listed)} intervals of {step / 1e9:g} s with no "
+                              "flow sending not listed", detail="the common window spans far "
+                              "more intervals than there are packets: a clock step?"))
+        groups = len(self.groups)
+        cell = flow * len(listed) + column
+        per_flow = np.zeros(groups * len(listed), np.int64)
+        np.add.at(per_flow, cell, good)
+        per_flow = per_flow.astype(np.float64).reshape(groups, len(listed))
+        total, squares = per_flow.sum(axis=0), (per_flow ** 2).sum(axis=0)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            index = np.where(squares > 0, total ** 2 / (groups * squares), np.nan)
+        return {"time_s": (self.start - t0 + listed * step) / 1e9,
+                "active": (per_flow > 0).sum(axis=0).astype(np.int64), "jain_index": index}

@@ -67,20 +67,23 @@ from __future__ import annotations
 
 import ipaddress
 import math
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
 
 from .. import catalogue, schema
 from ..batch import analysis
-from ..capture import Capture, Needs
+from ..capture import FILE_FACTS, Capture, Needs
 from ..errors import Note, UsageError
+from ..ingest import Kept, read_kept
 from ..plots.iograph import iograph_figure
 from ..render import Shown
 from ..results import Result
 from ..schema import Column, TableSpec
+from ..reader import as_capture
 from ..units import interval_ns
-from ..streams import DIRECTIONS, PROTOS, stream_names
+from ..streams import DIRECTIONS, PROTOS, SummaryKeeper, stream_names
 from .throughput import PEAK_BELOW
 
 UNITS = ("bits", "bytes", "packets")
@@ -99,7 +102,7 @@ KEY_COLUMNS = {
 
 
 GROUP_KEYS = {None: [], "direction": ["direction"], "stream": ["proto", "stream"],
-              "stream+direction": ["proto", "stream", "direction"]}   # by -> _group_ids' keys
+              "stream+direction": ["proto", "stream", "direction"]}   # by -> _key_columns' keys
 
 
 def _specs(keys: list[str], unit: str) -> tuple[TableSpec, ...]:
@@ -295,14 +298,30 @@ def every_row(cap: Capture) -> np.ndarray:
     return np.ones(len(cap), bool)
 
 
-@analysis(needs=Needs(READS, every_row))
-def iograph(capture: Capture, *, interval: float = 1.0, unit: str = "bits",
+@analysis(reads=False)
+def iograph(capture, *, interval: float = 1.0, unit: str = "bits",
             by: str | None = None, stream: int | None = None, proto: str | None = None,
             host: str | None = None, port: int | None = None,
             gap: float = DEFAULT_GAP_S) -> IOGraph:
     """The I/O graph of a capture.  Raises UsageError for a bad option or an unknown stream;
-    returns an empty result (``.empty``) when nothing matches the filters."""
-    return _one(capture, _Options.checked(interval, unit, by, stream, proto, host, port, gap))
+    returns an empty result (``.empty``) when nothing matches the filters.  Given a path, its
+    sums are made as the file is read, window by window (``_Sums``): memory follows the
+    groups, intervals and transfers, not the packets."""
+    o = _Options.checked(interval, unit, by, stream, proto, host, port, gap)
+    if isinstance(capture, Capture):
+        return _one(capture, o)
+    sums, summary = _Sums(o), SummaryKeeper()
+    named = "stream" in GROUP_KEYS[o.by]                 # stream names from the summary
+    with warnings.catch_warnings(record=True) as said:
+        warnings.simplefilter("always")
+        got = read_kept(capture, [sums, summary, Kept(FILE_FACTS)] if named else [sums])
+    if sums.went_back or (named and got[1] is None):      # a clock stepping back across
+        return _one(as_capture(capture, Needs(READS, every_row)), o)   # windows: the table
+    for w in said:                                        # (which warns again, itself)
+        warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+    if named:
+        summary.put(got[2], got[1])
+    return sums.graph(lambda: stream_names(got[2]))
 
 
 def check_options(**options) -> None:
@@ -386,31 +405,6 @@ def _transport(cap: Capture):
     return code, cap.column("tcp_stream"), cap.column("tcp_srcport"), cap.column("tcp_dstport")
 
 
-def _select(cap: Capture, o: _Options, code, stream_ids, sport, dport) -> np.ndarray:
-    keep = np.ones(len(cap), bool)
-    if o.proto is not None:
-        keep &= code == _PROTO_CODE[o.proto]
-    if o.stream is not None:
-        protos = [o.proto] if o.proto else ["tcp", "udp"]
-        in_stream = np.isin(code, [_PROTO_CODE[p] for p in protos]) & (stream_ids == o.stream)
-        if not in_stream.any():
-            have = []
-            for p in protos:
-                ids = stream_ids[code == _PROTO_CODE[p]]
-                have.append(f"{p.upper()} streams 0-{ids.max()}" if len(ids) else
-                            f"no {p.upper()} streams")
-            raise UsageError(f"no {'/'.join(protos).upper()} stream {o.stream} in this capture",
-                             path=cap.path, hint="it has " + ", ".join(have))
-        keep &= in_stream
-    if o.host is not None:
-        codes = [i for i, a in enumerate(cap.addresses) if _same_address(a, o.host)]
-        ip = cap.layer(schema.IP)
-        keep &= ip & (np.isin(cap.column("ip_src"), codes) | np.isin(cap.column("ip_dst"), codes))
-    if o.port is not None:
-        keep &= (code >= 0) & ((sport == o.port) | (dport == o.port))
-    return keep
-
-
 def _same_address(text, wanted: str) -> bool:
     try:
         return ipaddress.ip_address(text).compressed == wanted
@@ -421,130 +415,274 @@ def _same_address(text, wanted: str) -> bool:
 _DIRECTION_NAMES = np.array(DIRECTIONS, dtype=object)
 
 
-def _group_ids(cap: Capture, rows, by, code, stream_ids):
-    """(group id per selected row, key columns per group); rows outside every group dropped."""
+def _group_keys(cap: Capture, rows, by, code, stream_ids):
+    """(the selected rows in a group, each one's group key: one number that sorts as the keys
+    do); rows outside every group dropped (by anything but None: packets of no TCP/UDP
+    stream)."""
     if by is None:
-        return rows, np.zeros(len(rows), np.int64), {}
+        return rows, np.zeros(len(rows), np.int64)
     rows = rows[code[rows] >= 0]                       # only packets of a TCP/UDP stream
-    pcode, sid = code[rows].astype(np.int64), stream_ids[rows].astype(np.int64)
-    skey = (pcode << 40) | sid
-    keys = {}
     direction = (cap.column("direction")[rows].astype(np.int64) if "direction" in by
                  else np.zeros(len(rows), np.int64))
     if by == "direction":
-        full = direction
-    else:
-        full = (skey << 1) | direction
-    uniq, gid = np.unique(full, return_inverse=True)
+        return rows, direction
+    pcode, sid = code[rows].astype(np.int64), stream_ids[rows].astype(np.int64)
+    return rows, (((pcode << 40) | sid) << 1) | direction
+
+
+def _key_columns(keys: np.ndarray, by) -> dict[str, np.ndarray]:
+    """The key columns of the groups whose keys (``_group_keys``') are ``keys``."""
+    if by is None:
+        return {}
     if by == "direction":
-        keys["direction"] = _DIRECTION_NAMES[uniq]
-    else:
-        keys["proto"] = _PROTO_NAMES[uniq >> 41]
-        keys["stream"] = (uniq >> 1) & ((1 << 40) - 1)
-        if by == "stream+direction":
-            keys["direction"] = _DIRECTION_NAMES[uniq & 1]
-    return rows, gid.astype(np.int64), keys
+        return {"direction": _DIRECTION_NAMES[keys]}
+    out = {"proto": _PROTO_NAMES[keys >> 41], "stream": (keys >> 1) & ((1 << 40) - 1)}
+    if by == "stream+direction":
+        out["direction"] = _DIRECTION_NAMES[keys & 1]
+    return out
 
 
 # -- the computation -------------------------------------------------------------------------
 
 def _one(cap: Capture, o: _Options) -> IOGraph:
-    code, stream_ids, sport, dport = _transport(cap)
-    rows = np.flatnonzero(_select(cap, o, code, stream_ids, sport, dport))
-    rows, gid, keys = _group_ids(cap, rows, o.by, code, stream_ids)
-    t_all = cap.column("frame_time_ns")
-    t0 = cap.first_time_ns or 0
-    span_ns = int(t_all.max()) - t0 if len(t_all) else 0
-    t = t_all[rows].astype(np.int64)
-    size = cap.column("frame_len")[rows].astype(np.int64)
-    key_names = list(keys)
-    if len(rows) == 0:
-        return _empty(cap, o, key_names)
-
-    # Sort by (group, time): groups become segments, time runs forward inside each.
-    order = np.lexsort((t, gid))
-    g, t, size = gid[order], t[order], size[order]
-    starts = np.flatnonzero(np.r_[True, g[1:] != g[:-1]])
-    ends = np.r_[starts[1:], len(g)]
-    n_groups = len(starts)
-    group_keys = keys                 # np.unique numbered the groups: segment i is group i
-
-    # tshark: rel time rounded to the us, (rel + 500) // interval -- taken apart so that a span
-    # of the whole int64 range (a clock the reader held at its ends) cannot overflow
-    whole, part = np.divmod(t - t0, o.interval_ns)
-    bucket = whole + (part + 500 >= o.interval_ns)
-    seg = np.repeat(np.arange(n_groups), ends - starts)
-    k, series_seg, cell, left_out = _listed_intervals(bucket, seg, starts, ends, len(g))
-    lengths = np.bincount(series_seg, minlength=n_groups)
-    offsets = np.r_[0, np.cumsum(lengths)[:-1]]
-    total = len(k)
-    packets = np.bincount(cell, minlength=total).astype(np.int64)
-    bytes_ = np.rint(np.bincount(cell, weights=size, minlength=total)).astype(np.int64)
-    notes = []
-    if left_out:
-        notes.append(Note(f"{left_out} empty intervals of {o.interval_ns / 1e9:g} s not listed",
-                          detail="the capture spans far more intervals than it has packets (a "
-                                 "clock step, or a long idle time); each run of empty intervals "
-                                 "is shown by its first"))
-    per_s = 1e9 / o.interval_ns
-    value = _in_unit(o.unit, packets, bytes_) * per_s
-
-    series = {name: vals[series_seg] for name, vals in group_keys.items()}
-    rate = RATE_NAMES[o.unit]
-    series.update({"interval": k, "start_s": k * o.interval_ns / 1e9, "packets": packets,
-                   "bytes": bytes_, rate: value})
-
-    # Peaks: the largest interval of each group, the earliest on a tie.
-    peak = np.maximum.reduceat(value, offsets)
-    hits = np.flatnonzero(value == peak[series_seg])
-    first_hit = hits[np.r_[True, series_seg[hits][1:] != series_seg[hits][:-1]]]
-    peak_start_s = k[first_hit] * o.interval_ns / 1e9
-
-    # Transfers: runs of a group's packets without a gap longer than gap_ns.
-    breaks = np.r_[True, (g[1:] != g[:-1]) | (np.diff(t) > o.gap_ns)]
-    tstarts = np.flatnonzero(breaks)
-    tends = np.r_[tstarts[1:], len(g)]
-    tseg = seg[tstarts]
-    t_first, t_last = t[tstarts], t[tends - 1]
-    t_packets, t_bytes = tends - tstarts, np.add.reduceat(size, tstarts)
-    t_dur_ns = t_last - t_first
-    t_avg = _rate(_in_unit(o.unit, t_packets, t_bytes), t_dur_ns)
-    t_index = np.arange(len(tstarts)) - np.searchsorted(tseg, tseg)
-    lasting = t_dur_ns > 0                     # transfers of one instant have no rate
-    amount = np.bincount(tseg, weights=np.where(lasting, _in_unit(o.unit, t_packets, t_bytes), 0),
-                         minlength=n_groups)
-    mean_transfer = _rate(amount, np.bincount(tseg, weights=np.where(lasting, t_dur_ns, 0),
-                                              minlength=n_groups))
-    transfers = {name: vals[tseg] for name, vals in group_keys.items()}
-    transfers.update({"transfer": t_index, "packets": t_packets, "bytes": t_bytes,
-                      "first_s": (t_first - t0) / 1e9, "last_s": (t_last - t0) / 1e9,
-                      "duration_s": t_dur_ns / 1e9, f"avg_transfer_{rate}": t_avg})
-
-    g_packets, g_bytes = ends - starts, np.add.reduceat(size, starts)
-    g_amount = _in_unit(o.unit, g_packets, g_bytes)
-    first_ns, last_ns = t[starts], t[ends - 1]
-    summary = dict(group_keys)
-    summary.update({
-        "packets": g_packets, "bytes": g_bytes,
-        "first_s": (first_ns - t0) / 1e9, "last_s": (last_ns - t0) / 1e9,
-        "active_s": (last_ns - first_ns) / 1e9, "capture_span_s": np.full(n_groups, span_ns / 1e9),
-        f"avg_capture_{rate}": _rate(g_amount, np.full(n_groups, span_ns)),
-        f"avg_active_{rate}": _rate(g_amount, last_ns - first_ns),
-        f"peak_{rate}": peak, "peak_start_s": peak_start_s,
-        "transfers": np.bincount(tseg, minlength=n_groups).astype(np.int64),
-        f"avg_transfer_{rate}": mean_transfer,
-    })
-    return IOGraph({"summary": summary, "series": series, "transfers": transfers},
-                   capture=cap.path, options=o, keys=key_names, series_rows=lengths,
-                   stream_names=stream_names(cap) if "stream" in key_names else None,
-                   notes=notes)
+    """The I/O graph of a Capture: its packets summed as one window."""
+    sums = _Sums(o)
+    sums.add(cap)
+    return sums.graph(lambda: stream_names(cap))
 
 
-def _listed_intervals(bucket, seg, starts, ends, n_packets):
-    """The intervals the series lists, as (interval index, group, each packet's row, how many
-    empty intervals were left out).  ``bucket`` and ``seg`` are the packets' interval and group,
-    sorted by group then time.  Every interval from a group's first packet to its last, or
-    (past the dense limit) those with packets and the first of each empty run after them."""
+class _Sums:
+    """The sums an I/O graph is made of, fed a capture's packets in file order a window at a
+    time (a keeper of ``ingest.read_kept``) or all at once: per group its packets, bytes, first
+    and last time; per group and interval with packets, its packets and bytes; each group's
+    transfers, its last one left open until a packet more than the gap after it closes it.
+    Memory follows the groups, intervals and transfers, not the packets.  A window holding a
+    group's packet earlier than that group's latest in an earlier window (a clock stepping
+    back across windows) sets ``went_back``: the transfers then need the whole table."""
+
+    def __init__(self, o: _Options):
+        self.o = o
+        self.windows, self.path, self.t0, self.latest_ns = 0, None, 0, None
+        self.cells: list[tuple] = []      # per window: group key, interval, packets, bytes
+        self.totals: list[tuple] = []     # per window: group key, packets, bytes, first, last
+        self.closed: list[tuple] = []     # transfers: group key, first, last, packets, bytes
+        self.open: dict[int, list] = {}   # group key -> its open transfer, as a closed one's
+        self.went_back = False
+        self.in_stream = False            # a packet of the stream asked for was seen
+        self.top_stream = {0: -1, 1: -1}  # the highest stream index of each protocol
+        self.host_codes, self.addresses_checked = [], 0
+
+    @property
+    def seen(self) -> bool:
+        return self.windows > 0
+
+    def add(self, cap: Capture) -> None:
+        if not self.windows:
+            self.path, self.t0 = cap.path, cap.first_time_ns or 0
+        self.windows += 1
+        t_all = cap.column("frame_time_ns")
+        if len(t_all):
+            latest = int(t_all.max())
+            self.latest_ns = latest if self.latest_ns is None else max(self.latest_ns, latest)
+        if self.went_back:
+            return
+        o = self.o
+        code, stream_ids, sport, dport = _transport(cap)
+        rows = np.flatnonzero(self._select(cap, code, stream_ids, sport, dport))
+        rows, key = _group_keys(cap, rows, o.by, code, stream_ids)
+        if not len(rows):
+            return
+        t = t_all[rows].astype(np.int64)
+        size = cap.column("frame_len")[rows].astype(np.int64)
+        # Sort by (group, time): groups become segments, time runs forward inside each.
+        order = np.lexsort((t, key))
+        g, t, size = key[order], t[order], size[order]
+        starts = np.flatnonzero(np.r_[True, g[1:] != g[:-1]])
+        ends = np.r_[starts[1:], len(g)]
+        for k, first in zip(g[starts].tolist(), t[starts].tolist()):
+            if k in self.open and first < self.open[k][2]:
+                self.went_back = True
+                return
+        self.totals.append((g[starts], ends - starts, np.add.reduceat(size, starts),
+                            t[starts], t[ends - 1]))
+        # tshark: rel time rounded to the us, (rel + 500) // interval -- taken apart so that a
+        # span of the whole int64 range (a clock the reader held at its ends) cannot overflow
+        whole, part = np.divmod(t - self.t0, o.interval_ns)
+        bucket = whole + (part + 500 >= o.interval_ns)
+        cell = np.flatnonzero(np.r_[True, (g[1:] != g[:-1]) | (bucket[1:] != bucket[:-1])])
+        self.cells.append((g[cell], bucket[cell], np.diff(np.r_[cell, len(g)]),
+                           np.add.reduceat(size, cell)))
+        # Transfers: runs of a group's packets without a gap longer than gap_ns.
+        run = np.flatnonzero(np.r_[True, (g[1:] != g[:-1]) | (np.diff(t) > o.gap_ns)])
+        run_end = np.r_[run[1:], len(g)]
+        runs = [g[run], t[run], t[run_end - 1], run_end - run, np.add.reduceat(size, run)]
+        first_run = np.r_[True, runs[0][1:] != runs[0][:-1]]
+        last_run = np.r_[first_run[1:], True]
+        for i in np.flatnonzero(first_run).tolist():
+            k = int(runs[0][i])
+            before = self.open.pop(k, None)
+            if before is None:
+                continue
+            if runs[1][i] - before[2] > o.gap_ns:
+                self.closed.append(tuple(np.array([v]) for v in before))
+            else:                                      # the open transfer goes on
+                runs[1][i] = before[1]
+                runs[3][i] += before[3]
+                runs[4][i] += before[4]
+        done = ~last_run
+        if done.any():
+            self.closed.append(tuple(v[done] for v in runs))
+        for i in np.flatnonzero(last_run).tolist():
+            self.open[int(runs[0][i])] = [int(v[i]) for v in runs]
+
+    def _select(self, cap: Capture, code, stream_ids, sport, dport) -> np.ndarray:
+        """The packets the filters keep (module docstring); what the stream filter's error
+        says the file has is noted as it goes."""
+        o = self.o
+        keep = np.ones(len(cap), bool)
+        if o.proto is not None:
+            keep &= code == _PROTO_CODE[o.proto]
+        if o.stream is not None:
+            protos = [o.proto] if o.proto else ["tcp", "udp"]
+            for p in protos:
+                ids = stream_ids[code == _PROTO_CODE[p]]
+                if len(ids):
+                    self.top_stream[_PROTO_CODE[p]] = max(self.top_stream[_PROTO_CODE[p]],
+                                                          int(ids.max()))
+            in_stream = (np.isin(code, [_PROTO_CODE[p] for p in protos])
+                         & (stream_ids == o.stream))
+            self.in_stream |= bool(in_stream.any())
+            keep &= in_stream
+        if o.host is not None:
+            new = cap.addresses[self.addresses_checked:]
+            self.host_codes += [self.addresses_checked + i for i, a in enumerate(new)
+                                if _same_address(a, o.host)]
+            self.addresses_checked = len(cap.addresses)
+            ip = cap.layer(schema.IP)
+            keep &= ip & (np.isin(cap.column("ip_src"), self.host_codes)
+                          | np.isin(cap.column("ip_dst"), self.host_codes))
+        if o.port is not None:
+            keep &= (code >= 0) & ((sport == o.port) | (dport == o.port))
+        return keep
+
+    def done(self, total: int) -> "_Sums":
+        return self
+
+    def graph(self, names) -> IOGraph:
+        """The I/O graph of what was fed (``names()``: the stream names, when grouped by
+        stream)."""
+        o = self.o
+        if o.stream is not None and not self.in_stream:
+            protos = [o.proto] if o.proto else ["tcp", "udp"]
+            have = [f"{p.upper()} streams 0-{self.top_stream[_PROTO_CODE[p]]}"
+                    if self.top_stream[_PROTO_CODE[p]] >= 0 else f"no {p.upper()} streams"
+                    for p in protos]
+            raise UsageError(f"no {'/'.join(protos).upper()} stream {o.stream} in this capture",
+                             path=self.path, hint="it has " + ", ".join(have))
+        key_names = list(GROUP_KEYS[o.by])
+        if not self.totals:
+            return _empty(self.path, o, key_names)
+        for k, v in self.open.items():
+            self.closed.append(tuple(np.array([x]) for x in v))
+        t0 = self.t0
+        span_ns = self.latest_ns - t0 if self.latest_ns is not None else 0
+
+        # the groups, numbered in key order (np.unique's)
+        key, packets, size, first, last = (np.concatenate(c) for c in zip(*self.totals))
+        group_keys, seg = np.unique(key, return_inverse=True)
+        n_groups = len(group_keys)
+        g_packets = np.zeros(n_groups, np.int64)
+        np.add.at(g_packets, seg, packets)
+        g_bytes = np.zeros(n_groups, np.int64)
+        np.add.at(g_bytes, seg, size)
+        first_ns = np.full(n_groups, np.iinfo(np.int64).max)
+        last_ns = np.full(n_groups, np.iinfo(np.int64).min)
+        np.minimum.at(first_ns, seg, first)
+        np.maximum.at(last_ns, seg, last)
+        keys = _key_columns(group_keys, o.by)
+
+        # the intervals with packets: cells of (group, interval), merged across windows
+        key, bucket, c_packets, c_bytes = (np.concatenate(c) for c in zip(*self.cells))
+        c_seg = np.searchsorted(group_keys, key)
+        order = np.lexsort((bucket, c_seg))
+        c_seg, bucket, c_packets, c_bytes = (v[order] for v in (c_seg, bucket, c_packets,
+                                                                 c_bytes))
+        new = np.flatnonzero(np.r_[True, (c_seg[1:] != c_seg[:-1])
+                                   | (bucket[1:] != bucket[:-1])])
+        c_seg, bucket = c_seg[new], bucket[new]
+        c_packets, c_bytes = np.add.reduceat(c_packets, new), np.add.reduceat(c_bytes, new)
+        k, series_seg, cell, left_out = _listed_intervals(bucket, c_seg, int(g_packets.sum()))
+        lengths = np.bincount(series_seg, minlength=n_groups)
+        offsets = np.r_[0, np.cumsum(lengths)[:-1]]
+        total = len(k)
+        packets, bytes_ = np.zeros(total, np.int64), np.zeros(total, np.int64)
+        packets[cell], bytes_[cell] = c_packets, c_bytes
+        notes = []
+        if left_out:
+            notes.append(Note(f"{left_out} empty intervals of {o.interval_ns / 1e9:g} s not "
+                              "listed", detail="the capture spans far more intervals than it "
+                              "has packets (a clock step, or a long idle time); each run of "
+                              "empty intervals is shown by its first"))
+        per_s = 1e9 / o.interval_ns
+        value = _in_unit(o.unit, packets, bytes_) * per_s
+
+        series = {name: vals[series_seg] for name, vals in keys.items()}
+        rate = RATE_NAMES[o.unit]
+        series.update({"interval": k, "start_s": k * o.interval_ns / 1e9, "packets": packets,
+                       "bytes": bytes_, rate: value})
+
+        # Peaks: the largest interval of each group, the earliest on a tie.
+        peak = np.maximum.reduceat(value, offsets)
+        hits = np.flatnonzero(value == peak[series_seg])
+        first_hit = hits[np.r_[True, series_seg[hits][1:] != series_seg[hits][:-1]]]
+        peak_start_s = k[first_hit] * o.interval_ns / 1e9
+
+        # Transfers, in group and time order
+        key, t_first, t_last, t_packets, t_bytes = (np.concatenate(c) for c in zip(*self.closed))
+        tseg = np.searchsorted(group_keys, key)
+        order = np.lexsort((t_first, tseg))
+        tseg, t_first, t_last, t_packets, t_bytes = (v[order] for v in (
+            tseg, t_first, t_last, t_packets, t_bytes))
+        t_dur_ns = t_last - t_first
+        t_avg = _rate(_in_unit(o.unit, t_packets, t_bytes), t_dur_ns)
+        t_index = np.arange(len(tseg)) - np.searchsorted(tseg, tseg)
+        lasting = t_dur_ns > 0                     # transfers of one instant have no rate
+        amount = np.bincount(tseg, weights=np.where(lasting, _in_unit(o.unit, t_packets,
+                                                                       t_bytes), 0),
+                             minlength=n_groups)
+        mean_transfer = _rate(amount, np.bincount(tseg, weights=np.where(lasting, t_dur_ns, 0),
+                                                  minlength=n_groups))
+        transfers = {name: vals[tseg] for name, vals in keys.items()}
+        transfers.update({"transfer": t_index, "packets": t_packets, "bytes": t_bytes,
+                          "first_s": (t_first - t0) / 1e9, "last_s": (t_last - t0) / 1e9,
+                          "duration_s": t_dur_ns / 1e9, f"avg_transfer_{rate}": t_avg})
+
+        g_amount = _in_unit(o.unit, g_packets, g_bytes)
+        summary = dict(keys)
+        summary.update({
+            "packets": g_packets, "bytes": g_bytes,
+            "first_s": (first_ns - t0) / 1e9, "last_s": (last_ns - t0) / 1e9,
+            "active_s": (last_ns - first_ns) / 1e9,
+            "capture_span_s": np.full(n_groups, span_ns / 1e9),
+            f"avg_capture_{rate}": _rate(g_amount, np.full(n_groups, span_ns)),
+            f"avg_active_{rate}": _rate(g_amount, last_ns - first_ns),
+            f"peak_{rate}": peak, "peak_start_s": peak_start_s,
+            "transfers": np.bincount(tseg, minlength=n_groups).astype(np.int64),
+            f"avg_transfer_{rate}": mean_transfer,
+        })
+        return IOGraph({"summary": summary, "series": series, "transfers": transfers},
+                       capture=self.path, options=o, keys=key_names, series_rows=lengths,
+                       stream_names=names() if "stream" in key_names else None, notes=notes)
+
+
+def _listed_intervals(bucket, seg, n_packets):
+    """The intervals the series lists, as (interval index, group, the series row of each cell,
+    how many empty intervals were left out).  ``bucket`` and ``seg`` are the intervals with
+    packets and their groups, sorted by group then interval.  Every interval from a group's
+    first packet to its last, or (past the dense limit) those with packets and the first of
+    each empty run after them."""
+    starts = np.flatnonzero(np.r_[True, seg[1:] != seg[:-1]])
+    ends = np.r_[starts[1:], len(seg)]
     b_first, b_last = bucket[starts], bucket[ends - 1]
     lengths = b_last - b_first + 1
     # summed as Python ints: groups of 2^53 intervals each (a 1 us interval over a clock step)
@@ -555,16 +693,13 @@ def _listed_intervals(bucket, seg, starts, ends, n_packets):
         series_seg = np.repeat(np.arange(len(starts)), lengths)
         k = b_first[series_seg] + (np.arange(dense) - offsets[series_seg])
         return k, series_seg, offsets[seg] + (bucket - b_first[seg]), 0
-    new = np.r_[True, (seg[1:] != seg[:-1]) | (bucket[1:] != bucket[:-1])]
-    full_k, full_seg = bucket[new], seg[new]                  # intervals with packets
-    last_of_group = np.r_[full_seg[1:] != full_seg[:-1], True]
-    gap_after = ~last_of_group & (np.r_[full_k[1:], 0] != full_k + 1)
-    k = np.r_[full_k, full_k[gap_after] + 1]
-    series_seg = np.r_[full_seg, full_seg[gap_after]]
+    last_of_group = np.r_[seg[1:] != seg[:-1], True]
+    gap_after = ~last_of_group & (np.r_[bucket[1:], 0] != bucket + 1)
+    k = np.r_[bucket, bucket[gap_after] + 1]
+    series_seg = np.r_[seg, seg[gap_after]]
     order = np.lexsort((k, series_seg))
     k, series_seg = k[order], series_seg[order]
-    row_of_full = np.argsort(order)[:len(full_k)]             # where each full one went
-    cell = row_of_full[np.cumsum(new) - 1]
+    cell = np.argsort(order)[:len(bucket)]              # where each one with packets went
     return k, series_seg, cell, dense - len(k)
 
 
@@ -581,7 +716,7 @@ def _rate(amount, span_ns) -> np.ndarray:
         return np.where(span > 0, amount * 1e9 / span, np.nan)
 
 
-def _empty(cap: Capture, o: _Options, key_names) -> IOGraph:
+def _empty(path, o: _Options, key_names) -> IOGraph:
     tables = {spec.name: {c.name: np.zeros(0, object if c.dtype == "str" else c.dtype)
                           for c in spec.columns} for spec in _specs(key_names, o.unit)}
-    return IOGraph(tables, capture=cap.path, options=o, keys=key_names, series_rows=[])
+    return IOGraph(tables, capture=path, options=o, keys=key_names, series_rows=[])

@@ -311,8 +311,8 @@ def _built(cap: Capture) -> tuple[dict, dict, Segments, dict]:
     """(pieces, holes, segments, flows) of the TCP streams in ``cap``; each working array is
     let go once used (the analyser's inputs are ~50 bytes a packet), and ``cap`` too when
     the caller holds no other reference to it."""
-    rows, inputs, n_streams = analysis_inputs(cap)
-    rel = run_analyser(inputs, n_streams)["rel_seq"] if len(rows) else np.zeros(0, np.uint32)
+    rows, inputs = analysis_inputs(cap)
+    rel = run_analyser(inputs)["rel_seq"] if len(rows) else np.zeros(0, np.uint32)
     for name in ("seq", "ack", "win", "wscale", "sack_count", "sack_le", "sack_re"):
         del inputs[name]
     key = inputs.pop("stream") * 2 + inputs.pop("dir")

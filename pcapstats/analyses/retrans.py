@@ -30,14 +30,17 @@ import numpy as np
 
 from .. import catalogue
 from ..batch import analysis
-from ..capture import Capture
-from ..clock import touched
+from ..capture import FILE_FACTS, Capture
+from ..clock import ClockCheck, touched
 from ..errors import NothingToReport
+from ..ingest import Kept, read_kept
+from ..reader import as_capture
 from ..render import Shown
-from ..results import Result, joined, shown
+from ..results import Result, shown
 from ..schema import Column, TableSpec
 from ..streams import DIRECTIONS, choose_stream, require_tcp
-from .tcp_analysis import PACKETS, STREAM_NEEDS, packet_analysis
+from .tcp_analysis import PACKETS, AnalysedWindows, analysed
+from .tcpseq import COUNTS as COUNTED, FLAG_BITS
 
 # tshark's tcp.analysis flags, counted and listed, in this order (tcp_analysis' columns)
 FLAGS = ("retransmission", "fast_retransmission", "spurious_retransmission", "out_of_order",
@@ -83,56 +86,71 @@ class Retrans(Result):
                         "re-sends are out-of-order, not retransmissions.  --all: every flag."}
 
 
-# the columns of packet_analysis counted and listed
+# the columns of packet_analysis listed (the counts are the analyser's own)
 _READS = ("tcp_stream", "direction", "tcp_len", "frame_number", "frame_time_ns", "tcp_seq",
           "tcp_nxtseq", "tcp_ack", "duplicate_ack_num", RESENT, *FLAGS)
 
 
-def _join(parts: list[Retrans]) -> Retrans:
-    return joined(parts, {"counts": ("stream", "direction"), "events": ("frame_number",)})
+@analysis(reads=False)
+def retrans(capture, *, stream: int | None = None) -> Retrans:
+    """Counts and events of every TCP stream (of one with ``stream``), from one pass of the
+    sequence analyser: over a path's windows as they are read (nothing of the file kept but
+    the flagged packets' rows and the counts), or over a Capture given."""
+    if isinstance(capture, Capture):
+        if stream is not None:
+            choose_stream(capture, stream)   # one clear error for a UDP or missing stream
+        require_tcp(capture)
+        pass_ = _pass(stream)
+        pass_.add(capture)
+        pass_.done(len(capture))
+        if not len(pass_.counts):            # TCP headers only inside ICMP errors
+            raise NothingToReport(f"no TCP stream in {capture.path} ({capture.holds()})",
+                                  hint="`pcapstats throughput` lists the streams there are")
+        return _result(pass_, capture.path, capture.clock)
+    pass_, probe = read_kept(capture, [_pass(stream), Kept(FILE_FACTS)])
+    if not len(pass_.counts):                # no such TCP stream, or none: the error the
+        return retrans(as_capture(capture), stream=stream)     # whole table gives
+    return _result(pass_, str(capture), probe.clock)      # (the file's clock, read to its end)
 
 
-@analysis(needs=STREAM_NEEDS, by_stream=_join)
-def retrans(capture: Capture, *, stream: int | None = None) -> Retrans:
-    """Counts and events of every TCP stream (of one with ``stream``)."""
-    if stream is not None:
-        choose_stream(capture, stream)   # one clear error for a UDP or missing stream
-    require_tcp(capture)
-    a = packet_analysis(capture, stream, columns=_READS)
-    counts = _counts(a)
-    if not len(counts["stream"]):        # TCP headers only inside ICMP errors
-        raise NothingToReport(f"no TCP stream in {capture.path} ({capture.holds()})",
-                              hint="`pcapstats throughput` lists the streams there are")
-    result = Retrans({"counts": counts, "events": _events(a, capture)}, capture=capture.path)
-    if len(capture.clock.pieces()) > 1:
+def _pass(stream: int | None) -> AnalysedWindows:
+    """The analyser's pass, keeping the events of each window (the flagged packets alone)."""
+    return AnalysedWindows(_window_events, stream=stream)
+
+
+def _window_events(window, src: dict, t0: int | None) -> dict[str, np.ndarray]:
+    """The events of one window: its analysed packets that are re-sent or carry a flag."""
+    flagged = np.flatnonzero(src["resent"] | (src["aflags"] & _ANY_FLAG))
+    return _events(analysed(src, _READS, flagged), t0)
+
+
+_ANY_FLAG = sum(FLAG_BITS.values())
+
+
+def _result(pass_: AnalysedWindows, path, clock: ClockCheck) -> Retrans:
+    """The tables of the analyser's pass; on a broken ``clock`` (the file's), the warning's
+    words: re-sent counts come from sequence numbers, Wireshark's flags from the times."""
+    counts = pass_.counts
+    table = {"stream": counts[:, 0], "direction": np.asarray(DIRECTIONS, object)[counts[:, 1]],
+             **{name: counts[:, 2 + k] for k, name in enumerate(COUNTED)}}
+    events = {name: np.concatenate([part[name] for part in pass_.parts])
+              for name in EVENTS.names}
+    result = Retrans({"counts": {name: table[name] for name in COUNTS.names},
+                      "events": events}, capture=path)
+    if len(clock.pieces()) > 1:
         result.clock_touched = touched("retrans", as_tshark=["Wireshark's flags"],
                                        counts="re-sent counts (sequence numbers)")
     return result
 
 
-def _counts(a: dict) -> dict[str, np.ndarray]:
-    """Per (stream, direction): packets, payload, re-sent segments and each flag's packets."""
-    key = a["tcp_stream"].astype(np.int64) * 2 + a["direction"]
-    keys, group = np.unique(key, return_inverse=True)
-    out = {"stream": keys // 2, "direction": np.asarray(DIRECTIONS, object)[keys % 2],
-           "packets": np.bincount(group, minlength=len(keys)),
-           "payload_bytes": np.bincount(group, weights=a["tcp_len"], minlength=len(keys))
-           .astype(np.int64)}
-    for flag in (RESENT, *FLAGS):
-        out[flag] = np.bincount(group, weights=a[flag].astype(np.int64),
-                                minlength=len(keys)).astype(np.int64)
-    return out
-
-
-def _events(a: dict, cap: Capture) -> dict[str, np.ndarray]:
+def _events(a: dict, t0: int | None) -> dict[str, np.ndarray]:
     flags = np.stack([a[flag] for flag in (RESENT, *FLAGS)], axis=1).astype(bool)
     rows = np.flatnonzero(flags.any(axis=1))
     names = np.array((RESENT, *FLAGS), dtype=object)
     events = np.array(["+".join(names[f]) for f in flags[rows]], dtype=object)
-    t0 = cap.first_time_ns or 0
     return {
         "frame_number": a["frame_number"][rows],
-        "time_s": (a["frame_time_ns"][rows] - t0) / 1e9,
+        "time_s": (a["frame_time_ns"][rows] - (t0 or 0)) / 1e9,
         "stream": a["tcp_stream"][rows],
         "direction": np.asarray(DIRECTIONS, object)[a["direction"][rows]],
         "events": events, "tcp_seq": a["tcp_seq"][rows], "tcp_nxtseq": a["tcp_nxtseq"][rows],

@@ -34,15 +34,17 @@ import numpy as np
 
 from .. import catalogue
 from ..batch import analysis, each_stream
-from ..capture import Capture
+from ..capture import FILE_FACTS, Capture
 from ..errors import Note
+from ..ingest import Kept, read_kept
 from ..plots.tcp import rtt_figure
 from ..render import Shown
 from ..results import Result, shown
 from ..schema import Column, TableSpec
-from ..streams import DIRECTIONS, stream_names
-from .tcp_analysis import STREAM_NEEDS
-from .tcp_flow import SIDE_DOC, SIDES, capture_side, data_direction, stream_rows
+from ..reader import as_capture
+from ..streams import DIRECTIONS, SummaryKeeper, stream_names
+from .tcp_analysis import AnalysedWindows
+from .tcp_flow import SIDE_DOC, SIDES, FlowDigests, capture_side, data_direction, stream_rows
 
 RTT_SERIES = ("ack_rtt_ms", "ack_rtt_karn_ms", "ts_rtt_ms")
 STATISTICS = ("rtt_min_ms", "rtt_avg_ms", "rtt_median_ms", "rtt_p95_ms", "rtt_max_ms")
@@ -126,16 +128,44 @@ class Rtt(Result):
         return rtt_figure(self, ax=ax, **options)
 
 
-@analysis(needs=STREAM_NEEDS, one_stream=True)
-def rtt(capture: Capture, *, stream: int | str | None = None) -> Rtt:
+@analysis(reads=False)
+def rtt(capture, *, stream: int | str | None = None) -> Rtt:
     """The RTT samples of one TCP stream (by default the one with the most payload; "all":
-    every stream with data), their summary per series and direction, and the path's RTT."""
-    return each_stream(capture, stream, lambda s: stream_rtt(capture, s))
+    every stream with data), their summary per series and direction, and the path's RTT.
+    Given a path, one pass of the sequence analyser over its windows keeps every stream's
+    digest (tcp_flow.FlowDigests), not its packets; given a Capture, the stream's rows."""
+    if isinstance(capture, Capture):
+        return each_stream(capture, stream, lambda s: stream_rtt(capture, s))
+    named = isinstance(stream, (int, np.integer)) and not isinstance(stream, bool)
+    digests, summary = FlowDigests(), SummaryKeeper()
+    pass_, streams, probe = read_kept(capture, [
+        AnalysedWindows(digests, stream=stream if named else None, timestamps=True),
+        summary, Kept(FILE_FACTS)])
+    if streams is None:            # time went back across windows: the whole table
+        return rtt(as_capture(capture), stream=stream)
+    summary.put(probe, streams)
+    payload = {}
+    for row in pass_.counts:
+        payload.setdefault(int(row[0]), [0, 0])[row[1]] = row[3]
+
+    def one(s: int) -> Rtt:
+        flow = digests.digest(s, payload.get(s, (0, 0)))
+        if flow is None:
+            raise _NoRows
+        return stream_rtt(probe, s, flow)
+    try:
+        return each_stream(probe, stream, one)
+    except _NoRows:                # a stream with no analysed packet: the whole table's error
+        return rtt(as_capture(capture), stream=stream)
+
+
+class _NoRows(Exception):
+    """A stream the summary knows that the analyser saw no packet of."""
 
 
 def stream_rtt(capture: Capture, stream: int, flow: dict | None = None) -> Rtt:
-    """One stream's result (``flow``: its stream_rows when the caller has them already:
-    read here, never written)."""
+    """One stream's result from its rows (tcp_flow.stream_rows; read here when not given,
+    never written) or its digest."""
     flow = stream_rows(capture, stream) if flow is None else flow
     data_dir = data_direction(flow)
     ns = {name: np.asarray(flow[name.replace("_ms", "_ns")], np.float64)

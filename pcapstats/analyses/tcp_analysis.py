@@ -95,7 +95,7 @@ from ..results import Result, joined
 from ..schema import STREAM, TCP, UDP, Column, TableSpec
 from ..streams import DIRECTIONS, own_transport
 from . import tcpseq_c, tcpseq_python
-from .tcpseq import FLAG_BITS, INPUTS, OUTPUTS, RETRANSMISSIONS
+from .tcpseq import FLAG_BITS, INPUTS, OUTPUTS, RETRANSMISSIONS, TIMESTAMP_OUTPUTS
 
 _C = Column
 PACKETS = TableSpec("packets", "one row per TCP packet (ICMP errors quoting a TCP header left "
@@ -230,15 +230,21 @@ def packet_analysis(cap: Capture, stream: int | None = None, kernel: str = "auto
     each made when asked and every analyser array let go after its last use (a long stream's
     unused columns cost 8 bytes a packet each, and the analyser's ~140 bytes a packet are not
     all held beside the answer)."""
-    rows, inputs, n_streams = analysis_inputs(cap, stream)
+    names = tuple(_MADE) if columns is None else columns
+    rows, inputs = analysis_inputs(cap, stream, timestamps="ts_rtt_ns" in names)
     if stream is not None and not len(rows):
         have = np.unique(cap.column("tcp_stream")[own_transport(cap, "tcp")])
         raise UsageError(f"no TCP stream {stream} in this capture", path=cap.path,
                          hint=f"it has TCP streams {have.min()}-{have.max()}" if len(have)
                          else "it has no TCP packets")
-    src = {**inputs, **run_analyser(inputs, n_streams, kernel), "rows": rows}
+    src = {**inputs, **run_analyser(inputs, kernel), "rows": rows}
     del inputs
-    names = tuple(_MADE) if columns is None else columns
+    return _assembled(src, names)
+
+
+def _assembled(src: dict[str, np.ndarray], names) -> dict[str, np.ndarray]:
+    """The columns ``names`` (of _MADE) from the analyser's inputs and outputs (and ``rows``)
+    in ``src``, each array taken out of ``src`` after its last use."""
     uses: dict[str, int] = {}
     for name in names:
         for key in _MADE[name][0]:
@@ -248,7 +254,7 @@ def packet_analysis(cap: Capture, stream: int | None = None, kernel: str = "auto
     out = {}
     for name in names:
         keys, make = _MADE[name]
-        value, present = make(src, cap)
+        value, present = make(src)
         out[name] = value if present is None else np.where(present, value, np.nan)
         for key in keys:
             uses[key] -= 1
@@ -257,37 +263,83 @@ def packet_analysis(cap: Capture, stream: int | None = None, kernel: str = "auto
     return out
 
 
+def analysed(src: dict[str, np.ndarray], names, at: np.ndarray | None = None
+             ) -> dict[str, np.ndarray]:
+    """The columns ``names`` packet_analysis gives, made from one run of the analyser (its
+    inputs and outputs and the analysed ``rows``, as AnalysedWindows hands them over), at the
+    packets ``at`` of them (all when None)."""
+    names = tuple(names)
+    keys = {key for name in names for key in _MADE[name][0]}
+    return _assembled({k: (src[k] if at is None else src[k][at]) for k in keys}, names)
+
+
+class AnalysedWindows:
+    """A keeper of ``ingest.read_kept``: the sequence analysis of a file a window at a time, as
+    the reader walks it.  The analyser's state is carried from window to window, so every
+    number is the one the whole table gives.  Each window goes to ``each(window, src,
+    first_time_ns)``: the window, the analyser's inputs and outputs for its analysed packets
+    and their ``rows`` (:func:`analysed` makes packet_analysis' columns of them), and the
+    file's first time; its answer, unless None, is kept in ``parts`` and the window let go, so
+    memory follows the streams and what ``each`` keeps, not the file (``src``'s arrays may be
+    the reader's, written over by the next window: keep copies, as a selection of rows is).
+    ``timestamps``: with ts_rtt; ``stream``: that stream alone.  ``done`` gives this keeper,
+    with ``counts``: the analyser's tcpseq.COUNTS rows of every stream and direction."""
+
+    def __init__(self, each, *, stream: int | None = None, timestamps: bool = False,
+                 kernel: str = "auto"):
+        self.each, self.stream, self.timestamps = each, stream, timestamps
+        self.analyser = new_analyser(kernel)
+        self.first_time_ns, self.windows, self.parts, self.counts = None, 0, [], None
+
+    @property
+    def seen(self) -> bool:
+        return self.windows > 0
+
+    def add(self, window: Capture) -> None:
+        if not self.windows:
+            self.first_time_ns = window.first_time_ns
+        self.windows += 1
+        rows, inputs = analysis_inputs(window, self.stream, timestamps=self.timestamps)
+        src = {**inputs, **run_analyser(inputs, analyser=self.analyser, whole=False),
+               "rows": rows}
+        del inputs
+        part = self.each(window, src, self.first_time_ns)
+        if part is not None:
+            self.parts.append(part)
+
+    def done(self, total: int) -> "AnalysedWindows":
+        self.counts = self.analyser.counts()
+        return self
+
+
 def _flag(bits: int):
-    return (("aflags",), lambda v, cap: ((v["aflags"] & bits) != 0, None))
+    return (("aflags",), lambda v: ((v["aflags"] & bits) != 0, None))
 
 
 def _optional(key: str, *also: str, when=None):
     """A column from the analyser's ``key``, present where ``when(v)`` (default: non-zero)."""
     test = when or (lambda v: v[key] != 0)
-    return ((key, *also), lambda v, cap: (v[key], test(v)))
+    return ((key, *also), lambda v: (v[key], test(v)))
 
 
 def _generic_rto(v) -> np.ndarray:
     return ((v["aflags"] & FLAG_BITS["generic_retransmission"]) != 0) & (v["rto"] != 0)
 
 
-def _timestamp_rtt(v, cap):
-    return timestamp_rtt(cap, v["rows"], v)
-
-
-# each column packet_analysis gives: (the analyser inputs and outputs it reads, how it is made:
-# (values, where present or None)); see the module docstring for what each means
+# each column packet_analysis gives: (the analyser inputs and outputs it reads, how it is made
+# from them: (values, where present or None)); see the module docstring for what each means
 _MADE = {
-    "row": (("rows",), lambda v, cap: (v["rows"], None)),
-    "frame_number": (("frame",), lambda v, cap: (v["frame"], None)),
-    "frame_time_ns": (("t",), lambda v, cap: (v["t"], None)),
-    "tcp_stream": (("stream",), lambda v, cap: (v["stream"], None)),
-    "direction": (("dir",), lambda v, cap: (v["dir"], None)),
-    "tcp_len": (("seglen",), lambda v, cap: (v["seglen"], None)),
-    "tcp_seq": (("rel_seq",), lambda v, cap: (v["rel_seq"], None)),
-    "tcp_ack": (("rel_ack",), lambda v, cap: (v["rel_ack"], None)),
+    "row": (("rows",), lambda v: (v["rows"], None)),
+    "frame_number": (("frame",), lambda v: (v["frame"], None)),
+    "frame_time_ns": (("t",), lambda v: (v["t"], None)),
+    "tcp_stream": (("stream",), lambda v: (v["stream"], None)),
+    "direction": (("dir",), lambda v: (v["dir"], None)),
+    "tcp_len": (("seglen",), lambda v: (v["seglen"], None)),
+    "tcp_flags": (("flags",), lambda v: (v["flags"], None)),     # the header's, as read
+    "tcp_seq": (("rel_seq",), lambda v: (v["rel_seq"], None)),
+    "tcp_ack": (("rel_ack",), lambda v: (v["rel_ack"], None)),
     "tcp_nxtseq": _optional("nxtseq", "analysed", when=lambda v: v["analysed"].astype(bool)),
-    "tcp_window_size": (("window_size",), lambda v, cap: (v["window_size"], None)),
+    "tcp_window_size": (("window_size",), lambda v: (v["window_size"], None)),
     "window_size_scalefactor": _optional("scalefactor", "flags",
                                          when=lambda v: (v["flags"] & 0x002) == 0),
     "retransmission": _flag(RETRANSMISSIONS),
@@ -303,12 +355,11 @@ _MADE = {
                             when=lambda v: (v["acks_frame"] != 0) & (v["ack_rtt"] != 0)),
     "ack_rtt_karn_ns": _optional("ack_rtt", "acks_frame", "karn", when=lambda v: (
         (v["acks_frame"] != 0) & (v["ack_rtt"] != 0) & (v["karn"] != 0))),
-    "ts_rtt_ns": (("rows", "stream", "dir", "t", "flags"), _timestamp_rtt),
+    "ts_rtt_ns": (("ts_rtt", "ts_ok"), lambda v: (v["ts_rtt"], v["ts_ok"] != 0)),
     "initial_rtt_ns": _optional("initial_rtt"),
     "rto_ns": _optional("rto", "aflags", when=_generic_rto),
     "rto_frame": _optional("rto_frame", "rto", "aflags", when=_generic_rto),
-    "resent": (("flags", "seglen", "analysed", "stream", "dir", "rel_seq"),
-               lambda v, cap: (resent_segments(v, v["rel_seq"]), None)),
+    "resent": (("resent",), lambda v: (v["resent"].view(bool), None)),
 }
 
 
@@ -325,16 +376,23 @@ def table_index(cap: Capture, rows: np.ndarray, at: np.ndarray | None = None):
     return rows if at is None else rows[at]
 
 
-def analysis_inputs(cap: Capture, stream: int | None = None
-                    ) -> tuple[np.ndarray, dict[str, np.ndarray], int]:
-    """(rows of the TCP packets analysed, the analyser's input arrays, number of stream ids).
-    ``dir`` is the packet table's direction (0: sent by side A).  With ``stream``, that
-    stream's rows alone: the analyser keeps no state across streams, so one stream's numbers
-    are the same analysed alone, in the time and memory of its own packets."""
+def analysed_rows(cap: Capture, stream: int | None = None) -> np.ndarray:
+    """The rows of the TCP packets the analyser takes (with their own TCP header of 20 bytes
+    or more), of ``stream`` alone when given."""
     analysed = own_transport(cap, "tcp") & (cap.column("tcp_hdr_len") >= 20)
     if stream is not None:
         analysed &= cap.column("tcp_stream") == stream
-    rows = np.flatnonzero(analysed)
+    return np.flatnonzero(analysed)
+
+
+def analysis_inputs(cap: Capture, stream: int | None = None, *, timestamps: bool = False
+                    ) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+    """(rows of the TCP packets analysed, the analyser's input arrays).  ``dir`` is the packet
+    table's direction (0: sent by side A).  With ``stream``, that stream's rows alone: the
+    analyser keeps no state across streams, so one stream's numbers are the same analysed
+    alone, in the time and memory of its own packets.  ``timestamps``: with the TCP
+    timestamps option's inputs, for ts_rtt."""
+    rows = analysed_rows(cap, stream)
     index = table_index(cap, rows)   # a table of TCP rows alone (read for Needs): no copies
     col = lambda name: cap.column(name)[index]  # noqa: E731
     stream = np.asarray(col("tcp_stream"), np.int64)     # a batch's own column: not copied
@@ -357,9 +415,11 @@ def analysis_inputs(cap: Capture, stream: int | None = None
         "t": col("frame_time_ns"), "frame": col("frame_number"), "wscale": wscale,
         "sack_count": col("tcp_sack_count"), "sack_le": sack["le"], "sack_re": sack["re"],
     }
-    inputs = {name: np.ascontiguousarray(inputs[name], dtype) for name, dtype in INPUTS}
-    n_streams = int(stream.max()) + 1 if len(stream) else 0
-    return rows, inputs, n_streams
+    if timestamps:
+        inputs.update(tsval=col("tcp_option_tsval"), tsecr=col("tcp_option_tsecr"),
+                      has_ts=cap.present("tcp_option_tsval")[index])
+    return rows, {name: np.ascontiguousarray(inputs[name], dtype) for name, dtype in INPUTS
+                  if name in inputs}
 
 
 
@@ -378,7 +438,7 @@ def resent_packets(cap: Capture) -> tuple[np.ndarray, np.ndarray]:
     are, as long as the direction's base stays put (a SYN, a repeated SYN, a stream caught
     mid-flow, fragments and zero-window probes all leave it); where a SYN/ACK moves the base
     (reused ports), ``_from_base`` moves them with it."""
-    rows = np.flatnonzero(own_transport(cap, "tcp") & (cap.column("tcp_hdr_len") >= 20))
+    rows = analysed_rows(cap)
     col = lambda name: cap.column(name)[rows]  # noqa: E731
     inputs = {"stream": col("tcp_stream"), "dir": col("direction"), "flags": col("tcp_flags"),
               "seglen": col("tcp_len"), "analysed": ~col("ip_fragment").astype(bool, copy=False)}
@@ -517,76 +577,11 @@ def resent_segments(inputs: dict[str, np.ndarray], rel_seq: np.ndarray) -> np.nd
     return out
 
 
-def timestamp_rtt(cap: Capture, rows: np.ndarray, inputs) -> tuple[np.ndarray, np.ndarray]:
-    """ts_rtt_ns (see the module docstring) and where it has a value, vectorised."""
-    n = len(rows)
-    rtt, present = np.zeros(n, np.int64), np.zeros(n, bool)
-
-    def column(name: str, at=None) -> np.ndarray:     # a column at the analysed rows ``at``
-        return cap.column(name)[table_index(cap, rows, at)]
-
-    has_ts = cap.present("tcp_option_tsval")[table_index(cap, rows)]
-    if not has_ts.any():
-        return rtt, present
-    t = inputs["t"]
-
-    def key(at: np.ndarray, value: str, peer: bool) -> np.ndarray:
-        """(stream x 2 + direction (the peer's, when ``peer``)) << 32 | the ``value`` option,
-        at rows ``at``: made there alone, in place (a long stream's packets, 8 bytes each,
-        are not copied several times over)."""
-        out = inputs["stream"][at].astype(np.uint64)
-        out *= 2
-        out += inputs["dir"][at]
-        if peer:
-            out ^= np.uint64(1)
-        out <<= np.uint64(32)
-        out |= column(value, at)
-        return out
-
-    # first packet of each (stream, direction) to send each TSval
-    senders = np.flatnonzero(has_ts)
-    keys, first = _first_of_each(key(senders, "tcp_option_tsval", False))
-    first_row = senders[first]
-    # first packet of each (stream, direction) to echo each value, as an ACK
-    echo = np.flatnonzero(has_ts & ((inputs["flags"] & 0x010) != 0)
-                          & (column("tcp_option_tsecr") != 0))
-    echo_key = key(echo, "tcp_option_tsecr", True)
-    _, first_echo = _first_of_each(echo_key)
-    echo, echo_key = echo[first_echo], echo_key[first_echo]
-    at = np.searchsorted(keys, echo_key)
-    found = at < len(keys)
-    found[found] = keys[at[found]] == echo_key[found]
-    echo, sent = echo[found], first_row[at[found]]
-    ok = sent < echo
-    rtt[echo[ok]] = t[echo[ok]] - t[sent[ok]]
-    present[echo[ok]] = True
-    return rtt, present
-
-
-def _first_of_each(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """``np.unique(keys, return_index=True)`` (the distinct keys, the index of each one's first
-    occurrence) for keys ``(stream x 2 + direction) << 32 | value`` whose values ascend within
-    each direction, as TSvals do with the sender's clock: then the first of each run of a
-    direction's keys, without a sort, when a few directions hold them all (one stream's);
-    else, or where a value goes back, np.unique."""
-    side = keys >> np.uint64(32)
-    if not len(keys) or int(side.max()) - int(side.min()) >= 8:
-        return np.unique(keys, return_index=True)
-    firsts = []
-    for s in range(int(side.min()), int(side.max()) + 1):     # in key order: sides ascend
-        at = np.flatnonzero(side == s)
-        k = keys[at]
-        if (k[1:] < k[:-1]).any():
-            return np.unique(keys, return_index=True)
-        firsts.append(at[np.r_[True, k[1:] != k[:-1]]] if len(at) else at)
-    first = np.concatenate(firsts)
-    return keys[first], first
-
-
 # -- the analyser ---------------------------------------------------------------------------------
 
-def run_analyser(inputs: dict[str, np.ndarray], n_streams: int, kernel: str = "auto"):
-    """The per-packet outputs (tcpseq.OUTPUTS), from the compiled analyser or the Python one."""
+def new_analyser(kernel: str = "auto"):
+    """The analyser (tcpseq.py's ``Analyser``), its state kept between feeds: the compiled one
+    or the Python one."""
     if kernel not in ("auto", "c", "python"):
         raise UsageError(f"unknown kernel {kernel!r}", hint="use auto, c or python")
     lib = tcpseq_c.load() if kernel in ("auto", "c") else None
@@ -594,10 +589,16 @@ def run_analyser(inputs: dict[str, np.ndarray], n_streams: int, kernel: str = "a
         raise UsageError("the compiled TCP analyser is not available in this install",
                          hint="reinstall with a C compiler present (pip install -e .), "
                               "or use kernel='python'")
+    return tcpseq_python.Analyser() if lib is None else tcpseq_c.Analyser(lib)
+
+
+def run_analyser(inputs: dict[str, np.ndarray], kernel: str = "auto", *, analyser=None,
+                 whole: bool = True) -> dict[str, np.ndarray]:
+    """The per-packet outputs (tcpseq.OUTPUTS; ts_rtt and ts_ok only with the timestamps
+    inputs) of the packets ``inputs`` holds: all there are (``whole``) or the next of a file
+    ``analyser`` goes on with."""
     n = len(inputs["stream"])
-    out = {name: np.zeros(n, dtype) for name, dtype in OUTPUTS}
-    if lib is None:
-        tcpseq_python.analyse(inputs, out)
-    else:
-        tcpseq_c.analyse(lib, inputs, out, n_streams)
+    out = {name: np.zeros(n, dtype) for name, dtype in OUTPUTS
+           if name not in TIMESTAMP_OUTPUTS or "tsval" in inputs}
+    (analyser or new_analyser(kernel)).feed(inputs, out, whole)
     return out

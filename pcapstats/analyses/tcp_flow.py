@@ -31,6 +31,14 @@ stream's sequence analysis, its data direction, and (cwnd) whether the capture s
      nothing told;
   4. without a handshake: Wireshark's ack_rtt of the data (data -> its ACK) against the
      timestamp RTT of the data packets (receiver's ACK -> the data echoing it).
+
+- :class:`FlowDigests`: what the capture side and the RTTs are read from, for every stream at
+  once, kept as the file is analysed window by window (``tcp_analysis.AnalysedWindows``): of a
+  stream's rows only those that carry an RTT sample, the SYNs, the first pure ACK of each
+  direction after each SYN/ACK, and the rows where the direction changes (the pairs the
+  triggers time, each row beside the one it was next to), with its TTLs counted.  Each
+  function above gives the same answer on a digest's rows (``digest``) as on all the rows:
+  on a bulk transfer a few rows an ACK, not one a segment.
 """
 
 from __future__ import annotations
@@ -39,7 +47,7 @@ import numpy as np
 
 from ..capture import Capture
 from ..schema import INITIAL_TTLS
-from .tcp_analysis import packet_analysis, table_index
+from .tcp_analysis import analysed, packet_analysis, table_index
 
 SIDES = ("sender", "receiver", "middle", "unknown")
 # capture_side in a sentence: the `side` column's definition (`pcapstats columns`), and the
@@ -69,6 +77,9 @@ MSS_MIN_BYTES = 536    # a segment size read from the lengths is at least IPv4's
 
 def data_direction(flow) -> int:
     """0 or 1: the direction of the stream's rows (tcp_analysis) that sent more payload."""
+    if "payload_bytes" in flow:             # a digest: its stream's payload by direction
+        sent = flow["payload_bytes"]
+        return 0 if sent[0] >= sent[1] else 1
     lens = flow["tcp_len"]                  # unsigned: summed as uint64, no int64 copy
     d = flow["direction"]
     return 0 if lens[d == 0].sum() >= lens[d == 1].sum() else 1
@@ -213,14 +224,23 @@ def _side_from_triggers(flow, data_dir) -> tuple[str | None, str]:
     return None, text
 
 
-def _side_from_ttls(flow, data_dir) -> tuple[str | None, str]:
-    """Initial TTLs on one direction, decremented ones on the other (module docstring, 3.)."""
+def _ttl_counts(flow, data_dir) -> tuple[np.ndarray, np.ndarray]:
+    """How many data packets and how many ACKs (packets against the data) carry each TTL."""
+    if "ttl_counts" in flow:                # a digest: by (direction, carries data, TTL)
+        counts = flow["ttl_counts"]
+        return counts[data_dir, 1], counts[1 - data_dir].sum(axis=0)
     d = flow["direction"]
     ttl = flow["ip_ttl"]                    # bytes: counted as they are, no int64 copy
-    data, acks = ttl[(d == data_dir) & (flow["tcp_len"] > 0)], ttl[d != data_dir]
-    if not len(data) or not len(acks):
+    return (np.bincount(ttl[(d == data_dir) & (flow["tcp_len"] > 0)], minlength=256),
+            np.bincount(ttl[d != data_dir], minlength=256))
+
+
+def _side_from_ttls(flow, data_dir) -> tuple[str | None, str]:
+    """Initial TTLs on one direction, decremented ones on the other (module docstring, 3.)."""
+    data, acks = _ttl_counts(flow, data_dir)
+    if not data.any() or not acks.any():
         return None, ""
-    data_ttl, ack_ttl = (int(np.bincount(v).argmax()) for v in (data, acks))
+    data_ttl, ack_ttl = int(data.argmax()), int(acks.argmax())   # the most common, the least
     data_here, ack_here = data_ttl in INITIAL_TTLS, ack_ttl in INITIAL_TTLS
     text = f"TTL of the data {data_ttl}, of the ACKs {ack_ttl}"
     if data_here and not ack_here:
@@ -247,3 +267,124 @@ def _side_from_rtts(flow, data_dir) -> tuple[str, str]:
     if b >= NEAR_FRACTION * (a + b):
         return "receiver", text + ": captured near the data receiver"
     return "unknown", text + " (a capture in the middle of the path)"
+
+
+# -- every stream's digest, kept window by window -------------------------------------------------
+
+_SYN, _ACK, _SYN_ACK, _PURE_ACK = 0x02, 0x10, 0x12, 0x17   # (_PURE_ACK: the bits a pure ACK
+#                                                              has only ACK of)
+DIGEST_COLUMNS = ("frame_number", "frame_time_ns", "direction", "tcp_len",
+                  "resent", "tcp_flags", "ack_rtt_ns", "ack_rtt_karn_ns", "ts_rtt_ns")
+
+
+class FlowDigests:
+    """Every stream's digest (module docstring), made as the file is analysed window by
+    window: call it as ``tcp_analysis.AnalysedWindows``' ``each``.  Between windows it keeps,
+    by stream id, the direction of the stream's last row and whether a pure ACK of each
+    direction is still awaited after a SYN/ACK; its rows, TTL counts and first iRTT grow with
+    what it keeps, not with the packets."""
+
+    def __init__(self):
+        self.parts: list[tuple] = []     # per window: streams, their bounds, the rows kept
+        self.last_dir = np.full(0, -1, np.int8)           # by stream: -1 no row yet
+        self.awaited = np.zeros((0, 2), bool)             # by stream and direction
+        self.ttls: dict[int, int] = {}                    # key (_ttl_key) -> packets
+        self.irtt: dict[int, int] = {}                    # stream -> its iRTT, ns
+
+    def __call__(self, window: Capture, src: dict, t0) -> None:
+        stream = src["stream"]
+        if not len(stream):
+            return
+        top = int(stream.max()) + 1
+        if top > len(self.last_dir):
+            grow = top - len(self.last_dir)
+            self.last_dir = np.r_[self.last_dir, np.full(grow, -1, np.int8)]
+            self.awaited = np.r_[self.awaited, np.zeros((grow, 2), bool)]
+        d, flags = src["dir"], src["flags"]
+        keep = ((src["acks_frame"] != 0) & (src["ack_rtt"] != 0)) | (src["ts_ok"] != 0)
+        keep |= (flags & _SYN) != 0
+        keep |= self._turns(stream, d)
+        for direction in (0, 1):
+            keep |= self._first_acks(stream, d, flags, direction)
+        self._count_ttls(window.column("ip_ttl")[table_index(window, src["rows"])], stream, d,
+                         src["seglen"])
+        with_irtt = np.flatnonzero(src["initial_rtt"] != 0)
+        if len(with_irtt):
+            ids, first = np.unique(stream[with_irtt], return_index=True)
+            for s, at in zip(ids.tolist(), with_irtt[first].tolist()):
+                self.irtt.setdefault(s, int(src["initial_rtt"][at]))
+        kept = np.flatnonzero(keep)
+        kept = kept[np.argsort(stream[kept], kind="stable")]      # by stream, in frame order
+        ids, starts = np.unique(stream[kept], return_index=True)
+        # stream ids[i]'s rows are [bounds[i], bounds[i + 1])
+        self.parts.append((ids, np.r_[starts, len(kept)], analysed(src, DIGEST_COLUMNS, kept)))
+
+    def _turns(self, stream, d) -> np.ndarray:
+        """Rows next to a row of the other direction in their stream (the previous one, from
+        an earlier window too), and each stream's last row here (the next may be in the next
+        window).  A row kept beside them changes no pair the triggers time: it lies inside a
+        run of one direction, between that run's first and last rows, which are kept."""
+        order = np.argsort(stream, kind="stable")
+        s, dd = stream[order], d[order].astype(np.int8)
+        same_before = np.r_[False, s[1:] == s[:-1]]
+        before = np.where(same_before, np.r_[np.int8(-1), dd[:-1]], self.last_dir[s])
+        last = np.r_[s[1:] != s[:-1], True]
+        after_differs = np.r_[dd[1:] != dd[:-1], False] & ~last
+        turns = ((before >= 0) & (before != dd)) | after_differs | last
+        self.last_dir[s[last]] = dd[last]
+        out = np.zeros(len(stream), bool)
+        out[order] = turns
+        return out
+
+    def _first_acks(self, stream, d, flags, direction: int) -> np.ndarray:
+        """The first pure ACK of ``direction`` after each SYN/ACK of its stream."""
+        synack = (flags & _SYN_ACK) == _SYN_ACK
+        ack = ((flags & _PURE_ACK) == _ACK) & (d == direction)
+        events = np.flatnonzero(synack | ack)
+        out = np.zeros(len(stream), bool)
+        if not len(events):
+            return out
+        order = events[np.argsort(stream[events], kind="stable")]
+        s, is_synack = stream[order], synack[order]
+        same_before = np.r_[False, s[1:] == s[:-1]]
+        after_synack = np.where(same_before, np.r_[False, is_synack[:-1]],
+                                self.awaited[s, direction])
+        out[order[~is_synack & after_synack]] = True
+        last = np.r_[s[1:] != s[:-1], True]
+        self.awaited[s[last], direction] = is_synack[last]
+        return out
+
+    def _count_ttls(self, ttl, stream, d, seglen) -> None:
+        keys, counts = np.unique(_ttl_key(stream, d, seglen > 0, ttl), return_counts=True)
+        for key, n in zip(keys.tolist(), counts.tolist()):
+            self.ttls[key] = self.ttls.get(key, 0) + n
+
+    def digest(self, stream: int, payload_bytes) -> dict[str, np.ndarray] | None:
+        """Stream ``stream``'s rows (DIGEST_COLUMNS, in frame order; ``initial_rtt_ns`` NaN
+        but on the first row, which holds the stream's iRTT when it has one) with
+        ``ttl_counts`` and ``payload_bytes`` (its two directions', from the analyser's
+        counts) for data_direction and capture_side; None when it has no rows."""
+        pieces = []
+        for ids, bounds, part in self.parts:
+            i = np.searchsorted(ids, stream)
+            if i < len(ids) and ids[i] == stream:
+                pieces.append({name: values[bounds[i]:bounds[i + 1]]
+                               for name, values in part.items()})
+        if not pieces:
+            return None
+        flow = {name: np.concatenate([p[name] for p in pieces]) for name in pieces[0]}
+        n = len(flow["frame_number"])
+        flow["initial_rtt_ns"] = np.full(n, np.nan)
+        flow["initial_rtt_ns"][0] = self.irtt.get(stream, np.nan)
+        counts = np.zeros((2, 2, 256), np.int64)
+        for key, n in self.ttls.items():
+            if key >> 10 == stream:
+                counts[(key >> 9) & 1, (key >> 8) & 1, key & 255] = n
+        flow["ttl_counts"], flow["payload_bytes"] = counts, np.asarray(payload_bytes)
+        return flow
+
+
+def _ttl_key(stream, d, data, ttl) -> np.ndarray:
+    """One number for (stream, direction, carries data, TTL)."""
+    return ((stream.astype(np.int64) << 10) | (d.astype(np.int64) << 9)
+            | (data.astype(np.int64) << 8) | ttl)

@@ -1,10 +1,13 @@
 """The TCP sequence analyser in plain Python, beside ``_tcpseq.c``: the same answers for
 installs without a compiler (tests/analyses hold both to tshark).  One pass per packet over the
-per-stream, per-direction state Wireshark keeps (epan/dissectors/packet-tcp.c)."""
+per-stream, per-direction state Wireshark keeps (epan/dissectors/packet-tcp.c), kept between
+feeds (contract: tcpseq.py)."""
 
 from __future__ import annotations
 
-from .tcpseq import ANALYSED, FLAG_BITS
+import numpy as np
+
+from .tcpseq import ANALYSED, COUNTS, FLAG_BITS, OUTPUTS
 
 _M = 0xFFFFFFFF
 _FIN, _SYN, _RST, _PSH, _ACK = 0x001, 0x002, 0x004, 0x008, 0x010
@@ -37,6 +40,8 @@ class _Flow:
         self.num_sack, self.sack_bytes = 0, 0
         self.max_end = None
         self.segments = []   # [seq, nextseq, frame, time, resent], oldest first
+        self.line = None     # resent: (last relative seq, its place on the line, highest end)
+        self.ts_sent, self.ts_echoed = {}, set()   # ts_rtt: TSval -> first time; TSecr seen
 
 
 class _Stream:
@@ -45,66 +50,124 @@ class _Stream:
         self.ts_mru_syn = self.ts_first_rtt = 0
 
 
-def analyse(inp, out) -> None:
-    """The analysis in plain Python: Wireshark's definitions step by step (slow; the reference
-    the compiled analyser is held to)."""
-    streams: dict[int, _Stream] = {}
-    cols = {k: v.tolist() for k, v in inp.items() if k not in ("sack_le", "sack_re")}
-    sack_le, sack_re = inp["sack_le"].tolist(), inp["sack_re"].tolist()
-    o = {k: [0] * len(inp["stream"]) for k in out}
-    for i in range(len(cols["stream"])):
-        st = streams.setdefault(cols["stream"][i], _Stream())
-        d = cols["dir"][i]
-        fw, rv = st.flows[d], st.flows[1 - d]
-        flags, seq, ack = cols["flags"][i], cols["seq"][i], cols["ack"][i]
-        fl = 0
-        if flags & (_SYN | _ACK) == _SYN and fw.base_set and seq == fw.base_seq:
-            fw.nextseq = fw.maxseqtobeacked
-            fl |= ANALYSED
-        if flags & (_SYN | _ACK) == _SYN | _ACK and fw.base_set and seq != fw.base_seq:
-            fw.base_seq = seq
-            fl |= FLAG_BITS["reused_ports"] | ANALYSED
-        fw.num_sack = fw.sack_bytes = 0
-        window_size = cols["win"][i]
-        if cols["analysed"][i]:
-            if not fw.base_set:
-                fw.base_seq, fw.base_set = (seq if flags & _SYN else (seq - 1) & _M), True
-            if not rv.base_set and flags & _ACK:
-                rv.base_seq, rv.base_set = (ack - 1) & _M, True
-            fl = _analyse_one(st, fw, rv, i, cols, o, fl)
-            seq = (seq - fw.base_seq) & _M
-            if flags & _ACK:
-                ack = (ack - rv.base_seq) & _M
-            if not flags & _SYN and fw.win_scale >= 0:
-                window_size <<= fw.win_scale
-            o["nxtseq"][i] = (seq + cols["seglen"][i] + (1 if flags & (_SYN | _FIN) else 0)) & _M
-        o["rel_seq"][i], o["rel_ack"][i], o["window_size"][i] = seq, ack, window_size
-        if not flags & _SYN:
-            o["scalefactor"][i] = 1 << fw.win_scale if fw.win_scale >= 0 else fw.win_scale
-        t = cols["t"][i]
-        if flags & _SYN:
-            if not flags & _ACK:
-                st.ts_mru_syn = t
-            fw.is_first_ack = True
-        if flags & (_SYN | _ACK) == _ACK:
-            if st.ts_mru_syn and not st.ts_first_rtt:
-                st.ts_first_rtt = t - st.ts_mru_syn
-            fw.is_first_ack = False
-        if cols["wscale"][i] >= 0:
-            fw.win_scale = min(cols["wscale"][i], 14)
-        k = min(cols["sack_count"][i], 3)
-        fw.sack_bytes = sum(sack_re[i][j] - sack_le[i][j] for j in range(k)) & _M
-        fw.num_sack = k
-        if fl & ANALYSED and st.ts_first_rtt:
-            o["initial_rtt"][i] = st.ts_first_rtt
-        if flags & _SYN:
-            if fw.win_scale == -1:
-                fw.win_scale = rv.win_scale = -2
-            elif flags & _ACK and rv.win_scale == -2:
-                fw.win_scale = -2
-        o["aflags"][i] = fl
-    for k, v in o.items():
-        out[k][:] = v
+class Analyser:
+    """Every stream's state, by stream id, between feeds; the counts of every packet fed."""
+
+    def __init__(self):
+        self.streams: dict[int, _Stream] = {}
+        self.tallies: dict[tuple[int, int], list[int]] = {}
+
+    def feed(self, inp, out, whole: bool = False) -> None:
+        """The analysis in plain Python: Wireshark's definitions step by step (slow; the
+        reference the compiled analyser is held to)."""
+        streams = self.streams
+        cols = {k: v.tolist() for k, v in inp.items() if k not in ("sack_le", "sack_re")}
+        sack_le, sack_re = inp["sack_le"].tolist(), inp["sack_re"].tolist()
+        timestamps = "tsval" in cols
+        o = {k: [0] * len(inp["stream"]) for k, _ in OUTPUTS}
+        last = {s: i for i, s in enumerate(cols["stream"])} if whole else {}
+        for i in range(len(cols["stream"])):
+            sid = cols["stream"][i]
+            st = streams.setdefault(sid, _Stream())
+            d = cols["dir"][i]
+            fw, rv = st.flows[d], st.flows[1 - d]
+            flags, seq, ack = cols["flags"][i], cols["seq"][i], cols["ack"][i]
+            fl = 0
+            if flags & (_SYN | _ACK) == _SYN and fw.base_set and seq == fw.base_seq:
+                fw.nextseq = fw.maxseqtobeacked
+                fl |= ANALYSED
+            if flags & (_SYN | _ACK) == _SYN | _ACK and fw.base_set and seq != fw.base_seq:
+                fw.base_seq = seq
+                fl |= FLAG_BITS["reused_ports"] | ANALYSED
+            fw.num_sack = fw.sack_bytes = 0
+            window_size = cols["win"][i]
+            resent = 0
+            if cols["analysed"][i]:
+                if not fw.base_set:
+                    fw.base_seq, fw.base_set = (seq if flags & _SYN else (seq - 1) & _M), True
+                if not rv.base_set and flags & _ACK:
+                    rv.base_seq, rv.base_set = (ack - 1) & _M, True
+                fl = _analyse_one(st, fw, rv, i, cols, o, fl)
+                seq = (seq - fw.base_seq) & _M
+                if flags & _ACK:
+                    ack = (ack - rv.base_seq) & _M
+                if not flags & _SYN and fw.win_scale >= 0:
+                    window_size <<= fw.win_scale
+                length = cols["seglen"][i] + (1 if flags & (_SYN | _FIN) else 0)
+                o["nxtseq"][i] = (seq + length) & _M
+                if length:
+                    resent = _resent_on_line(fw, seq, length)
+            o["rel_seq"][i], o["rel_ack"][i], o["window_size"][i] = seq, ack, window_size
+            o["resent"][i] = resent
+            if not flags & _SYN:
+                o["scalefactor"][i] = 1 << fw.win_scale if fw.win_scale >= 0 else fw.win_scale
+            t = cols["t"][i]
+            if flags & _SYN:
+                if not flags & _ACK:
+                    st.ts_mru_syn = t
+                fw.is_first_ack = True
+            if flags & (_SYN | _ACK) == _ACK:
+                if st.ts_mru_syn and not st.ts_first_rtt:
+                    st.ts_first_rtt = t - st.ts_mru_syn
+                fw.is_first_ack = False
+            if cols["wscale"][i] >= 0:
+                fw.win_scale = min(cols["wscale"][i], 14)
+            k = min(cols["sack_count"][i], 3)
+            fw.sack_bytes = sum(sack_re[i][j] - sack_le[i][j] for j in range(k)) & _M
+            fw.num_sack = k
+            if fl & ANALYSED and st.ts_first_rtt:
+                o["initial_rtt"][i] = st.ts_first_rtt
+            if flags & _SYN:
+                if fw.win_scale == -1:
+                    fw.win_scale = rv.win_scale = -2
+                elif flags & _ACK and rv.win_scale == -2:
+                    fw.win_scale = -2
+            o["aflags"][i] = fl
+            if timestamps and cols["has_ts"][i]:
+                _timestamp_rtt(fw, rv, i, cols, o)
+            self._count(sid, d, fl, cols["seglen"][i], resent)
+            if last.get(sid) == i:
+                del streams[sid]
+        for k, v in out.items():
+            v[:] = o[k]
+
+    def _count(self, sid: int, d: int, fl: int, seglen: int, resent: int) -> None:
+        c = self.tallies.setdefault((sid, d), [0] * len(COUNTS))
+        c[0] += 1
+        c[1] += seglen
+        c[2] += resent
+        c[3] += bool(fl & 0x0007)
+        for b in range(1, 15):
+            c[3 + b] += (fl >> b) & 1
+
+    def counts(self) -> np.ndarray:
+        """Rows of (stream, direction, *COUNTS) of every stream and direction fed so far."""
+        rows = [(sid, d, *c) for (sid, d), c in sorted(self.tallies.items())]
+        return np.array(rows, np.int64).reshape(len(rows), 2 + len(COUNTS))
+
+
+def _resent_on_line(fw, rel, length) -> int:
+    """pcapstats' resent for one analysed segment (see _tcpseq.c's resent_on_line)."""
+    if fw.line is None:
+        pos, top, resent = 0, None, 0
+    else:
+        prev, pos, top = fw.line
+        step = (rel - prev) & _M
+        pos += step - (1 << 32) if step >= 1 << 31 else step
+        resent = int(pos < top)
+    end = pos + length
+    fw.line = (rel, pos, end if top is None or end > top else top)
+    return resent
+
+
+def _timestamp_rtt(fw, rv, i, cols, o) -> None:
+    """ts_rtt of packet i (see _tcpseq.c's timestamp_rtt)."""
+    now, tsecr = cols["t"][i], cols["tsecr"][i]
+    if cols["flags"][i] & _ACK and tsecr != 0 and tsecr not in fw.ts_echoed:
+        fw.ts_echoed.add(tsecr)
+        if tsecr in rv.ts_sent:
+            o["ts_rtt"][i], o["ts_ok"][i] = now - rv.ts_sent[tsecr], 1
+    fw.ts_sent.setdefault(cols["tsval"][i], now)
 
 
 def _analyse_one(st, fw, rv, i, cols, o, fl):

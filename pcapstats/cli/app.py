@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import functools
 import os
+import re
 import sys
 import textwrap
 from enum import Enum
@@ -163,9 +164,9 @@ def _note_line(places, text: str, tail: str, *, short_paths: bool,
         subject = f"{abouts[0]} of {len(wheres)} captures" if len(abouts) == 1 else \
             f"{len(wheres)} captures"
     elif counted and len(abouts) > 1:
-        kinds = {a.split()[0] for a in abouts}        # "stream 0", "stream 3": "2 streams"
-        counted_as = f"{len(abouts)} {kinds.pop()}s" if len(kinds) == 1 else \
-            f"{len(abouts)} of them"
+        kinds = {re.sub(r" \d+$", "", a) for a in abouts}   # "stream 0", "stream 3": 2 streams
+        counted_as = f"{len(abouts)} {kinds.pop()}s" if len(kinds) == 1 and all(
+            re.fullmatch(r"[a-z]+ \d+", a) for a in abouts) else f"{len(abouts)} of them"
         subject = ": ".join([*wheres, counted_as])
     else:
         subject = ": ".join(x for x in (*wheres, ", ".join(abouts)) if x)

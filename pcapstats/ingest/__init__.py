@@ -153,6 +153,7 @@ def _read_windows(src, walker, kern, window: int, progress, on_window=None) -> _
     table = _Table((window // 16 + 1) if on_window else size // 16 + 1, kern)
     while True:
         end = min(size, walker.pos + window)
+        src.populate(walker.pos, end)
         k, status = walker.walk(kern, end, table.rec.at(table.n))
         if k:
             table.add_window(buf, walker, kern, k)

@@ -28,14 +28,14 @@ from typing import Iterator, Sequence
 
 import numpy as np
 
-from .. import catalogue, render
+from .. import catalogue, render, units
 from ..batch import Outcome
 from ..errors import Note, PcapstatsWarning, UsageError
 from ..naming import capture_names
 from ..render import Shown
 from ..results import Result
 from ..schema import CAPTURE_COLUMN, Column, TableSpec
-from ..stats import mean_interval
+from ..stats import MOST_TRIALS, mean_interval, t_quantile, trials_for
 from ..units import interval_ns
 from . import metrics as M
 from .labels import (SIDECAR_LABELS, LabelColumns, Labelling, label_columns, name_key,
@@ -63,6 +63,8 @@ def _group_columns(metric: Column) -> tuple[Column, ...]:
                    "had it (one value alone when all agree)", heading=metric.heading),)
     return (_C(m, "float64", f"{metric.doc}; here the mean over the group's captures where "
                "it applies", metric.unit, optional=True, heading=metric.heading),
+            _C(f"n_{m}", "int64", f"the group's captures where {m} has a value: the n of its "
+               "mean, sd and interval"),
             _C(f"sd_{m}", "float64", f"sample standard deviation of {m} (n - 1); empty for "
                "one value", metric.unit, optional=True),
             _C(f"ci95_{m}", "float64", f"half-width of the 95 % confidence interval of {m}'s "
@@ -80,13 +82,42 @@ GROUPS = TableSpec("groups", "one row per group of captures with the same --by l
                     *(c for m in M.METRICS for c in _group_columns(m))))
 
 
+def _trials_columns(metric: Column, unit_of: str | None) -> tuple[Column, ...]:
+    """The trials table's columns for ``metric`` (mean, sd, interval now, as in groups; the
+    interval wanted, the trials it needs)."""
+    m = metric.name
+    return (_N,
+            _C(f"n_{m}", "int64", f"the group's captures where {m} has a value"),
+            _C(m, "float64", f"the mean of {m} over the group's captures", unit_of,
+               optional=True, heading=metric.heading),
+            _C(f"sd_{m}", "float64", f"sample standard deviation of {m} (n - 1): the spread "
+               "the trials needed are estimated from", unit_of, optional=True),
+            _C(f"ci95_{m}", "float64", f"half-width of the 95 % confidence interval of {m}'s "
+               "mean now", unit_of, optional=True),
+            _C(f"wanted_ci95_{m}", "float64", f"the half-width wanted (--trials-for: a share "
+               "of the group's mean, or a value)", unit_of, optional=True),
+            _C("trials_needed", "float64", "the fewest trials whose interval is that narrow if "
+               "they spread as these did: smallest n with t(0.975, n - 1) x sd / sqrt(n) <= "
+               "the wanted half-width; empty with fewer than 2 values or past "
+               f"{MOST_TRIALS} trials", optional=True),
+            _C("more_trials", "float64", "trials_needed - n: how many more to run (0: enough "
+               "already)", optional=True))
+
+
+TRIALS = TableSpec("trials", "one row per group: the trials a wanted 95 % interval of one "
+                   "metric needs, estimated from the group's own spread (--trials-for)",
+                   (_C("<label>", "str", "the --by labels"),
+                    *_trials_columns(_C("<metric>", "float64", "the metric --trials-for "
+                                        "names (goodput_bps by default)"), None)))
+
+
 class Compare(Result):
     """A study's captures side by side (``captures``) and aggregated by the ``by`` labels
     (``groups``).  ``by``, ``labels`` (every label name), ``metrics``, ``interval_s``: what
     was asked; ``measured``: each capture's :class:`~pcapstats.study.metrics.Measured`
     (with its I/O graph, for ``figure(kind="iographs")``)."""
     analysis = "compare"
-    specs = (CAPTURES, GROUPS)
+    specs = (CAPTURES, GROUPS, TRIALS)
     draws = overlays = True
 
     def __init__(self, study: "Study", measured: Sequence[M.Measured], *, several: bool,
@@ -119,8 +150,16 @@ class Compare(Result):
                       for c in columns})
         groups, self.group_texts, group_notes = _groups(table, self.texts, self.by,
                                                         self.label_columns, columns, order)
-        super().__init__({"captures": table, "groups": groups}, capture=study.name(several),
-                         specs=(captures_spec, groups_spec), notes=[*notes, *group_notes])
+        self.trials_for = study.trials_for
+        wanted = next(c for c in M.METRICS if c.name == study.trials_for.metric)
+        trials_spec = TableSpec(TRIALS.name, TRIALS.doc, (
+            *(c for n in self.by for c in _label_specs(self.label_columns[n], group=True)),
+            *_trials_columns(wanted, wanted.unit)))
+        trials = _trials(groups, self.by, study.trials_for, trials_spec)
+        super().__init__({"captures": table, "groups": groups, "trials": trials},
+                         capture=study.name(several),
+                         specs=(captures_spec, groups_spec, trials_spec),
+                         notes=[*notes, *group_notes])
         self.captures = [m.capture for m in self.measured]
         self.parts = [self] if not several else [
             Compare(study, [m], several=False) for m in self.measured]
@@ -130,8 +169,10 @@ class Compare(Result):
                  (c.name in table and (table[c.name] == table[c.name]).any())]
         said = {n: c.shown for n, c in self.label_columns.items()}
         self.view = {"captures": _view(shown, varying, self.by, several, said, ci=False),
-                     "groups": _view(shown, self.by, self.by, False, said, ci=True)}
-        self.legend = {"captures": _legend(self, "captures"), "groups": _legend(self, "groups")}
+                     "groups": _view(shown, self.by, self.by, False, said, ci=True),
+                     "trials": _trials_view(wanted, self.by, said)}
+        self.legend = {"captures": _legend(self, "captures"), "groups": _legend(self, "groups"),
+                       "trials": _trials_legend(study.trials_for)}
 
     def model_curves(self, points: int = 60) -> dict[str, np.ndarray]:
         """Mathis' and Padhye's goodput over loss rates spanning the captures' (a log grid of
@@ -346,6 +387,7 @@ def _groups(table: dict, texts: dict, by: list[str], labels: dict, columns,
                 continue
             s = mean_interval(values)
             out.setdefault(c.name, []).append(s.mean)
+            out.setdefault(f"n_{c.name}", []).append(s.n)
             out.setdefault(f"sd_{c.name}", []).append(s.sd)
             out.setdefault(f"ci95_{c.name}", []).append(s.ci95)
             if by and 0 < s.n < len(rows):
@@ -356,9 +398,129 @@ def _groups(table: dict, texts: dict, by: list[str], labels: dict, columns,
                                                for k, names in partial.items())
                               + " (the mean and its interval are over those)"))
     label_columns = {k: v for b in by for k, v in labels[b].columns(written[b]).items()}
-    return {**label_columns, **{k: np.array(v, object if k in M.TEXT else np.float64
-                                            if k != "n" else np.int64)
+    if by:
+        notes += _few_trials(out["n"], [", ".join(f"{b} {v or '(none)'}" for b, v in zip(by, k))
+                                        for k in groups])
+    return {**label_columns, **{k: np.array(v, object if k in M.TEXT else np.int64
+                                            if k == "n" or k.startswith("n_") else np.float64)
                                 for k, v in out.items()}}, written, notes
+
+
+FEW_TRIALS = 3     # up to this many, a mean's 95 % interval is wider than 2 sd: the trials' spread
+
+
+def _few_trials(ns: list[int], wheres: list[str]) -> list[Note]:
+    """A note on the groups of one capture (no interval) and on those of 2 to FEW_TRIALS,
+    whose interval is wider than the spread of the trials themselves (t is 12.7 at n = 2)."""
+    notes = []
+    alone = [w for n, w in zip(ns, wheres) if n == 1]
+    if alone:
+        notes.append(Note(f"{_groups_of(len(alone), len(ns))}: one capture, no sd and no ±",
+                          detail="; ".join(alone)))
+    few = sorted({n for n in ns if 2 <= n <= FEW_TRIALS})
+    if few:
+        widths = ", ".join(f"n = {n}: t(0.975, {n - 1}) = {t_quantile(0.975, n - 1):.3g}, "
+                           f"± = {t_quantile(0.975, n - 1) / np.sqrt(n):.2g} sd" for n in few)
+        where = "; ".join(w for n, w in zip(ns, wheres) if 2 <= n <= FEW_TRIALS)
+        count = sum(1 for n in ns if 2 <= n <= FEW_TRIALS)
+        notes.append(Note(f"{_groups_of(count, len(ns))}: {FEW_TRIALS} trials or fewer, ± "
+                          "wider than their spread",
+                          detail=f"{widths} ({where}); --trials-for 10% estimates the trials "
+                                 "a narrower interval needs"))
+    return notes
+
+
+def _groups_of(k: int, total: int) -> str:
+    """"3 of 12 groups" / "the group" / "every group"."""
+    if total == 1:
+        return "the group"
+    return "every group" if k == total else f"{k} of {total} groups"
+
+
+@dataclass(frozen=True)
+class TrialsWanted:
+    """The interval a study wants of one metric (``--trials-for``): ``share`` of the group's
+    mean (0.1: ± 10 %), or ``value`` in the metric's unit."""
+    metric: str = HEADLINE
+    share: float | None = 0.1
+    value: float | None = None
+    text: str = "10%"
+
+    @classmethod
+    def read(cls, text: str | None, metrics: Sequence[str]) -> "TrialsWanted":
+        """``10%`` (of the goodput's mean), ``rtt median=2ms``, ``goodput=0.5mbit``,
+        ``resent_share=0.01`` (a bare number is in the metric's own unit); one UsageError
+        line otherwise."""
+        if text is None:
+            return cls()
+        name, _, width = str(text).rpartition("=")
+        numeric = [m for m in metrics if m in M.NAMES and m not in M.TEXT]
+        metric = catalogue.lookup(name.strip(), M.NAMES) if name.strip() else HEADLINE
+        if metric in M.TEXT:
+            raise UsageError(f"--trials-for {text!r}: {metric} is text, it has no interval",
+                             hint=f"name one of: {', '.join(numeric)}")
+        if metric not in numeric:
+            raise UsageError(f"--trials-for {text!r}: {metric} is not among the metrics "
+                             "compared", hint=f"add it with -m, or name one of: "
+                                              f"{', '.join(numeric)}")
+        unit = next(c.unit for c in M.METRICS if c.name == metric)
+        width = width.strip()
+        if width.endswith("%"):
+            share = units.quantity(width)
+            if share is None or not share[0] > 0:
+                raise UsageError(f"--trials-for {text!r}: {width!r} is not a share above 0",
+                                 hint="write it like 10%")
+            return cls(metric, share[0], None, text)
+        read = units.quantity(width)
+        scale = {("bit/s", "bit/s"): 1.0, ("s", "ms"): 1e3, ("s", "s"): 1.0}
+        if read is not None and read[1] == "":
+            value = read[0]
+        elif read is not None and (read[1], unit) in scale:
+            value = read[0] * scale[(read[1], unit)]
+        else:
+            example = {"bit/s": "0.5mbit", "ms": "2ms"}.get(unit, "0.01")
+            raise UsageError(f"--trials-for {text!r}: {width!r} is not a width of {metric} "
+                             f"({unit or 'a number'})",
+                             hint=f"write a share of the mean (10%) or a value ({example})")
+        if not value > 0:
+            raise UsageError(f"--trials-for {text!r}: the width must be above 0")
+        return cls(metric, None, value, text)
+
+    def half_width(self, mean: float) -> float:
+        return self.value if self.value is not None else self.share * abs(mean)
+
+
+def _trials(groups: dict, by: list[str], wanted: TrialsWanted, spec: TableSpec) -> dict:
+    """The trials table (TRIALS): each group's n, mean, sd and interval of the wanted metric
+    (the groups table's), the half-width wanted and the trials it needs (stats.trials_for)."""
+    m = wanted.metric
+    if m not in groups:                # only text metrics compared: nothing to size
+        rows = len(groups["n"])
+        groups = {**groups, **{c: np.full(rows, np.nan) for c in (m, f"sd_{m}", f"ci95_{m}")},
+                  f"n_{m}": np.zeros(rows, np.int64)}
+    out = {c.name: groups[c.name] for c in spec.columns if c.name in groups}
+    half = np.array([wanted.half_width(x) for x in groups[m]], np.float64)
+    needed = np.array([trials_for(sd, w) for sd, w in zip(groups[f"sd_{m}"], half)])
+    out.update({f"wanted_ci95_{m}": half, "trials_needed": needed,
+                "more_trials": np.maximum(needed - groups[f"n_{m}"], 0)})
+    return out
+
+
+def _trials_view(metric: Column, by, said: dict) -> tuple[Shown, ...]:
+    m = metric.name
+    return (*(Shown(n, said[n]) for n in by), Shown("n", f"n_{m}"),
+            Shown(metric.heading or m, m), Shown("sd", f"sd_{m}"), Shown("± now", f"ci95_{m}"),
+            Shown("± wanted", f"wanted_ci95_{m}"), Shown("trials needed", "trials_needed"),
+            Shown("more", "more_trials"))
+
+
+def _trials_legend(wanted: TrialsWanted) -> str:
+    what = (f"{wanted.share:.0%} of the group's mean" if wanted.value is None else
+            "the width asked")
+    return (f"{catalogue.metric(wanted.metric).heading}'s 95 % interval: ± now over the group's n captures, ± wanted "
+            f"{what}; trials needed: the fewest whose interval is that narrow if they spread "
+            "as these did (Student's t; an estimate, as sd itself is uncertain at small n).  "
+            "`pcapstats columns compare` defines each number.")
 
 
 def _counted(values) -> str:
@@ -382,10 +544,11 @@ class Study:
     label_names: list[str] = field(default_factory=list)
     word_order: list[str] = field(default_factory=list)
     label_columns: dict[str, LabelColumns] = field(default_factory=dict)   # typed over all
+    trials_for: TrialsWanted = field(default_factory=TrialsWanted)
 
     @classmethod
     def plan(cls, sources, *, by=None, metrics=None, labels=(), study=None,
-             interval: float = 1.0) -> "Study":
+             interval: float = 1.0, trials_for: str | None = None) -> "Study":
         """One UsageError line for anything that cannot be done (no capture, an unknown
         metric or --by label, a bad pattern or study file)."""
         sources = list(sources)
@@ -393,6 +556,8 @@ class Study:
             raise UsageError("compare needs one capture or more")
         chosen = [catalogue.lookup(m, M.NAMES)
                   for m in parse_names(metrics, "--metrics")] or list(M.NAMES)
+        wanted = TrialsWanted.read(trials_for, chosen) if trials_for or HEADLINE in chosen \
+            else TrialsWanted(metric=next((m for m in chosen if m not in M.TEXT), HEADLINE))
         interval_s = interval_ns(interval) / 1e9         # the iograph's own check and rounding
         labelling = Labelling.of(study, labels)
         with warnings.catch_warnings(record=True) as caught:
@@ -406,7 +571,8 @@ class Study:
         typed = {n: label_columns(n, [named[_name(s)].get(n, "") for s in sources])
                  for n in names}
         taken = {"capture", "n", *M.NAMES, *(c.name for c in M.CONTEXT),
-                 *(f"{p}_{m}" for p in ("sd", "ci95") for m in M.NAMES)}
+                 *(f"{p}_{m}" for p in ("n", "sd", "ci95", "wanted_ci95") for m in M.NAMES),
+                 "trials_needed", "more_trials"}
         for n in names:
             clash = [c for c in typed[n].names if c in taken]
             if clash:
@@ -426,7 +592,7 @@ class Study:
             raise UsageError(f"--by names a label twice: {','.join(by_names)}")
         words = [*labelling.word_order(), *_alternatives(labelling)]
         return cls(sources, labelling, by_names, chosen, interval_s, named, names, words,
-                   typed)
+                   typed, wanted)
 
     def notes(self) -> list[str]:
         """Study-file rows that label none of the captures, and label values that do not
@@ -472,29 +638,31 @@ def _alternatives(labelling: Labelling) -> list[str]:
 
 def compare(captures, /, *, by=None, metrics=None, labels=(), study=None,
             interval: float = 1.0, jobs: int = 1, iographs: bool = True,
-            scheduler: str | None = None) -> Compare:
+            scheduler: str | None = None, trials_for: str | None = None) -> Compare:
     """Captures side by side (a list: one row each, a first column ``capture``), and grouped
     by the ``by`` labels (``"cc,loss"`` or a list).  ``metrics``: some of
     pcapstats.study.metrics.NAMES (default all); ``labels``: --label patterns; ``study``: a
     study file; ``interval``: the I/O graph's, for peak_bps; ``jobs``: worker processes;
     ``scheduler``: a Dask scheduler's address to run them there instead (``"local"``: a
     cluster of ``jobs`` worker processes started for the call; pcapstats.pool);
-    ``iographs``: keep each capture's I/O graph for ``figure(kind="iographs")``.  A capture
-    that cannot be read is left out with a warning (a single one raises)."""
+    ``iographs``: keep each capture's I/O graph for ``figure(kind="iographs")``;
+    ``trials_for``: the interval the ``trials`` table sizes the study for (``"10%"`` of the
+    goodput's mean, the default; ``"rtt median=2ms"``: TrialsWanted.read).  A capture that
+    cannot be read is left out with a warning (a single one raises)."""
     return compared(captures, by=by, metrics=metrics, labels=labels, study=study,
-                    interval=interval, jobs=jobs, scheduler=scheduler,
+                    interval=interval, jobs=jobs, scheduler=scheduler, trials_for=trials_for,
                     keep=frozenset({"iograph"} if iographs else ()))[0]
 
 
 def compared(captures, /, *, by=None, metrics=None, labels=(), study=None,
              interval: float = 1.0, jobs: int = 1, scheduler: str | None = None,
-             **worker_options) -> tuple[Compare, list[str]]:
+             trials_for: str | None = None, **worker_options) -> tuple[Compare, list[str]]:
     """:func:`compare`'s work, each capture measured by ``Study.outcomes`` with
     ``worker_options`` (the report's worker and its options): the comparison, and the
     captures left out, each a sentence (warned of; a single capture's error raises)."""
     several = isinstance(captures, (list, tuple))
     plan = Study.plan(captures if several else [captures], by=by, metrics=metrics,
-                      labels=labels, study=study, interval=interval)
+                      labels=labels, study=study, interval=interval, trials_for=trials_for)
     measured, failures, first_error = [], [], None
     for outcome in plan.outcomes(jobs=jobs, scheduler=scheduler, **worker_options):
         for text in outcome.warnings:

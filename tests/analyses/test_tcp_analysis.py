@@ -39,8 +39,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import pcapstats as ps
-from pcapstats.analyses.tcp_analysis import run_analyser, tcp_analysis
-from pcapstats.analyses.tcpseq import INPUTS
+from pcapstats.analyses.tcp_analysis import new_analyser, run_analyser, tcp_analysis
+from pcapstats.analyses.tcpseq import INPUTS, RETRANSMISSIONS
 from pcapstats.analyses.tcpseq_c import c_analyser_available
 
 from tests.helpers import craft
@@ -401,22 +401,84 @@ def packet_sequences(draw):
                       win=draw(st.sampled_from([0, 1000, 1000, 50])), seglen=seglen, t=t,
                       frame=len(rows["stream"]) + 1,
                       wscale=draw(st.sampled_from([-1, -1, -1, 0, 3, 14, 15])), sack_count=k,
-                      sack_le=[e[0] for e in edges[:3]], sack_re=[e[1] for e in edges[:3]])
+                      sack_le=[e[0] for e in edges[:3]], sack_re=[e[1] for e in edges[:3]],
+                      tsval=draw(st.sampled_from([0, 7, 8, 9, 0xFFFFFFFF])),
+                      tsecr=draw(st.sampled_from([0, 7, 8, 9, 0xFFFFFFFF])),
+                      has_ts=draw(st.sampled_from([0, 1, 1])))
         for name, v in values.items():
             rows[name].append(v)
     inputs = {name: np.ascontiguousarray(rows[name], dtype) for name, dtype in INPUTS}
-    return inputs, streams
+    cuts = sorted(draw(st.lists(st.integers(0, n), max_size=4)))
+    return inputs, cuts
+
+
+def _fed(inputs, cuts, kernel):
+    """The analyser's outputs and counts with ``inputs`` fed in pieces cut at ``cuts`` (one
+    piece, ``whole``, when there are none)."""
+    analyser = new_analyser(kernel)
+    bounds = [0, *cuts, len(inputs["stream"])]
+    parts = [run_analyser({k: v[a:b] for k, v in inputs.items()}, analyser=analyser,
+                          whole=not cuts) for a, b in zip(bounds[:-1], bounds[1:])]
+    return {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}, analyser.counts()
 
 
 @pytest.mark.skipif(not c_analyser_available(), reason="the compiled TCP analyser is not built")
 @settings(max_examples=300, deadline=None, database=None,
           suppress_health_check=[HealthCheck.too_slow])
 @given(packet_sequences())
-def test_compiled_analyser_equals_python(case):
-    inputs, streams = case
-    c, py = run_analyser(inputs, streams, "c"), run_analyser(inputs, streams, "python")
-    for name in c:
-        assert np.array_equal(c[name], py[name]), (name, c[name], py[name])
+def test_compiled_analyser_equals_python_fed_whole_or_in_pieces(case):
+    """The C and Python analysers agree, and feeding the packets in pieces (a file's windows)
+    gives what one feed of them all gives: outputs, ts_rtt and the per-direction counts."""
+    inputs, cuts = case
+    want, want_counts = _fed(inputs, [], "python")
+    for kernel, at in (("c", []), ("c", cuts), ("python", cuts)):
+        got, counts = _fed(inputs, at, kernel)
+        for name in want:
+            assert np.array_equal(got[name], want[name]), (kernel, at, name)
+        assert np.array_equal(counts, want_counts), (kernel, at)
+    flags = inputs["flags"]
+    key = inputs["stream"] * 2 + inputs["dir"]
+    for row in want_counts:       # the counts are the outputs' sums
+        mine = key == row[0] * 2 + row[1]
+        assert row[2] == mine.sum() and row[3] == inputs["seglen"][mine].sum()
+        assert row[4] == want["resent"][mine].sum()
+        assert row[5] == ((want["aflags"][mine] & RETRANSMISSIONS) != 0).sum()
+    assert want_counts[:, 2].sum() == len(flags)
+
+
+SMALL_WINDOW = 1 << 14       # bytes: the shipped captures read in many windows
+
+
+@pytest.mark.skipif(not c_analyser_available(), reason="the compiled TCP analyser is not built")
+@pytest.mark.parametrize("path", sorted(CAPTURES.glob("*.pcap")) + [DATA / n for n in PUBLIC],
+                         ids=lambda p: p.name)
+def test_streamed_analysis_equals_the_whole_tables_with_either_analyser(path):
+    """The analyser fed a file's windows as they are read (AnalysedWindows: what retrans and
+    rtt run on a path) gives, with the compiled analyser and with the Python one, every column
+    packet_analysis gives on the whole table, and counts that are its columns' sums."""
+    from pcapstats.analyses.tcp_analysis import _MADE, AnalysedWindows, analysed, packet_analysis
+    from pcapstats.ingest import read_kept
+    names = tuple(n for n in _MADE if n != "row")
+
+    def keep(window, src, t0):          # copies: the window's arrays are used again
+        return {n: v.copy() for n, v in analysed(src, names).items()}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        whole = packet_analysis(ps.read(path))
+        for kernel in ("c", "python"):
+            passes = read_kept(path, [AnalysedWindows(keep, timestamps=True, kernel=kernel)],
+                               window_bytes=SMALL_WINDOW)
+            got = {n: np.concatenate([p[n] for p in passes[0].parts]) for n in names}
+            for n in names:
+                np.testing.assert_array_equal(got[n], whole[n], err_msg=f"{kernel} {n}")
+            counts = passes[0].counts
+            key = whole["tcp_stream"] * 2 + whole["direction"]
+            assert counts[:, 2].sum() == len(key)
+            for row in counts:
+                mine = key == row[0] * 2 + row[1]
+                assert row[2] == mine.sum() and row[3] == whole["tcp_len"][mine].sum()
+                assert row[4] == whole["resent"][mine].sum()
+                assert row[5] == whole["retransmission"][mine].sum()
 
 
 @pytest.mark.parametrize("name", ["sp-2pairs-reno+cubic.pcap", "sp-cubic-loss10pct.pcap",
@@ -448,8 +510,8 @@ def test_resent_from_the_wires_numbers_equals_the_analysers(path):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         cap = ps.read(path)
-    rows, inputs, n_streams = analysis_inputs(cap)
-    want = resent_segments(inputs, run_analyser(inputs, n_streams)["rel_seq"])
+    rows, inputs = analysis_inputs(cap)
+    want = resent_segments(inputs, run_analyser(inputs)["rel_seq"])
     got_rows, got = resent_packets(cap)
     assert np.array_equal(got_rows, rows) and np.array_equal(got, want)
     need = resent_rows(cap)

@@ -78,9 +78,11 @@ CASES = [
     ("compare", ["--by", "cc,loss"], None),
     ("compare", ["--by", "cc,loss", "--all"], "groups"),
     ("compare", ["--by", "tool", "--captures"], None),
+    ("compare", ["--by", "cc", "--trials-for", "10%"], None),
+    ("compare", ["--by", "cc", "--trials-for", "rtt median=2ms", "--all"], "trials"),
 ]
 ANALYSIS = {"wscale": "cwnd"}
-LIBRARY_OPTIONS = {"--by": "by"}
+LIBRARY_OPTIONS = {"--by": "by", "--trials-for": "trials_for"}
 
 
 def run(args: list[str], width: int, monkeypatch, capsys) -> tuple[str, str]:

@@ -154,8 +154,9 @@ def test_the_room_is_the_systems_available_memory_at_most():
 
 
 def test_spilled_flags_per_stream_equal_tsharks(spill_dir, monkeypatch):
-    """retrans' Wireshark flags of each stream, read spilled a stream group at a time, against
-    tshark's own tcp.analysis fields on the same capture."""
+    """retrans' Wireshark flags of each stream, read with the budget that spills the other
+    per-stream analyses (retrans itself keeps no table: it analyses the windows as they are
+    read), against tshark's own tcp.analysis fields on the same capture."""
     path = MULTI[0]
     monkeypatch.setenv(BUDGET_ENV, "1")
     with warnings.catch_warnings():
@@ -194,7 +195,7 @@ def test_a_killed_processs_scratch_directory_goes_at_the_next_spill(spill_dir, m
     monkeypatch.setenv(BUDGET_ENV, "1")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        ps.retrans(MULTI[0])
+        ps.tcp_analysis(MULTI[0])
     assert not dead.exists() and alive.exists() and other.exists()
 
 

@@ -193,6 +193,95 @@ def test_student_t_quantiles_against_a_printed_table():
     assert mi.ci95 == pytest.approx(T975[3] * mi.sd / 2, rel=1e-3)
 
 
+# Student's t, 97.5 % quantiles for 1 to 30 degrees of freedom, from a printed table
+T975_30 = dict(enumerate((12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228,
+                          2.201, 2.179, 2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086,
+                          2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042),
+                         start=1))
+
+
+def _fewest_trials(sd: float, half_width: float):
+    """The smallest n in the printed table whose t x sd / sqrt(n) is within half_width, and
+    whether the table's three decimals could tip it (then the case proves nothing)."""
+    for n in range(2, 32):
+        width = T975_30[n - 1] * sd / math.sqrt(n)
+        if width <= half_width:
+            close = abs(width - half_width) < 2e-3 * width or (
+                n > 2 and abs(T975_30[n - 2] * sd / math.sqrt(n - 1) - half_width)
+                < 2e-3 * half_width)
+            return n, close
+    return None, False
+
+
+def test_the_trials_a_width_needs_are_the_fewest_a_printed_t_table_allows():
+    """stats.trials_for against a brute search of a printed t table: the smallest n whose
+    95 % half-width t(0.975, n - 1) x sd / sqrt(n) is within the width wanted."""
+    from pcapstats.stats import trials_for
+    checked = 0
+    for ratio in np.linspace(0.45, 2.6, 60):         # sd / the half-width wanted: n to 30
+        n, close = _fewest_trials(ratio, 1.0)
+        if n is None or close:
+            continue
+        assert trials_for(ratio, 1.0) == n, ratio
+        checked += 1
+    assert checked > 40
+    assert trials_for(0.0, 1.0) == 2                   # no spread: two trials show it
+    assert math.isnan(trials_for(float("nan"), 1.0))   # one trial: no spread to go by
+    assert math.isnan(trials_for(1.0, 0.0)) and math.isnan(trials_for(1.0, 1e-4))
+
+
+def test_the_trials_table_sizes_each_group_from_its_own_spread(tmp_path):
+    """Groups of four (a study file): the trials table carries the groups table's n, mean, sd
+    and interval, the width asked (a share of the mean, or a value) and the fewest trials a
+    printed t table gives for it; a group of one has no spread, so no estimate."""
+    study_file = tmp_path / "study.csv"
+    study_file.write_text("file,group\nsp-reno-*.pcap,a\nsp-cubic-*.pcap,b\n"
+                          "sp-bbr-loss1pct.pcap,c\n")
+    files = sorted(CAPTURES.glob("sp-reno-loss*.pcap")) + \
+        sorted(CAPTURES.glob("sp-cubic-loss*.pcap")) + [CAPTURES / "sp-bbr-loss1pct.pcap"]
+    with _quiet():
+        r = ps.compare(files, by="group", study=study_file, metrics="goodput,rtt_median")
+    groups, caps = r.to_pandas("groups"), r.to_pandas("captures")
+    share = r.to_pandas("trials")                       # the default: 10 % of goodput's mean
+    assert list(share["n_goodput_bps"]) == [4, 4, 1]
+    for g, name in enumerate(("a", "b")):
+        v = caps.loc[caps["group"] == name, "goodput_bps"].to_numpy(float)
+        assert share["wanted_ci95_goodput_bps"][g] == pytest.approx(0.1 * v.mean(), rel=1e-12)
+        assert share["sd_goodput_bps"][g] == pytest.approx(statistics.stdev(v), rel=1e-9)
+        n, _ = _fewest_trials(statistics.stdev(v), 0.1 * v.mean())
+        assert n is None and share["trials_needed"][g] > 31    # a spread this wide: many
+        assert share["more_trials"][g] == share["trials_needed"][g] - 4
+    assert math.isnan(share["trials_needed"][2])
+    for g, name in enumerate(("a", "b")):       # a width the printed table reaches
+        v = caps.loc[caps["group"] == name, "rtt_median_ms"].to_numpy(float)
+        sd = statistics.stdev(v)
+        want = sd / 1.9                # 17 trials by the printed table
+        with _quiet():
+            asked = ps.compare(files, by="group", study=study_file, metrics="goodput,rtt_median",
+                               trials_for=f"rtt median={want}ms").to_pandas("trials")
+        n, close = _fewest_trials(sd, want)
+        assert not close and asked["trials_needed"][g] == n
+        assert asked["wanted_ci95_rtt_median_ms"][g] == pytest.approx(want)
+        assert asked["ci95_rtt_median_ms"][g] == groups["ci95_rtt_median_ms"][g]
+
+
+def test_small_groups_are_said_and_the_n_behind_each_mean_kept():
+    """n = 2 (t = 12.7) and n = 1 groups get a note each; the groups table says for each metric
+    the captures its mean is over."""
+    paths = [*sorted(CAPTURES.glob("sp-*-loss0pct.pcap")),
+             *sorted(CAPTURES.glob("sp-*-loss30pct.pcap")), CAPTURES / "sp-2pairs-reno+cubic.pcap"]
+    with _quiet():
+        r = ps.compare(paths, by="cc")
+    groups = r.to_pandas("groups")
+    assert sorted(groups["n"]) == [1, 2, 2, 2]
+    assert (groups["n_goodput_bps"] == groups["n"]).all()
+    said = [str(n) for n in r.notes]
+    assert "1 of 4 groups: one capture, no sd and no ±" in said, said
+    few = next(n for n in r.notes if "wider than their spread" in n)
+    assert str(few).startswith("3 of 4 groups: 3 trials or fewer")
+    assert "t(0.975, 1) = 12.7" in few.detail
+
+
 def test_labels_sort_numerically_and_metrics_that_do_not_apply_are_empty():
     files = [CAPTURES / f"sp-reno-loss{n}pct.pcap" for n in (30, 10, 1, 0)] + \
         [CAPTURES / "ping-sweep.pcap"]
@@ -295,6 +384,12 @@ def test_one_failing_capture_is_one_line_and_the_others_go_on(tmp_path, capsys, 
     (["-o", "x.html"], "cannot write '.html' output"),
     (["--interval", "0"], "interval"),
     (["-j", "0"], "-j"),
+    (["--trials-for", "goodput=2ms"], "is not a width of goodput_bps"),
+    (["--trials-for", "verdict=10%"], "verdict is text, it has no interval"),
+    (["-m", "goodput", "--trials-for", "rtt median=2ms"], "is not among the metrics compared"),
+    (["--trials-for", "rtt median=fast"], "is not a width of rtt_median_ms"),
+    (["--trials-for", "0%"], "not a share above 0"),
+    (["--trials-for", "10%", "-o", "x.png"], "--trials-for gives a table"),
 ])
 def test_bad_input_is_one_error_line(args, message, capsys, monkeypatch):
     code, out, err = _run(["compare", str(CAPTURES / "udp_ping.pcapng"), *args], capsys,
