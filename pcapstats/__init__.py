@@ -35,7 +35,7 @@ __all__ = [
     "retrans", "Retrans", "rtt", "Rtt", "seqgraph", "SeqGraph", "cwnd", "Cwnd", "wscale",
     "flavour", "Flavour", "limits", "Limits", "verify", "Verification", "Expected",
     "reassemble", "ping", "Ping",
-    "udp", "Udp", "fairness", "Fairness", "delay", "Delay",
+    "udp", "Udp", "fairness", "Fairness", "delay", "Delay", "wifi", "Wifi",
     # studies: many captures side by side, by their labels
     "compare", "Compare", "report",
     # what every column and metric means (`pcapstats columns`)

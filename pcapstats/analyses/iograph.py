@@ -611,7 +611,7 @@ class _Sums:
                                    | (bucket[1:] != bucket[:-1])])
         c_seg, bucket = c_seg[new], bucket[new]
         c_packets, c_bytes = np.add.reduceat(c_packets, new), np.add.reduceat(c_bytes, new)
-        k, series_seg, cell, left_out = _listed_intervals(bucket, c_seg, int(g_packets.sum()))
+        k, series_seg, cell, left_out = listed_intervals(bucket, c_seg, int(g_packets.sum()))
         lengths = np.bincount(series_seg, minlength=n_groups)
         offsets = np.r_[0, np.cumsum(lengths)[:-1]]
         total = len(k)
@@ -675,7 +675,7 @@ class _Sums:
                        stream_names=names() if "stream" in key_names else None, notes=notes)
 
 
-def _listed_intervals(bucket, seg, n_packets):
+def listed_intervals(bucket, seg, n_packets):
     """The intervals the series lists, as (interval index, group, the series row of each cell,
     how many empty intervals were left out).  ``bucket`` and ``seg`` are the intervals with
     packets and their groups, sorted by group then interval.  Every interval from a group's

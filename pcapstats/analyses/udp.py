@@ -82,7 +82,7 @@ from ..reader import as_capture
 from ..render import Shown
 from ..results import Result, shown
 from ..schema import Column, TableSpec
-from ..sidecar import iperf3_udp_reports
+from ..sidecar import iperf3_udp_reports, placements
 from ..streams import DIRECTIONS, endpoint, id_ranges, own_transport
 from .ping import INITIAL_TTLS
 from .udp_headers import HEAD_BYTES, LAYOUTS, Headers, read_headers
@@ -202,7 +202,8 @@ def udp(capture: Capture, *, stream: int | None = None, receiver=None,
         said = _touched(cap)
     table = _table(found)
     notes = _with_reports(table, capture)
-    result = Udp({"flows": table}, capture=capture.path, notes=[*notes, *_notes(table)])
+    result = Udp({"flows": table}, capture=capture.path,
+                 notes=[*notes, *_notes(table), *_placed_losses(capture.path)])
     result.clock_touched = said
     return result
 
@@ -606,6 +607,29 @@ def _notes(table: dict) -> list[str]:
                                  "capture whole packets (iperf3 then sends its server's "
                                  "report on the control connection)"))
     return notes
+
+
+def _placed_losses(path) -> list[Note]:
+    """What the capture's sidecar says of the loss it was run with, where the capture point
+    puts it out of sight: after it (the capture holds every datagram the loss will drop), or
+    on this host's own egress before it (its drops are missing here, as a path's would be)."""
+    out = []
+    for p in placements(path) if path else []:
+        if p.what != "loss":
+            continue
+        if p.after_capture:
+            out.append(Note(f"{p.amount} loss after this capture point",
+                            about=f"UDP {p.packets}", detail=f"{p.text()} acts on the "
+                            "datagrams after this capture point saw them: none of its drops "
+                            "is missing here; the loss is the receiver's count (iperf3's "
+                            "report) or a capture further on (udp --pair)"))
+        elif p.own_egress:
+            out.append(Note(f"{p.amount} loss on this host's egress, before the capture",
+                            about=f"UDP {p.packets}", detail=f"{p.text()} dropped datagrams "
+                            "before this capture point saw them (tcpdump's tap is after "
+                            "netfilter and the qdisc): they are missing here as a path's "
+                            "losses would be, and nothing of the path beyond is seen"))
+    return out
 
 
 def _with_reports(table: dict, capture) -> list[str]:

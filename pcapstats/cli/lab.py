@@ -75,6 +75,9 @@ def run_cmd(
     serialize: bool = typer.Option(False, "--serialize", help="Each packet also waits its "
                                    "size at --rate, both ways, as on a real link (netem's "
                                    "rate): latency grows with size, for the delay model."),
+    one_way: bool = typer.Option(False, "--one-way", help="A link shaped one way: --serialize "
+                                 "(and --rate, as always) toward the receiver alone; the way "
+                                 "back carries the delay only, at the line rate."),
     cc: Optional[str] = typer.Option(None, "--cc", help="Congestion control (reno, cubic, "
                                      "bbr); a comma list gives one per pair."),
     duration: float = typer.Option(10.0, "--time", "-t", help="Seconds to send."),
@@ -83,6 +86,9 @@ def run_cmd(
     parallel: int = typer.Option(1, "--parallel", "-P", help="Parallel connections per pair."),
     pairs: int = typer.Option(1, "--pairs", help="Sender/receiver pairs sharing the "
                               "bottleneck."),
+    start_offset: float = typer.Option(0.0, "--start-offset", help="Seconds between the "
+                                       "pairs' starts: pair K starts (K - 1) x this after the "
+                                       "first (start order; under -t)."),
     udp_rate: Optional[str] = typer.Option(None, "--udp-rate", "-b", help="UDP send rate "
                                            "(iperf3-udp, udp-file), e.g. 20mbit."),
     ping_count: int = typer.Option(10, "--ping-count", help="Pings (tool ping) or messages "
@@ -129,6 +135,8 @@ def run_cmd(
           -o runs/reno10.pcap
       pcapstats lab run --tool ping --delay 10ms --rate 10mbit --serialize \\
           --ping-sizes 56,500,1000,1400 -o runs/sweep.pcap
+      pcapstats lab run --tool pingpong --delay 5ms --rate 10mbit --serialize \\
+          --one-way --ping-sizes 18,16000,65535 -o runs/oneway.pcap
       pcapstats lab run --tool ping --hops 3 --delay 2ms,5ms,10ms \\
           -o runs/chain.pcap
     """
@@ -140,15 +148,20 @@ def run_cmd(
     for trial in range(1, trials + 1):
         scenario = Scenario(
             tool=tool.value, loss=loss, delay=delay, jitter=jitter, rate=rate, queue=queue,
-            serialize=serialize, hops=hops,
+            serialize=serialize, one_way=one_way, hops=hops,
             cc=cc_list if len(cc_list) > 1 else (cc_list[0] if cc_list else None),
             duration_s=duration, bytes=nbytes, parallel=parallel, pairs=pairs,
+            start_offset_s=start_offset,
             udp_rate=udp_rate, ping_count=ping_count, ping_interval_s=ping_interval,
             ping_sizes=sizes, ping_during=ping_during, sndbuf=sndbuf, rcvbuf=rcvbuf,
             window_scaling=window_scaling, timestamps=timestamps, sack=sack,
             app_rate=app_rate, capture=capture.value, snaplen=snaplen, format=fmt.value,
             tcp_info_interval_s=tcp_info_interval, trial=trial, seed=seed)
         out = output if trials == 1 else _with_trial(output, trial)
+        if trial == 1:
+            scenario.validate()
+            for line in scenario.queue_notes():
+                say("note", line)
         try:
             with _stages() as stage:
                 doc = run(scenario, out, progress=stage, command=["pcapstats", *sys.argv[1:]])
@@ -175,9 +188,11 @@ def _interrupted(e: KeyboardInterrupt, path: Path):
 
 # Scenario field -> `lab run` option (the inverse of run_cmd's mapping; tested to round-trip).
 _OPTION = {"tool": "--tool", "loss": "--loss", "delay": "--delay", "jitter": "--jitter",
-           "rate": "--rate", "queue": "--queue", "serialize": "--serialize", "hops": "--hops", "cc": "--cc",
+           "rate": "--rate", "queue": "--queue", "serialize": "--serialize",
+           "one_way": "--one-way", "hops": "--hops", "cc": "--cc",
            "duration_s": "-t",
-           "bytes": "-n", "parallel": "-P", "pairs": "--pairs", "udp_rate": "-b",
+           "bytes": "-n", "parallel": "-P", "pairs": "--pairs",
+           "start_offset_s": "--start-offset", "udp_rate": "-b",
            "ping_count": "--ping-count", "ping_interval_s": "--ping-interval",
            "ping_sizes": "--ping-sizes", "ping_during": "--ping-during", "sndbuf": "--sndbuf",
            "rcvbuf": "--rcvbuf", "window_scaling": "--no-window-scaling",
@@ -237,12 +252,18 @@ class _stages:
             self.status.stop()
 
 
+def achieved_lines(achieved: dict | None) -> list[str]:
+    from ..lab.accuracy import lines  # lazy: the lab costs 0.04 s of every command's start-up
+    return lines(achieved)
+
+
 def _report(doc: dict, path: Path) -> None:
     """What a run made, and what it asked beside what happened, in a few lines on stdout.
 
     Each line says what its number is: the shaper's rate is a ceiling, not a throughput to
     reach; the loss rule's drops are not the only loss (the bottleneck's queue drops too, and
-    iperf3 counts both for UDP)."""
+    iperf3 counts both for UDP).  Then achieved against asked (the loss rule's share among
+    them), each marked in or out of spec."""
     m = doc["measured"]
     files = ", ".join(c["file"] + f" ({c['packets_captured']} packets)" for c in doc["captures"])
     lines = [f"wrote {files} and {path.name} in {path.parent}/"]
@@ -255,15 +276,11 @@ def _report(doc: dict, path: Path) -> None:
         line("rtt", f"{m['rtt_ms']:.2f} ms median ping before the run{asked}"
              if m["rtt_ms"] is not None else f"not measured{asked}")
     if m["throughput_bps"] is not None:
+        from ..lab.accuracy import quantity_text  # lazy, as achieved_lines
         ceiling = ("" if m["rate_asked_bps"] is None else
-                   f"; the link was shaped to {m['rate_asked_bps'] / 1e6:.1f} Mbit/s")
+                   f"; shaped to {quantity_text(m['rate_asked_bps'], 'bit/s')}")
         line("throughput", f"{m['throughput_bps'] / 1e6:.2f} Mbit/s as the tools measured "
                            f"it{ceiling}")
-    if m["loss_asked"] or m["loss_measured"]:
-        asked = "" if m["loss_asked"] is None else f"asked {m['loss_asked'] * 100:.2f} %, "
-        got = ("not counted" if m["loss_measured"] is None
-               else f"dropped {m['loss_measured'] * 100:.2f} % of the data packets")
-        line("loss rule", asked + got)
     for report in doc.get("reports") or []:
         lost = report["summary"].get("lost_percent") if report.get("mode") == "udp" else None
         if lost is not None:
@@ -271,7 +288,11 @@ def _report(doc: dict, path: Path) -> None:
                              "drops together)")
     if m.get("retransmitted_segments") is not None:
         line("re-sent", f"{m['retransmitted_segments']} segments (sender's TCP_INFO)")
+    lines += achieved_lines(doc.get("achieved"))
     print("\n".join(lines))
+    out = (doc.get("achieved") or {}).get("out_of_spec")
+    if out:
+        say("warning", f"out of spec: {'; '.join(out)}")
 
 
 MATRIX_UNITS = {"seconds": "s", "rtt_asked_ms": "ms", "rtt_ms": "ms", "rate_asked_bps": "bit/s",
@@ -296,6 +317,9 @@ def matrix(
     """Run a grid of scenarios; skips cells already complete."""
     from ..lab.matrix import load_spec, run_matrix, summary_table  # lazy: the lab costs 0.04 s of every command's start-up
     cells = load_spec(spec)  # every cell validated before the first one runs
+    for cell in cells:
+        for line in cell.scenario.queue_notes():
+            say("note", f"cell {cell.name}: {line}")
     progress, task = None, None
     if sys.stderr.isatty():
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
@@ -306,8 +330,9 @@ def matrix(
 
     def on_cell(k, total, cell, state):
         if progress:
-            if state == "start":
-                progress.update(task, description=cell.name)
+            if state in ("start", "retry"):
+                progress.update(task, description=cell.name + (" (again: out of spec)"
+                                                               if state == "retry" else ""))
             else:
                 progress.advance(task)
         elif state != "start":
@@ -333,6 +358,9 @@ def matrix(
     failed = [r for r in results if r.status == "failed"]
     for r in failed:
         say("error", f"cell {r.name}: {r.error}")
+    for r in results:
+        if r.status == "out of spec":
+            say("warning", f"cell {r.name}: {r.error}")
     if failed:
         raise typer.Exit(EXIT_ERROR)
 

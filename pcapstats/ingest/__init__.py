@@ -475,6 +475,9 @@ def _capture(src, walker, t: _Table, kern, addresses=None) -> Capture:
         "radiotap_datarate": lambda: np.where((radio & K.RT_RATE) != 0,
                                               K.RATE_MBPS[out["rt_rate"]], 0.0),
         "radiotap_channel_freq": out["rt_freq"],
+        "wlan_fc_type": lambda: ((out["wlan_fc"] >> 10) & 3).astype(np.uint8),
+        "wlan_fc_ds": lambda: (out["wlan_fc"] & 3).astype(np.uint8),
+        "wlan_fc_retry": lambda: (out["wlan_fc"] & 0x08) != 0,
     }
     for k in range(1, 5):
         a[f"tcp_sack_le{k}_raw"] = _sack_column(sack_rows, out["tcp_sack_count"], sack_table, k, 2 * k - 2)
@@ -492,6 +495,7 @@ def _capture(src, walker, t: _Table, kern, addresses=None) -> Capture:
         schema.RADIOTAP_SIGNAL: lambda: (radio & K.RT_SIGNAL) != 0,
         schema.RADIOTAP_RATE: lambda: (radio & K.RT_RATE) != 0,
         schema.RADIOTAP_CHANNEL: lambda: (radio & K.RT_FREQ) != 0,
+        schema.WLAN: lambda: (radio & K.RT_WLAN) != 0,
     }
     for k, layer in enumerate((schema.TCP_SACK1, schema.TCP_SACK2, schema.TCP_SACK3,
                                schema.TCP_SACK4), start=1):
@@ -521,8 +525,9 @@ def _warn_wlan(counts, first_packet: int, path) -> None:
         f"{int(counts.sum())} 802.11 frames carry no IP packet (counted, not decoded): {what}",
         path=path, packet=first_packet,
         hint="their rows keep the radiotap columns (signal, rate, channel) where the capture "
-             "has them; protected frames show IP only once decrypted (airdecap-ng, or "
-             "Wireshark with the keys)"))
+             "has them and the 802.11 ones (type, direction, retry): `pcapstats wifi` reads "
+             "them; protected frames show IP only once decrypted (airdecap-ng, or Wireshark "
+             "with the keys)"))
 
 
 def _warn_skipped(linktypes, first_packet: int, path) -> None:

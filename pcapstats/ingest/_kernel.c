@@ -264,10 +264,11 @@ typedef struct {
     uint16_t *payload_rel;     /* payload offset from the packet's first byte (valid where l4) */
     uint32_t *payload_len;
     uint8_t *wlan_kind;        /* an 802.11 frame that carries no IP packet: which kind (WLAN_*) */
-    uint8_t *rt_present;       /* radiotap fields found: RT_SIGNAL | RT_RATE | RT_FREQ */
+    uint8_t *rt_present;       /* radio fields found: RT_SIGNAL | RT_RATE | RT_FREQ | RT_WLAN */
     int8_t *rt_signal;         /* dBm antenna signal */
     uint16_t *rt_rate;         /* Rate field (500 kbit/s), or RT_MCS_RATE + an 802.11n MCS code */
     uint16_t *rt_freq;         /* channel frequency, MHz */
+    uint16_t *wlan_fc;         /* 802.11 frame control, its first byte high (as wlan.fc) */
     /* the compact SACK table, shared by all windows: rows of 4 (left, right) pairs */
     uint32_t *sack_table;
     int64_t sack_cap;
@@ -312,9 +313,10 @@ static int64_t skip_vlans(const uint8_t *p, int64_t cl, int64_t off, uint16_t *e
 /* 802.11 frames that carry no IP packet (wlan_kind; 0: none, or an 802.11 data frame read on) */
 enum { WLAN_MGMT = 1, WLAN_CTRL = 2, WLAN_EXTENSION = 3, WLAN_NULL = 4, WLAN_PROTECTED = 5,
        WLAN_AMSDU = 6, WLAN_OTHER_VERSION = 7, WLAN_NO_PSDU = 8 };
-/* rt_present bits; rt_rate codes from RT_MCS_RATE on are 802.11n MCS fields:
+/* rt_present bits (RT_WLAN: an 802.11 frame control of protocol version 0 was read, in
+ * wlan_fc); rt_rate codes from RT_MCS_RATE on are 802.11n MCS fields:
  * RT_MCS_RATE + 4 * index + 2 * (40 MHz) + (short guard interval) */
-enum { RT_SIGNAL = 1, RT_RATE = 2, RT_FREQ = 4 };
+enum { RT_SIGNAL = 1, RT_RATE = 2, RT_FREQ = 4, RT_WLAN = 8 };
 #define RT_MCS_RATE 256
 #define RT_NS_RADIOTAP 29
 #define RT_NS_VENDOR 30
@@ -517,6 +519,8 @@ static inline __attribute__((always_inline)) int64_t wlan(const uint8_t *p, int6
     const uint8_t fc0 = p[at], fc1 = p[at + 1];
     const int type = (fc0 >> 2) & 3, subtype = fc0 >> 4;
     if (fc0 & 3) { a->wlan_kind[i] = WLAN_OTHER_VERSION; return at; }
+    a->wlan_fc[i] = (uint16_t)(fc0 << 8 | fc1);   /* type, retry, to/from DS ... */
+    a->rt_present[i] |= RT_WLAN;
     if (type != 2) {
         a->wlan_kind[i] = type == 0 ? WLAN_MGMT : type == 1 ? WLAN_CTRL : WLAN_EXTENSION;
         return at;

@@ -30,6 +30,12 @@ Resuming: a cell whose sidecar is complete (status complete, every capture prese
 recorded size) is skipped; any other cell (never run, failed, interrupted, killed half-way) is
 run again from scratch.  One failing cell does not stop the others; Ctrl-C stops the matrix
 (the running cell is saved as ``interrupted`` and will be redone).
+
+Out of spec: a cell whose achieved values are outside the tolerance (its sidecar's
+``achieved``, :mod:`pcapstats.lab.accuracy`) is run once more; if the second attempt is out of
+spec too (or cannot be judged), the cell's status is ``out of spec`` with what was, and its
+sidecar's ``achieved.retried_after`` holds what the first attempt missed.  A complete cell found out of
+spec when resuming is reported so, not run again.
 """
 
 from __future__ import annotations
@@ -45,6 +51,7 @@ from typing import Callable
 from pcapstats.errors import PcapstatsError, UsageError
 from pcapstats import sidecar
 from pcapstats.lab.run import Scenario, run
+from pcapstats.lab.sidecar import write_sidecar
 
 
 @dataclass
@@ -58,7 +65,7 @@ class Cell:
 @dataclass
 class CellResult:
     name: str
-    status: str  # done | skipped | failed | interrupted
+    status: str  # done | skipped | failed | interrupted | out of spec
     seconds: float
     measured: dict | None
     error: str | None = None
@@ -140,9 +147,10 @@ def run_matrix(spec: str | Path, out_dir: str | Path, *,
                command: list[str] | None = None) -> list[CellResult]:
     """Run every cell of the spec not complete yet in out_dir; one result a cell, in order.
 
-    ``on_cell(k, total, cell, state)`` is called with state "start", "skipped", "done",
-    "failed"; ``on_stage(text)`` with each run's progress.  KeyboardInterrupt propagates after
-    the running cell has been saved as interrupted.
+    ``on_cell(k, total, cell, state)`` is called with state "start", "retry" (the first
+    attempt was out of spec), "skipped", "done", "out of spec", "failed";
+    ``on_stage(text)`` with each run's progress.  KeyboardInterrupt propagates after the
+    running cell has been saved as interrupted.
     """
     cells = load_spec(spec)
     out_dir = Path(out_dir)
@@ -152,14 +160,24 @@ def run_matrix(spec: str | Path, out_dir: str | Path, *,
     for k, cell in enumerate(cells):
         output = out_dir / f"{cell.name}.{cell.scenario.format}"
         if sidecar.is_complete(sidecar.sidecar_path(output)):
-            notify(k, len(cells), cell, "skipped")
             doc = sidecar.load_sidecar(sidecar.sidecar_path(output))
-            results.append(CellResult(cell.name, "skipped", 0.0, doc.get("measured")))
+            missed = _out_of_spec(doc)
+            notify(k, len(cells), cell, "skipped")
+            results.append(CellResult(cell.name, "out of spec" if missed else "skipped", 0.0,
+                                      doc.get("measured"), missed and
+                                      f"{missed} (as run before; skipped)"))
             continue
         notify(k, len(cells), cell, "start")
         t0 = time.monotonic()
         try:
             doc = run(cell.scenario, output, progress=on_stage, command=command)
+            first = (doc.get("achieved") or {}).get("out_of_spec")
+            if first:                                   # once more: the host may have hiccuped
+                notify(k, len(cells), cell, "retry")
+                doc = run(cell.scenario, output, progress=on_stage, command=command)
+                if doc.get("achieved"):
+                    doc["achieved"]["retried_after"] = first
+                    write_sidecar(sidecar.sidecar_path(output), doc)
         except KeyboardInterrupt:
             results.append(CellResult(cell.name, "interrupted", time.monotonic() - t0, None,
                                       "interrupted"))
@@ -168,9 +186,20 @@ def run_matrix(spec: str | Path, out_dir: str | Path, *,
             notify(k, len(cells), cell, "failed")
             results.append(CellResult(cell.name, "failed", time.monotonic() - t0, None, str(e)))
             continue
-        notify(k, len(cells), cell, "done")
-        results.append(CellResult(cell.name, "done", time.monotonic() - t0, doc["measured"]))
+        missed = _out_of_spec(doc)
+        if first and not missed and (doc.get("achieved") or {}).get("in_spec") is not True:
+            missed = ("out of spec: " + "; ".join(first) + " (the first attempt; the second "
+                      "could not be judged)")
+        notify(k, len(cells), cell, "out of spec" if missed else "done")
+        results.append(CellResult(cell.name, "out of spec" if missed else "done",
+                                  time.monotonic() - t0, doc["measured"], missed))
     return results
+
+
+def _out_of_spec(doc: dict) -> str | None:
+    """What a run's achieved values missed, one line (None when in spec or not judged)."""
+    missed = (doc.get("achieved") or {}).get("out_of_spec")
+    return "out of spec: " + "; ".join(missed) if missed else None
 
 
 SUMMARY_COLUMNS = ("cell", "status", "seconds", "rtt_asked_ms", "rtt_ms", "rate_asked_bps",

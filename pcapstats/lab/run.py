@@ -44,13 +44,13 @@ from pathlib import Path
 from typing import Callable
 
 from pcapstats.errors import UsageError
-from pcapstats.units import parse_rate, parse_simpleperf_size
+from pcapstats.units import FRAME_BYTES, parse_rate, parse_simpleperf_size
 from pcapstats import sidecar
-from pcapstats.lab import impair, topologies, traffic
+from pcapstats.lab import accuracy, impair, topologies, traffic
 from pcapstats.lab.cleanup import SignalsBlocked, signals_unwind
 from pcapstats.lab.commands import LabError, require_tools
 from pcapstats.lab.netns import Lab
-from pcapstats.lab.sidecar import stream_ids, write_sidecar
+from pcapstats.lab.sidecar import lab_placements, stream_ids, write_sidecar
 from pcapstats.tools.tcpinfo import available_congestion_controls
 
 CLIENT_START_S = 1.0  # pairs' clients start together this long after the last server is up
@@ -62,6 +62,24 @@ CAPTURE_SIDES = ("sender", "receiver", "both", "router", "all")
 CAPTURE_FILES = {"both": ("sender", "receiver"), "all": ("sender", "router", "receiver")}
 FORMATS = ("pcap", "pcapng")
 PAUSE_AT, PAUSE_S = "PCAPSTATS_LAB_PAUSE_AT", "PCAPSTATS_LAB_PAUSE_S"  # the test hook
+WITNESS_SNAPLEN = 96  # the lab's own captures for achieved vs asked: the IPv4 header is enough
+MAX_DATAGRAM_PAYLOAD = 65507  # 65535 - 20 (IPv4) - 8 (ICMP or UDP): the most ping -s sends
+MTU = FRAME_BYTES - 14        # IPv4 packets of the lab's links
+MESSAGE_MARGIN_FRAMES = 2     # a queue holds a run's longest message and this many frames more
+HEADERS = {"ping": 20 + 8, "UDP message": 20 + 8}  # IPv4 and ICMP/UDP, once a datagram
+
+
+def message_wire_bytes(what: str, size: int, timestamps: bool = True) -> int:
+    """The bytes of frames one message takes on the wire (Ethernet headers included, as tbf
+    and the delay line count them): a ping or UDP message of ``size`` bytes in IP fragments
+    of MTU, a TCP message in segments of the MSS (1448 bytes with timestamps, else 1460)."""
+    if what == "TCP message":
+        options = 12 if timestamps else 0
+        mss = MTU - 40 - options
+        return size + math.ceil(size / mss) * (14 + 40 + options)
+    datagram = size + HEADERS[what] - 20                   # the IP payload
+    fragments = max(1, math.ceil(datagram / (MTU - 20)))
+    return datagram + fragments * (14 + 20)
 
 
 @dataclass
@@ -74,7 +92,9 @@ class Scenario:
     ``ping_during`` pings (ping_count, ping_interval_s, first of ping_sizes) from the first
     sender to its receiver while the transfer runs: the RTT under load.  The pingpong tools
     send ping_count messages of each of ping_sizes, ping_interval_s apart.  ``hops`` > 1 makes
-    the path a chain of that many routers (one pair); ``loss``, ``delay``, ``jitter``,
+    the path a chain of that many routers (one pair); ``serialize`` makes each packet wait
+    size/rate too, both ways (``one_way``: toward the receiver alone, the way back carrying
+    the delay only: a link shaped one way); ``loss``, ``delay``, ``jitter``,
     ``rate`` and ``queue`` then take one value for every router or a comma list (or list)
     with one per router, each on its link toward the receiver.  ``window_scaling``,
     ``timestamps`` and ``sack`` set net.ipv4.tcp_window_scaling / tcp_timestamps / tcp_sack
@@ -83,7 +103,8 @@ class Scenario:
     could carry.  ``capture``:
     "sender", "receiver", "router" (the router's interface toward the sender: mid-path,
     before the impairment), "both" (sender and receiver) or "all" (sender, router and
-    receiver; one pair).
+    receiver; one pair).  ``start_offset_s`` staggers several pairs: pair K's client starts
+    (K - 1) x this many seconds after the first pair's (start order in a fairness study).
     """
     tool: str = "simpleperf"
     loss: str | float | None = None
@@ -92,12 +113,14 @@ class Scenario:
     rate: str | None = None
     queue: str | int | None = None
     serialize: bool = False
+    one_way: bool = False
     hops: int = 1
     cc: str | list[str] | None = None
     duration_s: float = 10.0
     bytes: str | int | None = None
     parallel: int = 1
     pairs: int = 1
+    start_offset_s: float = 0.0
     udp_rate: str | None = None
     ping_count: int = 10
     ping_interval_s: float = 0.2
@@ -142,6 +165,14 @@ class Scenario:
             bad("a transfer needs a duration (-t SECONDS > 0) or a size (-n BYTES)")
         if self.duration_s and not math.isfinite(self.duration_s):
             bad(f"duration (-t) must be a finite number of seconds, not {self.duration_s}")
+        if not (math.isfinite(self.start_offset_s) and self.start_offset_s >= 0):
+            bad(f"start offset must be 0 s or more, not {self.start_offset_s}")
+        if self.start_offset_s and (self.pairs < 2 or self.tool == "ping"):
+            bad("a start offset staggers the pairs' clients: it needs --pairs 2 or more and a "
+                "tool other than ping")
+        if self.start_offset_s and not self.bytes and self.start_offset_s >= self.duration_s:
+            bad(f"a start offset of {self.start_offset_s:g} s is not under the duration "
+                f"({self.duration_s:g} s): the pairs would not send at the same time")
         if isinstance(self.cc, list) and len(self.cc) != self.pairs:
             bad(f"{len(self.cc)} congestion controls for {self.pairs} pairs",
                 "give one for all, or one per pair")
@@ -160,6 +191,14 @@ class Scenario:
             bad("iperf3-udp needs a rate (--udp-rate, e.g. 20mbit)")
         if self.tool.startswith("ping") and not self.ping_sizes:
             bad(f"{self.tool} needs at least one size")
+        if self.tool in ("ping", "pingpong-udp") or self.ping_during:
+            sizes = self.ping_sizes if self.tool.startswith("ping") else self.ping_sizes[:1]
+            big = [size for size in sizes if size > MAX_DATAGRAM_PAYLOAD]
+            if big:
+                bad(f"{'ping' if self.tool != 'pingpong-udp' else 'a UDP message'} of "
+                    f"{big[0]} bytes cannot be sent: an IPv4 datagram holds at most "
+                    f"{MAX_DATAGRAM_PAYLOAD} bytes after its headers",
+                    f"use sizes up to {MAX_DATAGRAM_PAYLOAD}")
         wanted = {c for c in (self.cc if isinstance(self.cc, list) else [self.cc]) if c}
         available = _available_ccs()
         if available and wanted - set(available):
@@ -171,11 +210,75 @@ class Scenario:
         self.app_rate_bps()
 
     def impairments(self) -> list:
-        """One Impairment per router on the path (router 1, the sender's side, first)."""
+        """One Impairment per router on the path (router 1, the sender's side, first).
+
+        A router with a rate queues the run's longest message whole (:meth:`longest_message`):
+        its default queue is raised to hold it (:meth:`queue_notes` says so), a queue given
+        too small for it is refused -- such a message is lost every time, which no run
+        should find out after the fact.  Whole: its frames and MESSAGE_MARGIN_FRAMES more (an
+        ACK or another message's last frame queued beside it)."""
         values = {name: self._per_hop(name) for name in PER_HOP}
-        return [impair.Impairment.from_text(**{n: v[k] for n, v in values.items()},
-                                            serialize=self.serialize)
-                for k in range(self.hops)]
+        message = self.longest_message()
+        need = message[1] + MESSAGE_MARGIN_FRAMES * FRAME_BYTES if message else 0
+        out = []
+        for k in range(self.hops):
+            imp = impair.Impairment.from_text(
+                **{n: v[k] for n, v in values.items()}, serialize=self.serialize,
+                one_way=self.one_way, queue_floor_bytes=need)
+            if message and imp.rate_bps and imp.queue_bytes is not None \
+                    and imp.queue_bytes < need:
+                where = f" of router {k + 1}" if self.hops > 1 else ""
+                raise UsageError(
+                    f"the queue{where} ({imp.queue_bytes} bytes) cannot hold a {message[0]} "
+                    f"of {message[2]} bytes ({message[1]} bytes in frames): it would be lost "
+                    "every time",
+                    hint=f"give --queue {math.ceil(need / 1024)}kb or more, or smaller "
+                         "--ping-sizes")
+            out.append(imp)
+        return out
+
+    def longest_message(self) -> tuple[str, int, int] | None:
+        """(what, its bytes in frames on the wire, its size) of the largest message a ping or
+        pingpong run sends at once, None for the other tools: IPv4 at MTU 1500, a ping or a UDP
+        message in IP fragments, a TCP message in segments of the MSS."""
+        if self.tool.startswith("ping") or self.ping_during:
+            sizes = self.ping_sizes if self.tool.startswith("ping") else self.ping_sizes[:1]
+            if not sizes:
+                return None
+            size = max(sizes)
+            what = {"pingpong": "TCP message", "pingpong-udp": "UDP message"}.get(
+                self.tool, "ping")
+            return what, message_wire_bytes(what, size, self.timestamps), size
+        return None
+
+    def queue_notes(self) -> list[str]:
+        """What to know before the run of its messages against its queues: one line a router
+        whose default queue was raised to hold the longest message, and one if pings, sent
+        every ping_interval_s whatever the answers, take longer than that to cross the
+        slowest rate (each then waits behind the one before: its latency is not the path's,
+        and the queue drops what does not fit)."""
+        message = self.longest_message()
+        if not message:
+            return []
+        out = []
+        rates = [imp.rate_bps for imp in self.impairments() if imp.rate_bps]
+        if rates and (self.tool == "ping" or self.ping_during):
+            crossing_s = message[1] * 8 / min(rates)
+            if crossing_s >= self.ping_interval_s:
+                out.append(f"a ping of {message[2]} bytes takes {crossing_s * 1e3:.0f} ms to "
+                           f"cross {min(rates) / 1e6:g} Mbit/s, more than the "
+                           f"{self.ping_interval_s * 1e3:g} ms between pings: each waits "
+                           "behind the one before; give --ping-interval "
+                           f"{math.ceil(crossing_s * 1.5 * 100) / 100:g} or more")
+        for k, imp in enumerate(self.impairments()):
+            base = dataclasses.replace(imp, queue_floor_bytes=0)
+            if imp.rate_bps and imp.queue_bytes is None \
+                    and imp.queue_limit_bytes > base.queue_limit_bytes:
+                where = f"router {k + 1}'s queue" if self.hops > 1 else "the queue"
+                out.append(f"{where} is {imp.queue_limit_bytes} bytes, not the default "
+                           f"{base.queue_limit_bytes}: it holds a {message[0]} of "
+                           f"{message[2]} bytes whole")
+        return out
 
     def _per_hop(self, name: str) -> list[str | None]:
         """A per-hop option as one text per router: one value for all, or one each."""
@@ -298,8 +401,9 @@ class _Run:
                     "scenario": scenario.to_dict(), "tools": traffic.tool_versions(),
                     "topology": None, "impairment": None, "hops": None, "rtt": None,
                     "captures": [],
-                    "flows": [], "reports": [], "measured": None}
+                    "flows": [], "reports": [], "measured": None, "achieved": None}
         self.captures: list[tuple[dict, object, Path]] = []  # (sidecar entry, tcpdump, partial)
+        self.witnesses: dict[str, tuple[object, Path]] = {}  # side -> the lab's own capture
         self.held: list[int] = []  # fds keeping unfinished captures open: "a live run's"
         self.applied: list[impair.Applied] = []   # one per router, the sender's side first
 
@@ -409,8 +513,21 @@ class _Run:
             self._hold(partial.with_name(partial.name + ".tmp.pcap")
                        if s.format == "pcapng" else partial)  # what tcpdump writes
             entry = {"file": final.name, "side": side, "host": host, "interface": iface,
-                     "snaplen": s.snaplen, "format": s.format, "timestamps": "nano"}
+                     "snaplen": s.snaplen, "format": s.format, "timestamps": "nano",
+                     "impairments": lab_placements(self.doc, side)}
             self.captures.append((entry, tcpdump, partial))
+        if not self.doc["impairment"]:
+            return
+        # Achieved against asked needs the packets before the path and after it: the lab's own
+        # headers-only capture where the run's do not sit there (see accuracy).
+        sides = CAPTURE_FILES.get(s.capture, (s.capture,))
+        missing = [side for side in ("sender", "receiver") if side not in sides]
+        work = Path(lab.scratch_dir("witness")) if missing else None
+        for side in missing:
+            host, iface = _capture_point(lab, side, self.pairs)
+            path = work / f"{side}.pcap"
+            self.witnesses[side] = (lab.capture(host, iface, path, snaplen=WITNESS_SNAPLEN,
+                                                nano=True), path)
 
     def _traffic(self, lab: Lab, work: Path) -> None:
         s = self.scenario
@@ -427,10 +544,11 @@ class _Run:
             running.append((0, traffic.start_ping(lab, snd, rcv, work, count=s.ping_count,
                                                   interval_s=s.ping_interval_s,
                                                   size=s.ping_sizes[0])))
-        # Every server is up: the clients start together (one pair: at once).
+        # Every server is up: the clients start together (one pair: at once), or pair K
+        # (K - 1) start offsets after the first.
         at_s = time.time() + CLIENT_START_S if len(running) > 1 else None
-        for _, r in running:
-            r.launch(at_s)
+        for pair, r in running:
+            r.launch(at_s if at_s is None else at_s + pair * s.start_offset_s)
         for pair, r in running:
             self._add_report(pair, r.finish())
 
@@ -490,6 +608,11 @@ class _Run:
                              "packets dropped by kernel")
         if drops:
             self._fail("; ".join(drops))
+        for side, (tcpdump, _) in self.witnesses.items():
+            try:
+                tcpdump.stop(allow_drops=True)
+            except LabError:  # achieved vs asked is then not measured, the run is whole
+                self.witnesses[side] = (tcpdump, None)
         for k, applied in enumerate(self.applied):
             try:  # a delay line that died or overflowed makes the capture wrong: say so
                 applied.check()
@@ -511,8 +634,23 @@ class _Run:
                 os.replace(partial, final)
         self.doc["captures"] = [entry for entry, _, partial in self.captures
                                 if "size_bytes" in entry]
+        self.doc["achieved"] = self._achieved()
         write_sidecar(sidecar.sidecar_path(self.out_path), self.doc)
         self.say(f"wrote {sidecar.sidecar_path(self.out_path)}")
+
+    def _achieved(self) -> dict | None:
+        """Achieved against asked (:mod:`.accuracy`) from the captures before and after the
+        path: the run's own files where they sit there, else the lab's; None without an
+        impairment or without both."""
+        if not self.doc["impairment"]:
+            return None
+        files = {entry["side"]: self.out_path.parent / entry["file"]
+                 for entry in self.doc["captures"]}
+        files.update({side: path for side, (_, path) in self.witnesses.items()})
+        before, after = files.get("sender"), files.get("receiver")
+        if not (before and after and before.exists() and after.exists()):
+            return None
+        return accuracy.measured(accuracy.lab_run, self.doc, before, after)
 
     def _fail(self, text: str) -> None:
         if self.doc["status"] == "complete" or self.doc["status"] is None:

@@ -299,8 +299,39 @@ def test_fairness_over_a_step_back_equals_the_unstepped(tmp_path):
             want.table("summary")["window_s"][0], abs=2e-3)
         assert got.table("summary")["jain_index"][0] == pytest.approx(
             want.table("summary")["jain_index"][0], abs=1e-3)
-        assert "fairness: counts untouched; over the pieces either side: the window and " \
-               "goodput of 2 flows" in said[0]
+        assert "fairness: counts untouched; over the pieces either side: the window, " \
+               "goodput, shares and convergence of 2 flows" in said[0]
+
+
+@pytest.mark.parametrize("seconds", (-5, HOUR), ids=("back-5s", "forward-1h"))
+def test_fairness_shares_and_convergence_over_a_step_equal_the_unstepped(seconds, tmp_path):
+    """Each flow's shares per interval from its own start, its start and order, and the time
+    the flows took to converge, on two simpleperf pairs whose clock steps at packet 1000
+    (0.37 s in, before either flow converged: 0.39 s and 0.70 s after the common window's
+    start at 0.1 s intervals): the same as unstepped, the path read in windows and a Capture
+    alike, as the joined timeline loses only the 11 us between the two packets at the step."""
+    original = CAPTURES / "sp-2pairs-reno+cubic.pcap"
+    want = ps.fairness(original, interval=0.1)
+    assert want.table("summary")["convergence_s"][0] == pytest.approx(0.7)
+    path = tmp_path / f"pairs{seconds}.pcap"
+    path.write_bytes(step_from(original.read_bytes(), 1000, seconds))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ClockWarning)
+        stepped = ps.read(path)
+    for given in (path, stepped):
+        got, _ = _run(ps.fairness, given, interval=0.1)
+        for table, names in (("summary", ("convergence_s", "window_start_s", "window_s")),
+                             ("flows", ("order", "start_s", "convergence_s", "share"))):
+            for name in names:
+                assert got.table(table)[name] == pytest.approx(
+                    want.table(table)[name], abs=1e-4, nan_ok=True), (table, name)
+        shares, unstepped_shares = got.to_pandas("shares"), want.to_pandas("shares")
+        assert len(shares) == len(unstepped_shares) == 63
+        for name in ("order", "within", "sharing"):    # (flow: no sidecar beside the copy)
+            assert shares[name].tolist() == unstepped_shares[name].tolist(), name
+        for name in ("time_s", "since_start_s", "goodput_bps", "share", "fair_share"):
+            assert shares[name].to_numpy() == pytest.approx(
+                unstepped_shares[name].to_numpy(), rel=1e-3, nan_ok=True), name
 
 
 @pytest.mark.parametrize("path", [p for p in STEPPED if _breaks(p)], ids=lambda p: p.name)

@@ -463,7 +463,11 @@ def radiotap_frames() -> list[tuple[int, bytes]]:
     kinds += [c.dot11_header(2, 8, qos=0, htc=bytes(4)) + SNAP + b"\x86\xdd" + v6(tcp_bytes(), nh=6),
               c.dot11_header(2, 0) + bytes.fromhex("aaaa030000f8") + b"\x08\x00" + v4(b"", proto=17),
               c.dot11_header(2, 0) + bytes.fromhex("aaaa03123456") + b"\x08\x00",
-              c.dot11_header(2, 0) + b"\x42\x42\x03" + bytes(20), dot11[:1]]
+              c.dot11_header(2, 0) + b"\x42\x42\x03" + bytes(20), dot11[:1],
+              # the frame control's flags: Retry, From DS, both DS bits, on data and management
+              c.dot11_header(2, 8, qos=0, tods=False, fromds=True, retry=True) + SNAP
+              + b"\x08\x00" + v4(tcp_bytes(TS), proto=6),
+              c.dot11_header(0, 8, tods=False, retry=True) + bytes(12)]
     for k in kinds:
         out += [(105, k), (127, RADIOTAP_LINUX + k), (127, RADIOTAP_PAD + k)]
     return out
@@ -504,7 +508,9 @@ def test_decode_every_frame_at_every_length(ck, nk):
     assert np.bitwise_or.reduce(out["tcp_opts"]) == 15 and out["tcp_sack_count"].max() == 4
     assert out["vlan_count"].max() == 255 and set(np.unique(out["ip_flags"])) >= {0, 1, 4, 6, 7}
     assert set(np.unique(out["wlan_kind"])) == set(range(9))       # every kind of 802.11 frame
-    assert set(np.unique(out["rt_present"])) == set(range(8))      # radiotap fields in every mix
+    assert set(np.unique(out["rt_present"])) == set(range(16))     # radio fields in every mix
+    fc = out["wlan_fc"][(out["rt_present"] & K.RT_WLAN) != 0]
+    assert set(np.unique(fc & 3)) == {0, 1, 2, 3} and (fc & 0x08).any()   # DS bits, Retry
     assert (out["rt_rate"] >= K.RT_MCS_RATE).any() and (out["rt_rate"] < K.RT_MCS_RATE).any()
 
 

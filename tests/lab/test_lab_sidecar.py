@@ -226,6 +226,10 @@ def test_a_missing_tool_is_one_line_naming_the_package(monkeypatch, capsys, tmp_
     (["--cc", "reno,cubic"], "2 congestion controls for 1 pairs"),
     (["-n", "10XB"], "bad transfer size"),
     (["--capture", "middle"], "--capture"),
+    (["--rate", "10mbit", "--one-way"], "one way is serialisation's"),
+    (["--tool", "ping", "--ping-sizes", "65535"], "ping of 65535 bytes cannot be sent"),
+    (["--tool", "ping", "--rate", "10mbit", "--queue", "20kb", "--ping-sizes", "18,65507"],
+     "cannot hold a ping of 65507 bytes"),
 ])
 def test_bad_scenarios_are_one_line(capsys, tmp_path, args, words):
     code = main(["lab", "run", *args, "-o", str(tmp_path / "x.pcap")])
@@ -260,7 +264,8 @@ def test_run_command_gives_back_the_same_scenario(monkeypatch, tmp_path, bound):
     # the module (pcapstats.lab.run, the attribute, is the function it exports)
     monkeypatch.setattr(import_module("pcapstats.lab.run"), "run", fake_run)
     wanted = Scenario(tool="iperf3-udp", loss="1%", delay="10ms", jitter="1ms", rate="10mbit",
-                      queue="100p", cc=["reno", "bbr"], **bound, parallel=2, pairs=2,
+                      queue="100p", serialize=True, one_way=True, cc=["reno", "bbr"], **bound,
+                      parallel=2, pairs=2,
                       udp_rate="5mbit", ping_count=3,
                       ping_interval_s=0.05, ping_sizes=[56, 1000], ping_during=True,
                       sndbuf=100000, rcvbuf=200000, window_scaling=False, capture="both",

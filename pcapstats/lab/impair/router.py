@@ -11,9 +11,9 @@ with netem where the kernel has it, else tbf + iptables ``statistic`` + an NFQUE
 On the forwarding path, never a sender's own output: a drop there is re-sent without
 reaching the wire (see ../shared/DESIGN.md).  Data leaves the router through the bottleneck's
 ``egress`` (loss, delay, serialisation, then the rate's tbf), ACKs through its ``ingress``
-(ack loss, delay, serialisation).  ``delay_s`` is one-way and applied in EACH direction, so
-ping's RTT is about 2 x delay + the base RTT (about 0.1 ms here, plus ~0.5 ms for the two
-delay-line passes).
+(ack loss, delay, serialisation unless ``one_way``).  ``delay_s`` is one-way and applied in
+EACH direction, so ping's RTT is about 2 x delay + the base RTT (about 0.1 ms here, plus
+~0.5 ms for the two delay-line passes).
 
 Two chains of the router's filter table, ``PSL_DATA`` and ``PSL_ACK``, are entered from FORWARD
 by ``-o <egress>`` / ``-o <ingress>`` with either mechanism; the jump's counter is the number of
@@ -101,12 +101,14 @@ class Counters:
 class _DelayLine:
     """The delay line of one direction, a Lab process in the router's namespace."""
 
-    def __init__(self, lab: Lab, host: str, queue: int, imp: Impairment, stats_dir: str):
+    def __init__(self, lab: Lab, host: str, queue: int, imp: Impairment, stats_dir: str,
+                 direction: str):
         self.lab, self.host, self.queue = lab, host, queue
         base = os.path.join(stats_dir, f"delayline-{queue}")
         self.stats_path, self.stdout_path, self.stderr_path = \
             f"{base}.json", f"{base}.out", f"{base}.err"
-        self.argv = delay_line_argv(queue, imp, self.stats_path, interval_s=STATS_INTERVAL_S)
+        self.argv = delay_line_argv(queue, imp, self.stats_path, interval_s=STATS_INTERVAL_S,
+                                    serialize=imp.serialises(direction))
         self.hold_s = delay_line_hold_s(imp)
         self.final: dict | None = None
         # files, not pipes: a pipe nobody reads could fill
@@ -195,7 +197,7 @@ class Applied:
         self._undo.append(lambda: shutil.rmtree(stats_dir, True))
         for direction, queue in queues.items():
             line = _DelayLine(self.lab, self.bottleneck.router, queue, self.impairment,
-                              stats_dir)
+                              stats_dir, direction)
             self._delay_lines[direction] = line
             self.settings["commands"].append(shlex.join(line.argv))
             self._undo.append(line.stop)
@@ -230,7 +232,8 @@ class Applied:
             netem = bool(loss or imp.delayed)
             rate_child = netem and direction == "data" and bool(imp.rate_bps)
             if netem:
-                words = netem_args(imp, loss=loss, rate_child=rate_child)
+                words = netem_args(imp, loss=loss, rate_child=rate_child,
+                                   serialize=imp.serialises(direction))
                 self.settings["netem"][device] = words
                 self._add_qdisc(device, "handle", NETEM_HANDLE, "netem", *words)
             if direction == "data" and imp.rate_bps:
