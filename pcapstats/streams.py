@@ -44,6 +44,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from . import schema
+from .addresses import endpoint
 from .errors import Note, NothingToReport, UsageError
 from .sidecar import stream_labels
 
@@ -308,12 +309,6 @@ def packet_directions(tcp, udp, stream, src, sport, quoted) -> np.ndarray:
     source = src[rows].astype(np.int64) << 16 | sport[rows].astype(np.int64)
     out[rows] = source != source[a]
     return out
-
-
-def endpoint(address, port) -> str:
-    """address:port as people write it, an IPv6 address in brackets."""
-    address = str(address)
-    return f"[{address}]:{int(port)}" if ":" in address else f"{address}:{int(port)}"
 
 
 def stream_names(cap: "Capture") -> dict[tuple[str, int], str]:

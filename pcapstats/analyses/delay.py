@@ -51,7 +51,8 @@ from ..results import Result
 from ..schema import IP, TCP, UDP, Column, TableSpec
 from ..sidecar import placements, stream_flows
 from ..stats import median_rate, ols, train_rate
-from ..streams import endpoint, id_ranges, own_transport, whole_datagrams
+from ..addresses import endpoint
+from ..streams import id_ranges, own_transport, whole_datagrams
 from .ping import (READS as PING_READS, Echoes, echo_sessions, group_slices, later_fragments,
                    per_group, rows_by_group, rows_needed as ping_rows)
 

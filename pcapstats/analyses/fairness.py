@@ -48,7 +48,8 @@ from ..render import Shown
 from ..results import Result, shown
 from ..schema import Column, TableSpec
 from ..sidecar import stream_flows, stream_labels
-from ..streams import PROTOS, endpoint, own_transport
+from ..addresses import endpoint
+from ..streams import PROTOS, own_transport
 from .tcp_analysis import (RESENT_READS, AnalysedWindows, analysed_rows, resent_packets,
                            resent_rows)
 

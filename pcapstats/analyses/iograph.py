@@ -9,7 +9,7 @@
 - ``transfers``: one row per transfer (a run of a group's packets without an idle gap longer
   than ``gap`` seconds): ten file transfers in one capture give ten rows.
 
-**Intervals, exactly as tshark 4.0's io,stat** (ui/cli/tap-iostat.c; tests/test_iograph.py
+**Intervals, exactly as tshark 4.0's io,stat** (ui/cli/tap-iostat.c; tests/analyses/test_iograph.py
 checks every bucket against tshark on real captures):
 
 - time zero is the capture's first packet (in file order: ``frame.time_relative`` = 0), also

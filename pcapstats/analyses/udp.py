@@ -83,7 +83,8 @@ from ..render import Shown
 from ..results import Result, shown
 from ..schema import Column, TableSpec
 from ..sidecar import iperf3_udp_reports, placements
-from ..streams import DIRECTIONS, endpoint, id_ranges, own_transport
+from ..addresses import endpoint
+from ..streams import DIRECTIONS, id_ranges, own_transport
 from .ping import INITIAL_TTLS
 from .udp_headers import HEAD_BYTES, LAYOUTS, Headers, read_headers
 from .udp_match import common_cut, datagram_keys, match

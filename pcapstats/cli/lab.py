@@ -276,7 +276,7 @@ def _report(doc: dict, path: Path) -> None:
         line("rtt", f"{m['rtt_ms']:.2f} ms median ping before the run{asked}"
              if m["rtt_ms"] is not None else f"not measured{asked}")
     if m["throughput_bps"] is not None:
-        from ..lab.accuracy import quantity_text  # lazy, as achieved_lines
+        from ..lab.accuracy import quantity_text  # lazy: the lab costs every command start-up
         ceiling = ("" if m["rate_asked_bps"] is None else
                    f"; shaped to {quantity_text(m['rate_asked_bps'], 'bit/s')}")
         line("throughput", f"{m['throughput_bps'] / 1e6:.2f} Mbit/s as the tools measured "

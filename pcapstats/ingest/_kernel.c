@@ -19,7 +19,7 @@
 #include <stdint.h>
 #include <string.h>
 
-/* ---- status codes (mirrored in kernel.py) ---- */
+/* ---- status codes (mirrored in contract.py) ---- */
 enum {
     ST_OK = 0,
     ST_TRUNCATED = 1,         /* the file ends inside a record: stop, keep what was read */
@@ -98,7 +98,7 @@ int64_t ps_walk_pcap(const uint8_t *buf, int64_t len, int64_t pos, int32_t swapp
  * Interface table (filled here, capacity if_cap): link type, snaplen, the raw if_tsresol byte
  * (default 6), if_tsoffset seconds, and the interface's id within its section.
  * Packets get the table index of their interface (iface) and the raw 64-bit timestamp in
- * interface units (ts_raw); kernel.py converts units to nanoseconds per interface.
+ * interface units (ts_raw); formats.py converts units to nanoseconds per interface.
  */
 int64_t ps_walk_pcapng(const uint8_t *buf, int64_t len, int64_t cap, int64_t *data_off,
                        uint32_t *caplen, uint32_t *origlen, uint64_t *ts_raw, uint32_t *iface,
@@ -203,7 +203,7 @@ int64_t ps_walk_pcapng(const uint8_t *buf, int64_t len, int64_t cap, int64_t *da
 
 /* ---- field decoding: link layer -> IPv4/IPv6 (+ extension headers) -> TCP/UDP/ICMP ---- */
 
-/* Per-packet decode status (mirrored in kernel.py). */
+/* Per-packet decode status (mirrored in contract.py). */
 enum { DS_OK = 0, DS_UNKNOWN_LINKTYPE = 1, DS_MALFORMED = 2 };
 /* l4 kinds */
 enum { L4_NONE = 0, L4_ICMP = 1, L4_TCP = 6, L4_UDP = 17 };
@@ -1019,7 +1019,7 @@ int64_t ps_conversations(void *hp, int64_t n, const uint8_t *l4, const int32_t *
 /* ---- module stub, so setuptools builds it and importlib finds it ---- */
 static struct PyModuleDef kernel_module = {
     PyModuleDef_HEAD_INIT, "_kernel",
-    "Compiled ingest loops for pcapstats, called through ctypes (see kernel.py).", -1, NULL,
+    "Compiled ingest loops for pcapstats, called through ctypes (see kernel_c.py).", -1, NULL,
 };
 
 PyMODINIT_FUNC PyInit__kernel(void) { return PyModule_Create(&kernel_module); }

@@ -1,7 +1,7 @@
 """The ingest kernel in numpy and plain Python: the fallback when ``_kernel.c`` was not compiled.
 
-``NumpyKernel`` has the methods of ``kernel.CKernel`` (see kernel.py for the contract) and gives
-bit-identical results for every input, valid or not; ``tests/test_kernel_equivalence.py`` holds
+``NumpyKernel`` has the methods of ``kernel_c.CKernel`` (see contract.py for the contract) and gives
+bit-identical results for every input, valid or not; ``tests/ingest/test_kernel_equivalence.py`` holds
 the two to that.  Every rule below mirrors a line of ``_kernel.c``: read them side by side.
 
 - The record walks are sequential (a record's length says where the next one starts): Python

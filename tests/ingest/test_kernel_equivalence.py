@@ -11,7 +11,7 @@ Inputs:
 
 - a catalogue of packets built with scapy (and by hand where scapy will not make a malformed
   header), on every link type, cut at every length, with several original lengths;
-- pcap and pcapng files written by tests/craft.py, every truncation of them, targeted damage to
+- pcap and pcapng files written by tests/helpers/craft.py, every truncation of them, targeted damage to
   every length field, and random mutations (hypothesis; ``PCAPSTATS_FUZZ_EXAMPLES`` raises the
   number of examples from 200);
 - a 200k-packet synthetic capture, also used to print the numpy/C speed ratio (not asserted).

@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 
 from ... import schema
+from ...addresses import endpoint
 from ...capture import Capture
 from ...units import parse_simpleperf_size
 from ..reassembly import HOLE_REASONS, Reassembly
@@ -202,10 +203,6 @@ class Context:
         mss = int(cap.column("tcp_option_mss")[pick[0]])
         ts = cap.present("tcp_option_tsval")[pick[0]]
         return mss - (12 if ts else 0)
-
-
-def endpoint(addr: str, port) -> str:
-    return f"[{addr}]:{int(port)}" if ":" in addr else f"{addr}:{int(port)}"
 
 
 def text(b: bytes | None) -> str:
