@@ -64,8 +64,8 @@ FEWEST_PACKETS = 4        # a ping-pong stream's packets with payload: two excha
 EXCHANGE_READS = (
     TCP, UDP, IP, "l4_quoted", "tcp_stream", "udp_stream", "direction", "tcp_flags",
     "tcp_seq_raw", "tcp_srcport", "tcp_dstport", "udp_srcport", "udp_dstport", "payload_len",
-    "frame_time_ns", "frame_len", "ip_src", "ip_dst", "ip_id", "ip_len", "ip_hdr_len",
-    "ip_fragment", "ip_frag_offset")
+    "frame_time_ns", "frame_number", "frame_len", "ip_src", "ip_dst", "ip_id", "ip_len",
+    "ip_hdr_len", "ip_fragment", "ip_frag_offset")
 READS = tuple(dict.fromkeys(PING_READS + EXCHANGE_READS))
 _C = Column
 _SOURCE = _C("source", "str", "where the samples come from: 'icmp A → B' or 'tcp|udp stream N'")

@@ -24,6 +24,12 @@ when one gets everything.
   start: the moment the path became shared).  A run's is its slowest flow's; a flow that
   never held the band did not converge (NaN, and a note).  **Start order**: ``flows`` says when
   each flow started and in which order, beside its share of the common window.
+
+Times are those of the timeline joined across the breaks of the capture's clock
+(:mod:`pcapstats.clock`: a step back, a forward jump of an hour or more), the captured times
+when it has none: a step can neither empty the common window nor stretch it, nor move a
+flow's intervals, shares or convergence, and the capture's clock warning says when a flow
+spans a break.
 """
 
 from __future__ import annotations
@@ -35,6 +41,7 @@ import numpy as np
 from .. import catalogue, schema
 from ..batch import analysis
 from ..capture import Capture, Needs
+from ..clock import touched
 from ..errors import Note, NothingToReport, UsageError
 from ..ingest import read_kept, read_needed
 from ..render import Shown
@@ -51,8 +58,8 @@ MIN_FLOW_BYTES = 10_000
 # the rows it reads are rows_needed's.  A Capture of only these gives the same result as the
 # whole table (a path is read in windows, twice: see fairness())
 READS = tuple(dict.fromkeys((*RESENT_READS, schema.UDP, "udp_stream", "payload_len",
-                             "frame_time_ns", "ip_src", "ip_dst", "tcp_srcport", "tcp_dstport",
-                             "udp_srcport", "udp_dstport")))
+                             "frame_time_ns", "frame_number", "ip_src", "ip_dst", "tcp_srcport",
+                             "tcp_dstport", "udp_srcport", "udp_dstport")))
 DENSE_INTERVALS = 1_000_000
 GROUPINGS = ("stream", "pair", "cc", "tool")
 WITHIN = 0.10            # a share this close to the fair share (relative) is fair
@@ -66,7 +73,8 @@ SUMMARY = TableSpec("summary", "one row: the index over the run", (
        "never overlapped)", values=("common", "own")),
     _C("window_start_s", "float64", "common window start, seconds since the capture's first "
        "packet", "s", optional=True),
-    _C("window_s", "float64", "common window length", "s", optional=True),
+    _C("window_s", "float64", "common window length (across a clock break: over the pieces "
+       "either side)", "s", optional=True),
     catalogue.column("total_goodput_bps", optional=False),
     _C("min_share", "float64", "the smallest flow's share of the total", "fraction"),
     _C("max_share", "float64", "the largest flow's share of the total", "fraction"),
@@ -158,10 +166,11 @@ def rows_needed(cap: Capture) -> np.ndarray:
     UDP datagrams with payload, and of each stream direction its first packet (which names
     it) and its earliest and latest ones (its span).  Pure ACKs and empty datagrams count for
     nothing else.  Each rule holds within any run of rows, so a window of the file keeps a
-    superset of what the whole file needs."""
+    superset of what the whole file needs (the span on the timeline joined across the
+    clock's breaks, which a window's clock knows up to its end)."""
     need = resent_rows(cap)
     need |= own_transport(cap, "udp") & (cap.column("payload_len") > 0)
-    t = cap.column("frame_time_ns")
+    t = _joined(cap, slice(None))[0]
     for proto in PROTOS:
         own = np.flatnonzero(own_transport(cap, proto))
         key = cap.column(f"{proto}_stream")[own] * 2 + cap.column("direction")[own]
@@ -223,6 +232,7 @@ def fairness(capture, *, by: str = "stream", interval: float = 1.0) -> Fairness:
     t0 = flows.t0
     firsts = np.array([flows.earliest[g["keys"]].min() for g in groups])
     lasts = np.array([flows.latest[g["keys"]].max() for g in groups])
+    spanning = flows.spanning(groups)
     start, end = int(firsts.max()), int(lasts.min())
     common = end > start
     notes = []
@@ -263,17 +273,37 @@ def fairness(capture, *, by: str = "stream", interval: float = 1.0) -> Fairness:
     if common:
         notes.extend(_order_notes(flow_table, share, firsts, step, len(groups),
                                   float(summary["convergence_s"][0])))
-    return Fairness({"summary": summary, "flows": flow_table, "series": series,
-                     "shares": shares}, capture=path, notes=notes)
+    result = Fairness({"summary": summary, "flows": flow_table, "series": series,
+                       "shares": shares}, capture=path, notes=notes)
+    if spanning is not None:
+        result.clock_touched = touched("fairness", joined=[
+            f"the window, goodput, shares and convergence of {spanning} "
+            f"flow{'s' if spanning > 1 else ''}"]
+            if spanning else [])
+    return result
+
+
+def _joined(cap: Capture, rows) -> tuple[np.ndarray, np.ndarray | None]:
+    """The times of ``rows`` on the timeline joined across the clock's breaks, and the piece
+    of each (None while the clock has not broken: all in the first).  A window's clock is the
+    file's up to the window's end, and a break moves only the times after it, so a window's
+    joined times are the whole table's."""
+    pieces = cap.clock.pieces()
+    t = cap.column("frame_time_ns")[rows]
+    if len(pieces) == 1:
+        return t, None
+    frames = cap.column("frame_number")[rows]
+    return pieces.monotonic(t, frames), pieces.of(frames)
 
 
 def _data_packets(cap: Capture, tcp_rows: np.ndarray, resent: np.ndarray) -> list[dict]:
     """The packets fairness counts of a Capture (or a window): every TCP packet the sequence
     analysis takes (``tcp_rows``, which of them ``resent``) and every UDP packet with its own
-    header, each protocol's as its stream * 2 + direction (``key``), time, goodput bytes
-    (payload delivered for the first time) and whether it carried payload; and, to name each
-    direction by its first packet with its own header, those packets (``own``: of TCP also
-    those whose header the analyser skips)."""
+    header, each protocol's as its stream * 2 + direction (``key``), time on the joined
+    timeline and piece of the clock (``_joined``), goodput bytes (payload delivered for the
+    first time) and whether it carried payload; and, to name each direction by its first
+    packet with its own header, those packets (``own``: of TCP also those whose header the
+    analyser skips)."""
     out = []
     for proto in PROTOS:
         own = own_transport(cap, proto)
@@ -289,8 +319,9 @@ def _data_packets(cap: Capture, tcp_rows: np.ndarray, resent: np.ndarray) -> lis
             payload = good = cap.column("payload_len")[rows]
         own = np.flatnonzero(own)
         stream, direction = cap.column(f"{proto}_stream"), cap.column("direction")
-        out.append({"key": stream[rows] * 2 + direction[rows],
-                    "t": cap.column("frame_time_ns")[rows], "good": good, "data": payload > 0,
+        t, piece = _joined(cap, rows)
+        out.append({"key": stream[rows] * 2 + direction[rows], "t": t, "piece": piece,
+                    "good": good, "data": payload > 0,
                     "own_key": stream[own] * 2 + direction[own], "own": own})
     return out
 
@@ -298,24 +329,34 @@ def _data_packets(cap: Capture, tcp_rows: np.ndarray, resent: np.ndarray) -> lis
 class _Flows:
     """The first pass: of each direction of each TCP and UDP stream (a key: stream * 2 +
     direction, by protocol), the packets fairness counts, their goodput bytes, the earliest
-    and latest of their times, and the addresses and ports of its first packet with its own
+    and latest of their times (joined across the clock's breaks), the first and last piece of
+    the clock they are in, and the addresses and ports of its first packet with its own
     header; fed a Capture's packets or a file's windows in order."""
 
     def __init__(self):
         self.path, self.t0, self.addresses, self.any = None, None, None, False
+        self.clock = None           # the file's clock, whole once the last window is added
         self.by_proto = [_KeySums(p) for p in PROTOS]
 
     def add(self, cap: Capture, tcp_rows: np.ndarray, resent: np.ndarray) -> None:
         """The packets of ``cap`` (the TCP ones at ``tcp_rows``, which ``resent`` tells)."""
         if self.path is None:
             self.path, self.t0 = cap.path, cap.first_time_ns
-        self.addresses = cap.addresses
+        self.addresses, self.clock = cap.addresses, cap.clock
         for sums, part in zip(self.by_proto, _data_packets(cap, tcp_rows, resent)):
             if part is not None:
                 self.any = True
                 sums.add(cap, part)
 
-    def __getattr__(self, name):          # seen, good, earliest, latest, src, dst, sport, dport
+    def spanning(self, groups: list[dict]) -> int | None:
+        """How many of ``groups`` have packets in several pieces of the file's clock (None:
+        it never broke)."""
+        if self.clock is None or len(self.clock.pieces()) == 1:
+            return None
+        low, high = self.low_piece, self.high_piece
+        return sum(int(high[g["keys"]].max() > low[g["keys"]].min()) for g in groups)
+
+    def __getattr__(self, name):     # seen, good, earliest, latest, low/high_piece, src, ...
         """A per-key array over every key: TCP's, then UDP's from ``udp_from``."""
         if name.startswith("_") or name not in _KeySums.ARRAYS:
             raise AttributeError(name)
@@ -329,7 +370,8 @@ class _Flows:
 class _KeySums:
     """One protocol's per-key sums of ``_Flows`` (arrays by key, grown as keys come)."""
     ARRAYS = {"seen": 0, "good": 0, "earliest": np.iinfo(np.int64).max,
-              "latest": np.iinfo(np.int64).min, "src": -1, "dst": -1, "sport": -1, "dport": -1}
+              "latest": np.iinfo(np.int64).min, "low_piece": np.iinfo(np.int64).max,
+              "high_piece": -1, "src": -1, "dst": -1, "sport": -1, "dport": -1}
 
     def __init__(self, proto: str):
         self.proto = proto
@@ -350,6 +392,12 @@ class _KeySums:
             np.add.at(a["good"], key, part["good"].astype(np.int64))
             np.minimum.at(a["earliest"], key, part["t"])
             np.maximum.at(a["latest"], key, part["t"])
+            piece = part["piece"]
+            if piece is None:             # no break yet: every packet so far in piece 0
+                a["low_piece"][key] = a["high_piece"][key] = 0
+            else:
+                np.minimum.at(a["low_piece"], key, piece)
+                np.maximum.at(a["high_piece"], key, piece)
         keys, first = np.unique(own_key, return_index=True)
         new = a["src"][keys] < 0                       # named by an earlier window already
         keys, at = keys[new], part["own"][first[new]]

@@ -60,6 +60,7 @@ def read_fast(path, kernel: str = "auto", window_bytes: int = WINDOW_BYTES, prog
         cap = _capture(src, walker, table, kern)
         clock = ClockCheck()
         clock.feed(cap.column("frame_time_ns"))
+        cap.derived["clock"] = clock
         _warn_clock(clock, src.path)
     cap.warnings.extend(str(w.message) for w in caught)
     return cap
@@ -234,6 +235,7 @@ def packet_windows(path, on_window, kernel: str = "auto", window_bytes: int = WI
         first = table.total - k + 1
         cap.arrays["frame_number"] = np.arange(first, first + k, dtype=np.uint32)
         cap.arrays["frame_time_relative"] = lambda: (ts - start[0]) / 1e9
+        cap.derived["clock"] = clock              # the file's, up to this window
         tcp, udp = cap.layer(schema.TCP), cap.layer(schema.UDP)
         cap.arrays["direction"] = sides.directions(
             tcp, udp, table.stream[:k], table.ip_src[:k],
@@ -351,7 +353,8 @@ class Kept:
         return partial_capture(self.first, self.last,
                                {name: self.store[held][:n] for name, held in self.same.items()},
                                {name: self.store[name][:n] for name in self.layers},
-                               WholeFile(total, self.start_ns, self.counts, self.latest_ns))
+                               WholeFile(total, self.start_ns, self.counts, self.latest_ns,
+                                         self.last.clock))
 
 
 def partial_capture(first: Capture, last: Capture, arrays: dict, layers: dict,

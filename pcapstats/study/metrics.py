@@ -36,6 +36,11 @@ several rows, the rule that picks one is below.
   data frames (``wifi_frames`` says which); so a distance study puts goodput beside the
   signal, the data rate the sender chose and the share it had to send again.
 
+A capture whose clock broke (:mod:`pcapstats.clock`: a step back, a forward jump of an hour or
+more) is measured on its timeline joined across the breaks (``Capture.joined``), so no rate,
+duration, RTT or verdict is a step's, and the capture's clock warning says so; the counts are
+the same either way.
+
 A TCP *transfer* is a stream that carried at least MIN_TRANSFER_SHARE of the capture's payload:
 so the TCP metrics of a UDP test (iperf3 -u) never come from its TCP control connection, whose
 re-sends and RTT say nothing of the test.  A metric whose analysis refuses the capture (no TCP,
@@ -62,6 +67,7 @@ from ..analyses.throughput import throughput
 from ..analyses.udp import udp
 from ..analyses.verify import verify
 from ..analyses.wifi import wifi
+from ..clock import restating, touched
 from ..errors import PcapstatsError, UsageError
 from ..reader import as_capture
 from ..results import Result
@@ -162,7 +168,19 @@ def measure(capture, *, metrics=NAMES, interval: float = 1.0,
     """The metrics of one capture (a path or a Capture).  ``keep``: names of analyses whose
     results to keep in ``Measured.results`` (``iograph`` for the study's I/O graphs; the
     report keeps ``throughput`` and ``verify`` too)."""
-    cap = as_capture(capture)
+    with restating() as clock:        # its clock warning says what the breaks touched
+        cap = as_capture(capture)
+        broke = len(cap.clock.pieces()) > 1
+        measured = _measure(cap.joined(), metrics, interval, keep)
+        if broke:
+            clock.says = touched("compare", joined=[
+                "every number read from time (rates, RTTs, jitter, Jain's index, "
+                "convergence, flavour, limits: its timeline joined across them)"])
+    return measured
+
+
+def _measure(cap, metrics, interval: float, keep: frozenset) -> Measured:
+    """measure() of a Capture (its times joined across clock breaks already)."""
     out = Measured(cap.path, {c.name: ("" if c.dtype == "str" else math.nan)
                               for c in columns(metrics)}, holds=cap.holds())
     wanted = {SOURCES[m] for m in metrics}

@@ -109,6 +109,13 @@ class Context:
         self.cap, self.r, self.exp = cap, r, expected
         self.out: list[StreamVerdict] = []
         self.notes: list[str] = []
+        self.pieces = cap.clock.pieces()      # the capture's timeline cut at its clock's breaks
+        self.spanning = 0                     # durations measured across a break, said
+
+    def joined(self, t_ns: np.ndarray, frames: np.ndarray) -> np.ndarray:
+        """Times on the timeline joined across the clock's breaks, for durations (the times
+        themselves when it has none)."""
+        return self.pieces.monotonic(t_ns, frames)
 
     def endpoints(self, s: int, client_dir: int) -> tuple[str, str]:
         src, dst, sp, dp = self.r.first_packet(s)
