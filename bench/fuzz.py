@@ -42,7 +42,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 COMMANDS = ("throughput", "iograph", "retrans", "rtt", "cwnd", "seqgraph", "wscale", "flavour",
-            "verify", "ping", "udp", "fairness", "delay", "compare")
+            "verify", "ping", "udp", "fairness", "delay", "wifi", "compare")
 COMMAND_TIMEOUT_S = 10
 
 

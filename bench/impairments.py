@@ -10,7 +10,7 @@ both directions' programs over the transfer's wall time (% of one core; system t
 the kernel forwarding each released packet, and the sender's TCP handling each released ACK,
 in the program's verdict call), the most packets it held, and the kernel's drop counters.
 A jitter row compares ping's mdev with the spread asked.  Printed, never asserted: see
-tests/test_impair.py for the checks.
+tests/lab/test_impair.py for the checks.
 """
 
 from __future__ import annotations
@@ -20,9 +20,9 @@ import statistics
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
-from test_impair import (expected_goodput_bps, iperf3_tcp, ping,  # noqa: E402
-                         received_goodput_bps, udp_sequence)
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from tests.helpers.labtools import (expected_goodput_bps, iperf3_tcp, ping,  # noqa: E402
+                                    received_goodput_bps, udp_sequence)
 
 from pcapstats.lab import topologies  # noqa: E402
 from pcapstats.lab.impair import Impairment, apply  # noqa: E402

@@ -103,11 +103,12 @@ JOBS = (
         "tshark -z io,stat,1": ["tshark", "-n", "-q", "-r", "{f}", "-z", "io,stat,1"]},
         ("throughput", 1.5)),
     Job("seqgraph", ("seqgraph",), {"tcptrace -n -S": ["tcptrace", "-n", "-S", "{f}"]}),
-    Job("cwnd", ("cwnd",)), Job("wscale", ("wscale",)), Job("flavour", ("flavour",)),
+    Job("cwnd", ("cwnd",)), Job("wscale", ("wscale",)), Job("limits", ("limits",)),
+    Job("flavour", ("flavour",)),
     Job("verify", ("verify",)), Job("fairness", ("fairness",)),
 )
 SMALL = ("throughput", "iograph", "retrans", "rtt", "fairness", "udp", "ping")
-PER_SAMPLE = ("cwnd", "seqgraph", "flavour")
+PER_SAMPLE = ("cwnd", "seqgraph", "flavour", "limits")
 SMALL_MB = 100
 SHARE_TARGET = 1.5
 

@@ -36,7 +36,8 @@ __all__ = [
     "retrans", "Retrans", "rtt", "Rtt", "seqgraph", "SeqGraph", "cwnd", "Cwnd", "wscale",
     "flavour", "Flavour", "limits", "Limits", "verify", "Verification", "Expected",
     "reassemble", "ping", "Ping",
-    "udp", "Udp", "fairness", "Fairness", "delay", "Delay", "hierarchy", "Hierarchy",
+    "udp", "Udp", "fairness", "Fairness", "delay", "Delay", "wifi", "Wifi",
+    "hierarchy", "Hierarchy",
     # studies: many captures side by side, by their labels
     "compare", "Compare", "report",
     # what every column and metric means (`pcapstats columns`)

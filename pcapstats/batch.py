@@ -23,6 +23,7 @@ from typing import Callable, Iterable, Iterator
 import numpy as np
 
 from .capture import FILE_FACTS, Capture, Needs
+from .clock import restating
 from .errors import Note, NothingToReport, PcapstatsError, PcapstatsWarning
 from .ingest import Kept, read_kept, reporting_progress
 from .ingest.groups import ByStream, table_budget
@@ -51,11 +52,15 @@ def analysis(*, reads: bool = True, needs: Needs | None = None,
         def run(capture, /, **options) -> Result:
             if isinstance(capture, (list, tuple)):
                 return concat([run(one, **options) for one in capture])
-            if (by_stream or one_stream) and isinstance(capture, (str, os.PathLike)):
-                return _grouped(function, capture, needs, by_stream, options)
-            if reads or not isinstance(capture, (str, os.PathLike)):
-                capture = as_capture(capture, needs)
-            return function(capture, **options)
+            with restating() as clock:     # its clock warning names what the breaks touched
+                if (by_stream or one_stream) and isinstance(capture, (str, os.PathLike)):
+                    result = _grouped(function, capture, needs, by_stream, options)
+                else:
+                    if reads or not isinstance(capture, (str, os.PathLike)):
+                        capture = as_capture(capture, needs)
+                    result = function(capture, **options)
+                clock.says = result.clock_touched
+            return result
         run.analysis = function.__name__
         return run
     return wrap

@@ -18,6 +18,7 @@ from typing import Callable
 import numpy as np
 
 from . import schema, streams
+from .clock import ClockCheck
 from .errors import UsageError
 
 _NULLABLE = {"uint8": "UInt8", "uint16": "UInt16", "uint32": "UInt32", "int64": "Int64",
@@ -88,6 +89,7 @@ class WholeFile:
     first_time_ns: int | None
     layer_counts: dict
     latest_time_ns: int | None = None    # the file's largest timestamp (clocks step back)
+    clock: ClockCheck | None = None      # the file's clock: its steps and breaks
 
 
 @dataclass(eq=False)
@@ -181,7 +183,7 @@ class Capture:
         are kept, so an analysis given it answers as it would on the whole table."""
         columns, layers = self.kept_names(needs)
         whole = self.whole or WholeFile(len(self), self.first_time_ns, self.counted(layers),
-                                        self.latest_time_ns)
+                                        self.latest_time_ns, self.clock)
         return Capture(path=self.path, format=self.format, compressed=self.compressed,
                        file_size=self.file_size, interfaces=self.interfaces,
                        arrays={n: self.column(n)[rows] for n in columns},
@@ -213,6 +215,51 @@ class Capture:
             return self.whole.first_time_ns
         t = self.arrays["frame_time_ns"]
         return int(t[0]) if len(t) else None
+
+    @property
+    def clock(self) -> ClockCheck:
+        """The file's clock (:class:`pcapstats.clock.ClockCheck`): where it stepped, so
+        ``clock.pieces()`` cuts its timeline at the breaks.  The whole file's, even when this
+        table holds some of its rows: the reader's, else found from this table's times."""
+        check = self.derived.get("clock")
+        if check is None:
+            check = self.whole.clock if self.whole is not None else None
+            if check is None:            # (a table without the reader's: its rows' clock)
+                check = ClockCheck()
+                frames = self.column("frame_number") if "frame_number" in self.arrays else None
+                check.feed(self.column("frame_time_ns"), frames)
+            self.derived["clock"] = check
+        return check
+
+    def joined(self) -> Capture:
+        """This capture with its times on the timeline joined across its clock's breaks
+        (``clock.Pieces.monotonic``): every other column shared, the stream layer's facts
+        derived anew from the new times; itself when its clock never broke.  What a study
+        measures over the pieces of a stepped clock."""
+        pieces = self.clock.pieces()
+        if len(pieces) == 1:
+            return self
+        t = pieces.monotonic(self.column("frame_time_ns"), self.column("frame_number"))
+        arrays = dict(self.arrays, frame_time_ns=t)
+        first = self.first_time_ns
+        if "frame_time_epoch" in arrays:
+            arrays["frame_time_epoch"] = lambda: t / 1e9
+        if "frame_time_relative" in arrays:
+            arrays["frame_time_relative"] = lambda: (t - first) / 1e9 if len(t) else t / 1e9
+        check = ClockCheck()
+        check.feed(t, self.column("frame_number"))
+        whole = None if self.whole is None else WholeFile(
+            self.whole.packets, first, self.whole.layer_counts,
+            self.clock.first_ns + self.clock.span_ns(), check)   # (the file's last, joined)
+        joined = Capture(path=self.path, format=self.format, compressed=self.compressed,
+                         file_size=self.file_size, interfaces=self.interfaces, arrays=arrays,
+                         layers=dict(self.layers), addresses=self.addresses,
+                         engine=self.engine, kernel=self.kernel, warnings=list(self.warnings),
+                         whole=whole)
+        joined.derived["clock"] = check
+        if "direction" in self.derived:                   # (time plays no part in it)
+            joined.derived["direction"] = self.derived["direction"]
+        return joined
 
     @property
     def latest_time_ns(self) -> int | None:

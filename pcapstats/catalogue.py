@@ -74,6 +74,10 @@ METRICS: tuple[Metric, ...] = (
        "without an idle gap over gap_s) / the sum of their durations: the rate while "
        "transferring", "bit/s", ("iograph.summary", "iograph.transfers", "compare"),
        aliases=("mean_transfer_bps", "active", "transferring")),
+    _M("transfers", "transfers", "runs of the row's packets with no idle gap longer than gap_s "
+       "(1 s in compare) that last longer than an instant (a lone ARP is not one): a file sent "
+       "ten times five seconds apart is ten", None,
+       ("iograph.summary", "compare"), dtype="int64", aliases=("runs",)),
     _M("peak_bps", "peak", "the busiest interval's frame bits / its length, over intervals of "
        "interval_s from the capture's first packet (the I/O graph's buckets)", "bit/s",
        ("iograph.summary", "throughput.streams", "compare")),
@@ -84,8 +88,9 @@ METRICS: tuple[Metric, ...] = (
        "(intervals as peak_bps)", "bit/s", ("throughput.streams",)),
     _M("goodput_bps", "goodput", "payload delivered for the first time (TCP segments that "
        "re-send sequence space left out; UDP payload as captured) x 8 / the span the table "
-       "says: the capture span in compare, the flows' common window in fairness", "bit/s",
-       ("compare", "fairness.flows", "limits.streams", "limits.models")),
+       "says: the capture span in compare, the flows' common window in fairness' flows, an "
+       "interval in its shares", "bit/s",
+       ("compare", "fairness.flows", "fairness.shares", "limits.streams", "limits.models")),
     _M("total_goodput_bps", "total goodput", "the flows' goodput_bps added up, over the same "
        "window", "bit/s", ("fairness.summary",), aliases=("total_bps",)),
     _M("utilisation", "link use", "goodput_bps / the bottleneck rate the lab sidecar asked "
@@ -179,6 +184,13 @@ METRICS: tuple[Metric, ...] = (
     _M("jain_index", "Jain", "Jain's fairness index of the flows' goodput: (sum x)^2 / (n sum "
        "x^2), 1 when equal, 1/n when one flow has all", None,
        ("fairness.summary", "fairness.series", "compare"), aliases=("jain", "fairness")),
+    _M("convergence_s", "converged after", "seconds from the moment every flow was sending "
+       "(the last one's start) to the start of the first of 3 intervals in a row in which the "
+       "flow's share of the flows' goodput was within 10 % of its fair share (1 / the flows "
+       "sending), each flow's intervals counted from its own start; a run's is its slowest "
+       "flow's; empty when it did not converge", "s",
+       ("fairness.summary", "fairness.flows", "compare"),
+       aliases=("convergence", "converged")),
     _M("flavour", "flavour", "the congestion control the sender's behaviour shows: reno, cubic, "
        "bbr, or unknown", None, ("flavour.streams", "compare"), dtype="str",
        aliases=("label", "cc_guess")),
@@ -188,8 +200,19 @@ METRICS: tuple[Metric, ...] = (
     _M("verdict", "verdict", "pass, fail or cannot tell: was the app protocol (simpleperf, "
        "iperf3, ping) followed; a capture's is the worst of its streams'", None,
        ("verify.streams", "compare"), dtype="str", aliases=("verify",)),
-    _M("signal_dbm", "signal", "median received signal strength over the frames whose "
-       "radiotap header reports one (monitor-mode Wi-Fi)", "dBm", ("compare",)),
+    _M("signal_dbm", "signal", "median received signal strength (radiotap's dBm antenna "
+       "signal, the first antenna's) over the row's 802.11 frames whose radiotap header "
+       "reports one (monitor-mode Wi-Fi)", "dBm", ("wifi.frames", "wifi.intervals", "compare")),
+    _M("datarate_bps", "data rate", "median PHY data rate the row's 802.11 frames were sent "
+       "at (radiotap's Rate field, or the rate of its 802.11n MCS index, as Wireshark's "
+       "radiotap.datarate) over those whose radiotap header reports one: the rate the sender's "
+       "rate control chose for the link", "bit/s",
+       ("wifi.frames", "wifi.intervals", "compare"), aliases=("rate", "mcs", "phy rate")),
+    _M("retry_share", "retries", "802.11 frames with the Retry flag / the row's frames with a "
+       "frame control: the share the senders sent again (802.11 re-sends a frame that was not "
+       "acknowledged, so a weak link shows here as loss does, before TCP sees any)",
+       "fraction", ("wifi.frames", "wifi.intervals", "compare"),
+       aliases=("retry", "retries", "wlan retries")),
     # -- the delay model D = a x S + b -----------------------------------------------------------
     _M("a_ms_per_byte", "a", "the delay model's slope: ms of delay a byte of message (its "
        "inverse x crossings is the bandwidth)", "ms/byte", ("delay.model",)),

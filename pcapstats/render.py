@@ -52,7 +52,7 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
-from .streams import endpoint
+from .addresses import endpoint
 
 FORMATS = ("table", "csv", "json")
 DEFAULT_WIDTH = 100          # when standard output is not a terminal

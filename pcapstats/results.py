@@ -68,7 +68,9 @@ class Result:
     A subclass sets ``analysis`` (its name: the ``ps`` function, the command, the key of
     ``pcapstats columns``) and ``specs`` (its tables, the main one first), and may draw a
     figure by overriding :meth:`_figure`.  ``notes`` are sentences the analysis wants said
-    (the CLI prints them on stderr)."""
+    (the CLI prints them on stderr); ``clock_touched``: what the breaks of the capture's clock
+    did to its numbers (:func:`pcapstats.clock.touched`; empty when it has none, or the
+    analysis does not say), which the capture's clock warning then says."""
 
     analysis: ClassVar[str] = ""
     specs: ClassVar[tuple[TableSpec, ...]] = ()
@@ -77,6 +79,7 @@ class Result:
     series: ClassVar[str | None] = None      # the table of one row a sample, if there is one
     draws: ClassVar[bool] = False     # has a figure
     overlays: ClassVar[bool] = False  # its figure can show several captures at once
+    clock_touched: str = ""
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)

@@ -20,7 +20,9 @@ presence mask says which rows are real):
 - ``tcp_opt_*``: the option was present in that TCP header; ``tcp_sackK``: the header had at
   least K SACK blocks;
 - ``radiotap_signal`` / ``radiotap_rate`` / ``radiotap_channel``: the packet's radiotap header
-  (link type 127, 802.11 in monitor mode) had that field.
+  (link type 127, 802.11 in monitor mode) had that field;
+- ``wlan``: an 802.11 frame (link type 105 or 127) whose frame control field was captured, of
+  protocol version 0 (the only one whose flags Wireshark dissects).
 
 Timestamps are exact int64 nanoseconds since the epoch (``frame_time_ns``); float seconds are
 derived from it.  Addresses are strings in the DataFrame (a pandas Categorical: 4 bytes a row).
@@ -40,6 +42,10 @@ TCP_OPT_MSS, TCP_OPT_WS, TCP_OPT_SACK_PERM, TCP_OPT_TS = (
 TCP_SACK1, TCP_SACK2, TCP_SACK3, TCP_SACK4 = "tcp_sack1", "tcp_sack2", "tcp_sack3", "tcp_sack4"
 RADIOTAP_SIGNAL, RADIOTAP_RATE, RADIOTAP_CHANNEL = (
     "radiotap_signal", "radiotap_rate", "radiotap_channel")
+WLAN = "wlan"
+# wlan_fc_type values (802.11 frame types) and wlan_fc_ds values (where a frame goes)
+WLAN_DATA = 2
+WLAN_DS = {0: "no AP", 1: "to AP", 2: "from AP", 3: "AP to AP"}
 
 
 @dataclass(frozen=True)
@@ -208,6 +214,17 @@ COLUMNS: tuple[Column, ...] = (
     _C("radiotap_channel_freq", "uint16", RADIOTAP_CHANNEL, "radiotap.channel.freq",
        "Centre frequency of the channel the frame was received on (radiotap Channel field; "
        "2412 is channel 1 at 2.4 GHz, 5180 channel 36).", unit="MHz"),
+    # -- 802.11 frame control (link types 105 and 127) ------------------------------------------
+    _C("wlan_fc_type", "uint8", WLAN, "wlan.fc.type",
+       "802.11 frame type: 0 management (beacons ...), 1 control (ACKs, RTS/CTS ...), 2 data "
+       "(data, QoS data, null), 3 extension."),
+    _C("wlan_fc_ds", "uint8", WLAN, "wlan.fc.ds",
+       "The frame's To DS and From DS bits (To DS + 2 x From DS): 1 a station's frame to its "
+       "access point, 2 the access point's to a station, 0 neither (management, control, ad "
+       "hoc), 3 both (between access points, mesh)."),
+    _C("wlan_fc_retry", "bool", WLAN, "wlan.fc.retry",
+       "The Retry flag: the sender sent this frame before and is sending it again (802.11's own "
+       "re-send after a missing acknowledgement)."),
 )
 
 BY_NAME: dict[str, Column] = {c.name: c for c in COLUMNS}

@@ -32,9 +32,11 @@ the capture timestamps), so any sample can be placed on the capture's time axis.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
+from dataclasses import dataclass
 from pathlib import Path
 
 from .errors import PcapstatsError
@@ -53,26 +55,34 @@ FIELDS: tuple[tuple[str, str], ...] = (
     ("started_ns / finished_ns", "Realtime ns when the run began (before the topology) and "
      "when it ended (after the captures stopped)."),
     ("scenario", "Everything asked, as given to pcapstats.lab.Scenario: tool, loss, delay, "
-     "jitter, rate, queue (each one value, or one per router with hops > 1), serialize, hops, "
-     "cc, duration_s or bytes, parallel, pairs, udp_rate, ping_count, ping_interval_s, "
+     "jitter, rate, queue (each one value, or one per router with hops > 1), serialize, "
+     "one_way, hops, cc, duration_s or bytes, parallel, pairs, start_offset_s (pair K "
+     "starts (K - 1) x it after the first), udp_rate, ping_count, ping_interval_s, "
      "ping_sizes, ping_during, sndbuf, rcvbuf, window_scaling, timestamps, sack, app_rate, "
      "capture, snaplen, format, trial, seed (see `pcapstats lab run --help`)."),
     ("tools", "Versions: kernel (uname -r), python, pcapstats, iperf3 (-v), tcpdump and libpcap "
      "(--version), ping (-V), tc (-V), iptables (--version); null for a tool not installed."),
-    ("topology.name", "sender_router_receiver (one pair), dumbbell (pairs > 1) or chain "
-     "(hops > 1: sender - router1 - ... - routerK - receiver)."),
+    ("topology.name", "sender_router_receiver (one pair), dumbbell (pairs > 1), chain "
+     "(hops > 1: sender - router1 - ... - routerK - receiver) or file (a topology file: "
+     "`lab run --topology`, then scenario is null and network, links, paths, pairs say it)."),
+    ("topology.network / about / file / routers / hosts", "A topology file's run: its name, "
+     "description and path, its routers, and each host's router."),
     ("topology.pairs[]", "Per host pair: sender and receiver host names and their IPv4 "
      "addresses (sender_ip, receiver_ip), and the cc its flows asked for."),
     ("topology.bottleneck", "Where the impairment sits: host and interface (the router's "
-     "egress toward the receivers; a chain's first router)."),
+     "egress toward the receivers; a chain's first router); null for a topology file (each "
+     "link direction has its own: links[].directions[])."),
     ("topology.bottlenecks", "A chain only: every router's impaired link, the sender's side "
      "first."),
     ("topology.window_scaling / timestamps / sack", "net.ipv4.tcp_window_scaling, "
      "tcp_timestamps and tcp_sack set in every sender and receiver namespace (true/false)."),
     ("impairment", "The impairment of the (first) router, in the four fields below."),
-    ("impairment.asked", "The impairment as parsed: loss (fraction 0..1), delay_ms and "
-     "jitter_ms (one way, each direction), rate_bps, serialize (each packet also waits "
-     "size/rate, both ways), queue (bytes or packets as given)."),
+    ("impairment.asked", "The impairment as parsed: loss and ack_loss (fractions 0..1), "
+     "delay_s and jitter_s (one way, each direction), rate_bps (toward the receivers), "
+     "serialize (each packet also waits size/rate, both ways; one_way: toward the receivers "
+     "alone), queue_bytes (as given, else null), queue_floor_bytes (the least the default "
+     "queue holds: a ping or pingpong run's longest message and two frames), "
+     "queue_limit_bytes (the queue set: tbf's limit, the serialising delay line's queue)."),
     ("impairment.mechanisms", "value -> what set it: rate and queue tbf on every host; loss, "
      "ack_loss, delay, jitter, serialisation netem where the kernel has it, else "
      "iptables-statistic (loss) and nfqueue-delayline (the rest)."),
@@ -80,9 +90,11 @@ FIELDS: tuple[tuple[str, str], ...] = (
      "lengths), as reported by the impairment module."),
     ("impairment.counters", "The mechanisms' own counters read after the traffic and before "
      "removal: loss (data / ack: packets offered through the direction's chain, dropped at "
-     "random by the DROP rule or by netem, whose dropped_bytes is null), qdiscs (the rate's "
+     "random by the DROP rule or by netem, whose dropped_bytes is null; the lab's links have "
+     "offloads off, so these are packets as on the wire), qdiscs (the rate's "
      "tbf by interface: drops/overlimits/backlog), netem (its qdiscs by interface), delay "
-     "(the delay lines' packets and drops)."),
+     "(the delay lines' packets: held, dropped by --loss, packets_overflowed: dropped with "
+     "the serialisation queue full, queued_max_bytes: the most bytes waiting for it)."),
     ("hops", "A chain only (null otherwise): one entry per router, the sender's side first: "
      "router, and asked, mechanisms, settings, counters as in impairment.  Link k leaves "
      "router k toward the receiver; the sender's own link is not impaired."),
@@ -95,14 +107,29 @@ FIELDS: tuple[tuple[str, str], ...] = (
      "interface toward the senders (after the sender, before the impairment).  --capture all "
      "writes one file of each, one pair only."),
     ("captures[].host / interface", "Lab host and interface tcpdump listened on."),
+    ("captures[].point", "A topology file's run: the capture point as the file names it "
+     "(\"h1\", \"r2:r3\", \"r2:eth1\"); its file is NAME.<point>.pcap (\":\" as \"-\") "
+     "when there are several; side is router at a router, sender or receiver at a host that "
+     "is only that, else null; impairments' where is before (on this interface's egress) or "
+     "elsewhere (another link's: at says which)."),
     ("captures[].snaplen / format / timestamps", "Bytes kept a packet; pcap | pcapng; nano | "
      "micro."),
     ("captures[].packets_captured / packets_received_by_filter / packets_dropped_by_kernel "
      "/ packets_dropped_by_interface", "tcpdump's own report on exit."),
     ("captures[].size_bytes", "File size when written (a resumed matrix checks it)."),
+    ("captures[].impairments", "Each impairment placed against this capture point: what "
+     "(loss, ack_loss, delay, jitter, rate, serialisation), amount (as said: \"10 %\", "
+     "\"5 ms\"), packets (toward the receiver | toward the sender | leaving IFACE), sources "
+     "(those packets' source addresses), at (where it sits: \"router eth1, egress\"), where "
+     "(before: the capture point sees the packets after it acted -- drops missing, delays "
+     "in their times; after: it sees them before), own_egress (on the capturing host's own "
+     "output: round trips timed here leave it out).  pcapstats.sidecar.placements reads it."),
     ("flows[]", "One a transport connection or UDP flow the tools made, in the order the "
      "tools reported them."),
-    ("flows[].pair / tool", "Host pair index (into topology.pairs) and the tool that made it."),
+    ("flows[].pair / tool", "Host pair index (into topology.pairs, from 0: labels such as "
+     "fairness --flows and stream labels say pair K for index K - 1) and the tool that made "
+     "it."),
+    ("flows[].repeat", "A topology file's run: which of the pair's transfers (from 0)."),
     ("flows[].proto / src / sport / dst / dport", "The 5-tuple, as the sending socket saw it."),
     ("flows[].cc", "Congestion control the sending socket used (read back from the socket by "
      "simpleperf and the file transfer, from iperf3's JSON); null for UDP."),
@@ -118,7 +145,11 @@ FIELDS: tuple[tuple[str, str], ...] = (
     ("flows[].protocol_ok", "simpleperf flows: the server saw 1000-byte messages, BYE, and "
      "answered ACK: BYE."),
     ("flows[].retransmits", "iperf3 TCP flows: retransmissions iperf3 read from TCP_INFO."),
-    ("reports[]", "One a tool run: tool, mode (tcp | udp | icmp), pair, sender, receiver, "
+    ("reports[].repeat / under_load", "A topology file's run: which of the pair's transfers "
+     "(from 0); true for the pings a pair sent while it sent (ping_during), false for its "
+     "tool."),
+    ("reports[]", "One a tool run: tool, mode (tcp | udp | icmp), pair (--ping-during: one "
+     "ping report a pair, from its sender to its receiver), sender, receiver, "
      "summary (the tool's headline numbers: sent/received bytes, seconds, throughput_bps; "
      "UDP: lost_packets, lost_percent, jitter_ms; iperf3 TCP: target_bps, the app_rate its "
      "-b was given, else null; ping: median_ms per size; file: checksum_ok) "
@@ -128,9 +159,75 @@ FIELDS: tuple[tuple[str, str], ...] = (
      "median), rate_asked_bps (a chain: the slowest router's), throughput_bps (every flow's "
      "received bytes over the span from the first start to the last end; iperf3: its "
      "reports' rates added), loss_asked, loss_measured (the loss rule's drops / packets it "
-     "was offered, data direction, read the same with netem; over a chain, 1 - the product "
+     "was offered, data direction, read the same with netem, packets as on the wire (the "
+     "lab's links have offloads off); over a chain, 1 - the product "
      "of what each router kept), retransmitted_segments (sum of the senders' final TCP_INFO "
      "total_retrans, simpleperf only)."),
+    ("achieved", "Achieved against asked (pcapstats.lab.accuracy), measured from captures "
+     "before and after the path (the run's own where --capture put them there, else the "
+     "lab's own headers-only ones, not kept: the hosts share one clock) and from the "
+     "counters; null without an impairment.  `pcapstats capture` writes it too, from its "
+     "capture and counters."),
+    ("network", "A topology file's run: the file's TOML as run (a matrix cell's values "
+     "set), and file, its path."),
+    ("links[]", "A topology file's run: one a link, host links first (each host's eth0), "
+     "then the file's [[link]]s: name (\"r1-r2\"), ends, addresses (node -> IPv4 address "
+     "on it, 10.77.<link>.1 and .2), interfaces (node -> its interface on it)."),
+    ("links[].directions[]", "Each direction, first end to second then back: from, to, "
+     "asked_text (the values as written), and where impaired: router and interface (the "
+     "egress it leaves by), asked, mechanisms, settings, counters as in impairment (data: "
+     "this direction; its router's own packets, its pings, meet it too); else null."),
+    ("links[].ping", "Pings from its first end to its second's address on it: base_ms (the "
+     "median RTT before any impairment: the veths and forwarding, the per-router cost), and "
+     "with the impairments on: from, to, address, asked_ms (the two directions' delays), "
+     "count, interval_s, received, samples_ms, median_ms, min_ms; null with run.measure "
+     "false."),
+    ("paths[]", "A topology file's run: one a pair, its route: pair, label (\"pair K\"), "
+     "from, to, nodes (the shortest path of the graph), links (their names), asked (delay_ms "
+     "toward the receiver, delay_back_ms, rtt_ms: the sum, bottleneck_bps and "
+     "bottleneck_link: the slowest link toward the receiver), ping (pings from sender to "
+     "receiver, as links[].ping, with base_ms and links_ms: the sums of its links')."),
+    ("pairs[]", "A topology file's run: each pair as asked (pair, label, from, to, tool, "
+     "parallel, cc, start_s, duration_s, bytes, udp_rate, app_rate, repeat, gap_s, "
+     "ping_during) and achieved: transfers (done), goodput_bps (the tool's received rate, "
+     "the mean over its transfers), rtt_under_load_ms (the median of its pings under load), "
+     "lost_packets and lost_percent (iperf3 UDP's own count)."),
+    ("achieved.checks[]", "One a quantity and direction: quantity (rate | delay | loss | "
+     "queue | rtt), direction (toward the receiver | toward the sender | out of the "
+     "interface | null; a topology file's: link A-B, link A→B, path A→B, pair K A→B), asked, achieved (null: not measured, why_not says why), low / high (a rate's "
+     "95 % interval: the trains' median's order statistics), unit (bit/s | ms | fraction | "
+     "bytes), tolerance (text), in_spec (true | false | null: not measured), how (from "
+     "what), and trains (rate), dropped / offered (loss), drops (queue)."),
+    ("achieved.checks[]: rate", "The bottleneck's dispersion: packets that reached the path "
+     "before the one ahead had left it waited, so left back to back; their runs, cut in "
+     "trains of 50 packets and 5 ms at least carrying 10 full frames, timed as the delay "
+     "model times its answers (their first two skipped: a token bucket's burst); the "
+     "median.  Within 10 % of the asked rate (the data direction's, or the serialisation's "
+     "each way)."),
+    ("achieved.checks[]: delay", "The median one-way delay of the packets that did not wait, "
+     "less their serialisation where the direction serialises; within 10 % + 0.5 ms of the "
+     "asked (a chain: the routers' sum).  A capture: the delay line's delay plus how late it "
+     "released packets on average."),
+    ("achieved.checks[]: loss", "The loss rule's drops over the packets it was offered (a "
+     "capture: the delay line's counts of packets on the wire); within 4.5 binomial "
+     "standard deviations of the asked share (a chain: 1 - the product of what each keeps)."),
+    ("achieved.checks[]: queue", "The most bytes a packet toward the receiver found ahead of it "
+     "(itself included), against the slowest router's queue_limit_bytes: at most 10 % + two "
+     "frames over it, and where the queue dropped (tbf, the delay line's full queue) at least "
+     "80 % of it less two frames.  Not measured by a capture (it sees packets after the "
+     "queue only)."),
+    ("achieved.checks[]: rtt", "A topology file's run: a link's median ping against its two "
+     "delays plus its base, within 1 ms; a path's against the sum of its links', within 2 "
+     "ms.  And rate, per pair: iperf3 UDP offered above its path's slowest link delivers "
+     "that link's rate, within 10 %."),
+    ("achieved.in_spec", "true when every check measured is within its tolerance, false when "
+     "one is not (the run is out of spec), null when none could be measured."),
+    ("achieved.out_of_spec", "One line a check out of spec (\"rate toward the receiver 11.2 "
+     "Mbit/s, asked 20.0 Mbit/s (within ±10 %)\")."),
+    ("achieved.retried_after", "A matrix cell run a second time: the first attempt's "
+     "out_of_spec lines; else null."),
+    ("achieved.error", "Why nothing could be measured (a capture that could not be read), "
+     "else null."),
 )
 
 
@@ -173,8 +270,8 @@ def sidecar_for(capture: str | os.PathLike) -> Path:
     if direct.exists():
         return direct
     base, _, side = stem.name.rpartition(".")
-    if base and side in SIDES:
-        return stem.with_name(base + ".json")
+    if base and (side in SIDES or stem.with_name(base + ".json").exists()):
+        return stem.with_name(base + ".json")   # x.<side>.pcap, a topology's x.<point>.pcap
     return direct
 
 
@@ -315,6 +412,67 @@ def asked_queue_bytes(capture: str | os.PathLike) -> float | None:
     return float(queue) if isinstance(queue, (int, float)) and queue > 0 else None
 
 
+@dataclass(frozen=True)
+class Placement:
+    """One impairment the run that made a capture applied, placed against that capture's point
+    (the sidecar's ``captures[].impairments``): what, how much, on which packets (their
+    direction and source addresses), where it sits, and whether the capture point sees the
+    packets after it acted (``where`` "before") or before (``where`` "after")."""
+    what: str                     # loss, ack_loss, delay, jitter, rate, serialisation
+    amount: str                   # as said: "10 %", "20 ms", "20 Mbit/s"
+    packets: str                  # "toward the receiver", "toward the sender", "leaving eth0"
+    sources: tuple[str, ...]      # those packets' source addresses
+    where: str                    # "before" or "after" the capture point, on those packets
+    at: str                       # "router eth1, egress", "this host's eth0, egress"
+    own_egress: bool              # on the capturing host's own output path
+
+    @property
+    def unseen_by_round_trips(self) -> bool:
+        """A round trip timed at this capture point leaves it out: it acts on what the
+        capturing host sends before the capture point sees it (tcpdump's tap is after
+        netfilter and the qdisc), so a request is timed from after its delay, its rate."""
+        return self.where == "before" and self.own_egress
+
+    @property
+    def after_capture(self) -> bool:
+        """It acts after the capture point saw the packets: a drop is not missing here, a delay
+        is not in these packets' times (a round trip coming back through here still holds
+        it)."""
+        return self.where == "after"
+
+    def text(self) -> str:
+        """"20 ms delay on this host's eth0, egress"."""
+        return f"{self.amount} {self.what.replace('_', ' ')} on {self.at}"
+
+
+def placements(capture: str | os.PathLike) -> list[Placement]:
+    """The impairments of the run that made ``capture``, each placed against its capture point
+    (the one reading side of ``captures[].impairments``, for the analyses to know which
+    impairments their numbers leave out); empty without a sidecar (or one that cannot be
+    read), without impairments, or a sidecar written before the field."""
+    capture = Path(capture)
+    path = sidecar_for(capture)
+    try:
+        stat = path.stat()
+    except OSError:
+        return []
+    return list(_placements(str(path), stat.st_mtime_ns, stat.st_size).get(capture.name, ()))
+
+
+@functools.lru_cache(maxsize=16)
+def _placements(path: str, mtime_ns: int, size: int) -> dict[str, tuple[Placement, ...]]:
+    """Every capture's placements of one sidecar, read once while it is unchanged (a per-stream
+    analysis asks once a stream)."""
+    try:
+        doc = load_sidecar(path)
+    except SidecarError:
+        return {}
+    return {entry.get("file"): tuple(
+        Placement(p["what"], p["amount"], p["packets"], tuple(p["sources"]), p["where"],
+                  p["at"], bool(p["own_egress"])) for p in entry.get("impairments") or [])
+        for entry in doc.get("captures") or []}
+
+
 def stream_labels(capture: str | os.PathLike) -> dict[tuple[str, int], str]:
     """(proto, stream) -> what the lab ran on it ("reno, pair 1, simpleperf"), from the sidecar
     beside the capture; empty when there is none (or it cannot be read)."""
@@ -339,7 +497,8 @@ CAPTURE_FIELDS: tuple[tuple[str, str], ...] = (
      "(see error: tcpdump failed, or the delay line died so the delay was not the one asked). "
      "The command's own result is run.exit_status, not the status."),
     ("interface", "name, ifindex, mtu, netns (inode of the network namespace), host "
-     "(hostname), qdiscs_before (tc's line for every qdisc on it before the capture) and "
+     "(hostname), addresses (its IP addresses), qdiscs_before (tc's line for every qdisc on "
+     "it before the capture) and "
      "pcapstats_before (a pcapstats setting already there: owner, pid, asked; else null)."),
     ("impairment", "null when none was asked; else the fields below."),
     ("impairment.asked", "loss (fraction), delay_s and jitter_s (one way, on the interface's "
@@ -356,7 +515,11 @@ CAPTURE_FIELDS: tuple[tuple[str, str], ...] = (
     ("impairment.counters", "Read just before removal: loss (offered_packets / offered_bytes "
      "through the chain's jump, IPv4 + IPv6, as netfilter sees them: this host's own TCP in "
      "GSO bursts of up to 64 kB; dropped_packets by the delay line, or by netem less its "
-     "tbf's), qdisc (the rate's tbf: kind, handle, sent_bytes, sent_packets, dropped_packets, "
+     "tbf's; packets_on_wire: the packets the delay line was handed, each as on the wire -- "
+     "NFQUEUE hands a GSO burst over segmented -- null with netem, whose drops and the jump "
+     "both count bursts: the loss reported is dropped_packets / packets_on_wire, else / "
+     "offered_packets), qdisc (the rate's tbf: kind, handle, sent_bytes, sent_packets, "
+     "dropped_packets, "
      "overlimits, backlog_bytes, backlog_packets), netem (the same for netem), delay_line "
      "(queue, pid, alive, kernel: its /proc/net/netfilter/nfnetlink_queue line, program: the "
      "delay line's final stats)."),
@@ -364,6 +527,9 @@ CAPTURE_FIELDS: tuple[tuple[str, str], ...] = (
      "its queue overflowed); empty when it was."),
     ("impairment.removed", "What removal did, one line per item."),
     ("captures[].side", "null: a live capture is of everything crossing the interface."),
+    ("captures[].impairments", "The impairment placed against the capture point, as in a "
+     "lab run's: everything on the interface's egress acts before tcpdump sees the packets "
+     "leaving it (where before, own_egress true: round trips timed here leave it out)."),
     ("captures[].host / interface", "Hostname and the interface tcpdump listened on."),
     ("captures[].filter", "The capture filter (BPF) given with --filter, or null."),
     ("captures[].tcpdump", "tcpdump's command line, exactly as run."),
@@ -381,4 +547,9 @@ CAPTURE_FIELDS: tuple[tuple[str, str], ...] = (
     ("run.stopped_by", "What ended the capture: command, duration, SIGINT, SIGTERM, SIGHUP or "
      "error."),
     ("tools", "Versions, as a lab run's sidecar has them."),
+    ("achieved", "Achieved against asked, as in a lab run's (`pcapstats lab fields`): the rate "
+     "from the dispersion of what left the interface (packets closer than twice their "
+     "serialisation at the asked rate are back to back), the delay from the delay line's "
+     "count, the loss from packets on the wire; the queue is not measured.  null without an "
+     "impairment."),
 )

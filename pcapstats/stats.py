@@ -1,8 +1,11 @@
-"""The few statistics more than one module needs: Student's t, least squares, a mean's interval.
+"""The few statistics more than one module needs: Student's t, least squares, a mean's interval,
+the rate a train of packets arrived at.
 
 Plain numpy and math, at the bottom of the package (no scipy: it would be a dependency for three
 functions).  The delay model fits its line with :func:`ols`; a study aggregates trials with
-:func:`mean_interval`.  Both take Student's t from :func:`t_quantile`.
+:func:`mean_interval`.  Both take Student's t from :func:`t_quantile`.  The delay model times
+its answers' arrival, and the lab the packets leaving its bottleneck back to back, with
+:func:`train_rate` and :func:`median_rate`.
 """
 
 from __future__ import annotations
@@ -154,3 +157,41 @@ def trials_for(sd: float, half_width: float) -> float:
         else:
             lo = mid
     return float(hi)
+
+
+SKIPPED_PACKETS = 2    # a train's first packets may pass a token bucket's burst at once
+FEWEST_TIMED = 3       # packets after those, to time a train's arrival rate by
+
+
+def train_rate(t_ns: np.ndarray, payload: np.ndarray, wire: np.ndarray) -> tuple:
+    """How one train's packets (``t_ns``, their ``payload`` and ``wire`` -- frame -- bytes, in
+    any order) arrived after its first SKIPPED_PACKETS: (bits/s on the wire, wire bytes a
+    payload byte); NaNs for a train of too few."""
+    if len(t_ns) < SKIPPED_PACKETS + FEWEST_TIMED:
+        return np.nan, np.nan
+    order = np.argsort(t_ns, kind="stable")
+    t_ns, payload, wire = t_ns[order], payload[order], wire[order]
+    # each packet's arrival against the bytes that arrived with it since the burst: a line
+    # whose slope is seconds a byte (one late or early packet tilts it less than the ends)
+    t = (t_ns[SKIPPED_PACKETS - 1:] - t_ns[SKIPPED_PACKETS - 1]) / 1e9
+    sent = np.cumsum(np.r_[0, wire[SKIPPED_PACKETS:]]).astype(np.float64)
+    slope = np.polyfit(sent, t, 1)[0] if t[-1] > 0 else 0.0
+    on_wire = float(wire[SKIPPED_PACKETS:].sum())
+    return (8 / slope if slope > 0 else np.inf,
+            on_wire / max(float(payload[SKIPPED_PACKETS:].sum()), 1.0))
+
+
+def median_rate(trains: list[tuple]) -> tuple:
+    """The median rate of the trains that could be timed (:func:`train_rate`'s), their median
+    wire factor, and the median rate's 95 % interval (distribution-free: the order statistics
+    n/2 -+ 0.98 sqrt(n); NaN for fewer than 6 trains)."""
+    timed = sorted(a for a in trains if a[0] == a[0])
+    if not timed:
+        return np.nan, np.nan, np.nan, np.nan
+    rates = np.array([a[0] for a in timed])
+    n, low, high = len(rates), np.nan, np.nan
+    if n >= 6:
+        half = 0.98 * np.sqrt(n)
+        low = rates[max(int(np.floor(n / 2 - half)), 0)]
+        high = rates[min(int(np.ceil(n / 2 + half)), n - 1)]
+    return (float(np.median(rates)), float(np.median([a[1] for a in timed])), low, high)

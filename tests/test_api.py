@@ -10,13 +10,14 @@ import pytest
 import pcapstats as ps
 from pcapstats.analyses import PUBLIC, load_all
 from pcapstats.results import RESULT_TYPES
-from tests.helpers.paths import CAPTURES, ROOT
+from tests.helpers.paths import CAPTURES, DATA, ROOT
 
 CAPTURE = str(CAPTURES / "sp-reno-loss1pct.pcap")
 OWN_CAPTURE = {"ping": str(CAPTURES / "ping-sweep.pcap"),   # analyses of other traffic
                "udp": str(CAPTURES / "iperf3-udp-15mbit-via-10mbit.receiver.pcap"),
                "fairness": str(CAPTURES / "sp-3pairs-reno+cubic+bbr.pcap"),
-               "delay": str(CAPTURES / "ping-sweep-sender.pcap")}
+               "delay": str(CAPTURES / "ping-sweep-sender.pcap"),
+               "wifi": str(DATA / "wpa2linkuppassphraseiswireshark.pcap")}
 
 
 load_all()      # the analyses are imported on first use: register every result class now

@@ -231,12 +231,16 @@ def test_udp_loss_and_jitter_are_one_number(path):
 @pytest.mark.parametrize("path", [CAPTURES / "sp-3pairs-reno+cubic+bbr.pcap",
                                   CAPTURES / "iperf3-4flows.pcap"], ids=lambda p: p.name)
 def test_jain_and_goodput_are_one_number(path):
-    """fairness' index is compare's; its flows' goodput adds up to its total."""
+    """fairness' index and convergence time are compare's; its flows' goodput adds up to its
+    total, and the run's convergence time is its slowest flow's."""
     with _quiet():
         fair = ps.fairness(path)
-        compared = ps.compare(path, metrics="jain_index").table()
+        compared = ps.compare(path, metrics="jain_index,convergence_s").table()
     summary, flows = fair.table("summary"), fair.table("flows")
     assert compared["jain_index"][0] == summary["jain_index"][0]
+    both = [compared["convergence_s"][0], summary["convergence_s"][0],
+            flows["convergence_s"].max()]
+    assert all(math.isnan(v) for v in both) or len(set(both)) == 1, both
     assert math.isclose(flows["goodput_bps"].sum(), summary["total_goodput_bps"][0],
                         rel_tol=1e-12)
 

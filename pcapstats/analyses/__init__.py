@@ -29,6 +29,7 @@ PUBLIC: dict[str, str] = {
     **dict.fromkeys(("udp", "Udp"), "udp"),
     **dict.fromkeys(("fairness", "Fairness"), "fairness"),
     **dict.fromkeys(("delay", "Delay"), "delay"),
+    **dict.fromkeys(("wifi", "Wifi"), "wifi"),
     **dict.fromkeys(("hierarchy", "Hierarchy"), "hierarchy"),
     # a study's comparison builds on every analysis (pcapstats.study, the layer above)
     **dict.fromkeys(("compare", "Compare"), "pcapstats.study.compare"),

@@ -1,9 +1,10 @@
 /* TCP sequence analysis with Wireshark 4.0's definitions (tcp_analyze_sequence_number and its
  * callers in epan/dissectors/packet-tcp.c), one pass over the TCP packets in frame order.
  *
- * Written from the definitions, not from Wireshark's code; tcp_analysis.py documents every
- * output and tcpseq_python.py is the same algorithm in plain Python (the fallback, and the
- * reference tests/analyses/test_tcp_analysis.py holds this file to).
+ * Written from the definitions, not from Wireshark's code.  tcpseq.py is the contract (every
+ * input and output array), tcp_analysis.py says what the outputs mean, and tcpseq_python.py is
+ * the same algorithm in plain Python (the fallback, and the reference
+ * tests/analyses/test_tcp_analysis.py holds this file to).
  *
  * State: per stream two flows (direction 0 and 1), each with its list of unacknowledged
  * segments in the order they were sent.  Wireshark scans that whole list at every packet; here
@@ -29,7 +30,7 @@
 #define TH_PUSH 0x008
 #define TH_ACK 0x010
 
-/* Output flag bits (tcp_analysis.py FLAG_BITS) */
+/* Output flag bits (tcpseq.py FLAG_BITS) */
 #define F_RETRANSMISSION 0x0001
 #define F_FAST_RETRANSMISSION 0x0002
 #define F_SPURIOUS_RETRANSMISSION 0x0004

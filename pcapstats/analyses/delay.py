@@ -49,9 +49,10 @@ from ..ingest import Kept, read_kept
 from ..render import Shown
 from ..results import Result
 from ..schema import IP, TCP, UDP, Column, TableSpec
-from ..sidecar import stream_flows
-from ..stats import ols
-from ..streams import endpoint, id_ranges, own_transport, whole_datagrams
+from ..sidecar import placements, stream_flows
+from ..stats import median_rate, ols, train_rate
+from ..addresses import endpoint
+from ..streams import id_ranges, own_transport, whole_datagrams
 from .ping import (READS as PING_READS, Echoes, echo_sessions, group_slices, later_fragments,
                    per_group, rows_by_group, rows_needed as ping_rows)
 
@@ -63,8 +64,8 @@ FEWEST_PACKETS = 4        # a ping-pong stream's packets with payload: two excha
 EXCHANGE_READS = (
     TCP, UDP, IP, "l4_quoted", "tcp_stream", "udp_stream", "direction", "tcp_flags",
     "tcp_seq_raw", "tcp_srcport", "tcp_dstport", "udp_srcport", "udp_dstport", "payload_len",
-    "frame_time_ns", "frame_len", "ip_src", "ip_dst", "ip_id", "ip_len", "ip_hdr_len",
-    "ip_fragment", "ip_frag_offset")
+    "frame_time_ns", "frame_number", "frame_len", "ip_src", "ip_dst", "ip_id", "ip_len",
+    "ip_hdr_len", "ip_fragment", "ip_frag_offset")
 READS = tuple(dict.fromkeys(PING_READS + EXCHANGE_READS))
 _C = Column
 _SOURCE = _C("source", "str", "where the samples come from: 'icmp A → B' or 'tcp|udp stream N'")
@@ -194,7 +195,7 @@ def delay(capture, *, source: str = "auto") -> Delay:
                               exchanges=source != "icmp")
     parts: list[dict] = []
     notes: list[str] = []
-    returns: dict[str, tuple] = {}          # source -> its answers' arrival (_arrival_rate)
+    returns: dict[str, tuple] = {}          # source -> its answers' arrival (train_rate)
     if echoes is not None:
         parts.append(_icmp_samples(echoes, notes, required=source == "icmp", returns=returns))
     if exchanges is not None:
@@ -231,7 +232,15 @@ def delay(capture, *, source: str = "auto") -> Delay:
         "request_ms": np.divide(request, 1e6, out=request)}
     del codes, parts, time_s, latency, first, first_ms, request
     sizes = _sizes(table, list(names), by_source)
-    model = _models(sizes, _overlapping_sources(table, list(names), by_source), returns, notes)
+    hidden = [p for p in placements(path) if p.unseen_by_round_trips and p.what in UNSEEN]
+    if hidden:
+        notes.append(Note("a and b leave out what this host's egress added",
+                          about="every source", detail=_hidden_text(hidden) + ": the "
+                          "latencies here are timed from after them, so b lacks the delay "
+                          "and a the rate; capture on the path instead (a lab router, "
+                          "another host)"))
+    model = _models(sizes, _overlapping_sources(table, list(names), by_source), returns, notes,
+                    hidden)
     notes += _paced_sources(table, model, list(names), by_source, stream_flows(path))
     return Delay({"model": model, "sizes": sizes, "samples": table}, capture=path, notes=notes)
 
@@ -394,54 +403,16 @@ def _pingpong(cap: Capture, proto: str, stream: int, p: dict[str, np.ndarray]) -
             f"{endpoint(dst, p['dstport'][0])}")
     answers = [np.flatnonzero(~client[a:b + 1]) + a
                for a, b in zip(first_answer[ok].tolist(), last_answer[ok].tolist())]
-    arrivals = [_arrival_rate(t[k], size[k], p["wire"][k]) for k in answers]
+    arrivals = [train_rate(t[k], size[k], p["wire"][k]) for k in answers]
     return {**_samples(name, request[ok], t[starts[ok]],
                        t_whole[last_answer[ok]] - t[starts[ok]],
                        t[first_answer[ok]] - t[starts[ok]], t[last_request[ok]] - t[starts[ok]]),
-            "arrival": _median(arrivals), "server": dst, "client": src}
-
-
-SKIPPED_PACKETS = 2    # an answer's first packets may pass a token bucket's burst at once
-FEWEST_TIMED = 3       # packets after those, to time an answer's arrival rate by
-
-
-def _arrival_rate(t_ns: np.ndarray, payload: np.ndarray, wire: np.ndarray) -> tuple:
-    """How one answer's packets (``t_ns``, their ``payload`` and ``wire`` -- frame -- bytes,
-    in any order) arrived after its first SKIPPED_PACKETS: (bits/s on the wire, wire bytes a
-    payload byte); NaNs for an answer of too few."""
-    if len(t_ns) < SKIPPED_PACKETS + FEWEST_TIMED:
-        return np.nan, np.nan
-    order = np.argsort(t_ns, kind="stable")
-    t_ns, payload, wire = t_ns[order], payload[order], wire[order]
-    # each packet's arrival against the bytes that arrived with it since the burst: a line
-    # whose slope is seconds a byte (one late or early packet tilts it less than the ends)
-    t = (t_ns[SKIPPED_PACKETS - 1:] - t_ns[SKIPPED_PACKETS - 1]) / 1e9
-    sent = np.cumsum(np.r_[0, wire[SKIPPED_PACKETS:]]).astype(np.float64)
-    slope = np.polyfit(sent, t, 1)[0] if t[-1] > 0 else 0.0
-    on_wire = float(wire[SKIPPED_PACKETS:].sum())
-    return (8 / slope if slope > 0 else np.inf,
-            on_wire / max(float(payload[SKIPPED_PACKETS:].sum()), 1.0))
-
-
-def _median(arrivals: list[tuple]) -> tuple:
-    """The median rate of the answers that could be timed, their median wire factor, and the
-    median rate's 95 % interval (distribution-free: the order statistics n/2 -+ 0.98 sqrt(n);
-    NaN for fewer than 6 answers)."""
-    timed = sorted(a for a in arrivals if a[0] == a[0])
-    if not timed:
-        return np.nan, np.nan, np.nan, np.nan
-    rates = np.array([a[0] for a in timed])
-    n, low, high = len(rates), np.nan, np.nan
-    if n >= 6:
-        half = 0.98 * np.sqrt(n)
-        low = rates[max(int(np.floor(n / 2 - half)), 0)]
-        high = rates[min(int(np.ceil(n / 2 + half)), n - 1)]
-    return (float(np.median(rates)), float(np.median([a[1] for a in timed])), low, high)
+            "arrival": median_rate(arrivals), "server": dst, "client": src}
 
 
 def _fragment_rates(cap: Capture) -> dict[tuple[str, str], tuple]:
-    """(source address, destination address) -> the median arrival rate (:func:`_arrival_rate`)
-    of the IPv4 datagrams between them that came in IP fragments (a ping -s over the MTU, a
+    """(source address, destination address) -> the median arrival rate (stats.train_rate) of
+    the IPv4 datagrams between them that came in IP fragments (a ping -s over the MTU, a
     UDP answer of a ping-pong): fragments of one datagram share the addresses and the IP
     identification, the first (offset 0) beginning it."""
     rows = np.flatnonzero(cap.layer(IP) & cap.column("ip_fragment").astype(bool))
@@ -463,9 +434,9 @@ def _fragment_rates(cap: Capture) -> dict[tuple[str, str], tuple]:
     for a, b in zip(bounds[:-1], bounds[1:]):
         ends = (str(cap.addresses[cap.column("ip_src")[rows[a]]]),
                 str(cap.addresses[cap.column("ip_dst")[rows[a]]]))
-        by_pair.setdefault(ends, []).append(_arrival_rate(t[a:b], payload[a:b], wire[a:b]))
+        by_pair.setdefault(ends, []).append(train_rate(t[a:b], payload[a:b], wire[a:b]))
     return {ends: arrival for ends, arrivals in by_pair.items()
-            if (arrival := _median(arrivals))[0] == arrival[0]}
+            if (arrival := median_rate(arrivals))[0] == arrival[0]}
 
 
 def _first_sends(raw: np.ndarray, size: np.ndarray, d: np.ndarray) -> np.ndarray:
@@ -575,8 +546,20 @@ def _sender_hint(source: str, flows: dict) -> str:
     return " (BBR paces near its own rate estimate; a small window holds messages back)"
 
 
+UNSEEN = ("delay", "jitter", "rate", "serialisation")   # what bends a latency left out
+
+
+def _hidden_text(hidden: list) -> str:
+    """What the hidden placements are and why they are hidden, one clause ("20 ms delay and
+    20 Mbit/s rate on this host's eth0, egress, act on the requests before ...")."""
+    what = " and ".join(f"{p.amount} {p.what}" for p in hidden)
+    return (f"{what} on {hidden[0].at} act on the requests before this capture point sees "
+            "them (the capture's sidecar says so; tcpdump's tap is after the qdisc and "
+            "netfilter)")
+
+
 def _models(sizes: dict, overlapping: set[str], returns: dict[str, tuple],
-            notes: list[str]) -> dict:
+            notes: list[str], hidden: list = ()) -> dict:
     rows: dict[str, list] = {c.name: [] for c in MODEL.columns}
     source_of = sizes["source"].tolist()                  # each source's sizes are together
     starts = [k for k in range(len(source_of)) if k == 0 or source_of[k] != source_of[k - 1]]
@@ -613,14 +596,16 @@ def _models(sizes: dict, overlapping: set[str], returns: dict[str, tuple],
                                 ("bandwidth_high_bps", fit["a_low"])):
                 rows[name].append(bandwidth * a / slope if slope > 0 else np.nan)
         if fit["b_high"] < 0:
+            why = (f"here {_hidden_text(hidden)}" if hidden else
+                   "a delay or rate applied on this host's own egress (before the capture "
+                   "point sees the requests), or a sender pacing its larger messages, bends "
+                   "it")
             notes.append(Note("intercept b below zero: not this path's", about=source,
                               detail=f"b's 95 % interval is {fit['b_low']:.3g} to "
                                      f"{fit['b_high']:.3g} ms: latency cannot be negative for "
-                                     "an empty message, so the line is not this path's -- a "
-                                     "delay or rate applied on this host's own egress (after "
-                                     "the capture point), or a sender pacing its larger "
-                                     "messages, bends it; capture where the impairment cannot "
-                                     "hide, or read b as unknown"))
+                                     f"an empty message, so the line is not this path's -- "
+                                     f"{why}; capture where the impairment cannot hide, or "
+                                     "read b as unknown"))
         if source in overlapping:
             notes.append(Note("answers overlap requests: bandwidth = 8 / a", about=source,
                               detail="the answers begin before their requests end (a server "

@@ -9,7 +9,7 @@
 - ``transfers``: one row per transfer (a run of a group's packets without an idle gap longer
   than ``gap`` seconds): ten file transfers in one capture give ten rows.
 
-**Intervals, exactly as tshark 4.0's io,stat** (ui/cli/tap-iostat.c; tests/test_iograph.py
+**Intervals, exactly as tshark 4.0's io,stat** (ui/cli/tap-iostat.c; tests/analyses/test_iograph.py
 checks every bucket against tshark on real captures):
 
 - time zero is the capture's first packet (in file order: ``frame.time_relative`` = 0), also
@@ -141,8 +141,9 @@ def _specs(keys: list[str], unit: str) -> tuple[TableSpec, ...]:
         ("peak_{rate}", "float64", "the largest interval's {unit} / interval length", "{r}", False),
         ("peak_start_s", "float64", "start of that interval (the earliest one when several tie)",
          "s", False),
-        ("transfers", "int64", "runs of the group's packets with no idle gap longer than gap_s",
-         None, False),
+        ("transfers", "int64", "runs of the group's packets with no idle gap longer than gap_s "
+         "that last longer than an instant (a lone packet, say an ARP or a router "
+         "solicitation, is a row of the transfers table but not a transfer here)", None, False),
         ("avg_transfer_{rate}", "float64", "the rate while transferring: the transfers' "
          "{unit} / the sum of their durations (a rate weighted by how long each lasted, so a "
          "two-packet keep-alive barely counts); transfers of one instant are left out", "{r}",
@@ -611,7 +612,7 @@ class _Sums:
                                    | (bucket[1:] != bucket[:-1])])
         c_seg, bucket = c_seg[new], bucket[new]
         c_packets, c_bytes = np.add.reduceat(c_packets, new), np.add.reduceat(c_bytes, new)
-        k, series_seg, cell, left_out = _listed_intervals(bucket, c_seg, int(g_packets.sum()))
+        k, series_seg, cell, left_out = listed_intervals(bucket, c_seg, int(g_packets.sum()))
         lengths = np.bincount(series_seg, minlength=n_groups)
         offsets = np.r_[0, np.cumsum(lengths)[:-1]]
         total = len(k)
@@ -667,7 +668,7 @@ class _Sums:
             f"avg_capture_{rate}": _rate(g_amount, np.full(n_groups, span_ns)),
             f"avg_active_{rate}": _rate(g_amount, last_ns - first_ns),
             f"peak_{rate}": peak, "peak_start_s": peak_start_s,
-            "transfers": np.bincount(tseg, minlength=n_groups).astype(np.int64),
+            "transfers": np.bincount(tseg[lasting], minlength=n_groups).astype(np.int64),
             f"avg_transfer_{rate}": mean_transfer,
         })
         return IOGraph({"summary": summary, "series": series, "transfers": transfers},
@@ -675,7 +676,7 @@ class _Sums:
                        stream_names=names() if "stream" in key_names else None, notes=notes)
 
 
-def _listed_intervals(bucket, seg, n_packets):
+def listed_intervals(bucket, seg, n_packets):
     """The intervals the series lists, as (interval index, group, the series row of each cell,
     how many empty intervals were left out).  ``bucket`` and ``seg`` are the intervals with
     packets and their groups, sorted by group then interval.  Every interval from a group's

@@ -9,11 +9,18 @@ identifier (ICMPv4 type 8 -> 0, ICMPv6 128 -> 129).  With several payload sizes 
 - ``received``: requests answered at least once; ``duplicates``: further replies to an answered
   request (ping's "+N duplicates");
 - ``echo_loss``: (transmitted - received) / transmitted, a fraction (ping prints it x 100);
-- RTT of a reply: its capture time minus that of the *first* request with its sequence number
-  (the latest one before it, when numbers wrap); an echo larger than the MTU travels in IP
-  fragments: its size is the whole message's and its reply counts from its last fragment; ``rtt_min/avg/max_ms`` over the replies,
-  duplicates included (ping counts them in its statistics too); ``rtt_mdev_ms`` =
-  sqrt(mean(rtt^2) - mean(rtt)^2), ping's "mdev" (a population standard deviation).
+- a reply answers the *first* request of its session with its sequence number (the latest
+  one captured before it, when numbers wrap): matched by identifier, number and the
+  capture's order, never by time, so a step of the capture's clock changes no count;
+- RTT of a reply: its capture time minus that of its request; an echo larger than the MTU
+  travels in IP fragments: its size is the whole message's (its fragments found by their IP
+  identification, ``streams.whole_datagrams``) and its reply counts from its last fragment;
+  ``rtt_min/avg/max_ms`` over the replies, duplicates included (ping counts them in its
+  statistics too); ``rtt_mdev_ms`` = sqrt(mean(rtt^2) - mean(rtt)^2), ping's "mdev" (a
+  population standard deviation).  An RTT across a break of the capture's clock (a step back,
+  a forward jump of an hour or more: :mod:`pcapstats.clock`) cannot be known: it is left out
+  (empty in ``echoes``), its echo still received; ``duration_s`` is measured over the pieces
+  between breaks, and the capture's clock warning says how many of each.
 
 A capture times packets where it was taken, so what the request -> reply gap means depends on
 the **side**, decided per session from the IP TTL (hop limit) -- a packet captured where it
@@ -36,7 +43,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import catalogue
+from .. import catalogue, clock
 from ..batch import analysis
 from ..capture import Capture, Needs, holdings
 from ..errors import Note, NothingToReport
@@ -80,7 +87,8 @@ SESSIONS = TableSpec("sessions", "one row per echo session (requester, responder
     _C("turnaround_ms", "float64", "at the responder: mean request -> reply time there (the "
        "responder's own delay, not the path's)", "ms", optional=True),
     _C("first_s", "float64", "first request, seconds since the capture's first packet", "s"),
-    _C("duration_s", "float64", "first to last request", "s"),
+    _C("duration_s", "float64", "first to last request (across a clock break: over the pieces "
+       "either side)", "s"),
 ))
 ECHOES = TableSpec("echoes", "one row per echo request", (
     *_SESSION,
@@ -91,7 +99,8 @@ ECHOES = TableSpec("echoes", "one row per echo request", (
     _C("payload_bytes", "int64", "ICMP data bytes", "bytes"),
     _C("replies", "int64", "replies to it (more than 1: duplicates)", "packets"),
     _C("reply_frame", "int64", "the first reply's packet number", optional=True),
-    _C("rtt_ms", "float64", "request -> first reply (empty when unanswered)", "ms",
+    _C("rtt_ms", "float64", "request -> first reply (empty when unanswered, or across a clock "
+       "break: unknowable)", "ms",
        wireshark="icmp.resptime", optional=True),
 ))
 
@@ -167,6 +176,8 @@ class Echoes:
 
     def __init__(self):
         self.seen, self.path, self.first_time_ns, self.packets = False, None, None, 0
+        self.clock = None                  # the file's clock (its breaks), from the reader
+        self.clock_touched = ""            # what its breaks did to ping's numbers
         self.addresses = np.zeros(0, object)
         self.counts: dict[str, int] = {}
         self.fragments = Kept(FRAGMENTS)
@@ -197,7 +208,7 @@ class Echoes:
                 store["key"] = table_array(capacity, np.uint32)
                 store["fragment"] = table_array(capacity, bool)
             self.requests["data"] = table_array(capacity, np.int64)
-        self.addresses = window.addresses
+        self.addresses, self.clock = window.addresses, window.clock
         self.fragments.add(window)                  # (it counts the file's layers, too)
         echo = np.flatnonzero(window.layer(ICMP_ECHO))
         if not len(echo):
@@ -288,7 +299,9 @@ def ping(capture, *, requester: str | None = None) -> Ping:
     A path is read in one streaming pass keeping only the echoes (``Echoes``)."""
     echoes = Echoes.read(capture)
     tables, notes = echo_sessions(echoes, requester)
-    return Ping(tables, capture=echoes.path, notes=notes)
+    result = Ping(tables, capture=echoes.path, notes=notes)
+    result.clock_touched = echoes.clock_touched
+    return result
 
 
 def _what_it_has(echoes: Echoes) -> str:
@@ -332,17 +345,25 @@ def echo_sessions(echoes: Echoes, requester: str | None = None,
     e_t = req.pop("t").astype(np.int64, copy=False)
     r_t = rep.pop("t").astype(np.int64, copy=False)
     # each reply answers the latest request of its session with the same 16-bit number
-    match = _match(e_session, e_seq16, e_t, rep_session, rep.pop("seq"), r_t, e_seq)
+    # captured before it: the capture's order, which a clock step leaves as it was
+    match = _match(e_session, e_seq16, req["frame"], rep_session, rep.pop("seq"), rep["frame"],
+                   e_seq)
     del e_seq16, rep_session
     found = match >= 0
     if not found.all():
         rep = {name: column[found] for name, column in rep.items()}
         r_t, match = r_t[found], match[found]
     del found
-    size, end_ns = _whole_messages(echoes.fragments, req, rep, r_t)
+    size, end_ns, end_frame = _whole_messages(echoes.fragments, req, rep, r_t)
     rtt_ns = e_t[match]
     np.subtract(end_ns, rtt_ns, out=rtt_ns)
     del end_ns
+    pieces = echoes.clock.pieces() if echoes.clock is not None else clock.Pieces([], [])
+    across = pieces.apart(req["frame"][match], end_frame) if len(pieces) > 1 else None
+    del end_frame
+    if across is not None and across.any():       # unknowable: left out, the echo received
+        rtt_ns = rtt_ns.astype(np.float64)
+        rtt_ns[across] = np.nan
     n, n_sessions = len(e_t), len(keys)
     # each session's requests and replies (one range each where they come session by session)
     by_session = group_slices(e_session, n_sessions)
@@ -354,22 +375,24 @@ def echo_sessions(echoes: Echoes, requester: str | None = None,
     del r_session, rep_by_session
     replies = np.bincount(match, minlength=n)
     summary = _summary(e_session, size, replies, e_t, echoes.first_time_ns, match, rtt_ns,
-                       keys, sides, echoes.addresses)
+                       keys, sides, echoes.addresses,
+                       pieces.monotonic(e_t, req["frame"]) if len(pieces) > 1 else e_t)
+    if len(pieces) > 1:
+        echoes.clock_touched = _touched(across, pieces.of(req["frame"]), e_session, size)
 
     out: dict[str, np.ndarray] = {}              # the echoes table, each input let go once used
     if "reply_frame" in columns or "rtt_ms" in columns:
-        # the first reply of each echo: the earliest captured written last
-        in_order = bool((r_t[1:] >= r_t[:-1]).all())
-        by_time = slice(None, None, -1) if in_order else \
-            np.argsort(r_t, kind="stable")[::-1]
-        at = match[by_time]
+        # the first reply of each echo (the replies come in the capture's order): the first
+        # captured written last
+        last_first = slice(None, None, -1)
+        at = match[last_first]
         if "reply_frame" in columns:
             out["reply_frame"] = np.full(n, np.nan)
-            out["reply_frame"][at] = rep["frame"][by_time]
+            out["reply_frame"][at] = rep["frame"][last_first]
         if "rtt_ms" in columns:                 # (in the room of rtt_ns, done with)
             out["rtt_ms"] = np.full(n, np.nan)
-            out["rtt_ms"][at] = np.divide(rtt_ns, 1e6, out=rtt_ns.view(np.float64))[by_time]
-        del by_time, at
+            out["rtt_ms"][at] = np.divide(rtt_ns, 1e6, out=rtt_ns.view(np.float64))[last_first]
+        del at
     del rep, r_t, rtt_ns, match
     if "time_s" in columns:             # in the requests' times' own room (they are ours)
         e_t -= echoes.first_time_ns
@@ -438,23 +461,25 @@ _SIDE_SAYS = {    # side: (a note's short form, its long form)
 
 
 def _whole_messages(fragments: Capture, req: dict, rep: dict, r_t: np.ndarray
-                    ) -> tuple[np.ndarray, np.ndarray]:
+                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """ICMP data bytes of each request's whole message, and when each reply's last fragment
-    was captured (``r_t`` itself where none is in fragments: ping -s above the MTU sends an
-    echo in IP fragments; ping times the reply when its last fragment arrives).
-    ``fragments``: the capture's (Echoes.fragments); ``r_t``: the replies' times."""
+    was captured and its frame number (``r_t`` and the reply's own where none is in
+    fragments: ping -s above the MTU sends an echo in IP fragments; ping times the reply when
+    its last fragment arrives).  ``fragments``: the capture's (Echoes.fragments); ``r_t``: the
+    replies' times."""
     size = req.pop("size").astype(np.int64)
-    end = r_t
+    end, end_frame = r_t, rep["frame"]
     frag_req, frag_rep = req.pop("fragment"), rep.pop("fragment")
     if frag_req.any() or frag_rep.any():
-        end = r_t.copy()
+        end, end_frame = r_t.copy(), end_frame.copy()
         frames = np.r_[req["frame"][frag_req], rep["frame"][frag_rep]]
-        carried, last = whole_datagrams(
+        carried, last_t, last = whole_datagrams(
             fragments, np.searchsorted(fragments.column("frame_number"), frames))
         n = int(frag_req.sum())
         size[frag_req] = carried[:n] - 8                            # less the ICMP header
-        end[frag_rep] = last[n:]
-    return size, end
+        end[frag_rep] = last_t[n:]
+        end_frame[frag_rep] = fragments.column("frame_number")[last[n:]]
+    return size, end, end_frame
 
 
 def _unwrap(seq16: np.ndarray, session: np.ndarray, order) -> np.ndarray:
@@ -613,7 +638,7 @@ def _sides(path, n_sessions, e_session, r_session, by_session, rep_by_session, r
         reply_rtts = rep_by_session or rows_by_group(r_session, n_sessions)
         decided = _sides_from_send_times(
             path, data, e_t, [_indices(by_session[k]) for k in no_router],
-            [rtt_ns[reply_rtts[k]] for k in no_router])
+            [_known(rtt_ns[reply_rtts[k]]) for k in no_router])
         for k, (side, more) in zip(no_router, decided):
             sides[k] = side
             evidence[k] += f" (no router between the hosts); {more}"
@@ -751,9 +776,12 @@ def _side_from_send_times(t, heads, rtt_ns) -> tuple[str, str]:
     return ("requester" if lag < gap else "responder"), said
 
 
-def _summary(session, size, replies, e_t, t0, match, rtt_ns, keys, sides, addresses) -> dict:
+def _summary(session, size, replies, e_t, t0, match, rtt_ns, keys, sides, addresses,
+             e_joined) -> dict:
     """One row per (session, payload size), from each echo's session, size, replies and time
-    (``t0``: the capture's first), and each reply's ``rtt_ns`` and echo (``match``)."""
+    (``t0``: the capture's first; ``e_joined``: the times on the timeline joined across clock
+    breaks, for durations), and each reply's ``rtt_ns`` (NaN: unknowable) and echo
+    (``match``)."""
     groups, echoes_of, rtts_of = _size_groups(session, size, match)
     rows: dict[str, list] = {c.name: [] for c in SESSIONS.columns}
     for i, g in enumerate(groups.tolist()):
@@ -765,8 +793,10 @@ def _summary(session, size, replies, e_t, t0, match, rtt_ns, keys, sides, addres
         dup = int(np.maximum(mine_replies - 1, 0).sum())
         at_responder = sides[k] == "responder"
         stats = _ping_stats(rtt_ns[rtts_of[i]] / 1e6)
-        times = e_t[mine]         # seconds since t0 rise with the time: first and last alike
-        first_s, last_s = (int(times.min()) - t0) / 1e9, (int(times.max()) - t0) / 1e9
+        joined = e_joined[mine]   # across a clock break, the pieces' spans added up
+        first = int(joined.argmin())
+        first_s = (int(e_t[mine][first]) - t0) / 1e9
+        duration_s = (int(joined.max()) - int(joined[first])) / 1e9
         rows["session"].append(k)
         rows["requester"].append(addresses[keys[k, 0]])
         rows["responder"].append(addresses[keys[k, 1]])
@@ -781,7 +811,7 @@ def _summary(session, size, replies, e_t, t0, match, rtt_ns, keys, sides, addres
             rows[name].append(np.nan if at_responder else value)
         rows["turnaround_ms"].append(stats[1] if at_responder else np.nan)
         rows["first_s"].append(first_s)
-        rows["duration_s"].append(last_s - first_s)
+        rows["duration_s"].append(duration_s)
     return {c.name: np.asarray(rows[c.name], dtype=object if c.dtype == "str" else None)
             for c in SESSIONS.columns}
 
@@ -810,9 +840,37 @@ def _size_groups(session, size, match) -> tuple[np.ndarray, list, list]:
 
 
 def _ping_stats(rtt_ms: np.ndarray) -> tuple[float, float, float, float]:
-    """min, avg, max, mdev as ping computes them (mdev: population standard deviation)."""
+    """min, avg, max, mdev as ping computes them (mdev: population standard deviation), of the
+    RTTs known (NaN: across a clock break)."""
+    rtt_ms = _known(rtt_ms)
     if not len(rtt_ms):
         return (np.nan,) * 4
     mean = float(rtt_ms.mean())
     mdev = float(np.sqrt(max(float((rtt_ms ** 2).mean()) - mean * mean, 0.0)))
     return float(rtt_ms.min()), mean, float(rtt_ms.max()), mdev
+
+
+def _known(values: np.ndarray) -> np.ndarray:
+    """The values that are known: all of integer ones, the others but NaN (an RTT across a
+    clock break)."""
+    if values.dtype.kind != "f":
+        return values
+    return values[~np.isnan(values)]
+
+
+def _touched(across: np.ndarray | None, piece: np.ndarray, session: np.ndarray,
+             size: np.ndarray) -> str:
+    """What the capture's clock breaks did to ping's numbers (clock.touched): the RTTs across
+    one (``across``: each reply's) left out, the durations of the rows (session and size)
+    whose requests lie in several pieces (``piece``: each request's) measured over them."""
+    rtts = 0 if across is None else int(np.count_nonzero(across))
+    _, row = np.unique(session.astype(np.int64) * (1 << 32) + size, return_inverse=True)
+    row = row.ravel()
+    low = np.full(int(row.max()) + 1, np.iinfo(np.int64).max)
+    high = np.full(len(low), -1)
+    np.minimum.at(low, row, piece)
+    np.maximum.at(high, row, piece)
+    spans = int(np.count_nonzero(high > low))
+    return clock.touched("ping", left_out=[f"{rtts} RTT{'s' if rtts > 1 else ''}"] if rtts
+                         else [], joined=[f"{spans} session duration{'s' if spans > 1 else ''}"]
+                         if spans else [])

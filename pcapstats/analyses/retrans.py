@@ -13,6 +13,11 @@ nothing is re-derived here.  Two kinds of count stand side by side, and the tabl
   highest segment is ``out_of_order``, not a retransmission, so ``retransmission`` alone
   undercounts re-sends, often by half.
 
+A step of the capture's clock changes no ``resent`` count (sequence numbers alone decide it);
+Wireshark's flags read the times, so across a step they are what tshark says of the stepped
+capture (a re-send just after a step back is a retransmission, not out of order), and the
+capture's clock warning says so.
+
 Tables: ``counts``, one row per stream and direction that has packets; ``events``, one row per
 packet that is re-sent or carries a flag: frame number, time, stream, direction, the flags
 joined by "+" (RESENT first, then FLAGS' order), relative seq / next seq / ack, payload bytes,
@@ -25,9 +30,10 @@ import numpy as np
 
 from .. import catalogue
 from ..batch import analysis
-from ..capture import Capture
+from ..capture import FILE_FACTS, Capture
+from ..clock import ClockCheck, touched
 from ..errors import NothingToReport
-from ..ingest import read_kept
+from ..ingest import Kept, read_kept
 from ..reader import as_capture
 from ..render import Shown
 from ..results import Result, shown
@@ -100,11 +106,11 @@ def retrans(capture, *, stream: int | None = None) -> Retrans:
         if not len(pass_.counts):            # TCP headers only inside ICMP errors
             raise NothingToReport(f"no TCP stream in {capture.path} ({capture.holds()})",
                                   hint="`pcapstats throughput` lists the streams there are")
-        return _result(pass_, capture.path)
-    pass_ = read_kept(capture, [_pass(stream)])[0]
+        return _result(pass_, capture.path, capture.clock)
+    pass_, probe = read_kept(capture, [_pass(stream), Kept(FILE_FACTS)])
     if not len(pass_.counts):                # no such TCP stream, or none: the error the
         return retrans(as_capture(capture), stream=stream)     # whole table gives
-    return _result(pass_, str(capture))
+    return _result(pass_, str(capture), probe.clock)      # (the file's clock, read to its end)
 
 
 def _pass(stream: int | None) -> AnalysedWindows:
@@ -121,14 +127,20 @@ def _window_events(window, src: dict, t0: int | None) -> dict[str, np.ndarray]:
 _ANY_FLAG = sum(FLAG_BITS.values())
 
 
-def _result(pass_: AnalysedWindows, path) -> Retrans:
+def _result(pass_: AnalysedWindows, path, clock: ClockCheck) -> Retrans:
+    """The tables of the analyser's pass; on a broken ``clock`` (the file's), the warning's
+    words: re-sent counts come from sequence numbers, Wireshark's flags from the times."""
     counts = pass_.counts
     table = {"stream": counts[:, 0], "direction": np.asarray(DIRECTIONS, object)[counts[:, 1]],
              **{name: counts[:, 2 + k] for k, name in enumerate(COUNTED)}}
     events = {name: np.concatenate([part[name] for part in pass_.parts])
               for name in EVENTS.names}
-    return Retrans({"counts": {name: table[name] for name in COUNTS.names},
-                    "events": events}, capture=path)
+    result = Retrans({"counts": {name: table[name] for name in COUNTS.names},
+                      "events": events}, capture=path)
+    if len(clock.pieces()) > 1:
+        result.clock_touched = touched("retrans", as_tshark=["Wireshark's flags"],
+                                       counts="re-sent counts (sequence numbers)")
+    return result
 
 
 def _events(a: dict, t0: int | None) -> dict[str, np.ndarray]:

@@ -42,6 +42,7 @@ from ..render import Shown
 from ..results import Result, shown
 from ..schema import Column, TableSpec
 from ..reader import as_capture
+from ..sidecar import placements
 from ..streams import DIRECTIONS, SummaryKeeper, stream_names
 from .tcp_analysis import AnalysedWindows
 from .tcp_flow import SIDE_DOC, SIDES, FlowDigests, capture_side, data_direction, stream_rows
@@ -192,8 +193,18 @@ def stream_rtt(capture: Capture, stream: int, flow: dict | None = None) -> Rtt:
                 detail=f"{side_evidence}; so the path RTT is {path['estimate'][0]}: min "
                        f"{path['rtt_min_ms'][0]:.3f} ms, median "
                        f"{path['rtt_median_ms'][0]:.3f} ms")
+    hidden = [p for p in placements(capture.path) if p.unseen_by_round_trips
+              and p.what in ("delay", "jitter", "rate")] if capture.path else []
+    notes = [note]
+    if hidden:
+        notes.append(Note("the RTTs leave out what this host's egress added",
+                          about=f"stream {stream}", detail=" and ".join(
+                              p.text() for p in hidden) + " act on what this host sends "
+                          "before this capture point sees it (tcpdump's tap is after the "
+                          "qdisc and netfilter; the capture's sidecar says so): a round trip "
+                          "is timed here from after them"))
     return Rtt({"summary": summary, "samples": samples, "path": path}, capture=capture.path,
-               stream=stream, data_direction=DIRECTIONS[data_dir], notes=[note],
+               stream=stream, data_direction=DIRECTIONS[data_dir], notes=notes,
                name=stream_names(capture).get(("tcp", stream), ""))
 
 

@@ -73,7 +73,7 @@ pcapstats' own additions (no tshark field):
   delayed-ACK wait and the gap between the first and the acknowledged segment of one TSval
   tick, but never a retransmission timeout (a retransmission carries a new TSval).
 
-Deliberate differences from tshark (documented in tests/test_tcp_analysis.py too): ICMP errors
+Deliberate differences from tshark (documented in tests/analyses/test_tcp_analysis.py too): ICMP errors
 quoting TCP headers are not rows and do not touch the streams' state (tshark lets them reset the
 SACK memory of their direction); packets whose TCP header length is below 20 bytes are not
 analysed; ``reused_ports`` is reported only where a SYN/ACK changes its direction's base, not

@@ -50,6 +50,14 @@ the sender's own; at the receiver they are what iperf3's server reports.  ``side
 (IP TTL: a datagram captured where it was sent still has its initial TTL).  ``bps`` is
 payload bits over first to last datagram of the direction.
 
+A step of the capture's clock changes no count: they come from iperf's counters, the
+datagrams' keys and the capture's order (TEST_END is the first one captured after the flow's
+first datagram, and the datagrams counted are those captured before it).  Across a break of
+the clock (:mod:`pcapstats.clock`: a step back, a forward jump of an hour or more) the
+duration, and so the rate, is measured over the pieces between breaks, and the capture jitter
+leaves out the one difference across each break (unknowable); the capture's clock warning
+says which flows' numbers a break touched.
+
 With a receiver capture, the rows are the sender capture's flows (its ``stream`` numbers and
 directions) as the receiver capture saw them: ``datagrams``, ``bytes``, ``first_s`` (since the
 receiver capture's first packet), ``bps`` and ``side`` are what arrived there (a flow not
@@ -67,14 +75,16 @@ import numpy as np
 from .. import catalogue, schema
 from ..batch import analysis
 from ..capture import Capture, Needs
+from ..clock import touched
 from ..errors import Note, NothingToReport, UsageError
 from ..ingest.source import Source, open_source
 from ..reader import as_capture
 from ..render import Shown
 from ..results import Result, shown
 from ..schema import Column, TableSpec
-from ..sidecar import iperf3_udp_reports
-from ..streams import DIRECTIONS, endpoint, id_ranges, own_transport
+from ..sidecar import iperf3_udp_reports, placements
+from ..addresses import endpoint
+from ..streams import DIRECTIONS, id_ranges, own_transport
 from .ping import INITIAL_TTLS
 from .udp_headers import HEAD_BYTES, LAYOUTS, Headers, read_headers
 from .udp_match import common_cut, datagram_keys, match
@@ -102,7 +112,8 @@ FLOWS = TableSpec("flows", "one row per UDP stream and direction that carried da
     _C("datagrams", "int64", "datagrams captured (with a receiver capture: there)", "packets"),
     _C("bytes", "int64", "UDP payload bytes captured", "bytes"),
     _C("first_s", "float64", "first datagram, seconds since the capture's first packet", "s"),
-    _C("duration_s", "float64", "first to last datagram", "s"),
+    _C("duration_s", "float64", "first to last datagram (across a clock break: over the "
+       "pieces either side)", "s"),
     catalogue.column("payload_bps", doc="of the flow's datagrams (empty when it lasted 0 s)"),
     _C("method", "str", "what loss and jitter come from (see the module docstring)",
        values=METHODS),
@@ -147,7 +158,8 @@ class Udp(Result):
 READS = (
     schema.UDP, schema.TCP, "l4_quoted",                   # own_transport
     "udp_stream", "direction",                             # the flows
-    "frame_time_ns", "payload_len", "payload_offset", "payload_cap_len",
+    "frame_time_ns", "frame_number",                       # times, across clock breaks too
+    "payload_len", "payload_offset", "payload_cap_len",
     "ip_src", "ip_dst", "udp_srcport", "udp_dstport",      # src and dst
     "ip_ttl",                                              # side
     "tcp_dstport", "tcp_len",                              # where iperf3's TEST_END may be
@@ -188,9 +200,23 @@ def udp(capture: Capture, *, stream: int | None = None, receiver=None,
                                every=stream is None)
         found = [_flow(cap, flow_rows, stream_id, direction, counters)
                  for stream_id, direction, flow_rows in _flows(cap, _udp_rows(cap, stream))]
+        said = _touched(cap)
     table = _table(found)
     notes = _with_reports(table, capture)
-    return Udp({"flows": table}, capture=capture.path, notes=[*notes, *_notes(table)])
+    result = Udp({"flows": table}, capture=capture.path,
+                 notes=[*notes, *_notes(table), *_placed_losses(capture.path)])
+    result.clock_touched = said
+    return result
+
+
+def _touched(*caps: _Capture) -> str:
+    """What the clock breaks of these captures did to udp's numbers (clock.touched), "" when
+    none has one."""
+    if all(len(cap.pieces) == 1 for cap in caps):
+        return ""
+    n = sum(cap.spanning for cap in caps)
+    return touched("udp", joined=[f"the duration, rate and jitter of {n} flow"
+                                  f"{'s' if n > 1 else ''}"] if n else [])
 
 
 def _udp_rows(capture: _Capture, stream: int | None) -> np.ndarray:
@@ -247,6 +273,8 @@ class _Capture:
         self._columns: dict[str, np.ndarray] = {}
         self._source: Source | None = None
         self._segments: np.ndarray | None = None
+        self.pieces = cap.clock.pieces()
+        self.spanning = 0                   # flows with datagrams in several of the pieces
 
     @property
     def first_time_ns(self) -> int | None:
@@ -275,6 +303,31 @@ class _Capture:
         for i, records in self.source().records_at(off, HEAD_BYTES, _HEADS_PER_READ):
             heads[i:i + len(records)] = records.view(np.uint8).reshape(-1, HEAD_BYTES)
         return heads
+
+    def joined(self, rows: np.ndarray) -> np.ndarray:
+        """The times of ``rows`` on the timeline joined across the clock's breaks
+        (``clock.Pieces.monotonic``): the captured times themselves when it has none."""
+        t = self.column("frame_time_ns")[rows]
+        if len(self.pieces) == 1:
+            return t
+        return self.pieces.monotonic(t, self.column("frame_number")[rows])
+
+    def across(self, rows: np.ndarray) -> np.ndarray | None:
+        """Whether each datagram of ``rows`` after the first is in another piece than the one
+        before it (a break between them), or None when the clock has no break."""
+        if len(self.pieces) == 1:
+            return None
+        piece = self.pieces.of(self.column("frame_number")[rows])
+        return piece[1:] != piece[:-1]
+
+    def span(self) -> tuple[int, int]:
+        """The capture's first and last packet times (its earliest and latest, without a
+        clock break; else on the joined timeline)."""
+        if len(self.pieces) == 1:
+            t = self.column("frame_time_ns")
+            return int(t.min()), int(t.max())
+        check = self.cap.clock
+        return check.first_ns, check.first_ns + check.span_ns()
 
     def one_byte_segments(self) -> np.ndarray:
         """Rows (increasing) of the TCP segments TEST_END may be."""
@@ -306,14 +359,18 @@ def _side(cap: _Capture, rows: np.ndarray) -> str:
 def _flow(cap: _Capture, rows: np.ndarray, stream: int, direction: int,
           counters: bool = True) -> dict:
     """One row: the flow of ``rows`` (capture order) as ``cap`` saw it."""
-    t = cap.column("frame_time_ns")[rows]
+    first_s = (int(cap.column("frame_time_ns")[rows[0]]) - cap.first_time_ns) / 1e9
+    t = cap.joined(rows)                # the captured times, unless the clock broke
+    across = cap.across(rows)
+    if across is not None and across.any():
+        cap.spanning += 1
     size = cap.column("payload_len")[rows]
     total = size.sum(dtype=np.int64)
     src, dst = _endpoints(cap, rows[0])
-    span = (t[-1] - t[0]) / 1e9
+    span = (int(t.max()) - int(t.min())) / 1e9 if across is not None else (t[-1] - t[0]) / 1e9
     out = {"stream": stream, "direction": DIRECTIONS[direction], "src": src, "dst": dst,
            "side": _side(cap, rows), "datagrams": len(rows), "bytes": int(total),
-           "first_s": (t[0] - cap.first_time_ns) / 1e9, "duration_s": span,
+           "first_s": first_s, "duration_s": span,
            "payload_bps": 8 * total / span if span > 0 else np.nan, "app_jitter_ms": np.nan}
     data = size >= HEAD_BYTES            # iperf's connect message and reply are 4 bytes
     del size
@@ -324,12 +381,14 @@ def _flow(cap: _Capture, rows: np.ndarray, stream: int, direction: int,
         headers = read_headers(heads) if heads is not None else None
         del heads                        # the bytes, once read into counts and send times
         if headers is not None:
-            out.update(_counted(cap, data_rows, t_data, headers))
+            out.update(_counted(cap, data_rows, t_data, headers,
+                                None if across is None else cap.across(data_rows)))
             return out
     out.update(dict.fromkeys(("sent", "lost", "datagram_loss", "out_of_order", "duplicates",
                               "after_end"), np.nan))
     if len(rows) >= MIN_SPACING_DATAGRAMS:
-        out.update(method="arrival spacing", capture_jitter_ms=_spacing_jitter(t) / 1e6)
+        out.update(method="arrival spacing",
+                   capture_jitter_ms=_spacing_jitter(t, across) / 1e6)
     else:
         out.update(method="none", capture_jitter_ms=np.nan)
     return out
@@ -343,13 +402,15 @@ def _as_slice(mask: np.ndarray) -> slice | np.ndarray:
     return slice(first, end) if mask[first:end].all() else mask
 
 
-def _counted(cap: _Capture, rows: np.ndarray, t: np.ndarray, headers: Headers) -> dict:
-    """The iperf columns of a flow whose datagrams (``rows``, captured at ``t``) carry iperf's
+def _counted(cap: _Capture, rows: np.ndarray, t: np.ndarray, headers: Headers,
+             across: np.ndarray | None = None) -> dict:
+    """The iperf columns of a flow whose datagrams (``rows``, captured at ``t``; ``across``:
+    each one after the first past a clock break from the one before, or None) carry iperf's
     headers: what iperf3's server counts, up to the client's TEST_END."""
     counted, after_end = slice(None), 0
-    end = _test_end_ns(cap, rows[0], int(t[0])) if headers.layout.startswith("iperf3") else None
+    end = _test_end_row(cap, rows[0]) if headers.layout.startswith("iperf3") else None
     if end is not None:
-        late = t > end
+        late = rows > end                  # captured after it: the capture's order, not time
         after_end = int(np.count_nonzero(late))
         if after_end:
             counted = ~late
@@ -360,19 +421,24 @@ def _counted(cap: _Capture, rows: np.ndarray, t: np.ndarray, headers: Headers) -
     # the jitter filter forgets all but the last JITTER_MEMORY differences: only their
     # transit times are needed
     last = (np.flatnonzero(counted)[-JITTER_MEMORY - 1:] if after_end
-            else slice(-JITTER_MEMORY - 1, None))
+            else np.arange(max(0, len(t) - JITTER_MEMORY - 1), len(t)))
+    broken = None if across is None else np.r_[False, across][last][1:]
     return dict(method=headers.layout, sent=sent, lost=lost,
                 datagram_loss=lost / sent if sent > 0 else np.nan, out_of_order=ooo,
                 duplicates=duplicates,
-                capture_jitter_ms=rfc3550_jitter(t[last] - headers.sent_ns[last]) / 1e6,
+                capture_jitter_ms=rfc3550_jitter(t[last] - headers.sent_ns[last], broken) / 1e6,
                 after_end=after_end)
 
 
-def _spacing_jitter(t: np.ndarray) -> float:
+def _spacing_jitter(t: np.ndarray, across: np.ndarray | None = None) -> float:
     """RFC 3550's jitter, in ns, of the arrivals' deviation from the median spacing (summed
     from the first arrival, whose deviation is 0): only the deviations the filter still
-    remembers are handed to it."""
+    remembers are handed to it.  ``across``: the gaps across a clock break, left out."""
     gaps = np.diff(t)
+    if across is not None and across.any():
+        gaps = gaps[~across]
+    if not len(gaps):
+        return float("nan")
     deviation = gaps - np.median(gaps)
     np.cumsum(deviation, out=deviation)
     return rfc3550_jitter(deviation[-JITTER_MEMORY - 1:] if len(deviation) > JITTER_MEMORY
@@ -391,8 +457,7 @@ def _paired(sender: _Capture, rows: np.ndarray, receiver: _Capture, counters: bo
     at_receiver: dict[tuple[str, str], list[np.ndarray]] = {}
     for _, _, flow_rows in _flows(receiver, received):
         at_receiver.setdefault(_endpoints(receiver, flow_rows[0]), []).append(flow_rows)
-    times = receiver.column("frame_time_ns")
-    span = (int(times.min()), int(times.max()))
+    span = receiver.span()
     found, notes, seen, missing, reverse = [], [], set(), [], []
     for stream, direction, up in _flows(sender, rows):
         src, dst = ends = _endpoints(sender, up[0])
@@ -412,10 +477,9 @@ def _paired(sender: _Capture, rows: np.ndarray, receiver: _Capture, counters: bo
             reverse.append(name)
             continue
         cut = common_cut((sender, up), (receiver, down))
-        m = match(datagram_keys(sender, up, sender.source(), cut),
-                  sender.column("frame_time_ns")[up],
+        m = match(datagram_keys(sender, up, sender.source(), cut), sender.joined(up),
                   datagram_keys(receiver, down, receiver.source(), cut),
-                  times[down], span)
+                  receiver.joined(down), span)
         if not m.arrivals:
             notes.append(Note("loss unknown: no datagram matched", about=name,
                               detail=f"none of its {len(down)} datagrams in the receiver "
@@ -451,7 +515,9 @@ def _paired(sender: _Capture, rows: np.ndarray, receiver: _Capture, counters: bo
         notes.append(Note(f"{others} UDP flow direction(s) only in the receiver capture: not "
                           "shown", detail=f"`pcapstats udp {receiver.path}` shows them"))
     table = _table(found)
-    return Udp({"flows": table}, capture=sender.path, notes=_notes(table) + notes)
+    result = Udp({"flows": table}, capture=sender.path, notes=_notes(table) + notes)
+    result.clock_touched = _touched(sender, receiver)
+    return result
 
 
 def _some(names: list[str], shown: int = 3) -> str:
@@ -470,16 +536,17 @@ def _not_found(stream: int, direction: int, src: str, dst: str) -> dict:
 TEST_END = 4          # iperf3's control message ending the test: one byte, client -> server
 
 
-def _test_end_ns(cap: _Capture, first_row: int, after_ns: int) -> int | None:
-    """When the client's TEST_END passed the capture point: the first one-byte segment
-    carrying 4 on the iperf3 control connection (TCP from the flow's sender to its
-    destination port) after the flow's first datagram; None if not captured."""
+def _test_end_row(cap: _Capture, first_row: int) -> int | None:
+    """Where the client's TEST_END passed the capture point: the row of the first one-byte
+    segment carrying 4 on the iperf3 control connection (TCP from the flow's sender to its
+    destination port) captured after the flow's first datagram (the capture's order, which a
+    clock step leaves as it was); None if not captured."""
     rows = cap.one_byte_segments()
     rows = rows[(cap.column("ip_src")[rows] == cap.column("ip_src")[first_row])
                 & (cap.column("tcp_dstport")[rows] == cap.column("udp_dstport")[first_row])
-                & (cap.column("frame_time_ns")[rows] > after_ns)]
+                & (rows > first_row)]
     ends = rows[cap.source().buf[cap.column("payload_offset")[rows]] == TEST_END]
-    return int(cap.column("frame_time_ns")[ends[0]]) if len(ends) else None
+    return int(ends[0]) if len(ends) else None
 
 
 def _iperf3_counts(counts: np.ndarray) -> tuple[int, int, int, int]:
@@ -511,11 +578,15 @@ def _iperf3_counts(counts: np.ndarray) -> tuple[int, int, int, int]:
     return int(top[-1]), lost, out_of_order, duplicates
 
 
-def rfc3550_jitter(transit_ns: np.ndarray) -> float:
+def rfc3550_jitter(transit_ns: np.ndarray, broken: np.ndarray | None = None) -> float:
     """RFC 3550's interarrival jitter after the last packet, in ns: J += (|D| - J) / 16 over
-    the transit-time differences D of consecutive packets, J starting at 0."""
+    the transit-time differences D of consecutive packets, J starting at 0.  ``broken``: for
+    each difference, whether a clock break lies between its packets: those are unknowable and
+    left out (J unchanged there)."""
     t = np.asarray(transit_ns)[-JITTER_MEMORY - 1:]   # weights older than this are below 1e-300
     d = np.abs(np.diff(t.astype(np.float64)))
+    if broken is not None:
+        d = d[~np.asarray(broken, bool)[-len(d):]] if len(d) else d
     if not len(d):
         return float("nan")
     weights = (15 / 16) ** np.arange(len(d) - 1, -1, -1) / 16   # the last packet weighs most
@@ -537,6 +608,29 @@ def _notes(table: dict) -> list[str]:
                                  "capture whole packets (iperf3 then sends its server's "
                                  "report on the control connection)"))
     return notes
+
+
+def _placed_losses(path) -> list[Note]:
+    """What the capture's sidecar says of the loss it was run with, where the capture point
+    puts it out of sight: after it (the capture holds every datagram the loss will drop), or
+    on this host's own egress before it (its drops are missing here, as a path's would be)."""
+    out = []
+    for p in placements(path) if path else []:
+        if p.what != "loss":
+            continue
+        if p.after_capture:
+            out.append(Note(f"{p.amount} loss after this capture point",
+                            about=f"UDP {p.packets}", detail=f"{p.text()} acts on the "
+                            "datagrams after this capture point saw them: none of its drops "
+                            "is missing here; the loss is the receiver's count (iperf3's "
+                            "report) or a capture further on (udp --pair)"))
+        elif p.own_egress:
+            out.append(Note(f"{p.amount} loss on this host's egress, before the capture",
+                            about=f"UDP {p.packets}", detail=f"{p.text()} dropped datagrams "
+                            "before this capture point saw them (tcpdump's tap is after "
+                            "netfilter and the qdisc): they are missing here as a path's "
+                            "losses would be, and nothing of the path beyond is seen"))
+    return out
 
 
 def _with_reports(table: dict, capture) -> list[str]:

@@ -21,6 +21,7 @@ from . import netem  # noqa: F401  (registers its commands)
 from . import compare  # noqa: F401  (registers its commands)
 from . import report  # noqa: F401  (registers its commands)
 from . import export  # noqa: F401  (registers its commands)
+from . import wifi  # noqa: F401  (registers its commands)
 from . import hierarchy  # noqa: F401  (registers its commands)
 from .app import app, main
 

@@ -91,6 +91,9 @@ def capture_cmd(
         _interrupted(e, sidecar_path(req.paths()[0]))
     for line in summary(doc):
         say("note", line)
+    missed = (doc.get("achieved") or {}).get("out_of_spec")
+    if missed:
+        say("warning", f"out of spec: {'; '.join(missed)}")
     raise typer.Exit((doc["run"]["exit_status"] or 0) if req.command else 0)
 
 

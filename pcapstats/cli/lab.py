@@ -57,6 +57,7 @@ def _list(text: Optional[str]) -> list[str]:
 
 @lab_app.command("run")
 def run_cmd(
+    ctx: typer.Context,
     output: Path = typer.Option(..., "--output", "-o", help="Capture file to write, e.g. "
                                 "runs/reno10.pcap; the sidecar goes to runs/reno10.json.",
                                 show_default=False),
@@ -75,14 +76,21 @@ def run_cmd(
     serialize: bool = typer.Option(False, "--serialize", help="Each packet also waits its "
                                    "size at --rate, both ways, as on a real link (netem's "
                                    "rate): latency grows with size, for the delay model."),
+    one_way: bool = typer.Option(False, "--one-way", help="A link shaped one way: --serialize "
+                                 "(and --rate, as always) toward the receiver alone; the way "
+                                 "back carries the delay only, at the line rate."),
     cc: Optional[str] = typer.Option(None, "--cc", help="Congestion control (reno, cubic, "
                                      "bbr); a comma list gives one per pair."),
     duration: float = typer.Option(10.0, "--time", "-t", help="Seconds to send."),
     nbytes: Optional[str] = typer.Option(None, "--bytes", "-n", help="Bytes to send instead "
                                          "of a duration, e.g. 10MB."),
-    parallel: int = typer.Option(1, "--parallel", "-P", help="Parallel connections per pair."),
+    parallel: str = typer.Option("1", "--parallel", "-P", help="Parallel connections per "
+                                 "pair; a comma list gives one per pair (2,1,1)."),
     pairs: int = typer.Option(1, "--pairs", help="Sender/receiver pairs sharing the "
                               "bottleneck."),
+    start_offset: float = typer.Option(0.0, "--start-offset", help="Seconds between the "
+                                       "pairs' starts: pair K starts (K - 1) x this after the "
+                                       "first (start order; under -t)."),
     udp_rate: Optional[str] = typer.Option(None, "--udp-rate", "-b", help="UDP send rate "
                                            "(iperf3-udp, udp-file), e.g. 20mbit."),
     ping_count: int = typer.Option(10, "--ping-count", help="Pings (tool ping) or messages "
@@ -118,6 +126,12 @@ def run_cmd(
                                             help="Seconds between TCP_INFO samples."),
     trials: int = typer.Option(1, "--trials", help="Repeat the run; files get -trialK."),
     seed: int = typer.Option(0, "--seed", help="Seed of generated file contents."),
+    topology: Optional[Path] = typer.Option(None, "--topology", help="A topology file "
+                                            "(TOML: routers, hosts, links with per-direction "
+                                            "impairments, pairs with their own tools; see "
+                                            "topologies/seed000.toml): every setting comes "
+                                            "from it; -o and --trials go with it.",
+                                            show_default=False),
 ):
     """Run one scenario and capture it.
 
@@ -129,29 +143,66 @@ def run_cmd(
           -o runs/reno10.pcap
       pcapstats lab run --tool ping --delay 10ms --rate 10mbit --serialize \\
           --ping-sizes 56,500,1000,1400 -o runs/sweep.pcap
+      pcapstats lab run --tool pingpong --delay 5ms --rate 10mbit --serialize \\
+          --one-way --ping-sizes 18,16000,65535 -o runs/oneway.pcap
       pcapstats lab run --tool ping --hops 3 --delay 2ms,5ms,10ms \\
           -o runs/chain.pcap
+      pcapstats lab run --topology topologies/seed000.toml -o runs/seed000.pcap
     """
+    if topology is not None:
+        return _run_topology(ctx, topology, output, trials)
     from ..lab.run import Scenario, run  # lazy: the lab costs 0.04 s of every command's start-up
     cc_list = _list(cc)
+    counts = [_int(p, "--parallel") for p in _list(parallel)] or [1]
     sizes = [_int(s, "--ping-sizes") for s in _list(ping_sizes)] or [56]
     if trials < 1:
         raise UsageError(f"--trials must be 1 or more, not {trials}")
     for trial in range(1, trials + 1):
         scenario = Scenario(
             tool=tool.value, loss=loss, delay=delay, jitter=jitter, rate=rate, queue=queue,
-            serialize=serialize, hops=hops,
+            serialize=serialize, one_way=one_way, hops=hops,
             cc=cc_list if len(cc_list) > 1 else (cc_list[0] if cc_list else None),
-            duration_s=duration, bytes=nbytes, parallel=parallel, pairs=pairs,
+            duration_s=duration, bytes=nbytes, pairs=pairs,
+            parallel=counts if len(counts) > 1 else counts[0],
+            start_offset_s=start_offset,
             udp_rate=udp_rate, ping_count=ping_count, ping_interval_s=ping_interval,
             ping_sizes=sizes, ping_during=ping_during, sndbuf=sndbuf, rcvbuf=rcvbuf,
             window_scaling=window_scaling, timestamps=timestamps, sack=sack,
             app_rate=app_rate, capture=capture.value, snaplen=snaplen, format=fmt.value,
             tcp_info_interval_s=tcp_info_interval, trial=trial, seed=seed)
         out = output if trials == 1 else _with_trial(output, trial)
+        if trial == 1:
+            scenario.validate()
+            for line in scenario.queue_notes():
+                say("note", line)
         try:
             with _stages() as stage:
                 doc = run(scenario, out, progress=stage, command=["pcapstats", *sys.argv[1:]])
+        except KeyboardInterrupt as e:
+            _interrupted(e, sidecar_path(out))
+        _report(doc, sidecar_path(out))
+
+
+def _run_topology(ctx: typer.Context, topology: Path, output: Path, trials: int) -> None:
+    """`lab run --topology FILE`: the file's run, each trial's files NAME-trialK."""
+    from ..lab import network  # lazy: the lab costs 0.04 s of every command's start-up
+    from ..lab.network_run import run_network  # lazy: the lab costs start-up time
+    given = [p.opts[0] for p in ctx.command.params if p.name not in ("output", "trials",
+             "topology") and getattr(ctx.get_parameter_source(p.name), "name", None)
+             == "COMMANDLINE"]   # typer's own click: its enum is not click's
+    if given:
+        raise UsageError(f"{', '.join(given)} cannot go with --topology: the file sets the "
+                         "run", path=str(topology), hint="set it in the file ([run], "
+                         "[[link]], [[pair]])")
+    if trials < 1:
+        raise UsageError(f"--trials must be 1 or more, not {trials}")
+    net = network.load(topology)
+    for trial in range(1, trials + 1):
+        out = output if trials == 1 else _with_trial(output, trial)
+        try:
+            with _stages() as stage:
+                doc = run_network(net, out, progress=stage,
+                                  command=["pcapstats", *sys.argv[1:]])
         except KeyboardInterrupt as e:
             _interrupted(e, sidecar_path(out))
         _report(doc, sidecar_path(out))
@@ -175,9 +226,11 @@ def _interrupted(e: KeyboardInterrupt, path: Path):
 
 # Scenario field -> `lab run` option (the inverse of run_cmd's mapping; tested to round-trip).
 _OPTION = {"tool": "--tool", "loss": "--loss", "delay": "--delay", "jitter": "--jitter",
-           "rate": "--rate", "queue": "--queue", "serialize": "--serialize", "hops": "--hops", "cc": "--cc",
+           "rate": "--rate", "queue": "--queue", "serialize": "--serialize",
+           "one_way": "--one-way", "hops": "--hops", "cc": "--cc",
            "duration_s": "-t",
-           "bytes": "-n", "parallel": "-P", "pairs": "--pairs", "udp_rate": "-b",
+           "bytes": "-n", "parallel": "-P", "pairs": "--pairs",
+           "start_offset_s": "--start-offset", "udp_rate": "-b",
            "ping_count": "--ping-count", "ping_interval_s": "--ping-interval",
            "ping_sizes": "--ping-sizes", "ping_during": "--ping-during", "sndbuf": "--sndbuf",
            "rcvbuf": "--rcvbuf", "window_scaling": "--no-window-scaling",
@@ -237,12 +290,18 @@ class _stages:
             self.status.stop()
 
 
+def achieved_lines(achieved: dict | None) -> list[str]:
+    from ..lab.accuracy import lines  # lazy: the lab costs 0.04 s of every command's start-up
+    return lines(achieved)
+
+
 def _report(doc: dict, path: Path) -> None:
     """What a run made, and what it asked beside what happened, in a few lines on stdout.
 
     Each line says what its number is: the shaper's rate is a ceiling, not a throughput to
     reach; the loss rule's drops are not the only loss (the bottleneck's queue drops too, and
-    iperf3 counts both for UDP)."""
+    iperf3 counts both for UDP).  Then achieved against asked (the loss rule's share among
+    them), each marked in or out of spec."""
     m = doc["measured"]
     files = ", ".join(c["file"] + f" ({c['packets_captured']} packets)" for c in doc["captures"])
     lines = [f"wrote {files} and {path.name} in {path.parent}/"]
@@ -255,15 +314,11 @@ def _report(doc: dict, path: Path) -> None:
         line("rtt", f"{m['rtt_ms']:.2f} ms median ping before the run{asked}"
              if m["rtt_ms"] is not None else f"not measured{asked}")
     if m["throughput_bps"] is not None:
+        from ..lab.accuracy import quantity_text  # lazy: the lab costs every command start-up
         ceiling = ("" if m["rate_asked_bps"] is None else
-                   f"; the link was shaped to {m['rate_asked_bps'] / 1e6:.1f} Mbit/s")
+                   f"; shaped to {quantity_text(m['rate_asked_bps'], 'bit/s')}")
         line("throughput", f"{m['throughput_bps'] / 1e6:.2f} Mbit/s as the tools measured "
                            f"it{ceiling}")
-    if m["loss_asked"] or m["loss_measured"]:
-        asked = "" if m["loss_asked"] is None else f"asked {m['loss_asked'] * 100:.2f} %, "
-        got = ("not counted" if m["loss_measured"] is None
-               else f"dropped {m['loss_measured'] * 100:.2f} % of the data packets")
-        line("loss rule", asked + got)
     for report in doc.get("reports") or []:
         lost = report["summary"].get("lost_percent") if report.get("mode") == "udp" else None
         if lost is not None:
@@ -271,7 +326,22 @@ def _report(doc: dict, path: Path) -> None:
                              "drops together)")
     if m.get("retransmitted_segments") is not None:
         line("re-sent", f"{m['retransmitted_segments']} segments (sender's TCP_INFO)")
+    for pair in doc.get("pairs") or []:          # a topology file's run: each pair's own
+        got = pair.get("achieved") or {}
+        words = [f"{pair['from']}→{pair['to']} {pair['tool']}"]
+        if got.get("goodput_bps") is not None:
+            words.append(f"{got['goodput_bps'] / 1e6:.2f} Mbit/s"
+                         + (f" a transfer ({got['transfers']})" if pair["repeat"] > 1 else ""))
+        if got.get("lost_packets") is not None:
+            words.append(f"{got['lost_packets']} datagrams lost")
+        if got.get("rtt_under_load_ms") is not None:
+            words.append(f"rtt under load {got['rtt_under_load_ms']:.1f} ms")
+        line(pair["label"], ", ".join(words))
+    lines += achieved_lines(doc.get("achieved"))
     print("\n".join(lines))
+    out = (doc.get("achieved") or {}).get("out_of_spec")
+    if out:
+        say("warning", f"out of spec: {'; '.join(out)}")
 
 
 MATRIX_UNITS = {"seconds": "s", "rtt_asked_ms": "ms", "rtt_ms": "ms", "rate_asked_bps": "bit/s",
@@ -296,6 +366,9 @@ def matrix(
     """Run a grid of scenarios; skips cells already complete."""
     from ..lab.matrix import load_spec, run_matrix, summary_table  # lazy: the lab costs 0.04 s of every command's start-up
     cells = load_spec(spec)  # every cell validated before the first one runs
+    for cell in cells:
+        for line in (cell.scenario.queue_notes() if cell.scenario else []):
+            say("note", f"cell {cell.name}: {line}")
     progress, task = None, None
     if sys.stderr.isatty():
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
@@ -306,8 +379,9 @@ def matrix(
 
     def on_cell(k, total, cell, state):
         if progress:
-            if state == "start":
-                progress.update(task, description=cell.name)
+            if state in ("start", "retry"):
+                progress.update(task, description=cell.name + (" (again: out of spec)"
+                                                               if state == "retry" else ""))
             else:
                 progress.advance(task)
         elif state != "start":
@@ -333,6 +407,9 @@ def matrix(
     failed = [r for r in results if r.status == "failed"]
     for r in failed:
         say("error", f"cell {r.name}: {r.error}")
+    for r in results:
+        if r.status == "out of spec":
+            say("warning", f"cell {r.name}: {r.error}")
     if failed:
         raise typer.Exit(EXIT_ERROR)
 

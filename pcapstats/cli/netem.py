@@ -103,9 +103,10 @@ def _show(host, iface: str) -> None:
         print(f"  {who}: {r.describe()}")
         print(f"    {_mechanisms(r)}")
         c = s.counters
-        if c.get("loss") and r.asked.get("loss"):
-            print(f"    loss rule: dropped {c['loss']['dropped_packets']} of "
-                  f"{c['loss']['offered_packets']} packets so far")
+        loss = host.loss_counted(c.get("loss"))
+        if loss and r.asked.get("loss"):
+            print(f"    loss: dropped {loss[0]} of {loss[1]} {loss[2]} so far: "
+                  f"{loss[0] / loss[1] * 100:.2f} %")
         for q in (c[k] for k in ("netem", "qdisc") if c.get(k)):
             print(f"    {q['kind']} {q['handle']} sent {q['sent_packets']} packets, dropped "
                   f"{q['dropped_packets']}, {q['backlog_packets']} queued now")

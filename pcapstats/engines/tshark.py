@@ -193,12 +193,20 @@ def _to_capture(raw: pd.DataFrame, path: str, size: int, compressed: bool) -> Ca
     a["radiotap_datarate"] = np.where(has_rate, pd.to_numeric(rate.where(has_rate, "0")), 0.0)
     freq, has_freq = _num(raw["radiotap.channel.freq"], "uint16")
     a["radiotap_channel_freq"] = freq
+    # the 802.11 frame control, where tshark dissects its flags (protocol version 0)
+    retry = _first(raw["wlan.fc.retry"])
+    has_wlan = (retry != "").to_numpy()
+    a["wlan_fc_retry"] = retry.isin(["1", "True"]).to_numpy()
+    a["wlan_fc_type"] = np.where(has_wlan, _num(raw["wlan.fc.type"], "uint8")[0], 0) \
+        .astype(np.uint8)
+    a["wlan_fc_ds"] = _num(raw["wlan.fc.ds"], "uint8")[0]
 
     echo = icmp & _pick(raw, "icmp.ident|icmpv6.echo.identifier", "int64")[1]
     layers = {schema.VLAN: vlan_present, schema.IP: ip, schema.TCP: tcp, schema.UDP: udp,
               schema.ICMP: icmp, schema.ICMP_ECHO: echo, **opts,
               schema.TCP_OPT_SACK_PERM: a["tcp_option_sack_perm"], schema.RADIOTAP_SIGNAL: has_signal,
-              schema.RADIOTAP_RATE: has_rate, schema.RADIOTAP_CHANNEL: has_freq}
+              schema.RADIOTAP_RATE: has_rate, schema.RADIOTAP_CHANNEL: has_freq,
+              schema.WLAN: has_wlan}
     for k, layer in enumerate((schema.TCP_SACK1, schema.TCP_SACK2, schema.TCP_SACK3,
                                schema.TCP_SACK4), start=1):
         layers[layer] = a["tcp_sack_count"] >= k

@@ -60,6 +60,7 @@ def read_fast(path, kernel: str = "auto", window_bytes: int = WINDOW_BYTES, prog
         cap = _capture(src, walker, table, kern)
         clock = ClockCheck()
         clock.feed(cap.column("frame_time_ns"))
+        cap.derived["clock"] = clock
         _warn_clock(clock, src.path)
     cap.warnings.extend(str(w.message) for w in caught)
     return cap
@@ -234,6 +235,7 @@ def packet_windows(path, on_window, kernel: str = "auto", window_bytes: int = WI
         first = table.total - k + 1
         cap.arrays["frame_number"] = np.arange(first, first + k, dtype=np.uint32)
         cap.arrays["frame_time_relative"] = lambda: (ts - start[0]) / 1e9
+        cap.derived["clock"] = clock              # the file's, up to this window
         tcp, udp = cap.layer(schema.TCP), cap.layer(schema.UDP)
         cap.arrays["direction"] = sides.directions(
             tcp, udp, table.stream[:k], table.ip_src[:k],
@@ -351,7 +353,8 @@ class Kept:
         return partial_capture(self.first, self.last,
                                {name: self.store[held][:n] for name, held in self.same.items()},
                                {name: self.store[name][:n] for name in self.layers},
-                               WholeFile(total, self.start_ns, self.counts, self.latest_ns))
+                               WholeFile(total, self.start_ns, self.counts, self.latest_ns,
+                                         self.last.clock))
 
 
 def partial_capture(first: Capture, last: Capture, arrays: dict, layers: dict,
@@ -472,6 +475,9 @@ def _capture(src, walker, t: _Table, kern, addresses=None) -> Capture:
         "radiotap_datarate": lambda: np.where((radio & K.RT_RATE) != 0,
                                               K.RATE_MBPS[out["rt_rate"]], 0.0),
         "radiotap_channel_freq": out["rt_freq"],
+        "wlan_fc_type": lambda: ((out["wlan_fc"] >> 10) & 3).astype(np.uint8),
+        "wlan_fc_ds": lambda: (out["wlan_fc"] & 3).astype(np.uint8),
+        "wlan_fc_retry": lambda: (out["wlan_fc"] & 0x08) != 0,
         # the decode's own facts, beside the packet table (schema.DECODE_FACTS)
         "decode_status": out["status"], "ethertype": out["ethertype"], "vlan_ad": out["vlan_ad"],
         "l3_offset": out["l3_offset"], "wlan_kind": out["wlan_kind"],
@@ -492,6 +498,7 @@ def _capture(src, walker, t: _Table, kern, addresses=None) -> Capture:
         schema.RADIOTAP_SIGNAL: lambda: (radio & K.RT_SIGNAL) != 0,
         schema.RADIOTAP_RATE: lambda: (radio & K.RT_RATE) != 0,
         schema.RADIOTAP_CHANNEL: lambda: (radio & K.RT_FREQ) != 0,
+        schema.WLAN: lambda: (radio & K.RT_WLAN) != 0,
     }
     for k, layer in enumerate((schema.TCP_SACK1, schema.TCP_SACK2, schema.TCP_SACK3,
                                schema.TCP_SACK4), start=1):
@@ -521,8 +528,9 @@ def _warn_wlan(counts, first_packet: int, path) -> None:
         f"{int(counts.sum())} 802.11 frames carry no IP packet (counted, not decoded): {what}",
         path=path, packet=first_packet,
         hint="their rows keep the radiotap columns (signal, rate, channel) where the capture "
-             "has them; protected frames show IP only once decrypted (airdecap-ng, or "
-             "Wireshark with the keys)"))
+             "has them and the 802.11 ones (type, direction, retry): `pcapstats wifi` reads "
+             "them; protected frames show IP only once decrypted (airdecap-ng, or Wireshark "
+             "with the keys)"))
 
 
 def _warn_skipped(linktypes, first_packet: int, path) -> None:

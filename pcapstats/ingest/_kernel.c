@@ -19,7 +19,7 @@
 #include <stdint.h>
 #include <string.h>
 
-/* ---- status codes (mirrored in kernel.py) ---- */
+/* ---- status codes (mirrored in contract.py) ---- */
 enum {
     ST_OK = 0,
     ST_TRUNCATED = 1,         /* the file ends inside a record: stop, keep what was read */
@@ -98,7 +98,7 @@ int64_t ps_walk_pcap(const uint8_t *buf, int64_t len, int64_t pos, int32_t swapp
  * Interface table (filled here, capacity if_cap): link type, snaplen, the raw if_tsresol byte
  * (default 6), if_tsoffset seconds, and the interface's id within its section.
  * Packets get the table index of their interface (iface) and the raw 64-bit timestamp in
- * interface units (ts_raw); kernel.py converts units to nanoseconds per interface.
+ * interface units (ts_raw); formats.py converts units to nanoseconds per interface.
  */
 int64_t ps_walk_pcapng(const uint8_t *buf, int64_t len, int64_t cap, int64_t *data_off,
                        uint32_t *caplen, uint32_t *origlen, uint64_t *ts_raw, uint32_t *iface,
@@ -272,10 +272,11 @@ typedef struct {
     uint16_t *payload_rel;     /* payload offset from the packet's first byte (valid where l4) */
     uint32_t *payload_len;
     uint8_t *wlan_kind;        /* an 802.11 frame that carries no IP packet: which kind (WLAN_*) */
-    uint8_t *rt_present;       /* radiotap fields found: RT_SIGNAL | RT_RATE | RT_FREQ */
+    uint8_t *rt_present;       /* radio fields found: RT_SIGNAL | RT_RATE | RT_FREQ | RT_WLAN */
     int8_t *rt_signal;         /* dBm antenna signal */
     uint16_t *rt_rate;         /* Rate field (500 kbit/s), or RT_MCS_RATE + an 802.11n MCS code */
     uint16_t *rt_freq;         /* channel frequency, MHz */
+    uint16_t *wlan_fc;         /* 802.11 frame control, its first byte high (as wlan.fc) */
     uint16_t *ethertype;       /* the type the link layer handed on (after VLAN tags; see below) */
     uint8_t *vlan_ad;          /* bit k: VLAN tag k, outermost first, was an 802.1ad S-tag */
     uint16_t *l3_offset;       /* where the network header (or the link header it ended in) starts */
@@ -333,9 +334,10 @@ static int64_t skip_vlans(const uint8_t *p, int64_t cl, int64_t off, uint16_t *e
 /* 802.11 frames that carry no IP packet (wlan_kind; 0: none, or an 802.11 data frame read on) */
 enum { WLAN_MGMT = 1, WLAN_CTRL = 2, WLAN_EXTENSION = 3, WLAN_NULL = 4, WLAN_PROTECTED = 5,
        WLAN_AMSDU = 6, WLAN_OTHER_VERSION = 7, WLAN_NO_PSDU = 8 };
-/* rt_present bits; rt_rate codes from RT_MCS_RATE on are 802.11n MCS fields:
+/* rt_present bits (RT_WLAN: an 802.11 frame control of protocol version 0 was read, in
+ * wlan_fc); rt_rate codes from RT_MCS_RATE on are 802.11n MCS fields:
  * RT_MCS_RATE + 4 * index + 2 * (40 MHz) + (short guard interval) */
-enum { RT_SIGNAL = 1, RT_RATE = 2, RT_FREQ = 4 };
+enum { RT_SIGNAL = 1, RT_RATE = 2, RT_FREQ = 4, RT_WLAN = 8 };
 #define RT_MCS_RATE 256
 #define RT_NS_RADIOTAP 29
 #define RT_NS_VENDOR 30
@@ -540,6 +542,8 @@ static inline __attribute__((always_inline)) int64_t wlan(const uint8_t *p, int6
     const uint8_t fc0 = p[at], fc1 = p[at + 1];
     const int type = (fc0 >> 2) & 3, subtype = fc0 >> 4;
     if (fc0 & 3) { a->status[i] = DS_OK; a->wlan_kind[i] = WLAN_OTHER_VERSION; return at; }
+    a->wlan_fc[i] = (uint16_t)(fc0 << 8 | fc1);   /* type, retry, to/from DS ... */
+    a->rt_present[i] |= RT_WLAN;
     if (type != 2) {
         a->status[i] = DS_OK;
         a->wlan_kind[i] = type == 0 ? WLAN_MGMT : type == 1 ? WLAN_CTRL : WLAN_EXTENSION;
@@ -1055,7 +1059,7 @@ int64_t ps_conversations(void *hp, int64_t n, const uint8_t *l4, const int32_t *
 /* ---- module stub, so setuptools builds it and importlib finds it ---- */
 static struct PyModuleDef kernel_module = {
     PyModuleDef_HEAD_INIT, "_kernel",
-    "Compiled ingest loops for pcapstats, called through ctypes (see kernel.py).", -1, NULL,
+    "Compiled ingest loops for pcapstats, called through ctypes (see kernel_c.py).", -1, NULL,
 };
 
 PyMODINIT_FUNC PyInit__kernel(void) { return PyModule_Create(&kernel_module); }

@@ -56,8 +56,9 @@ WLAN_KINDS = {  # for the reader's warning, in this order
     WLAN_AMSDU: "A-MSDU (aggregates, not split)", WLAN_OTHER_VERSION: "802.11 protocol version 1-3",
     WLAN_NO_PSDU: "radiotap 0-length PSDU (no frame)",
 }
-# Bits of ``rt_present``: the radiotap fields found.
-RT_SIGNAL, RT_RATE, RT_FREQ = 1, 2, 4
+# Bits of ``rt_present``: the radiotap fields found, and RT_WLAN: an 802.11 frame control field
+# of protocol version 0 was read (``wlan_fc``: its first byte high, as Wireshark's wlan.fc).
+RT_SIGNAL, RT_RATE, RT_FREQ, RT_WLAN = 1, 2, 4, 8
 # ``rt_rate``: the radiotap Rate field (500 kbit/s units, 0-255), or from RT_MCS_RATE on an
 # 802.11n MCS field: RT_MCS_RATE + 4 * MCS index (0-76) + 2 * (40 MHz) + (short guard interval).
 RT_MCS_RATE = 256
@@ -106,8 +107,9 @@ DECODE_OUTPUTS: tuple[tuple[str, str], ...] = (
     ("payload_rel", "uint16"),     # payload offset from the packet's first byte (where l4 != 0)
     ("payload_len", "uint32"),
     ("wlan_kind", "uint8"),        # WLAN_*: an 802.11 frame without an IP packet, and why
-    ("rt_present", "uint8"),       # RT_* bits: the radiotap fields below that were found
+    ("rt_present", "uint8"),       # RT_* bits: the radio fields below that were found
     ("rt_signal", "int8"), ("rt_rate", "uint16"), ("rt_freq", "uint16"),
+    ("wlan_fc", "uint16"),         # 802.11 frame control (where RT_WLAN)
     ("ethertype", "uint16"),       # the type the link layer hands on (link_layer in _kernel.c)
     ("vlan_ad", "uint8"),          # bit k: VLAN tag k, outermost first, was an 802.1ad S-tag
     ("l3_offset", "uint16"),       # where the network header (or the link header it ended in) is

@@ -281,7 +281,8 @@ class Spilled:
         self.resident, self.store = buckets.resident, kept.store
         kept.store = {}                         # held here alone: let go once given
         self.warnings: list[str] = []
-        self.whole = WholeFile(total, kept.start_ns, dict(kept.counts), kept.latest_ns)
+        self.whole = WholeFile(total, kept.start_ns, dict(kept.counts), kept.latest_ns,
+                               kept.last.clock)
         self.first, self.last, self.same = kept.first, kept.last, kept.same
         self.layers = list(kept.layers)
 

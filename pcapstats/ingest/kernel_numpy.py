@@ -1,7 +1,7 @@
 """The ingest kernel in numpy and plain Python: the fallback when ``_kernel.c`` was not compiled.
 
-``NumpyKernel`` has the methods of ``kernel.CKernel`` (see kernel.py for the contract) and gives
-bit-identical results for every input, valid or not; ``tests/test_kernel_equivalence.py`` holds
+``NumpyKernel`` has the methods of ``kernel_c.CKernel`` (see contract.py for the contract) and gives
+bit-identical results for every input, valid or not; ``tests/ingest/test_kernel_equivalence.py`` holds
 the two to that.  Every rule below mirrors a line of ``_kernel.c``: read them side by side.
 
 - The record walks are sequential (a record's length says where the next one starts): Python
@@ -26,8 +26,8 @@ import pandas as pd
 from .contract import (ABSURD_RECORD, DS_END_IP, DS_END_L4, DS_END_LINK, DS_END_LLC, DS_END_TAG,
                      DS_END_WLAN, DS_MALFORMED, DS_UNKNOWN_LINKTYPE, IPF_DF, IPF_FRAGMENT,
                      IPF_MF, L4_ICMP, L4_TCP, L4_UDP, OPT_MSS, OPT_SACK_PERM, OPT_TS, OPT_WS,
-                     RT_FREQ, RT_MCS_RATE, RT_RATE, RT_SIGNAL, ST_ABSURD_LENGTH, ST_BAD_BLOCK,
-                     ST_BAD_SECTION, ST_CAPACITY, ST_OK, ST_TOO_MANY_INTERFACES,
+                     RT_FREQ, RT_MCS_RATE, RT_RATE, RT_SIGNAL, RT_WLAN, ST_ABSURD_LENGTH,
+                     ST_BAD_BLOCK, ST_BAD_SECTION, ST_CAPACITY, ST_OK, ST_TOO_MANY_INTERFACES,
                      ST_TRAILER_MISMATCH, ST_TRUNCATED, ST_UNKNOWN_INTERFACE, WLAN_AMSDU,
                      WLAN_CTRL, WLAN_EXTENSION, WLAN_MGMT, WLAN_NO_PSDU, WLAN_NULL,
                      WLAN_OTHER_VERSION, WLAN_PROTECTED, Interfaces, Records, SackTable, Status)
@@ -494,6 +494,9 @@ def _wlan(src: _Bytes, r, off, cl, at, datapad, out):
         [WLAN_OTHER_VERSION, WLAN_MGMT, WLAN_CTRL, WLAN_EXTENSION, WLAN_NULL, WLAN_PROTECTED], 0)
     cut = room < 2
     kind_of[cut] = 0
+    read = np.flatnonzero(~cut & ((fc0 & 3) == 0))     # the frame control, protocol version 0
+    out["wlan_fc"][r[read]] = fc0[read] << 8 | fc1[read]
+    out["rt_present"][r[read]] |= RT_WLAN
     addr4 = np.where((fc1 & 3) == 3, 6, 0)
     qos = (fc0 & 0x80) != 0
     hdr = 24 + addr4 + np.where(qos, 2, 0) + np.where(qos & ((fc1 & 0x80) != 0), 4, 0)

@@ -10,10 +10,11 @@ Only this package touches the host's network, and it undoes everything it made.
 Modules, bottom up: commands (running tools, LabError), cleanup (exit paths, leftovers),
 tcpdump, netns (the Lab: hosts, links), topologies (ready-made labs), impair (loss, delay, rate:
 on a lab's bottleneck or a host's own interface, with netem or the fallback), traffic (starting
-the tools), sidecar (writing the JSON beside each capture), run (one scenario), matrix (a grid
-of scenarios), live (``pcapstats capture`` on a host's own interface).  The programs that run
-inside the hosts are in pcapstats.tools; the sidecar's format and reading side in
-pcapstats.sidecar.
+the tools), sidecar (writing the JSON beside each capture), accuracy (achieved against asked),
+run (one scenario), specfile (reading the lab's TOML files), network (a topology file),
+network_run (one run of it), matrix (a grid of scenarios), live (``pcapstats capture`` on a host's own
+interface).  The programs that run inside the hosts are in pcapstats.tools; the sidecar's
+format and reading side in pcapstats.sidecar.
 """
 
 from pcapstats.lab.impair import Applied, Impairment, apply

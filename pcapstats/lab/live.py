@@ -33,6 +33,7 @@ lab run it does not fail the capture (a busy host's interface is not the lab's q
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import shutil
 import signal
@@ -45,12 +46,13 @@ from typing import Callable, Sequence
 
 from pcapstats import sidecar
 from pcapstats.errors import UsageError
+from pcapstats.lab import accuracy
 from pcapstats.lab.impair import host, state
 from pcapstats.lab.commands import LabError, checked
 from pcapstats.lab.impair.mechanisms import Impairment
 from pcapstats.lab.netns import Lab
 from pcapstats.lab.cleanup import SignalsBlocked, signals_unwind
-from pcapstats.lab.sidecar import write_sidecar
+from pcapstats.lab.sidecar import interface_placements, write_sidecar
 from pcapstats.lab.tcpdump import TcpdumpCapture
 from pcapstats.lab.traffic import tool_versions
 
@@ -182,7 +184,7 @@ class _Run:
             "scenario": None, "flows": [],
             "interface": {"name": req.interface, "ifindex": info.get("ifindex"),
                           "mtu": info.get("mtu"), "netns": state.netns_inode(),
-                          "host": socket.gethostname(),
+                          "host": socket.gethostname(), "addresses": _addresses(req.interface),
                           "qdiscs_before": [host.describe_qdisc(q, req.interface)
                                             for q in qdiscs],
                           "pcapstats_before": (None if before is None else
@@ -194,6 +196,7 @@ class _Run:
                     "duration_s": req.duration_s, "started_ns": None, "ended_ns": None,
                     "exit_status": None, "signal": None, "stopped_by": None},
             "tools": None,
+            "achieved": None,
         }
 
     # -- the capture ------------------------------------------------------------------------------
@@ -254,7 +257,9 @@ class _Run:
         self.doc["captures"] = [{
             "file": self.final.name, "side": None, "host": self.doc["interface"]["host"],
             "interface": r.interface, "snaplen": r.snaplen, "format": self.fmt,
-            "timestamps": "nano", "filter": r.bpf, "tcpdump": self.tcpdump.argv}]
+            "timestamps": "nano", "filter": r.bpf, "tcpdump": self.tcpdump.argv,
+            "impairments": [] if self.applied is None else interface_placements(
+                self.applied.record.asked, r.interface, self.doc["interface"]["addresses"])}]
 
     def _wait(self) -> None:
         run = self.doc["run"]
@@ -345,6 +350,9 @@ class _Run:
         if self.partial.exists():
             self.doc["captures"][0]["size_bytes"] = self.partial.stat().st_size
             os.replace(self.partial, self.final)
+            if self.applied is not None:
+                self.doc["achieved"] = accuracy.measured(accuracy.capture, self.doc,
+                                                          self.final)
         else:
             self.doc["captures"] = []
         write_sidecar(sidecar.sidecar_path(self.final), self.doc)
@@ -365,6 +373,16 @@ class _Run:
         for leftover in (self.partial, self.partial.with_name(self.partial.name + ".tmp.pcap")):
             with contextlib.suppress(FileNotFoundError):
                 leftover.unlink()
+
+
+def _addresses(iface: str) -> list[str]:
+    """The interface's own IP addresses (``ip -j addr``): what it sends is from them."""
+    proc = checked(["ip", "-j", "addr", "show", "dev", iface], check=False)
+    try:
+        entries = json.loads(proc.stdout or "[]")
+    except json.JSONDecodeError:
+        return []
+    return [a["local"] for e in entries for a in e.get("addr_info") or [] if a.get("local")]
 
 
 def describe_mechanisms(record: state.Record) -> str:
@@ -396,12 +414,11 @@ def summary(doc: dict) -> list[str]:
         lines.append(f"wrote {path} ({cap.get('packets_captured')} packets) and its sidecar")
     imp = doc.get("impairment") or {}
     counts = imp.get("counters") or {}
-    loss = counts.get("loss")
+    loss = host.loss_counted(counts.get("loss"))
     if loss and imp["asked"].get("loss"):
-        seen, dropped = loss["offered_packets"], loss["dropped_packets"]
-        share = f" ({dropped / seen * 100:.2f} %)" if seen else ""
-        lines.append(f"the loss rule dropped {dropped} of {seen} packets{share}, asked "
-                     f"{imp['asked']['loss'] * 100:g} %")
+        dropped, seen, unit = loss
+        lines.append(f"the loss dropped {dropped} of {seen} {unit}: "
+                     f"{dropped / seen * 100:.2f} %, asked {imp['asked']['loss'] * 100:g} %")
     q = counts.get("qdisc")
     if q:
         lines.append(f"{q['kind']} sent {q['sent_packets']} packets, dropped "
@@ -416,7 +433,7 @@ def summary(doc: dict) -> list[str]:
     if imp.get("removed") is not None:
         lines.append(f"removed from {doc['interface']['name']}: "
                      + "; ".join(imp["removed"]))
-    return lines
+    return lines + accuracy.lines(doc.get("achieved"))
 
 
 __all__ = ["LiveCapture", "capture", "check_host", "describe_mechanisms", "summary"]

@@ -64,7 +64,7 @@ class Bottleneck:
     """
     router: str
     egress: str  # router's interface toward the receivers
-    ingress: str  # router's interface toward the senders
+    ingress: str | None  # router's interface toward the senders; None: one direction only
 
 
 @dataclass

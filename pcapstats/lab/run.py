@@ -44,13 +44,14 @@ from pathlib import Path
 from typing import Callable
 
 from pcapstats.errors import UsageError
-from pcapstats.units import parse_rate, parse_simpleperf_size
+from pcapstats.units import (FRAME_BYTES, parse_loss, parse_rate, parse_simpleperf_size,
+                             parse_tc_size, parse_time)
 from pcapstats import sidecar
-from pcapstats.lab import impair, topologies, traffic
+from pcapstats.lab import accuracy, impair, topologies, traffic
 from pcapstats.lab.cleanup import SignalsBlocked, signals_unwind
 from pcapstats.lab.commands import LabError, require_tools
 from pcapstats.lab.netns import Lab
-from pcapstats.lab.sidecar import stream_ids, write_sidecar
+from pcapstats.lab.sidecar import lab_placements, stream_ids, write_sidecar
 from pcapstats.tools.tcpinfo import available_congestion_controls
 
 CLIENT_START_S = 1.0  # pairs' clients start together this long after the last server is up
@@ -62,6 +63,24 @@ CAPTURE_SIDES = ("sender", "receiver", "both", "router", "all")
 CAPTURE_FILES = {"both": ("sender", "receiver"), "all": ("sender", "router", "receiver")}
 FORMATS = ("pcap", "pcapng")
 PAUSE_AT, PAUSE_S = "PCAPSTATS_LAB_PAUSE_AT", "PCAPSTATS_LAB_PAUSE_S"  # the test hook
+WITNESS_SNAPLEN = 96  # the lab's own captures for achieved vs asked: the IPv4 header is enough
+MAX_DATAGRAM_PAYLOAD = 65507  # 65535 - 20 (IPv4) - 8 (ICMP or UDP): the most ping -s sends
+MTU = FRAME_BYTES - 14        # IPv4 packets of the lab's links
+MESSAGE_MARGIN_FRAMES = 2     # a queue holds a run's longest message and this many frames more
+HEADERS = {"ping": 20 + 8, "UDP message": 20 + 8}  # IPv4 and ICMP/UDP, once a datagram
+
+
+def message_wire_bytes(what: str, size: int, timestamps: bool = True) -> int:
+    """The bytes of frames one message takes on the wire (Ethernet headers included, as tbf
+    and the delay line count them): a ping or UDP message of ``size`` bytes in IP fragments
+    of MTU, a TCP message in segments of the MSS (1448 bytes with timestamps, else 1460)."""
+    if what == "TCP message":
+        options = 12 if timestamps else 0
+        mss = MTU - 40 - options
+        return size + math.ceil(size / mss) * (14 + 40 + options)
+    datagram = size + HEADERS[what] - 20                   # the IP payload
+    fragments = max(1, math.ceil(datagram / (MTU - 20)))
+    return datagram + fragments * (14 + 20)
 
 
 @dataclass
@@ -74,7 +93,9 @@ class Scenario:
     ``ping_during`` pings (ping_count, ping_interval_s, first of ping_sizes) from the first
     sender to its receiver while the transfer runs: the RTT under load.  The pingpong tools
     send ping_count messages of each of ping_sizes, ping_interval_s apart.  ``hops`` > 1 makes
-    the path a chain of that many routers (one pair); ``loss``, ``delay``, ``jitter``,
+    the path a chain of that many routers (one pair); ``serialize`` makes each packet wait
+    size/rate too, both ways (``one_way``: toward the receiver alone, the way back carrying
+    the delay only: a link shaped one way); ``loss``, ``delay``, ``jitter``,
     ``rate`` and ``queue`` then take one value for every router or a comma list (or list)
     with one per router, each on its link toward the receiver.  ``window_scaling``,
     ``timestamps`` and ``sack`` set net.ipv4.tcp_window_scaling / tcp_timestamps / tcp_sack
@@ -83,7 +104,8 @@ class Scenario:
     could carry.  ``capture``:
     "sender", "receiver", "router" (the router's interface toward the sender: mid-path,
     before the impairment), "both" (sender and receiver) or "all" (sender, router and
-    receiver; one pair).
+    receiver; one pair).  ``start_offset_s`` staggers several pairs: pair K's client starts
+    (K - 1) x this many seconds after the first pair's (start order in a fairness study).
     """
     tool: str = "simpleperf"
     loss: str | float | None = None
@@ -92,12 +114,14 @@ class Scenario:
     rate: str | None = None
     queue: str | int | None = None
     serialize: bool = False
+    one_way: bool = False
     hops: int = 1
     cc: str | list[str] | None = None
     duration_s: float = 10.0
     bytes: str | int | None = None
-    parallel: int = 1
+    parallel: int | list[int] = 1
     pairs: int = 1
+    start_offset_s: float = 0.0
     udp_rate: str | None = None
     ping_count: int = 10
     ping_interval_s: float = 0.2
@@ -119,63 +143,165 @@ class Scenario:
     def cc_of_pair(self, k: int) -> str | None:
         return self.cc[k] if isinstance(self.cc, list) else self.cc
 
+    def parallel_of_pair(self, k: int) -> int:
+        return self.parallel[k] if isinstance(self.parallel, list) else self.parallel
+
     def validate(self) -> None:
         """UsageError naming the first thing that cannot be run."""
-        def bad(what, hint=None):
-            raise UsageError(what, hint=hint)
+        def bad(what, hint=None, field=None):
+            error = UsageError(what, hint=hint)
+            error.field = field     # the Scenario field at fault: a spec's error names it
+            raise error
         if self.tool not in TOOLS:
-            bad(f"unknown tool {self.tool!r}", f"use one of {', '.join(TOOLS)}")
+            bad(f"unknown tool {self.tool!r}", f"use one of {', '.join(TOOLS)}", field="tool")
         if self.capture not in CAPTURE_SIDES:
-            bad(f"unknown capture side {self.capture!r}", f"use {', '.join(CAPTURE_SIDES)}")
+            bad(f"unknown capture side {self.capture!r}", f"use {', '.join(CAPTURE_SIDES)}", field="capture")
         if self.format not in FORMATS:
-            bad(f"unknown capture format {self.format!r}", "use pcap or pcapng")
+            bad(f"unknown capture format {self.format!r}", "use pcap or pcapng", field="format")
         if not 1 <= int(self.pairs) <= 8:
-            bad(f"pairs must be 1..8, not {self.pairs}")
+            bad(f"pairs must be 1..8, not {self.pairs}", field="pairs")
         if not 1 <= int(self.hops) <= topologies.MAX_ROUTERS:
-            bad(f"hops must be 1..{topologies.MAX_ROUTERS} routers, not {self.hops}")
+            bad(f"hops must be 1..{topologies.MAX_ROUTERS} routers, not {self.hops}", field="hops")
         if self.hops > 1 and self.pairs > 1:
-            bad("a chain of routers (--hops) carries one pair", "give --pairs 1 or --hops 1")
-        if not 1 <= int(self.parallel) <= (5 if self.tool == "simpleperf" else 128):
-            bad(f"parallel (-P) must be 1..5 for simpleperf, 1..128 for iperf3, "
-                f"not {self.parallel}")
+            bad("a chain of routers (--hops) carries one pair", "give --pairs 1 or --hops 1", field="hops")
+        counts = self.parallel if isinstance(self.parallel, list) else [self.parallel]
+        if isinstance(self.parallel, list) and len(self.parallel) != self.pairs:
+            bad(f"parallel (-P): {len(self.parallel)} counts for {self.pairs} pairs",
+                "give one for all, or one per pair (2,1,1)", field="parallel")
+        for count in counts:
+            if not 1 <= int(count) <= (5 if self.tool == "simpleperf" else 128):
+                bad(f"parallel (-P) must be 1..5 for simpleperf, 1..128 for iperf3, "
+                    f"not {count}", field="parallel")
         if not self.bytes and not (self.duration_s and self.duration_s > 0):
-            bad("a transfer needs a duration (-t SECONDS > 0) or a size (-n BYTES)")
+            bad("a transfer needs a duration (-t SECONDS > 0) or a size (-n BYTES)", field="duration_s")
         if self.duration_s and not math.isfinite(self.duration_s):
-            bad(f"duration (-t) must be a finite number of seconds, not {self.duration_s}")
+            bad(f"duration (-t) must be a finite number of seconds, not {self.duration_s}", field="duration_s")
+        if not (math.isfinite(self.start_offset_s) and self.start_offset_s >= 0):
+            bad(f"start offset must be 0 s or more, not {self.start_offset_s}", field="start_offset_s")
+        if self.start_offset_s and (self.pairs < 2 or self.tool == "ping"):
+            bad("a start offset staggers the pairs' clients: it needs --pairs 2 or more and a "
+                "tool other than ping", field="start_offset_s")
+        if self.start_offset_s and not self.bytes and self.start_offset_s >= self.duration_s:
+            bad(f"a start offset of {self.start_offset_s:g} s is not under the duration "
+                f"({self.duration_s:g} s): the pairs would not send at the same time", field="start_offset_s")
         if isinstance(self.cc, list) and len(self.cc) != self.pairs:
             bad(f"{len(self.cc)} congestion controls for {self.pairs} pairs",
-                "give one for all, or one per pair")
+                "give one for all, or one per pair", field="cc")
         if self.snaplen < 64:
             bad(f"snaplen {self.snaplen} is too small to keep the TCP/IP headers",
-                "use 128 (headers only) or more")
+                "use 128 (headers only) or more", field="snaplen")
         if self.capture == "all" and int(self.pairs) > 1:
             bad("capture all (sender, router, receiver) needs one pair: with several pairs the "
                 "sender and router captures are both the router's bridge toward the senders",
-                "give --pairs 1, or --capture both")
+                "give --pairs 1, or --capture both", field="capture")
         if self.app_rate and self.tool not in ("iperf3", "simpleperf"):
             bad(f"an application-limited sender (app_rate) needs tool iperf3 or simpleperf, "
                 f"not {self.tool}", "iperf3's -b and simpleperf's --rate limit what their TCP "
-                "sender writes; the other tools send as fast as they can")
+                "sender writes; the other tools send as fast as they can", field="app_rate")
         if self.tool in ("iperf3-udp",) and not self.udp_rate:
-            bad("iperf3-udp needs a rate (--udp-rate, e.g. 20mbit)")
+            bad("iperf3-udp needs a rate (--udp-rate, e.g. 20mbit)", field="udp_rate")
         if self.tool.startswith("ping") and not self.ping_sizes:
-            bad(f"{self.tool} needs at least one size")
+            bad(f"{self.tool} needs at least one size", field="ping_sizes")
+        if self.tool in ("ping", "pingpong-udp") or self.ping_during:
+            sizes = self.ping_sizes if self.tool.startswith("ping") else self.ping_sizes[:1]
+            big = [size for size in sizes if size > MAX_DATAGRAM_PAYLOAD]
+            if big:
+                bad(f"{'ping' if self.tool != 'pingpong-udp' else 'a UDP message'} of "
+                    f"{big[0]} bytes cannot be sent: an IPv4 datagram holds at most "
+                    f"{MAX_DATAGRAM_PAYLOAD} bytes after its headers",
+                    f"use sizes up to {MAX_DATAGRAM_PAYLOAD}", field="ping_sizes")
         wanted = {c for c in (self.cc if isinstance(self.cc, list) else [self.cc]) if c}
         available = _available_ccs()
         if available and wanted - set(available):
             bad(f"congestion control {', '.join(sorted(wanted - set(available)))} is not "
-                f"available here", f"available: {' '.join(available)}")
-        self.impairments()  # parses loss, delay, jitter, rate, queue or says which is wrong
-        self.transfer_bytes()
-        self.udp_rate_bps()
-        self.app_rate_bps()
+                f"available here", f"available: {' '.join(available)}", field="cc")
+        for name, parse in (("loss", parse_loss), ("delay", parse_time),
+                            ("jitter", parse_time), ("rate", parse_rate),
+                            ("queue", parse_tc_size), ("bytes", lambda _: self.transfer_bytes()),
+                            ("udp_rate", lambda _: self.udp_rate_bps()),
+                            ("app_rate", lambda _: self.app_rate_bps())):
+            try:
+                for value in (self._per_hop(name) if name in PER_HOP else [getattr(self, name)]):
+                    if value not in (None, ""):
+                        parse(str(value))
+            except UsageError as e:
+                bad(f"{name}: {e.what}" if not e.what.startswith(name) else e.what, e.hint,
+                    field=name)
+        try:
+            self.impairments()  # the values together (jitter over delay, a queue too small)
+        except UsageError as e:
+            bad(e.what, e.hint, field=getattr(e, "field", None))
 
     def impairments(self) -> list:
-        """One Impairment per router on the path (router 1, the sender's side, first)."""
+        """One Impairment per router on the path (router 1, the sender's side, first).
+
+        A router with a rate queues the run's longest message whole (:meth:`longest_message`):
+        its default queue is raised to hold it (:meth:`queue_notes` says so), a queue given
+        too small for it is refused -- such a message is lost every time, which no run
+        should find out after the fact.  Whole: its frames and MESSAGE_MARGIN_FRAMES more (an
+        ACK or another message's last frame queued beside it)."""
         values = {name: self._per_hop(name) for name in PER_HOP}
-        return [impair.Impairment.from_text(**{n: v[k] for n, v in values.items()},
-                                            serialize=self.serialize)
-                for k in range(self.hops)]
+        message = self.longest_message()
+        need = message[1] + MESSAGE_MARGIN_FRAMES * FRAME_BYTES if message else 0
+        out = []
+        for k in range(self.hops):
+            imp = impair.Impairment.from_text(
+                **{n: v[k] for n, v in values.items()}, serialize=self.serialize,
+                one_way=self.one_way, queue_floor_bytes=need)
+            if message and imp.rate_bps and imp.queue_bytes is not None \
+                    and imp.queue_bytes < need:
+                where = f" of router {k + 1}" if self.hops > 1 else ""
+                raise UsageError(
+                    f"the queue{where} ({imp.queue_bytes} bytes) cannot hold a {message[0]} "
+                    f"of {message[2]} bytes ({message[1]} bytes in frames): it would be lost "
+                    "every time",
+                    hint=f"give --queue {math.ceil(need / 1024)}kb or more, or smaller "
+                         "--ping-sizes")
+            out.append(imp)
+        return out
+
+    def longest_message(self) -> tuple[str, int, int] | None:
+        """(what, its bytes in frames on the wire, its size) of the largest message a ping or
+        pingpong run sends at once, None for the other tools: IPv4 at MTU 1500, a ping or a UDP
+        message in IP fragments, a TCP message in segments of the MSS."""
+        if self.tool.startswith("ping") or self.ping_during:
+            sizes = self.ping_sizes if self.tool.startswith("ping") else self.ping_sizes[:1]
+            if not sizes:
+                return None
+            size = max(sizes)
+            what = {"pingpong": "TCP message", "pingpong-udp": "UDP message"}.get(
+                self.tool, "ping")
+            return what, message_wire_bytes(what, size, self.timestamps), size
+        return None
+
+    def queue_notes(self) -> list[str]:
+        """What to know before the run of its messages against its queues: one line a router
+        whose default queue was raised to hold the longest message, and one if pings, sent
+        every ping_interval_s whatever the answers, take longer than that to cross the
+        slowest rate (each then waits behind the one before: its latency is not the path's,
+        and the queue drops what does not fit)."""
+        message = self.longest_message()
+        if not message:
+            return []
+        out = []
+        rates = [imp.rate_bps for imp in self.impairments() if imp.rate_bps]
+        if rates and (self.tool == "ping" or self.ping_during):
+            crossing_s = message[1] * 8 / min(rates)
+            if crossing_s >= self.ping_interval_s:
+                out.append(f"a ping of {message[2]} bytes takes {crossing_s * 1e3:.0f} ms to "
+                           f"cross {min(rates) / 1e6:g} Mbit/s, more than the "
+                           f"{self.ping_interval_s * 1e3:g} ms between pings: each waits "
+                           "behind the one before; give --ping-interval "
+                           f"{math.ceil(crossing_s * 1.5 * 100) / 100:g} or more")
+        for k, imp in enumerate(self.impairments()):
+            base = dataclasses.replace(imp, queue_floor_bytes=0)
+            if imp.rate_bps and imp.queue_bytes is None \
+                    and imp.queue_limit_bytes > base.queue_limit_bytes:
+                where = f"router {k + 1}'s queue" if self.hops > 1 else "the queue"
+                out.append(f"{where} is {imp.queue_limit_bytes} bytes, not the default "
+                           f"{base.queue_limit_bytes}: it holds a {message[0]} of "
+                           f"{message[2]} bytes whole")
+        return out
 
     def _per_hop(self, name: str) -> list[str | None]:
         """A per-hop option as one text per router: one value for all, or one each."""
@@ -220,12 +346,41 @@ class Scenario:
 
     @classmethod
     def from_dict(cls, values: dict) -> "Scenario":
-        known = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(values) - known)
+        """The scenario of a spec's fields, each of the kind its field takes (UsageError with
+        ``field`` set naming the first that is not)."""
+        fields = {f.name: f.type for f in dataclasses.fields(cls)}
+        unknown = sorted(set(values) - set(fields))
         if unknown:
-            raise UsageError(f"unknown scenario field {', '.join(unknown)}",
-                             hint=f"fields: {', '.join(sorted(known))}")
+            error = UsageError(f"unknown scenario field {', '.join(unknown)}",
+                               hint=f"fields: {', '.join(sorted(fields))}")
+            error.field = unknown[0]
+            raise error
+        for name, value in values.items():
+            kinds = [k.strip() for k in str(fields[name]).split("|")]
+            if not any(_is_kind(value, kind) for kind in kinds):
+                error = UsageError(f"{name}: expected {' or '.join(KIND_WORDS[k] for k in kinds)}"
+                                   f", not {value!r}")
+                error.field = name
+                raise error
+            if isinstance(value, float) and "int" in kinds and "float" not in kinds:
+                values = {**values, name: int(value)}
         return cls(**values)
+
+
+KIND_WORDS = {"str": "text", "int": "a whole number", "float": "a number", "bool": "true or false",
+              "None": "nothing", "list[str]": "a list of texts (one a pair)",
+              "list[int]": "a list of whole numbers (one a pair or size)"}
+
+
+def _is_kind(value, kind: str) -> bool:
+    """Is ``value`` (read from TOML) of the annotated ``kind`` ("int", "list[str]", ...)?"""
+    number = isinstance(value, (int, float)) and not isinstance(value, bool)
+    if kind.startswith("list["):
+        inner = kind[5:-1]
+        return isinstance(value, list) and bool(value) and all(_is_kind(v, inner)
+                                                               for v in value)
+    return {"str": isinstance(value, str), "int": number and float(value).is_integer(),
+            "float": number, "bool": isinstance(value, bool), "None": value is None}[kind]
 
 
 def _available_ccs() -> list[str]:
@@ -295,11 +450,13 @@ class _Run:
         self.scenario, self.out_path, self.say = scenario, out_path, say
         self.doc = {"schema": sidecar.SCHEMA, "status": None, "error": None, "command": command,
                     "started_ns": time.time_ns(), "finished_ns": None,
-                    "scenario": scenario.to_dict(), "tools": traffic.tool_versions(),
+                    "scenario": scenario.to_dict() if scenario else None,
+                    "tools": traffic.tool_versions(),
                     "topology": None, "impairment": None, "hops": None, "rtt": None,
                     "captures": [],
-                    "flows": [], "reports": [], "measured": None}
+                    "flows": [], "reports": [], "measured": None, "achieved": None}
         self.captures: list[tuple[dict, object, Path]] = []  # (sidecar entry, tcpdump, partial)
+        self.witnesses: dict[str, tuple[object, Path]] = {}  # side -> the lab's own capture
         self.held: list[int] = []  # fds keeping unfinished captures open: "a live run's"
         self.applied: list[impair.Applied] = []   # one per router, the sender's side first
 
@@ -313,7 +470,7 @@ class _Run:
             self.say("measuring the RTT")
             self._measure_rtt(lab)
             self._start_captures(lab)
-            self.say(f"running {self.scenario.tool}")
+            self.say(f"running {self._running()}")
             self._traffic(lab, Path(lab.scratch_dir("tools")))  # removed with the lab
             self.doc["status"] = "complete"
         except KeyboardInterrupt as e:
@@ -409,8 +566,21 @@ class _Run:
             self._hold(partial.with_name(partial.name + ".tmp.pcap")
                        if s.format == "pcapng" else partial)  # what tcpdump writes
             entry = {"file": final.name, "side": side, "host": host, "interface": iface,
-                     "snaplen": s.snaplen, "format": s.format, "timestamps": "nano"}
+                     "snaplen": s.snaplen, "format": s.format, "timestamps": "nano",
+                     "impairments": lab_placements(self.doc, side)}
             self.captures.append((entry, tcpdump, partial))
+        if not self.doc["impairment"]:
+            return
+        # Achieved against asked needs the packets before the path and after it: the lab's own
+        # headers-only capture where the run's do not sit there (see accuracy).
+        sides = CAPTURE_FILES.get(s.capture, (s.capture,))
+        missing = [side for side in ("sender", "receiver") if side not in sides]
+        work = Path(lab.scratch_dir("witness")) if missing else None
+        for side in missing:
+            host, iface = _capture_point(lab, side, self.pairs)
+            path = work / f"{side}.pcap"
+            self.witnesses[side] = (lab.capture(host, iface, path, snaplen=WITNESS_SNAPLEN,
+                                                nano=True), path)
 
     def _traffic(self, lab: Lab, work: Path) -> None:
         s = self.scenario
@@ -422,15 +592,16 @@ class _Run:
             return
         running = [(k, self._start_tool(lab, work, k, snd, rcv))
                    for k, (snd, rcv) in enumerate(self.pairs)]
-        if s.ping_during:
-            snd, rcv = self.pairs[0]
-            running.append((0, traffic.start_ping(lab, snd, rcv, work, count=s.ping_count,
-                                                  interval_s=s.ping_interval_s,
-                                                  size=s.ping_sizes[0])))
-        # Every server is up: the clients start together (one pair: at once).
+        if s.ping_during:  # from every pair's sender to its receiver: each pair's RTT under load
+            running += [(k, traffic.start_ping(lab, snd, rcv, work, count=s.ping_count,
+                                               interval_s=s.ping_interval_s,
+                                               size=s.ping_sizes[0]))
+                        for k, (snd, rcv) in enumerate(self.pairs)]
+        # Every server is up: the clients start together (one pair: at once), or pair K
+        # (K - 1) start offsets after the first.
         at_s = time.time() + CLIENT_START_S if len(running) > 1 else None
-        for _, r in running:
-            r.launch(at_s)
+        for pair, r in running:
+            r.launch(at_s if at_s is None else at_s + pair * s.start_offset_s)
         for pair, r in running:
             self._add_report(pair, r.finish())
 
@@ -440,13 +611,13 @@ class _Run:
         if s.tool == "simpleperf":
             return traffic.start_simpleperf(
                 lab, snd, rcv, work, duration_s=s.duration_s, nbytes=nbytes,
-                parallel=s.parallel, cc=cc, sndbuf=s.sndbuf, rcvbuf=s.rcvbuf,
+                parallel=s.parallel_of_pair(k), cc=cc, sndbuf=s.sndbuf, rcvbuf=s.rcvbuf,
                 tcp_info_interval_s=s.tcp_info_interval_s, app_rate_bps=s.app_rate_bps())
         if s.tool in ("iperf3", "iperf3-udp"):
             udp = s.tool == "iperf3-udp"
             return traffic.start_iperf3(
                 lab, snd, rcv, work, duration_s=s.duration_s, nbytes=nbytes,
-                parallel=s.parallel, cc=None if udp else cc, window=s.sndbuf,
+                parallel=s.parallel_of_pair(k), cc=None if udp else cc, window=s.sndbuf,
                 udp_rate_bps=s.udp_rate_bps() if udp else None,
                 app_rate_bps=None if udp else s.app_rate_bps())
         if s.tool.startswith("pingpong"):
@@ -479,7 +650,7 @@ class _Run:
             except LabError as e:
                 self._fail(str(e))
                 continue
-            if self.scenario.format == "pcapng":
+            if entry["format"] == "pcapng":
                 self._hold(partial)  # editcap's file, now the unfinished capture
             entry.update(packets_captured=stats.captured,
                          packets_received_by_filter=stats.received,
@@ -490,20 +661,19 @@ class _Run:
                              "packets dropped by kernel")
         if drops:
             self._fail("; ".join(drops))
-        for k, applied in enumerate(self.applied):
-            try:  # a delay line that died or overflowed makes the capture wrong: say so
-                applied.check()
-            except LabError as e:
-                self._fail(str(e))
-            # remove() reads the rules' counts, then stops the delay lines for their final ones
-            counters = applied.remove().as_dict()
+        for side, (tcpdump, _) in self.witnesses.items():
+            try:
+                tcpdump.stop(allow_drops=True)
+            except LabError:  # achieved vs asked is then not measured, the run is whole
+                self.witnesses[side] = (tcpdump, None)
+        for k, counters in enumerate(self._counters()):
             if k == 0:
                 self.doc["impairment"]["counters"] = counters
             if self.doc["hops"]:
                 self.doc["hops"][k]["counters"] = counters
         self.doc["finished_ns"] = time.time_ns()
         self._stream_ids()
-        self.doc["measured"] = _measured(self.doc)
+        self.doc["measured"] = self._measured()
         for entry, _, partial in self.captures:
             if partial.exists():
                 final = partial.with_name(entry["file"])
@@ -511,8 +681,42 @@ class _Run:
                 os.replace(partial, final)
         self.doc["captures"] = [entry for entry, _, partial in self.captures
                                 if "size_bytes" in entry]
+        self.doc["achieved"] = self._achieved()
         write_sidecar(sidecar.sidecar_path(self.out_path), self.doc)
         self.say(f"wrote {sidecar.sidecar_path(self.out_path)}")
+
+    def _counters(self) -> list[dict]:
+        """Each applied impairment's final counters, in order, the impairment removed; a delay
+        line that died or overflowed fails the run (its capture is wrong: say so)."""
+        out = []
+        for applied in self.applied:
+            try:
+                applied.check()
+            except LabError as e:
+                self._fail(str(e))
+            # remove() reads the rules' counts, then stops the delay lines for their final ones
+            out.append(applied.remove().as_dict())
+        return out
+
+    def _running(self) -> str:
+        return self.scenario.tool
+
+    def _measured(self) -> dict:
+        return _measured(self.doc)
+
+    def _achieved(self) -> dict | None:
+        """Achieved against asked (:mod:`.accuracy`) from the captures before and after the
+        path: the run's own files where they sit there, else the lab's; None without an
+        impairment or without both."""
+        if not self.doc["impairment"]:
+            return None
+        files = {entry["side"]: self.out_path.parent / entry["file"]
+                 for entry in self.doc["captures"]}
+        files.update({side: path for side, (_, path) in self.witnesses.items()})
+        before, after = files.get("sender"), files.get("receiver")
+        if not (before and after and before.exists() and after.exists()):
+            return None
+        return accuracy.measured(accuracy.lab_run, self.doc, before, after)
 
     def _fail(self, text: str) -> None:
         if self.doc["status"] == "complete" or self.doc["status"] is None:

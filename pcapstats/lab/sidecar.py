@@ -1,5 +1,6 @@
-"""Writing the sidecar (the format and its reading side: pcapstats.sidecar), and looking up the
-stream ids of a run's flows in its captures."""
+"""Writing the sidecar (the format and its reading side: pcapstats.sidecar), looking up the
+stream ids of a run's flows in its captures, and placing each impairment against each capture
+point (``captures[].impairments``, read by :func:`pcapstats.sidecar.placements`)."""
 
 from __future__ import annotations
 
@@ -71,3 +72,57 @@ def _canonical(address: str) -> str:
         return str(ipaddress.ip_address(address))
     except ValueError:
         return address
+
+
+# -- where each impairment sits, for each capture point -------------------------------------------
+
+def _amounts(asked: dict, direction: str) -> list[tuple[str, str]]:
+    """(what, amount) of an impairment's values on one direction of a lab router ("data":
+    toward the receivers, "ack": back)."""
+    out = []
+    loss = asked.get("loss" if direction == "data" else "ack_loss")
+    if loss:
+        out.append(("loss" if direction == "data" else "ack_loss", f"{loss * 100:g} %"))
+    if asked.get("delay_s"):
+        out.append(("delay", f"{asked['delay_s'] * 1e3:g} ms"))
+    if asked.get("jitter_s"):
+        out.append(("jitter", f"{asked['jitter_s'] * 1e3:g} ms"))
+    rate = asked.get("rate_bps")
+    if rate and direction == "data":
+        out.append(("rate", f"{rate / 1e6:g} Mbit/s"))
+    if asked.get("serialize") and (direction == "data" or not asked.get("one_way")):
+        out.append(("serialisation", f"at {rate / 1e6:g} Mbit/s"))
+    return out
+
+
+def lab_placements(doc: dict, side: str) -> list[dict]:
+    """A lab run's impairments against its capture point ``side``: the routers' data direction
+    (toward the receivers) acts after a sender's or the router's capture point and before
+    the receiver's; the way back the other way round.  A router forwards: nothing is on the
+    capturing host's own output."""
+    links = doc.get("hops") or ([doc["impairment"]] if doc.get("impairment") else [])
+    bottlenecks = (doc.get("topology") or {}).get("bottlenecks") or \
+        [(doc.get("topology") or {}).get("bottleneck") or {}]
+    pairs = (doc.get("topology") or {}).get("pairs") or []
+    out = []
+    for link, b in zip(links, bottlenecks):
+        for direction, device, sources, packets in (
+                ("data", b.get("egress"), [p["sender_ip"] for p in pairs], "toward the receiver"),
+                ("ack", b.get("ingress"), [p["receiver_ip"] for p in pairs],
+                 "toward the sender")):
+            before = (side == "receiver") == (direction == "data")
+            for what, amount in _amounts(link["asked"], direction):
+                out.append({"what": what, "amount": amount, "packets": packets,
+                            "sources": sources, "where": "before" if before else "after",
+                            "at": f"{b.get('router')} {device}, egress", "own_egress": False})
+    return out
+
+
+def interface_placements(asked: dict, interface: str, addresses: list[str]) -> list[dict]:
+    """``pcapstats capture``'s impairment against its own capture point: everything on the
+    interface's egress acts before tcpdump sees the packets leaving it (its tap is after
+    netfilter and the qdisc), on the capturing host's own output."""
+    return [{"what": what, "amount": amount, "packets": f"leaving {interface}",
+             "sources": list(addresses), "where": "before",
+             "at": f"this host's {interface}, egress", "own_egress": True}
+            for what, amount in _amounts(asked, "data")]

@@ -156,3 +156,24 @@ def dumbbell(pairs: int = 2, run_prefix: str | None = None) -> Lab:
         lab._bottleneck = Bottleneck("router", egress="br1", ingress="br0")
         lab.pairs = [(f"sender{i}", f"receiver{i}") for i in range(1, pairs + 1)]
     return _built(run_prefix, build)
+
+
+def network(net, run_prefix: str | None = None) -> Lab:
+    """The lab of a topology file (:class:`pcapstats.lab.network.Network`): its routers and
+    hosts, a veth pair a link (10.77.<link>.0/24, ends .1 and .2, IPv4 only), the routes of
+    the graph's shortest paths.  ``lab.pairs`` are the file's pairs; there is no single
+    bottleneck: each impaired link direction is applied on its own (see network_run)."""
+    def build(lab: Lab) -> None:
+        for router in net.routers:
+            lab.add_host(router)
+            lab.enable_forwarding(router)  # before the links: see sender_router_receiver
+        for host in net.hosts:
+            lab.add_host(host)
+        for link in net.links:
+            a, b = link.ends
+            lab.link(a, b, ipv4=(f"{link.address(a)}/24", f"{link.address(b)}/24"))
+        for node, routes in net.routes().items():
+            for prefix, via in routes:
+                lab.route(node, prefix, via)
+        lab.pairs = [(p.sender, p.receiver) for p in net.pairs]
+    return _built(run_prefix, build)

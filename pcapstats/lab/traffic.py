@@ -357,9 +357,9 @@ def parse_ping(text: str) -> dict:
 
 
 def _ping_argv(lab: Lab, dst: str, count: int, interval_s: float, size: int,
-               family: int) -> list:
+               family: int, address: str | None = None) -> list:
     return ["ping", "-D", "-n", f"-{family}", "-c", count, "-i", interval_s, "-s", size,
-            "-W", 2, lab.address(dst, family)]
+            "-W", 2, address or lab.address(dst, family)]
 
 
 def _ping_result(code: int, stdout: str, stderr: str, src: str, size: int, count: int,
@@ -371,19 +371,23 @@ def _ping_result(code: int, stdout: str, stderr: str, src: str, size: int, count
 
 
 def ping(lab: Lab, src: str, dst: str, *, count: int = 5, interval_s: float = 0.2,
-         size: int = 56, family: int = 4) -> dict:
-    """``ping -D -n -c count -i interval -s size``: its replies and summary (lost ones absent)."""
-    proc = lab.run(src, *_ping_argv(lab, dst, count, interval_s, size, family), check=False,
+         size: int = 56, family: int = 4, address: str | None = None) -> dict:
+    """``ping -D -n -c count -i interval -s size``: its replies and summary (lost ones absent);
+    ``address``: dst's address to ping (a router's on one link), else its first."""
+    proc = lab.run(src, *_ping_argv(lab, dst, count, interval_s, size, family, address),
+                   check=False,
                    timeout=count * interval_s + 30)
     return _ping_result(proc.returncode, proc.stdout, proc.stderr, src, size, count, interval_s)
 
 
 def start_ping(lab: Lab, src: str, dst: str, work: Path, *, count: int = 10,
-               interval_s: float = 0.2, size: int = 56, family: int = 4) -> Running:
-    """ping alongside other traffic (the RTT under load); its report is like ping_sweep's."""
+               interval_s: float = 0.2, size: int = 56, family: int = 4,
+               address: str | None = None) -> Running:
+    """ping alongside other traffic (the RTT under load); its report is like ping_sweep's.
+    ``address``: dst's address to ping (a router's on one link), else its first."""
     run = _Spawner(lab, work)
     proc: list[subprocess.Popen] = []
-    name = f"ping-{src}-{dst}"
+    name = f"ping-{src}-{dst}-{address or 'host'}"
 
     def finish() -> dict:
         code = _wait_code(run, proc[0], f"ping from {src}", count * interval_s + _margin_s)
@@ -391,7 +395,7 @@ def start_ping(lab: Lab, src: str, dst: str, work: Path, *, count: int = 10,
                               (run.work / f"{name}.err").read_text(), src, size, count,
                               interval_s)
         return _ping_report(src, dst, [result])
-    argv = _ping_argv(lab, dst, count, interval_s, size, family)
+    argv = _ping_argv(lab, dst, count, interval_s, size, family, address)
     return Running("ping", _launcher(run, proc, src, name, argv), finish)
 
 

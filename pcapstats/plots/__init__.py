@@ -49,14 +49,15 @@ DPI = 120
 
 def figure(title: str, xlabel: str, ylabel: str, *, panels: int = 1, sharey: bool = True,
            size: tuple[float, float] | None = None, subtitle: str | None = None, ax=None,
-           over_figure: bool = False, columns: int = PANEL_COLUMNS):
+           over_figure: bool = False, columns: int = PANEL_COLUMNS, sharex: bool = False):
     """(Figure, Axes) -- or (Figure, [Axes, ...]) for several panels, laid out in a grid of up
     to PANEL_COLUMNS columns -- with the labels set and the title on top (``subtitle`` under
     it: the capture or stream the figure shows).  Labels should carry their units, e.g.
     "Time since the first packet (s)".  ``ax``: the caller's Axes to draw into (one, or a
     sequence of ``panels``), whose figure is returned.  ``over_figure``: one panel's title
     centred over the figure, not the Axes (long tick labels beside it); ``columns``: at most
-    this many panels side by side (1: one a row, for panels that share the time axis)."""
+    this many panels side by side (1: one a row, for panels that share the time axis;
+    ``sharex``: on one x axis)."""
     if ax is not None:
         return _into(ax, title, xlabel, ylabel, panels, subtitle)
     from matplotlib.backends.backend_agg import FigureCanvasAgg
@@ -66,7 +67,7 @@ def figure(title: str, xlabel: str, ylabel: str, *, panels: int = 1, sharey: boo
         size = (8.0, 4.8) if panels == 1 else (min(4.6 * cols, 14.0), 3.0 * rows + 1.2)
     fig = _figure_class()(figsize=size, dpi=DPI, layout="constrained")
     FigureCanvasAgg(fig)
-    grid = fig.subplots(rows, cols, sharey=sharey, squeeze=False)
+    grid = fig.subplots(rows, cols, sharey=sharey, sharex=sharex, squeeze=False)
     axes = [ax for row in grid for ax in row]
     for ax in axes[panels:]:
         ax.remove()

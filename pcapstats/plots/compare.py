@@ -38,9 +38,12 @@ TITLES = {"goodput_bps": "Goodput", "utilisation": "Link use (goodput / asked ra
           "datagram_loss": "UDP loss, main flow", "capture_jitter_ms": "UDP jitter at the capture point, main flow",
           "app_jitter_ms": "UDP jitter, iperf3's own (receiver), main flow",
           "jain_index": "Jain's fairness index", "flavour_confidence": "Flavour confidence",
-          "signal_dbm": "Signal strength (radiotap median)"}
+          "convergence_s": "Time the flows took to converge",
+          "signal_dbm": "Signal strength (radiotap median)",
+          "datarate_bps": "802.11 data rate (median)", "retry_share": "802.11 retries"}
 _RATES = ("bit/s",)
-_AXIS = {"ms": "ms", "segments": "segments", "%": "%", "fraction": "%", "dBm": "dBm"}
+_AXIS = {"ms": "ms", "segments": "segments", "%": "%", "fraction": "%", "dBm": "dBm",
+         "s": "Time (s)"}
 # the values a quantity can take: shares and indices 0..1, a signal in dBm any, all else >= 0
 _BOUNDS_OF_UNIT = {"fraction": (0.0, 1.0), "dBm": (-math.inf, math.inf)}
 _BOUNDS = {"jain_index": (0.0, 1.0), "flavour_confidence": (0.0, 1.0)}

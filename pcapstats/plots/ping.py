@@ -1,5 +1,7 @@
 """The ping figure: each echo session's round-trip times against time, requests that got no
-reply marked on the time axis (a ping result's ``echoes`` table; nothing computed here)."""
+reply marked on the time axis (a ping result's ``echoes`` table; nothing computed here).  An
+answered echo whose RTT is unknown (across a step of the capture's clock) is a gap in its
+line, not a loss."""
 
 from __future__ import annotations
 
@@ -37,7 +39,7 @@ def ping_figure(result, *, ax=None, title: str | None = None):
             label = f"{dict(zip(result.captures, result.names))[capture]}: {label}"
         colour = plots.colour(k, len(groups))
         ax.plot(t, rtt, ".-", ms=4, lw=0.8, color=colour, label=label)
-        lost = np.isnan(rtt)
+        lost = echoes["replies"][mine] == 0     # (an RTT across a clock step: unknown, not lost)
         if lost.any():
             lost_any = True
             ax.plot(t[lost], np.zeros(lost.sum()), "x", ms=6, color=colour, clip_on=False)

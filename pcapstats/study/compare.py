@@ -47,12 +47,13 @@ LABEL_DOC = ("the labels: cc, loss, delay, rate, pairs, trial, tool from the lab
              "the names a study file or --label pattern gives; a label that reads as numbers "
              "typed (loss: a fraction, delay_s: seconds, rate_bps: bit/s, trial: a number), its "
              "text as given beside it (loss_label: 10%)")
-MINOR = {"avg_transfer_bps", "resent", "flavour_confidence", "jain_index", "verdict",
+MINOR = {"avg_transfer_bps", "transfers", "resent", "flavour_confidence", "jain_index", "verdict",
          "rtt_min_ms", "app_jitter_ms", "mathis_bps", "padhye_bps"}
 WIDE = 120               # a terminal this wide shows capture names unwrapped
-GROUP_HIDDEN = {"avg_transfer_bps", "resent", "flavour_confidence", "mathis_bps",
+GROUP_HIDDEN = {"avg_transfer_bps", "transfers", "resent", "flavour_confidence", "mathis_bps",
                 "padhye_bps"}   # a group's table: --all
 HEADLINE = "goodput_bps"      # what a study reads first: its ± is never left out
+RADIO = {"signal_dbm", "datarate_bps", "retry_share"}    # shown only for 802.11 captures
 
 
 def _group_columns(metric: Column) -> tuple[Column, ...]:
@@ -164,8 +165,8 @@ class Compare(Result):
         self.parts = [self] if not several else [
             Compare(study, [m], several=False) for m in self.measured]
         varying = [n for n in self.labels if n in self.by or len(set(self.texts[n])) > 1]
-        # the signal column only where a capture has radiotap: most studies are wired
-        shown = [c for c in columns if c.name != "signal_dbm" or
+        # the radio columns only where a capture is 802.11: most studies are wired
+        shown = [c for c in columns if c.name not in RADIO or
                  (c.name in table and (table[c.name] == table[c.name]).any())]
         said = {n: c.shown for n, c in self.label_columns.items()}
         self.view = {"captures": _view(shown, varying, self.by, several, said, ci=False),
@@ -351,7 +352,9 @@ def _legend(result: Compare, name: str) -> str:
                              "load (their difference is queueing)",
             "limit": "limit: what held the main TCP transfer's sender back longest",
             "datagram_loss": "UDP loss, jitter: the main UDP flow (capture jitter: at this "
-                             "capture point; app jitter: what the receiving iperf3 reported)"}
+                             "capture point; app jitter: what the receiving iperf3 reported)",
+            "signal_dbm": "signal, data rate, retries: the 802.11 data frames that went the "
+                          "busier way (pcapstats wifi)"}
     table = result.table("captures")
     parts = [text for m, text in said.items() if m in table and (table[m] == table[m]).any()]
     if name == "groups":

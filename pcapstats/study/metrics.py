@@ -27,12 +27,19 @@ several rows, the rule that picks one is below.
   longest, and what the Mathis and Padhye models give it (limits' rows of it);
 - ``datagram_loss``, ``capture_jitter_ms``, ``app_jitter_ms``: udp's numbers for the main UDP
   flow (``udp_stream``: the stream and direction with the most datagrams);
-- ``jain_index``: fairness' index over the capture's flows (by stream);
+- ``jain_index``, ``convergence_s``: fairness' index over the capture's flows (by stream), and
+  the time they took to converge within 10 % of the fair share;
 - ``verdict``: verify's verdict for the capture (the worst of its streams');
-- ``signal_dbm``: the median received signal of a monitor-mode Wi-Fi capture, over the frames
-  whose radiotap header has one (the packet column ``radiotap_dbm_antsignal``, Wireshark's
-  ``radiotap.dbm_antsignal``: the one number read from the packet table, as no analysis
-  summarises it), so a distance study can put throughput beside signal.
+- ``signal_dbm``, ``datarate_bps``, ``retry_share``: of a monitor-mode Wi-Fi capture, wifi's
+  ``main`` row: the 802.11 data frames that went the way that carried the most bytes (to the
+  access point, or from it: the transfer's sender), or every frame when the capture has no
+  data frames (``wifi_frames`` says which); so a distance study puts goodput beside the
+  signal, the data rate the sender chose and the share it had to send again.
+
+A capture whose clock broke (:mod:`pcapstats.clock`: a step back, a forward jump of an hour or
+more) is measured on its timeline joined across the breaks (``Capture.joined``), so no rate,
+duration, RTT or verdict is a step's, and the capture's clock warning says so; the counts are
+the same either way.
 
 A TCP *transfer* is a stream that carried at least MIN_TRANSFER_SHARE of the capture's payload:
 so the TCP metrics of a UDP test (iperf3 -u) never come from its TCP control connection, whose
@@ -59,6 +66,8 @@ from ..analyses.rtt import rtt
 from ..analyses.throughput import throughput
 from ..analyses.udp import udp
 from ..analyses.verify import verify
+from ..analyses.wifi import wifi
+from ..clock import restating, touched
 from ..errors import PcapstatsError, UsageError
 from ..reader import as_capture
 from ..results import Result
@@ -78,6 +87,7 @@ METRICS: tuple[Column, ...] = (
     _metric("avg_transfer_bps", doc="here of every packet, transfers split at idle gaps over "
             "1 s (iograph)"),
     _metric("peak_bps", doc="here of every packet (iograph)"),
+    _metric("transfers", doc="here of every packet (iograph)"),
     _metric("resent", doc="here in each TCP transfer's data direction, added up (retrans)"),
     _metric("resent_share", doc="the data directions of the TCP transfers"),
     _metric("rtt_min_ms", doc="here of the main TCP transfer's path estimate (rtt's path table)"),
@@ -88,6 +98,8 @@ METRICS: tuple[Column, ...] = (
     _metric("app_jitter_ms", doc="here of the main UDP flow (udp)"),
     _metric("jain_index", doc="here over the capture's flows of 10 kB or more, by stream "
             "(fairness; two flows or more)"),
+    _metric("convergence_s", doc="here of the capture's flows of 10 kB or more, by stream "
+            "(fairness; two flows or more)"),
     _metric("limit", doc="here of the main TCP transfer (limits)", values=LIMITS),
     _metric("mathis_bps", doc="here of the main TCP transfer (limits' models)"),
     _metric("padhye_bps", doc="here of the main TCP transfer (limits' models)"),
@@ -95,7 +107,9 @@ METRICS: tuple[Column, ...] = (
     _metric("flavour_confidence"),
     _metric("verdict", doc="here the worst of the streams verify recognised; empty when it "
             "recognised none"),
-    _metric("signal_dbm", doc="(packet column radiotap_dbm_antsignal)"),
+    _metric("signal_dbm", doc="here of wifi's main row (wifi_frames)"),
+    _metric("datarate_bps", doc="here of wifi's main row (wifi_frames)"),
+    _metric("retry_share", doc="here of wifi's main row (wifi_frames)"),
 )
 CONTEXT: tuple[Column, ...] = (
     _C("interval_s", "float64", "the I/O graph interval peak_bps is measured over", "s"),
@@ -105,22 +119,28 @@ CONTEXT: tuple[Column, ...] = (
        "curves", "bytes", optional=True),
     _C("udp_stream", "int64", "the main UDP flow's udp.stream: the flow with the most "
        "datagrams, whose datagram_loss and capture_jitter_ms are given", optional=True),
+    _C("wifi_frames", "str", "the 802.11 frames signal_dbm, datarate_bps and retry_share are "
+       "of (wifi's main row): the data frames to AP or from AP that carried the most bytes, "
+       "or all frames"),
 )
 NAMES = tuple(c.name for c in METRICS)
 TEXT = tuple(c.name for c in METRICS if c.dtype == "str")
 # the analysis each metric comes from; a context column is kept when one of its metrics is
 SOURCES = {"goodput_bps": "goodput", "utilisation": "goodput", "avg_capture_bps": "iograph",
-           "avg_transfer_bps": "iograph", "peak_bps": "iograph", "resent": "retrans",
+           "avg_transfer_bps": "iograph", "peak_bps": "iograph", "transfers": "iograph",
+           "resent": "retrans",
            "resent_share": "retrans", "rtt_min_ms": "rtt", "rtt_median_ms": "rtt",
            "flavour": "flavour", "flavour_confidence": "flavour", "limit": "limits",
            "mathis_bps": "limits", "padhye_bps": "limits", "datagram_loss": "udp",
-           "capture_jitter_ms": "udp", "app_jitter_ms": "udp", "jain_index": "fairness", "verdict": "verify",
-           "signal_dbm": "radio"}
-NEEDS = {"interval_s": ("avg_capture_bps", "avg_transfer_bps", "peak_bps"),
+           "capture_jitter_ms": "udp", "app_jitter_ms": "udp", "jain_index": "fairness",
+           "convergence_s": "fairness", "verdict": "verify", "signal_dbm": "wifi",
+           "datarate_bps": "wifi", "retry_share": "wifi"}
+NEEDS = {"interval_s": ("avg_capture_bps", "avg_transfer_bps", "peak_bps", "transfers"),
          "tcp_stream": ("rtt_min_ms", "rtt_median_ms", "flavour", "flavour_confidence",
                         "limit", "mathis_bps", "padhye_bps"),
          "mss_bytes": ("mathis_bps", "padhye_bps"),
-         "udp_stream": ("datagram_loss", "capture_jitter_ms", "app_jitter_ms")}
+         "udp_stream": ("datagram_loss", "capture_jitter_ms", "app_jitter_ms"),
+         "wifi_frames": ("signal_dbm", "datarate_bps", "retry_share")}
 
 
 @dataclass
@@ -148,7 +168,19 @@ def measure(capture, *, metrics=NAMES, interval: float = 1.0,
     """The metrics of one capture (a path or a Capture).  ``keep``: names of analyses whose
     results to keep in ``Measured.results`` (``iograph`` for the study's I/O graphs; the
     report keeps ``throughput`` and ``verify`` too)."""
-    cap = as_capture(capture)
+    with restating() as clock:        # its clock warning says what the breaks touched
+        cap = as_capture(capture)
+        broke = len(cap.clock.pieces()) > 1
+        measured = _measure(cap.joined(), metrics, interval, keep)
+        if broke:
+            clock.says = touched("compare", joined=[
+                "every number read from time (rates, RTTs, jitter, Jain's index, "
+                "convergence, flavour, limits: its timeline joined across them)"])
+    return measured
+
+
+def _measure(cap, metrics, interval: float, keep: frozenset) -> Measured:
+    """measure() of a Capture (its times joined across clock breaks already)."""
     out = Measured(cap.path, {c.name: ("" if c.dtype == "str" else math.nan)
                               for c in columns(metrics)}, holds=cap.holds())
     wanted = {SOURCES[m] for m in metrics}
@@ -179,7 +211,7 @@ def measure(capture, *, metrics=NAMES, interval: float = 1.0,
     run("udp", lambda: udp(cap))
     run("fairness", lambda: fairness(cap))
     run("verify", lambda: verify(cap))
-    run("radio", lambda: _signal(cap))
+    run("wifi", lambda: wifi(cap, interval=interval))
     values = _values(got, out.why, interval, transfers)
     if "utilisation" in out.values:
         values["utilisation"] = _utilisation(values.get("goodput_bps", math.nan),
@@ -215,15 +247,6 @@ def _flavour(cap, stream: int):
     return flavour(cap, stream=main.stream)
 
 
-def _signal(cap) -> float:
-    """Median of the radiotap signal column over the frames that have it."""
-    has = cap.present("radiotap_dbm_antsignal")
-    if not has.any():
-        raise UsageError("no radiotap signal strength in the capture (only monitor-mode Wi-Fi "
-                         "captures have one)", path=cap.path)
-    return float(np.median(cap.column("radiotap_dbm_antsignal")[has]))
-
-
 def _values(got: dict, why: dict, interval: float, transfers: list[int]) -> dict[str, object]:
     """Every metric the results allow (the module docstring's rules)."""
     v: dict[str, object] = {"interval_s": interval}
@@ -232,11 +255,14 @@ def _values(got: dict, why: dict, interval: float, transfers: list[int]) -> dict
         s = io.table("summary")
         v.update(avg_capture_bps=s["avg_capture_bps"][0],
                  avg_transfer_bps=s["avg_transfer_bps"][0], peak_bps=s["peak_bps"][0],
+                 transfers=s["transfers"][0],
                  interval_s=io.interval_s)
     r = got.get("retrans")
     if r is not None and transfers:
         v.update(_resent(r, transfers))
-    if io is not None and not io.empty and r is not None and "throughput" in got:
+    # a capture without TCP (retrans refuses it) re-sent nothing: its goodput is its UDP payload
+    no_tcp = "throughput" in got and not (got["throughput"].table()["proto"] == "tcp").any()
+    if io is not None and not io.empty and (r is not None or no_tcp) and "throughput" in got:
         v["goodput_bps"] = _goodput(got["throughput"], r, io)
     if "rtt" in got:
         path = got["rtt"].table("path")
@@ -257,9 +283,13 @@ def _values(got: dict, why: dict, interval: float, transfers: list[int]) -> dict
                  capture_jitter_ms=flows["capture_jitter_ms"][main],
                  app_jitter_ms=flows["app_jitter_ms"][main], udp_stream=flows["stream"][main])
     if "fairness" in got:
-        v["jain_index"] = got["fairness"].table("summary")["jain_index"][0]
-    if "radio" in got:
-        v["signal_dbm"] = got["radio"]
+        summary = got["fairness"].table("summary")
+        v.update(jain_index=summary["jain_index"][0], convergence_s=summary["convergence_s"][0])
+    if "wifi" in got:
+        frames = got["wifi"].table("frames")
+        main = int(np.flatnonzero(frames["main"])[0])
+        v.update(signal_dbm=frames["signal_dbm"][main], datarate_bps=frames["datarate_bps"][main],
+                 retry_share=frames["retry_share"][main], wifi_frames=frames["frames"][main])
     if "verify" in got:
         result = got["verify"]
         if result.verdicts:
@@ -311,4 +341,5 @@ def _goodput(t, r, io) -> float:
         return math.nan                     # no TCP or UDP: no payload to deliver
     payload = int(streams["payload_bytes_a_to_b"].sum() + streams["payload_bytes_b_to_a"].sum())
     span = io.table("summary")["capture_span_s"][0]
-    return (payload - resent_payload_bytes(r)) * 8 / span if span > 0 else math.nan
+    resent = resent_payload_bytes(r) if r is not None else 0
+    return (payload - resent) * 8 / span if span > 0 else math.nan

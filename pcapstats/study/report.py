@@ -363,7 +363,7 @@ tbody tr:nth-child(even){background:#fafbfc}
 .unit{font-weight:400;color:#59636e;font-size:12px}
 td a{color:#0b5cad;text-decoration:none}td a:hover{text-decoration:underline}
 .pass{color:#17692e;font-weight:600}.fail{color:#b3261e;font-weight:600}
-.unsure{color:#8a5a00;font-weight:600}
+.unsure{color:#59636e}
 figure{margin:12px 0 18px}.figrow{display:flex;flex-wrap:wrap;gap:0 16px}
 .figrow figure{flex:1 1 520px;min-width:0;margin:8px 0}
 figure img{max-width:100%;height:auto;border:1px solid #e6e9ec}

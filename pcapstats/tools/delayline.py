@@ -17,9 +17,12 @@ Timing and order:
 - with ``--rate-bps R`` each packet first waits its serialisation at R: it leaves the "link"
   size x 8 / R after the previous one left it (or after it arrived, if the link was idle),
   size being its IP length plus an Ethernet header, as netem's ``rate`` does.  Only the first
-  six bytes of each packet are copied to read its length.  The backlog held for this is at
-  most ``--backlog-bytes`` (the lab passes the bottleneck's queue limit): past that, packets
-  go on at once to the rate's own qdisc (tbf), whose queue and drops then do the work;
+  six bytes of each packet are copied to read its length.  The bytes waiting for the link are
+  the link's queue, at most ``--queue-bytes`` (the lab passes the bottleneck's queue limit):
+  a packet that would make it longer is dropped on arrival (``NF_DROP``, counted apart from
+  ``--loss``: a full queue's tail drop).  So a train of any length up to the queue leaves at
+  R exactly -- none of it is handed on early -- and the rate's own qdisc (tbf) behind it,
+  at the same rate, meets packets already R apart;
 - a packet's due time is its arrival (when its message is read) + its delay; with jitter the
   delay is drawn per packet, uniform on [delay - jitter, delay + jitter] (netem's default when it
   has no distribution table) or ``--distribution normal`` (mean delay, standard deviation
@@ -80,7 +83,7 @@ NFQA_PAYLOAD = 10
 ETHERNET_HEADER = 14          # a frame's bytes on the link: the IP packet and this header
 COPY_BYTES = 6                # enough of each packet for its length (IPv4 @2, IPv6 @4)
 FULL_FRAME = 1514
-DEFAULT_BACKLOG_BYTES = 2 * FULL_FRAME   # serialisation backlog held at most (see --backlog-bytes)
+DEFAULT_QUEUE_BYTES = 2 * FULL_FRAME   # the serialisation queue without --queue-bytes
 NF_DROP, NF_ACCEPT = 0, 1
 
 _NLMSGHDR = struct.Struct("=IHHII")  # len, type, flags, seq, portid (host order)
@@ -200,6 +203,8 @@ class Stats:
     loss: float = 0.0
     packets_received: int = 0   # held for their delay (not counting those dropped)
     packets_dropped: int = 0    # dropped on arrival by --loss
+    packets_overflowed: int = 0  # dropped on arrival with the serialisation queue full
+    queued_max_bytes: int = 0   # the most bytes waiting for serialisation (an arrival included)
     packets_released: int = 0
     held_now: int = 0
     held_max: int = 0
@@ -224,13 +229,13 @@ class DelayLine:
     def __init__(self, queue: int, delay_s: float, jitter_s: float = 0.0,
                  distribution: str = "uniform", *, maxlen: int = DEFAULT_MAXLEN,
                  rcvbuf_bytes: int = DEFAULT_RCVBUF_BYTES, seed: int | None = None,
-                 rate_bps: float | None = None, backlog_bytes: int = DEFAULT_BACKLOG_BYTES,
+                 rate_bps: float | None = None, queue_bytes: int = DEFAULT_QUEUE_BYTES,
                  loss: float = 0.0):
         self.queue, self.delay_ns = queue, round(delay_s * 1e9)
         self.loss = loss
         self._lose = random.Random(None if seed is None else seed + 1).random
         self.ns_per_byte = 8e9 / rate_bps if rate_bps else 0.0
-        self.backlog_ns = backlog_bytes * self.ns_per_byte
+        self.queue_bytes = queue_bytes
         self._link_free_ns = 0
         self.jitter_ns = round(jitter_s * 1e9)
         self.stats = Stats(queue, delay_s * 1e3, jitter_s * 1e3, distribution, loss)
@@ -324,18 +329,27 @@ class DelayLine:
                         self.sock.send(verdict_drop(self.queue, pid))
                         self.stats.packets_dropped += 1
                     elif pid is not None:
-                        if self.ns_per_byte:
-                            now = self._serialised(frame_bytes(msg), now)
-                        self._hold(pid, now)
+                        left = self._serialised(frame_bytes(msg), now) if self.ns_per_byte \
+                            else now
+                        if left is None:                  # the link's queue is full
+                            self.sock.send(verdict_drop(self.queue, pid))
+                            self.stats.packets_overflowed += 1
+                        else:
+                            self._hold(pid, left)
                 elif kind == NLMSG_ERROR and struct.unpack_from("=i", buf, at + 16)[0]:
                     self.stats.verdict_errors += 1
                 at += (length + 3) & ~3
 
-    def _serialised(self, size: int, now_ns: int) -> int:
-        """When the packet has left the link: after the previous one, size x 8 / rate later."""
+    def _serialised(self, size: int, now_ns: int) -> int | None:
+        """When the packet has left the link: after the previous one, size x 8 / rate later;
+        None when the bytes still waiting for the link and its own pass the queue."""
         start = max(self._link_free_ns, now_ns)
-        start = min(start, now_ns + self.backlog_ns)     # a bounded backlog: see the docstring
-        self._link_free_ns = round(start + size * self.ns_per_byte)
+        waiting = round((start - now_ns) / self.ns_per_byte) + size
+        if waiting > self.queue_bytes:
+            return None
+        if waiting > self.stats.queued_max_bytes:
+            self.stats.queued_max_bytes = waiting
+        self._link_free_ns = start + round(size * self.ns_per_byte)   # integers: exact
         return self._link_free_ns
 
     def _hold(self, pid: int, now_ns: int) -> None:
@@ -492,8 +506,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, help="seed of the jitter draws")
     parser.add_argument("--rate-bps", type=float, default=None, metavar="R",
                         help="serialise each packet at R bit/s first (netem's rate)")
-    parser.add_argument("--backlog-bytes", type=int, default=DEFAULT_BACKLOG_BYTES, metavar="B",
-                        help="most serialisation backlog to hold, in bytes")
+    parser.add_argument("--queue-bytes", type=int, default=DEFAULT_QUEUE_BYTES, metavar="B",
+                        help="the link's queue: most bytes waiting for serialisation (more "
+                        "are dropped)")
     parser.add_argument("--loss", type=float, default=0.0, metavar="P",
                         help="drop each packet with probability P (0-1) on arrival")
     parser.add_argument("--realtime-priority", type=int, default=0, metavar="P",
@@ -507,7 +522,7 @@ def main(argv: list[str] | None = None) -> int:
         line = DelayLine(args.queue, args.delay_ms / 1e3, args.jitter_ms / 1e3,
                          args.distribution, maxlen=args.maxlen,
                          rcvbuf_bytes=args.rcvbuf_bytes, seed=args.seed,
-                         rate_bps=args.rate_bps, backlog_bytes=args.backlog_bytes,
+                         rate_bps=args.rate_bps, queue_bytes=args.queue_bytes,
                          loss=args.loss)
     except (DelayLineError, OSError) as e:
         print(f"delayline: error: {e}", file=sys.stderr)

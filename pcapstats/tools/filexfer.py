@@ -30,6 +30,7 @@ import struct
 import sys
 import time
 
+from pcapstats.addresses import family
 from pcapstats.tools.tcpinfo import set_congestion, tcp_congestion
 
 _LEN = struct.Struct("!Q")
@@ -38,10 +39,6 @@ _END = b"END"
 
 def generated(size: int, seed: int) -> bytes:
     return random.Random(seed).randbytes(size)
-
-
-def _family(addr: str) -> int:
-    return socket.AF_INET6 if ":" in addr else socket.AF_INET
 
 
 def _say(report: dict) -> None:
@@ -55,7 +52,7 @@ def _endpoints(sock: socket.socket) -> dict:
 
 
 def tcp_recv(addr: str, port: int, rcvbuf: int | None) -> None:
-    srv = socket.socket(_family(addr), socket.SOCK_STREAM)
+    srv = socket.socket(family(addr), socket.SOCK_STREAM)
     srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     if rcvbuf:
         srv.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
@@ -85,7 +82,7 @@ def tcp_recv(addr: str, port: int, rcvbuf: int | None) -> None:
 def tcp_send(addr: str, port: int, size: int, seed: int, cc: str | None,
              sndbuf: int | None) -> None:
     data = generated(size, seed)
-    sock = socket.socket(_family(addr), socket.SOCK_STREAM)
+    sock = socket.socket(family(addr), socket.SOCK_STREAM)
     if cc:
         try:
             set_congestion(sock, cc)
@@ -110,7 +107,7 @@ def tcp_send(addr: str, port: int, size: int, seed: int, cc: str | None,
 
 
 def udp_recv(addr: str, port: int, idle_s: float) -> None:
-    sock = socket.socket(_family(addr), socket.SOCK_DGRAM)
+    sock = socket.socket(family(addr), socket.SOCK_DGRAM)
     sock.bind((addr, port))
     print("ready", flush=True)
     chunks: dict[int, bytes] = {}
@@ -143,7 +140,7 @@ def udp_send(addr: str, port: int, size: int, seed: int, rate_bps: float,
              datagram: int) -> None:
     data = generated(size, seed)
     chunk = datagram - _LEN.size
-    sock = socket.socket(_family(addr), socket.SOCK_DGRAM)
+    sock = socket.socket(family(addr), socket.SOCK_DGRAM)
     sock.connect((addr, port))
     every_s = datagram * 8 / rate_bps
     start, start_ns, sent = time.monotonic(), time.time_ns(), 0

@@ -96,21 +96,20 @@ from __future__ import annotations
 
 import argparse
 import errno
-import ipaddress
 import json
 import math
-import os
 import re
-import signal
 import socket
 import struct
 import sys
-import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
 
+from pcapstats.addresses import family, socket_endpoint
+from pcapstats.tools import program
+from pcapstats.tools.program import EXIT_OK
 from pcapstats.tools.args import cc_name, ip_address, one_line_parser, port
 from pcapstats.tools.tcpinfo import set_congestion
 
@@ -131,12 +130,9 @@ MAX_SECONDS = 3600.0                   # --interval and --timeout
 DEFAULT_REPETITIONS, DEFAULT_INTERVAL_S, DEFAULT_TIMEOUT_S = 10, 0.01, 1.0
 REPORT_SCHEMA = "pcapstats.pingpong/1"
 
-CONNECT_TIMEOUT_S = 10.0
 STALL_S = 60.0            # TCP: no byte for this long in the middle of a message: give up
-USER_TIMEOUT_S = 60.0     # TCP_USER_TIMEOUT: unacknowledged data this long breaks the connection
 CLOSE_WAIT_S = 5.0        # the client waits this long for the server's FIN after its own
 MAX_UDP_PEERS = 4096      # UDP sources the server keeps apart; more are counted, not listed
-EXIT_OK, EXIT_ERROR, EXIT_INTERRUPTED = 0, 2, 130
 
 
 class PingpongError(Exception):
@@ -311,16 +307,6 @@ def _warn(text: str) -> None:
     print(f"pingpong: warning: {text}", file=sys.stderr, flush=True)
 
 
-def endpoint(addr: tuple) -> str:
-    """``ip:port``, or ``[ip]:port`` for IPv6 (an IPv4-mapped IPv6 address shown as IPv4)."""
-    host, port = addr[0], addr[1]
-    if host.startswith("::ffff:") and "." in host:
-        host = host[7:]
-    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
-
-
-def _family(ip: str) -> int:
-    return socket.AF_INET6 if ipaddress.ip_address(ip).version == 6 else socket.AF_INET
 
 
 def _write_report(path: Path, doc: dict) -> None:
@@ -413,25 +399,11 @@ class _Client:
     def _connect_tcp(self) -> socket.socket:
         opts = self.opts
         family, addr = _resolve(opts.client, opts.port, socket.SOCK_STREAM)
-        where = endpoint(addr)
         sock = socket.socket(family, socket.SOCK_STREAM)
         try:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             _set_cc(sock, opts.cc)
-            sock.settimeout(CONNECT_TIMEOUT_S)
-            try:
-                sock.connect(addr)
-            except ConnectionRefusedError:
-                raise PingpongError(f"cannot connect to {where}: connection refused (is a "
-                                    "pingpong server running there? start one with -s)") from None
-            except socket.timeout:
-                raise PingpongError(f"cannot connect to {where}: no answer within "
-                                    f"{CONNECT_TIMEOUT_S:g} s (is the address right and the "
-                                    "host up?)") from None
-            except OSError as e:
-                raise PingpongError(f"cannot connect to {where}: {e.strerror or e}") from None
-            sock.setsockopt(socket.IPPROTO_TCP, getattr(socket, "TCP_USER_TIMEOUT", 18),
-                            int(USER_TIMEOUT_S * 1000))
+            program.connect(sock, addr, prog="pingpong", error=PingpongError)
             sock.settimeout(STALL_S)
         except BaseException:
             sock.close()
@@ -446,7 +418,7 @@ class _Client:
             sock.connect(addr)  # only the server's datagrams arrive; ICMP errors reach us
         except OSError as e:
             sock.close()
-            raise PingpongError(f"cannot send to {endpoint(addr)}: {e.strerror or e}") from None
+            raise PingpongError(f"cannot send to {socket_endpoint(addr)}: {e.strerror or e}") from None
         return sock
 
     def _tcp_exchange(self, sock: socket.socket, seq: int, size: int) -> int:
@@ -521,7 +493,7 @@ class _Client:
         opts = self.opts
         sock = self._connect_udp() if opts.udp else self._connect_tcp()
         try:
-            self.local, self.remote = endpoint(sock.getsockname()), endpoint(sock.getpeername())
+            self.local, self.remote = socket_endpoint(sock.getsockname()), socket_endpoint(sock.getpeername())
             exchange = self._udp_exchange if opts.udp else self._tcp_exchange
             first = True
             for seq, size in enumerate(_plan(opts.sizes, opts.repetitions, opts.order)):
@@ -630,7 +602,7 @@ def _bind(opts) -> socket.socket:
     addrs = [opts.bind] if opts.bind else ["::", "0.0.0.0"]
     for addr in addrs:
         try:
-            sock = socket.socket(_family(addr), kind)
+            sock = socket.socket(family(addr), kind)
         except OSError as e:
             if addr == "::" and not opts.bind:
                 continue
@@ -653,7 +625,7 @@ def _bind(opts) -> socket.socket:
             hint = {errno.EADDRINUSE: " (another server on this port? choose one with -p)",
                     errno.EADDRNOTAVAIL: " (no interface has this address)",
                     errno.EACCES: " (not allowed)"}.get(e.errno, "")
-            raise PingpongError(f"cannot listen on {endpoint((addr, opts.port))}: "
+            raise PingpongError(f"cannot listen on {socket_endpoint((addr, opts.port))}: "
                                 f"{e.strerror}{hint}") from None
     raise PingpongError(f"cannot listen on port {opts.port}: no IPv4 or IPv6 here")
 
@@ -731,7 +703,7 @@ def _serve_tcp(lsock: socket.socket, opts, peers: list[Peer]) -> None:
     answers = _Answers()
     while True:
         sock, addr = lsock.accept()
-        peer = Peer(remote=endpoint(addr), local=endpoint(sock.getsockname()))
+        peer = Peer(remote=socket_endpoint(addr), local=socket_endpoint(sock.getsockname()))
         peers.append(peer)
         try:
             _tcp_session(sock, peer, answers)
@@ -756,12 +728,12 @@ def _serve_tcp(lsock: socket.socket, opts, peers: list[Peer]) -> None:
 def _serve_udp(sock: socket.socket, opts, peers: list[Peer], stats: dict) -> None:
     answers = _Answers()
     buf = bytearray(65536)
-    local = endpoint(sock.getsockname())
+    local = socket_endpoint(sock.getsockname())
     open_peers: dict[str, Peer] = {}
     try:
         while True:
             n, addr = sock.recvfrom_into(buf)
-            key = endpoint(addr)
+            key = socket_endpoint(addr)
             peer = open_peers.get(key)
             if peer is None and len(open_peers) < MAX_UDP_PEERS:
                 peer = open_peers[key] = Peer(remote=key, local=local)
@@ -821,7 +793,7 @@ def run_server(opts, argv: list[str]) -> int:
     sock = _bind(opts)
     peers: list[Peer] = []
     stats = {"ignored_datagrams": 0, "untracked_messages": 0}
-    local = endpoint(sock.getsockname())
+    local = socket_endpoint(sock.getsockname())
     error = None
     try:
         _say(f"pingpong server listening on {local} ({_proto(opts).upper()})")
@@ -855,51 +827,14 @@ def run_server(opts, argv: list[str]) -> int:
 
 # -- entry point ------------------------------------------------------------------------------
 
-class _SigtermInterrupts:
-    """SIGTERM unwinds like Ctrl-C (the server writes its report and exits 0), when nobody
-    else handles it and we are the main thread."""
-
-    def __enter__(self):
-        self.installed = (threading.current_thread() is threading.main_thread()
-                          and signal.getsignal(signal.SIGTERM) == signal.SIG_DFL)
-        if self.installed:
-            signal.signal(signal.SIGTERM, self._raise)
-
-    @staticmethod
-    def _raise(signum, frame):
-        raise KeyboardInterrupt
-
-    def __exit__(self, *exc):
-        if self.installed:
-            signal.signal(signal.SIGTERM, signal.SIG_DFL)
-
-
 def main(argv: Optional[list[str]] = None, prog: str = "pingpong") -> int:
     """Run pingpong with these arguments; returns the exit status (one error line on failure)."""
     argv = list(sys.argv[1:] if argv is None else argv)
-    try:
-        with _SigtermInterrupts():
-            opts = parse_args(argv, prog)
-            if opts.server:
-                return run_server(opts, argv)
-            return run_client(opts, argv)
-    except PingpongError as e:
-        print(f"pingpong: error: {e}", file=sys.stderr, flush=True)
-        return EXIT_ERROR
-    except SystemExit as e:  # -h
-        return e.code if isinstance(e.code, int) else EXIT_OK
-    except KeyboardInterrupt:
-        print("pingpong: error: interrupted", file=sys.stderr, flush=True)
-        return EXIT_INTERRUPTED
-    except BrokenPipeError:
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return EXIT_OK
-    except Exception as e:  # a bug of ours: still one line
-        if os.environ.get("PCAPSTATS_DEBUG"):
-            raise
-        print(f"pingpong: error: internal error: {type(e).__name__}: {e}. Please report it; "
-              "PCAPSTATS_DEBUG=1 shows the traceback", file=sys.stderr, flush=True)
-        return 3
+
+    def work() -> int:
+        opts = parse_args(argv, prog)
+        return run_server(opts, argv) if opts.server else run_client(opts, argv)
+    return program.run("pingpong", work, PingpongError)
 
 
 if __name__ == "__main__":

@@ -100,13 +100,10 @@ from __future__ import annotations
 
 import argparse
 import errno
-import ipaddress
 import json
 import math
-import os
 import re
 import select
-import signal
 import socket
 import sys
 import threading
@@ -115,6 +112,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional, TextIO
 
+from pcapstats.addresses import family, socket_endpoint
+from pcapstats.tools import program
+from pcapstats.tools.program import EXIT_OK
 from pcapstats.tools.args import cc_name, ip_address, one_line_parser, port
 from pcapstats.errors import UsageError
 from pcapstats.tools.wire import (SIMPLEPERF_ACK, SIMPLEPERF_BYE, SIMPLEPERF_MESSAGE,
@@ -129,14 +129,11 @@ BYE, ACK = SIMPLEPERF_BYE, SIMPLEPERF_ACK
 MAX_PARALLEL = 5
 REPORT_SCHEMA = "pcapstats.simpleperf/1"
 
-CONNECT_TIMEOUT_S = 10.0
-USER_TIMEOUT_S = 60.0      # TCP_USER_TIMEOUT: data unacknowledged this long breaks the
-                           # connection (not 15 min of retries); 30 % loss needs 8 drops in a
-                           # row of one segment to get there
+# program.USER_TIMEOUT_S breaks a connection whose data is unacknowledged that long (not 15 min
+# of retries); 30 % loss needs 8 drops in a row of one segment to get there
 ACK_WAIT_S = 10.0          # everything delivered, yet no ACK: BYE for this long: give up
 CLOSE_WAIT_S = 10.0        # the server waits this long for the client to close after ACK: BYE
 ONCE_GRACE_S = 0.5
-EXIT_OK, EXIT_ERROR, EXIT_INTERRUPTED = 0, 2, 130
 
 SEPARATOR_SERVER = "-" * 45
 SEPARATOR_CLIENT = "-" * 63
@@ -288,13 +285,6 @@ def _warn(text: str) -> None:
     print(f"simpleperf: warning: {text}", file=sys.stderr, flush=True)
 
 
-def endpoint(addr: tuple) -> str:
-    """``ip:port``, or ``[ip]:port`` for IPv6 (an IPv4-mapped IPv6 address shown as IPv4)."""
-    host, port = addr[0], addr[1]
-    if host.startswith("::ffff:") and "." in host:
-        host = host[7:]
-    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
-
 
 def format_transfer(nbytes: int, unit: str) -> str:
     if unit == "B":
@@ -389,9 +379,6 @@ def _prepare(sock: socket.socket, opts) -> None:
     if opts.rcvbuf:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, opts.rcvbuf)
 
-
-def _family(ip: str) -> int:
-    return socket.AF_INET6 if ipaddress.ip_address(ip).version == 6 else socket.AF_INET
 
 
 # -- client -----------------------------------------------------------------------------------
@@ -515,25 +502,11 @@ class _Sender:
 
 
 def _connect(opts) -> socket.socket:
-    server = endpoint((opts.serverip, opts.port))
-    sock = socket.socket(_family(opts.serverip), socket.SOCK_STREAM)
+    sock = socket.socket(family(opts.serverip), socket.SOCK_STREAM)
     try:
         _prepare(sock, opts)
-        sock.settimeout(CONNECT_TIMEOUT_S)
-        try:
-            sock.connect((opts.serverip, opts.port))
-        except ConnectionRefusedError:
-            raise SimpleperfError(f"cannot connect to {server}: connection refused (is a "
-                                  "simpleperf server running there? start one with -s)") from None
-        except socket.timeout:
-            raise SimpleperfError(f"cannot connect to {server}: no answer within "
-                                  f"{CONNECT_TIMEOUT_S:g} s (is the address right and the "
-                                  "host up?)") from None
-        except OSError as e:
-            raise SimpleperfError(f"cannot connect to {server}: {e.strerror or e}") from None
-        sock.settimeout(None)
-        tcp_user_timeout = getattr(socket, "TCP_USER_TIMEOUT", 18)
-        sock.setsockopt(socket.IPPROTO_TCP, tcp_user_timeout, int(USER_TIMEOUT_S * 1000))
+        program.connect(sock, (opts.serverip, opts.port), prog="simpleperf",
+                        error=SimpleperfError)
     except BaseException:
         sock.close()
         raise
@@ -550,11 +523,11 @@ def run_client(opts, out: _Out, argv: list[str]) -> int:
         for _ in range(opts.parallel):
             sock = _connect(opts)
             sndbuf, rcvbuf = _buffers(sock)
-            local = endpoint(sock.getsockname())
+            local = socket_endpoint(sock.getsockname())
             conn = Connection(ident=local, local=local,
-                              remote=endpoint(sock.getpeername()), cc=tcp_congestion(sock),
+                              remote=socket_endpoint(sock.getpeername()), cc=tcp_congestion(sock),
                               sndbuf_bytes=sndbuf, rcvbuf_bytes=rcvbuf)
-            senders.append(_Sender(sock, conn, endpoint((opts.serverip, opts.port))))
+            senders.append(_Sender(sock, conn, socket_endpoint((opts.serverip, opts.port))))
             if sampler:
                 sampler.add(sock, key=conn.local)
             out.lines(f"Client {conn.local} connected with {opts.serverip} port {opts.port}")
@@ -591,7 +564,7 @@ def run_client(opts, out: _Out, argv: list[str]) -> int:
         for s in senders:
             s.conn.tcp_info = sampler.series(s.conn.local)
         _write_report(opts.report, "client", argv, [s.conn for s in senders],
-                      {"server": endpoint((opts.serverip, opts.port)), "format": opts.format,
+                      {"server": socket_endpoint((opts.serverip, opts.port)), "format": opts.format,
                        "time_s": opts.time, "num_bytes": opts.num, "parallel": opts.parallel,
                        "interval_s": opts.interval, "message_bytes": MESSAGE_BYTES,
                        "tcp_info_interval_s": opts.tcp_info_interval, "sampler": stats})
@@ -606,7 +579,7 @@ def _listen(opts) -> list[socket.socket]:
     socks = []
     try:
         for addr in addrs:
-            sock = socket.socket(_family(addr), socket.SOCK_STREAM)
+            sock = socket.socket(family(addr), socket.SOCK_STREAM)
             socks.append(sock)
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             if addr == "::":
@@ -622,7 +595,7 @@ def _listen(opts) -> list[socket.socket]:
                 hint = {errno.EADDRINUSE: " (another server on this port? choose one with -p)",
                         errno.EADDRNOTAVAIL: " (no interface has this address)",
                         errno.EACCES: " (not allowed)"}.get(e.errno, "")
-                raise SimpleperfError(f"cannot listen on {endpoint((addr, opts.port))}: "
+                raise SimpleperfError(f"cannot listen on {socket_endpoint((addr, opts.port))}: "
                                       f"{e.strerror}{hint}") from None
             sock.listen(16)
     except BaseException:
@@ -703,8 +676,8 @@ def run_server(opts, out: _Out, argv: list[str]) -> int:
                 except OSError:
                     continue
                 sndbuf, rcvbuf = _buffers(sock)
-                conn = Connection(ident=endpoint(peer), local=endpoint(sock.getsockname()),
-                                  remote=endpoint(peer), cc=tcp_congestion(sock),
+                conn = Connection(ident=socket_endpoint(peer), local=socket_endpoint(sock.getsockname()),
+                                  remote=socket_endpoint(peer), cc=tcp_congestion(sock),
                                   sndbuf_bytes=sndbuf, rcvbuf_bytes=rcvbuf,
                                   start_mono_ns=time.monotonic_ns(), start_ns=time.time_ns())
                 conns.append(conn)
@@ -740,52 +713,15 @@ def run_server(opts, out: _Out, argv: list[str]) -> int:
 
 # -- entry point ------------------------------------------------------------------------------
 
-class _SigtermInterrupts:
-    """SIGTERM unwinds like Ctrl-C (the server writes its report and exits 0), when nobody
-    else handles it and we are the main thread."""
-
-    def __enter__(self):
-        self.installed = (threading.current_thread() is threading.main_thread()
-                          and signal.getsignal(signal.SIGTERM) == signal.SIG_DFL)
-        if self.installed:
-            signal.signal(signal.SIGTERM, self._raise)
-
-    @staticmethod
-    def _raise(signum, frame):
-        raise KeyboardInterrupt
-
-    def __exit__(self, *exc):
-        if self.installed:
-            signal.signal(signal.SIGTERM, signal.SIG_DFL)
-
-
 def main(argv: Optional[list[str]] = None, prog: str = "simpleperf") -> int:
     """Run simpleperf with these arguments; returns the exit status (one error line on failure)."""
     argv = list(sys.argv[1:] if argv is None else argv)
     out = _Out(sys.stdout)
-    try:
-        with _SigtermInterrupts():
-            opts = parse_args(argv, prog)
-            if opts.server:
-                return run_server(opts, out, argv)
-            return run_client(opts, out, argv)
-    except SimpleperfError as e:
-        print(f"simpleperf: error: {e}", file=sys.stderr, flush=True)
-        return EXIT_ERROR
-    except SystemExit as e:  # -h
-        return e.code if isinstance(e.code, int) else EXIT_OK
-    except KeyboardInterrupt:
-        print("simpleperf: error: interrupted", file=sys.stderr, flush=True)
-        return EXIT_INTERRUPTED
-    except BrokenPipeError:
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return EXIT_OK
-    except Exception as e:  # a bug of ours: still one line
-        if os.environ.get("PCAPSTATS_DEBUG"):
-            raise
-        print(f"simpleperf: error: internal error: {type(e).__name__}: {e}. Please report it; "
-              "PCAPSTATS_DEBUG=1 shows the traceback", file=sys.stderr, flush=True)
-        return 3
+
+    def work() -> int:
+        opts = parse_args(argv, prog)
+        return run_server(opts, out, argv) if opts.server else run_client(opts, out, argv)
+    return program.run("simpleperf", work, SimpleperfError)
 
 
 if __name__ == "__main__":

@@ -111,3 +111,85 @@ def test_long_gaps_are_shortened_so_time_bins_follow_the_packets():
     t = np.r_[np.arange(0, 3 * 10**9, 10**7), span + np.arange(0, 3 * 10**9, 10**7)]
     strength, amplitude = gain_cycling(t, np.full(len(t), 1448), 20_000_000)
     assert np.isfinite(strength) or np.isnan(strength)          # returns: no 285M bins
+
+
+def test_breaks_cut_the_timeline_into_pieces_joined_end_to_end():
+    """Packet 4 steps 5 s back, packet 7 jumps a day ahead: three pieces; joined, each break
+    takes no time (what passed there is unknown), every other gap is kept."""
+    t0 = 1_700_000_000 * 10**9
+    gaps = np.array([0, 10, 10, -5 * 10**9, 10, 10, DAY * 10**9, 10, -5], np.int64)
+    t = t0 + np.cumsum(gaps)                         # (the last: reordering, no break)
+    for windows in (1, 3):
+        check = ClockCheck()
+        for part, frames in zip(np.array_split(t, windows),
+                                np.array_split(np.arange(1, len(t) + 1), windows)):
+            check.feed(part)
+        pieces = check.pieces()
+        assert len(pieces) == 3 and pieces.at.tolist() == [4, 7]
+        frames = np.arange(1, len(t) + 1)
+        assert pieces.of(frames).tolist() == [0, 0, 0, 1, 1, 1, 2, 2, 2]
+        joined = pieces.monotonic(t, frames) - t0
+        assert joined.tolist() == [0, 10, 20, 20, 30, 40, 40, 50, 45]
+        assert check.span_ns() == joined[-1] == 45
+        assert pieces.apart([1, 4], [3, 9]).tolist() == [False, True]
+    ordinary, first = ClockCheck(), t[:3]
+    ordinary.feed(first)
+    assert len(ordinary.pieces()) == 1
+    assert ordinary.pieces().monotonic(first, [1, 2, 3]) is first    # no copy
+
+
+def test_a_timeline_joined_across_times_int64_cannot_hold_is_held_not_wrapped():
+    top = np.iinfo(np.int64).max
+    t = np.array([10**18, top, 0, top, 5], np.int64)      # the reader holds times at its ends
+    check = ClockCheck()
+    check.feed(t)
+    joined = check.pieces().monotonic(t, np.arange(1, 6))
+    assert joined.tolist() == [10**18] * 5
+    assert check.span_ns() == 0
+
+
+def test_a_capture_joined_across_its_breaks(stepped):
+    """Capture.joined: the times joined, everything else shared, its clock whole again; a
+    capture whose clock never broke is itself."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        cap = ps.read(stepped)
+    joined = cap.joined()
+    t, j = cap.column("frame_time_ns"), joined.column("frame_time_ns")
+    assert len(cap.clock.pieces()) == 3 and len(joined.clock.pieces()) == 1
+    kept = (np.diff(t) > -10**6) & (np.diff(t) < 3600 * 10**9)          # every gap but breaks
+    assert (np.diff(j)[kept] == np.diff(t)[kept]).all()
+    assert j[100] == j[99] and j[101] == j[100]
+    assert joined.column("frame_time_relative")[-1] == pytest.approx(
+        (t[-1] - t[0] - (t[100] - t[99]) - (t[101] - t[100])) / 1e9)
+    assert ps.throughput(joined).to_pandas()["packets"].tolist() == \
+        ps.throughput(ORIGINAL).to_pandas()["packets"].tolist()
+    original = ps.read(ORIGINAL)
+    assert original.joined() is original
+
+
+def test_fragments_are_found_by_identification_and_order_not_time(tmp_path):
+    """An echo over the MTU whose last fragment comes after the clock jumped a day ahead,
+    then another datagram with the same identification 40 s later (the identification
+    reused): each later fragment joins the last first fragment before it with its key, within
+    30 s on the joined timeline, so the jump parts none and the second datagram takes none of
+    the first's."""
+    from tests.helpers import craft as c
+    me, peer = "192.0.2.1", "198.51.100.2"
+    t0 = 1_700_000_000 * 10**9
+    records = []
+    for k, at in enumerate((t0, t0 + 40 * 10**9)):
+        whole = c.icmp(4, 8, ident=9, seq=k, body=b"f" * 2992)
+        for i, piece in enumerate([(0, True, 1480), (185, True, 1480), (370, False, 40)]):
+            later = len(records) >= 2                       # the clock jumped at packet 3
+            records.append(c.Record(c.raw(c.ipv4(whole, me, peer, ident=77, frag=piece)),
+                                    at + i * 10_000 + (DAY * 10**9 if later else 0)))
+    path = tmp_path / "fragments.pcap"
+    path.write_bytes(c.pcap(records, c.LT_RAW, nano=True).data)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        result = ps.ping(path)
+    echoes = result.to_pandas("echoes")
+    assert echoes["payload_bytes"].tolist() == [2992, 2992]     # not 2952: its last is in it
+    assert result.to_pandas("sessions")["payload_bytes"].tolist() == [2992]
+    assert any("1 forward gap of 24 h at packet 3" in str(w.message) for w in caught)

@@ -3,7 +3,10 @@
 - hand-built TCP flows with known goodput in their common window, re-sent segments left out;
   parallel connections of one host pair added up with ``by="pair"``;
 - lab runs of three iperf3 pairs sharing a bottleneck: the index within 0.01 of the one from
-  iperf3's per-flow receiver reports.
+  iperf3's per-flow receiver reports;
+- each flow's share per interval from its own start, and the time the flows took to converge:
+  hand-built flows whose rates are set second by second, and a lab run of two iperf3 pairs,
+  the second started 5 s after the first, against iperf3's own per-second receiver counts.
 """
 import tempfile
 from pathlib import Path
@@ -15,7 +18,8 @@ from tests.helpers.partial import assert_answers_as_on_the_whole_file
 from tests.helpers.paths import CAPTURES, DATA
 
 import pcapstats as ps
-from pcapstats.analyses.fairness import GROUPINGS, READS, jain, rows_needed
+from pcapstats.analyses.fairness import (CONVERGE_HOLD, GROUPINGS, READS, WITHIN, jain,
+                                         rows_needed)
 from pcapstats.capture import Needs
 from pcapstats.errors import NothingToReport
 from pcapstats.sidecar import load_sidecar
@@ -83,6 +87,53 @@ def test_parallel_connections_of_a_pair_count_as_one_flow(tmp_path):
     assert by_pair.jain_index == pytest.approx(jain([good[0] + good[1], good[2]]))
 
 
+def _paced(src, sport, start_s, per_second):
+    """1000-byte segments, per_second[k] of them evenly spread over second k after start_s."""
+    times = [1000 * (start_s + k) + j * 1000 / n for k, n in enumerate(per_second)
+             for j in range(n)]
+    return _flow(src, sport, times)
+
+
+def test_shares_from_each_flows_own_start_and_the_time_to_converge(tmp_path):
+    """A sends 100 segments a second for 8 s; B joins at 2 s with 25, 50, 90, 100, 110, 100
+    a second.  B's shares, second by second from its own start: 25/125, 50/150, 90/190 (within
+    10 % of 1/2), 100/200, 110/210; A's from its own: 1 alone, then 100/125, 100/150, 100/190
+    ...  Both first hold the band 3 intervals in a row from 4 s: converged 2 s after B
+    joined.  A started first: order 1, start 0 s."""
+    a = _paced("192.0.2.1", 1000, 0, [100] * 8)
+    b = _paced("192.0.2.2", 1001, 2, [25, 50, 90, 100, 110, 100])
+    result = ps.fairness(_write(tmp_path, a, b))
+    shares = result.to_pandas("shares")
+    b_rows = shares[shares["order"] == 2]
+    want = np.array([25 / 125, 50 / 150, 90 / 190, 100 / 200, 110 / 210])
+    assert b_rows["since_start_s"].tolist() == [0.0, 1.0, 2.0, 3.0, 4.0]   # full intervals
+    assert np.allclose(b_rows["share"], want)
+    assert np.allclose(b_rows["goodput_bps"], np.array([25, 50, 90, 100, 110]) * 8000)
+    assert b_rows["within"].tolist() == list(np.abs(want - 0.5) <= WITHIN * 0.5)
+    a_rows = shares[shares["order"] == 1]
+    assert np.allclose(a_rows["share"], [1, 1, 100 / 125, 100 / 150, 100 / 190, 100 / 200,
+                                         100 / 210])
+    assert a_rows["fair_share"].tolist() == [1, 1, .5, .5, .5, .5, .5]
+    assert a_rows["sharing"].tolist() == [False, False, True, True, True, True, True]
+    flows = result.to_pandas("flows")
+    assert flows["order"].tolist() == [1, 2] and np.allclose(flows["start_s"], [0, 2])
+    assert np.allclose(flows["convergence_s"], [2.0, 2.0])
+    assert result.to_pandas("summary").iloc[0].convergence_s == pytest.approx(2.0)
+    assert any(n.startswith("start order: the first to start had") for n in result.notes)
+
+
+def test_a_flow_that_never_holds_the_band_did_not_converge(tmp_path):
+    """B keeps to 25 segments a second against A's 100 (a share of 20 %), but for one second
+    at 100: never CONVERGE_HOLD intervals in a row within 10 % of 1/2."""
+    a = _paced("192.0.2.1", 1000, 0, [100] * 8)
+    b = _paced("192.0.2.2", 1001, 2, [25, 25, 100, 25, 25, 25])
+    result = ps.fairness(_write(tmp_path, a, b))
+    assert CONVERGE_HOLD > 1
+    assert np.isnan(result.to_pandas("summary").iloc[0].convergence_s)
+    assert np.isnan(result.to_pandas("flows")["convergence_s"]).all()
+    assert any("did not converge" in n for n in result.notes)
+
+
 def test_one_flow_is_one_clear_error(tmp_path):
     with pytest.raises(NothingToReport, match="needs two flows or more"):
         ps.fairness(_write(tmp_path, _flow("192.0.2.1", 1000, np.arange(0, 1000, 10))))
@@ -117,6 +168,63 @@ def test_three_pairs_equal_iperf3s_own_reports(three_pairs):
         (result.to_pandas("flows"), reported)
     by_cc = ps.fairness(path, by="cc").to_pandas("flows")
     assert sorted(by_cc["flow"]) == ["cc cubic", "cc reno"]
+
+
+@pytest.fixture(scope="module")
+def staggered():
+    """Two iperf3 pairs (cubic) through one 30 Mbit/s bottleneck, 10 ms RTT, the second
+    started 5 s after the first, each sending 15 s."""
+    from tests.conftest import require_netns
+    require_netns()
+    from pcapstats.lab import Scenario, load_sidecar, run
+    with tempfile.TemporaryDirectory(prefix="pcapstats-stagger-") as tmp:
+        out = Path(tmp) / "staggered.pcap"
+        run(Scenario(tool="iperf3", pairs=2, start_offset_s=5.0, cc="cubic", rate="30mbit",
+                     delay="5ms", duration_s=15, snaplen=128, capture="receiver"), out)
+        yield load_sidecar(out.with_suffix(".json")), out
+
+
+def _iperf3_per_second(report) -> np.ndarray:
+    """The iperf3 server's (receiver's) bits/s in each of its full intervals, counted from its
+    own start."""
+    rows = report["raw"]["server"]["intervals"]
+    return np.array([r["sum"]["bytes"] * 8 / r["sum"]["seconds"] for r in rows
+                     if r["sum"]["seconds"] > 0.99])
+
+
+@pytest.mark.netns
+def test_convergence_of_a_flow_started_5_s_later_equals_iperf3s(staggered):
+    """The second pair's share of each of its seconds, by iperf3's own per-second receiver
+    counts (the first pair's second 5 + k beside the second's k: the lab started it 5 s
+    later), and the convergence those give by the same rule, against fairness' own."""
+    doc, path = staggered
+    assert doc["scenario"]["start_offset_s"] == 5.0
+    first, second = (_iperf3_per_second(r) for r in sorted(doc["reports"],
+                                                           key=lambda r: r["pair"]))
+    result = ps.fairness(path)
+    flows = result.to_pandas("flows").sort_values("order")
+    assert abs(np.diff(flows["start_s"])[0] - 5.0) < 0.1, flows
+    shares = result.to_pandas("shares")
+    # each flow's goodput per interval of its own: iperf3's per-second counts
+    for order, reported in ((1, first), (2, second)):
+        mine = shares[shares["order"] == order]["goodput_bps"].to_numpy()
+        n = min(len(mine), len(reported))
+        assert n >= 14
+        off = np.abs(mine[:n] - reported[:n]) / reported[:n]
+        assert off.max() < 0.06 and np.median(off) < 0.01, (order, off)
+    # the second flow's share while both sent, and when it held the band 3 seconds in a row
+    n = min(len(second), len(first) - 5)
+    share = second[:n] / (second[:n] + first[5:5 + n])
+    within = np.abs(share - 0.5) <= WITHIN * 0.5
+    clear = np.abs(np.abs(share - 0.5) - WITHIN * 0.5) > 0.015      # not on the band's edge
+    rows = shares[(shares["order"] == 2) & shares["sharing"]]
+    ours = rows["within"].to_numpy()[:n]
+    assert (ours == within[:len(ours)])[clear[:len(ours)]].all(), (share, ours)
+    run = [k for k in range(n - CONVERGE_HOLD + 1) if within[k:k + CONVERGE_HOLD].all()]
+    reported = float(run[0]) if run else float("nan")
+    got = result.to_pandas("summary").iloc[0].convergence_s
+    assert (np.isnan(got) and np.isnan(reported)) or abs(got - reported) <= 1.0, \
+        (got, reported, share)
 
 
 def test_parallel_connections_equal_iperf3s_per_stream_reports():

@@ -29,7 +29,7 @@ SHIPPED = sorted(p for p in CAPTURES.iterdir() if p.suffix in (".pcap", ".pcapng
 TCP_RUNS = sorted(CAPTURES.glob("sp-*.pcap"))          # simpleperf runs: one or more TCP flows
 RECEIVER_SIDE = [CAPTURES / n for n in ("tcp_2streams.pcap", "iperf3-4flows.pcap",
                                         "sp-2pairs-reno+cubic.pcap")]   # TCP captured there
-UNITS = re.compile(r"\((k|M|G|T)?(bit/s|B|B/s|bytes|packets/s|ms|s)\)$|\(%\)$")
+UNITS = re.compile(r"\((k|M|G|T)?(bit/s|B|B/s|bytes|packets/s|ms|s|%|dBm)\)$")
 UNITLESS = {"Jain's index", "%", "ms", "segments", "dBm"}     # a unit alone, or no unit at all
 
 load_all()
@@ -188,6 +188,16 @@ def test_ping_figure_names_its_captures(paths):
                                   CAPTURES / "sp-2pairs-reno+cubic.pcap"], ids=lambda p: p.name)
 def test_fairness_figure_names_its_capture(path):
     assert_readable(ps.fairness(path).figure(), [path.name])
+
+
+@pytest.mark.parametrize("name", ["wpa2linkuppassphraseiswireshark.pcap",
+                                  "ieee802.11_exthdr.pcap", "Network_Join_Nokia_Mobile.pcap"])
+def test_wifi_figure_names_its_capture(name):
+    """The four panels on one time axis, each in its unit; a capture of link type 105 (no
+    radiotap: no signal, no rate) says so under its signal panel."""
+    fig = ps.wifi(DATA / name).figure()
+    assert_readable(fig, [name])
+    assert len(fig.axes) == 4
 
 
 @pytest.mark.filterwarnings("ignore::pcapstats.SkippedPacketsWarning")     # 802.11 frames
@@ -420,8 +430,9 @@ def test_iograph_marks_partial_only_the_intervals_the_capture_ended_in():
 FIGURE_INPUTS = {"ping": CAPTURES / "ping-sweep.pcap",
                  "delay": CAPTURES / "ping-sweep-sender.pcap",
                  "fairness": CAPTURES / "sp-3pairs-reno+cubic+bbr.pcap",
-                 "compare": CAPTURES / "sp-reno-loss1pct.pcap"}
-PANELS = {"fairness": 2}
+                 "compare": CAPTURES / "sp-reno-loss1pct.pcap",
+                 "wifi": DATA / "ieee802.11_exthdr.pcap"}
+PANELS = {"fairness": 3, "wifi": 4}
 
 
 def _axes(n):

@@ -13,7 +13,7 @@ from pcapstats.cli import main
 
 FUZZ = DATA / "fuzz"
 COMMANDS = ("throughput", "iograph", "retrans", "rtt", "cwnd", "seqgraph", "wscale", "flavour",
-            "verify", "ping", "udp", "fairness", "delay", "compare")
+            "verify", "ping", "udp", "fairness", "delay", "wifi", "compare")
 # file -> commands that must give a result (exit 0) on it, beyond "no internal error"
 MUST_ANSWER = {
     "cwnd-acks-without-new-data.pcap": ("cwnd", "wscale"),

@@ -9,7 +9,7 @@ References, all independent of pcapstats:
   (sender sysctls), a receiver that stops reading (zero window, probes), an idle connection with
   short keep-alive timers, and an IPv6 transfer;
 - public captures we did not make (tests/data, see its README);
-- hand-built packets (``tests/craft.py``) whose flags are known by construction;
+- hand-built packets (``tests/helpers/craft.py``) whose flags are known by construction;
 
 each compared with ``tshark -o tcp.analyze_sequence_numbers:TRUE -o
 tcp.relative_sequence_numbers:TRUE -T fields`` (tshark_ref.tcp_analysis_reference) on every

@@ -1,7 +1,7 @@
 """Bad input: one clear line and a non-zero exit from the CLI, the right exception from the
 library, never a traceback.
 
-Every damaged file is a crafted capture (tests/craft.py) with one known defect at a known file
+Every damaged file is a crafted capture (tests/helpers/craft.py) with one known defect at a known file
 offset, so the offset the error quotes is checked exactly.  The CLI runs as a subprocess, both
 as ``python -m pcapstats`` and as the installed ``pcapstats`` console script.
 """

@@ -13,7 +13,7 @@ import struct
 import pytest
 
 from pcapstats.cli import main
-from tests.helpers.paths import CAPTURES
+from tests.helpers.paths import CAPTURES, DATA
 
 TCP = CAPTURES / "sp-reno-loss1pct.pcap"           # one simpleperf transfer
 TWO = CAPTURES / "tcp_2streams.pcap"               # two TCP streams, nothing else
@@ -35,6 +35,7 @@ COMMANDS = {
     "udp": (UDP, TWO, "1414 TCP"),
     "fairness": (TWO, TCP, "has 1"),
     "delay": (CAPTURES / "ping-sweep-sender.pcap", TWO, "1414 TCP"),
+    "wifi": (DATA / "ieee802.11_exthdr.pcap", TWO, "1414 TCP"),
     "hierarchy": (TCP, "empty", "no packets"),
     "compare": (TCP, "empty", "no packets"),
 }

@@ -24,7 +24,7 @@ from pcapstats import schema  # noqa: E402
 from pcapstats.analyses import load_all  # noqa: E402
 from pcapstats.cli import main  # noqa: E402
 from pcapstats.results import RESULT_TYPES  # noqa: E402
-from tests.helpers.paths import CAPTURES  # noqa: E402
+from tests.helpers.paths import CAPTURES, DATA  # noqa: E402
 from tests.helpers.tshark_ref import conv_table  # noqa: E402
 
 SHIPPED = sorted(str(p) for p in CAPTURES.iterdir() if p.suffix in (".pcap", ".pcapng"))
@@ -186,7 +186,8 @@ FITTING = {"throughput": "tcp_2streams.pcap", "iograph": "tcp_2streams.pcap",
            "limits": "sp-reno-loss1pct.pcap",
            "verify": "sp-reno-loss1pct.pcap", "ping": "ping-sweep.pcap",
            "udp": "iperf3-udp-loss1pct.pcap", "fairness": "sp-2pairs-reno+cubic.pcap",
-           "delay": "ping-sweep-sender.pcap", "hierarchy": "udp_ping.pcapng"}
+           "delay": "ping-sweep-sender.pcap", "hierarchy": "udp_ping.pcapng",
+           "wifi": DATA / "wpa2linkuppassphraseiswireshark.pcap"}     # a path: not shipped
 
 
 def test_every_analysis_is_listed():

@@ -6,19 +6,19 @@ import subprocess
 import sys
 
 import pytest
-from tests.helpers.paths import CAPTURES
+from tests.helpers.paths import CAPTURES, DATA
 
 from pcapstats import pool
 from pcapstats.cli import main
 
 COMMANDS = ["throughput", "iograph", "retrans", "rtt", "cwnd", "wscale", "seqgraph", "flavour",
-            "verify", "ping", "udp", "fairness", "delay"]
+            "verify", "ping", "udp", "fairness", "delay", "wifi"]
 # TCP, UDP, ICMP and chained captures: every command finds something in some and fails on
 # others (rtt on UDP only, ping without echoes), so both paths are compared
 SOME = [str(CAPTURES / n) for n in (
     "tcp_2streams.pcap", "sp-reno-loss10pct.pcap", "iperf3-udp-loss1pct.pcap",
     "ping-sweep.pcap", "pingpong-sweep.pcap", "sp-2pairs-reno+cubic.pcap", "udp_ping.pcapng",
-    "iperf3-4flows.pcap")]
+    "iperf3-4flows.pcap")] + [str(DATA / "wpa2linkuppassphraseiswireshark.pcap")]
 
 
 def _run(capsys, argv):

@@ -24,6 +24,12 @@ PUBLIC_FILES = sorted(str(DATA / name) for name in PUBLIC)
 ONE = str(CAPTURES / "sp-3pairs-reno+cubic+bbr.pcap")   # a capture every TCP analysis reads
 PINGS = str(CAPTURES / "ping-sweep-sender.pcap")
 UDP = str(CAPTURES / "iperf3-udp-loss10pct.pcap")
+# the commands that read what the shipped (wired) captures do not have, and what they read
+WIFI = sorted(str(DATA / n) for n in ("ieee802.11_exthdr.pcap", "ieee802.11_htc.pcap",
+                                      "ieee802.11_meshid.pcap", "ieee802.11_rx-stbc.pcap",
+                                      "wpa-Induction.pcap", "Network_Join_Nokia_Mobile.pcap",
+                                      "wpa2linkuppassphraseiswireshark.pcap"))
+FILES = {"wifi": WIFI}
 E_NOTATION = re.compile(r"\d\.?\d*e[+-]?\d\d")
 WIDTHS = (80, 200)
 
@@ -68,7 +74,12 @@ CASES = [
     ("fairness", [], None),
     ("fairness", ["--all"], "summary"),
     ("fairness", ["--flows"], "flows"),
-    ("fairness", ["--series"], "series"),
+    ("fairness", ["--series"], "shares"),
+    ("fairness", ["--jain-series"], "series"),
+    ("wifi", [], None),
+    ("wifi", ["--all"], "frames"),
+    ("wifi", ["--series"], "intervals"),
+    ("wifi", ["--series", "--interval", "0.01", "--all"], "intervals"),
     ("delay", [], None),
     ("hierarchy", [], None),
     ("hierarchy", ["--all"], "protocols"),
@@ -84,7 +95,7 @@ CASES = [
     ("compare", ["--by", "cc", "--trials-for", "rtt median=2ms", "--all"], "trials"),
 ]
 ANALYSIS = {"wscale": "cwnd"}
-LIBRARY_OPTIONS = {"--by": "by", "--trials-for": "trials_for"}
+LIBRARY_OPTIONS = {"--by": "by", "--trials-for": "trials_for", "--interval": "interval"}
 
 
 def run(args: list[str], width: int, monkeypatch, capsys) -> tuple[str, str]:
@@ -106,7 +117,7 @@ def outputs():
                 mp.setenv("COLUMNS", str(width))
                 out, err = io.StringIO(), io.StringIO()
                 with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-                    main([command, *SHIPPED, *options])
+                    main([command, *FILES.get(command, SHIPPED), *options])
             cache[key] = out.getvalue(), err.getvalue()
         return cache[key]
     return get
@@ -398,6 +409,8 @@ def library_result(command: str, options: list[str]):
                   if o in LIBRARY_OPTIONS}
         analysis = getattr(ps, ANALYSIS.get(command, command))
         capture = (SHIPPED if command == "compare" else PINGS if command in ("ping", "delay")
-                   else UDP if command == "udp" else ONE)
+                   else UDP if command == "udp" else
+                   str(DATA / "wpa2linkuppassphraseiswireshark.pcap") if command == "wifi"
+                   else ONE)
         _RESULTS[key] = analysis(capture, **kwargs)
     return _RESULTS[key]

@@ -65,8 +65,9 @@ UDP_COLUMNS = ("udp_srcport", "udp_dstport", "udp_stream", "udp_length")
 ICMP_COLUMNS = ("icmp_type", "icmp_code", "icmp_ident", "icmp_seq")
 STREAM_COLUMNS = ("direction",)
 RADIO_COLUMNS = ("radiotap_dbm_antsignal", "radiotap_datarate", "radiotap_channel_freq")
+WLAN_COLUMNS = ("wlan_fc_type", "wlan_fc_ds", "wlan_fc_retry")
 ALL_COLUMNS = (FRAME_COLUMNS + IP_COLUMNS + TCP_COLUMNS + UDP_COLUMNS + ICMP_COLUMNS + STREAM_COLUMNS
-               + RADIO_COLUMNS)
+               + RADIO_COLUMNS + WLAN_COLUMNS)
 
 
 # -- transport --------------------------------------------------------------------------------
@@ -966,7 +967,9 @@ def tshark_excuses(w: Written):
     - a TCP header quoted in part (the classic 8 bytes): tshark prints its ports, pcapstats
       decodes no TCP layer from a partial header;
     - a first fragment carrying TCP: tshark prints no tcp.len (it is not the segment length);
-    - a pcapng Simple Packet Block has no timestamp: tshark prints no time, the column says 0.
+    - a pcapng Simple Packet Block has no timestamp: tshark prints no time, the column says 0;
+    - a QoS data frame cut inside its 802.11 header: tshark prints none of its frame control
+      (a plain data frame cut so still has it), the wlan columns read the two bytes there are.
     """
     def skip(i, col):
         notes = w.notes[i]
@@ -974,7 +977,8 @@ def tshark_excuses(w: Written):
                 or ("quoted_tcp" in notes and col in ("tcp_seq_raw", "tcp_len"))
                 or ("quoted_partial" in notes and col in TCP_COLUMNS)
                 or ("fragmented_tcp" in notes and col == "tcp_len")
-                or ("untimed" in notes and col.startswith("frame_time")))
+                or ("untimed" in notes and col.startswith("frame_time"))
+                or ("qos_header_cut" in notes and col in WLAN_COLUMNS))
     return skip
 
 
@@ -1114,13 +1118,14 @@ WLAN_VERSION, WLAN_NO_PSDU = "802.11 protocol version 1-3", "radiotap 0-length P
 
 
 def dot11_header(type_=2, subtype=0, *, tods=True, fromds=False, qos=None, htc=None,
-                 protected=False, version=0, pad=False) -> bytes:
+                 protected=False, version=0, pad=False, retry=False) -> bytes:
     """Frame control, duration, three addresses, sequence control; a fourth address when both
     ToDS and FromDS are set; QoS control (``qos``, its 16-bit value); HT control (``htc``, 4
-    bytes, which sets the Order bit); zeros to a multiple of 4 bytes with ``pad``."""
+    bytes, which sets the Order bit); zeros to a multiple of 4 bytes with ``pad``; ``retry``
+    sets the Retry flag."""
     fc = bytes([version | type_ << 2 | subtype << 4,
-                int(tods) | int(fromds) << 1 | (0x40 if protected else 0)
-                | (0x80 if htc is not None else 0)])
+                int(tods) | int(fromds) << 1 | (0x08 if retry else 0)
+                | (0x40 if protected else 0) | (0x80 if htc is not None else 0)])
     h = fc + struct.pack("<H", 44) + MAC_A + MAC_B + MAC_C + struct.pack("<H", 0x1230)
     if tods and fromds:
         h += MAC_D
@@ -1140,15 +1145,24 @@ def snap(ethertype: int, oui=SNAP_RFC1042, vlans=()) -> bytes:
     return out
 
 
+def wlan_columns(fc: bytes) -> dict:
+    """The 802.11 frame-control columns of a frame whose frame control is ``fc`` (none for
+    protocol versions other than 0, whose flags Wireshark does not dissect)."""
+    if fc[0] & 3:
+        return dict.fromkeys(WLAN_COLUMNS)
+    return {"wlan_fc_type": fc[0] >> 2 & 3, "wlan_fc_ds": fc[1] & 3,
+            "wlan_fc_retry": bool(fc[1] & 0x08)}
+
+
 def wlan(p: Built, *, qos=None, tods=True, fromds=False, htc=None, oui=SNAP_RFC1042, vlans=(),
-         pad=False, name=None) -> Built:
+         pad=False, retry=False, name=None) -> Built:
     """``p`` in an 802.11 data frame (QoS data when ``qos`` is given), link type 105.  ``pad``
     pads the header to 4 bytes: only valid under a radiotap header whose flags say so."""
     hdr = dot11_header(2, 8 if qos is not None else 0, tods=tods, fromds=fromds, qos=qos,
-                       htc=htc, pad=pad)
+                       htc=htc, pad=pad, retry=retry)
     out = p.shifted(hdr + snap(p.ethertype, oui, vlans), LT_IEEE802_11,
                     vlan_id=vlans[0] if vlans else None, vlan_count=len(vlans), _datapad=pad,
-                    **_NO_RADIO)
+                    **_NO_RADIO, **wlan_columns(hdr[:2]))
     return replace(out, name=name or f"wlan-{p.name}")
 
 
@@ -1176,7 +1190,8 @@ def wlan_frame(kind: str) -> Built:
         "extension": (bytes([0x0c, 0]) + bytes(2) + MAC_A + bytes(20), WLAN_EXTENSION_KIND),
     }
     data, counted = frames[kind]
-    return Built(data, {"vlan_id": None, "vlan_count": 0, "_wlan_kind": counted, **_NO_RADIO},
+    return Built(data, {"vlan_id": None, "vlan_count": 0, "_wlan_kind": counted, **_NO_RADIO,
+                        **wlan_columns(data[:2])},
                  f"wlan-{kind}", 0, None, len(data), LT_IEEE802_11)
 
 
@@ -1312,21 +1327,25 @@ def radiotap(frame: Built, *namespaces, vendor=None, name=None) -> Built:
 
 
 def radiotap_raw(frame: Built, header: bytes, *, signal=None, rate=None, freq=None,
-                 decoded=True, kind=None, name="rt-raw") -> Built:
+                 decoded=True, kind=None, frame_control=False, name="rt-raw") -> Built:
     """``frame`` behind hand-made radiotap bytes ``header`` whose radio columns the caller
     states (damaged headers: what a reader must make of them is the test's claim, checked
     against tshark); ``decoded=False``: no 802.11 frame is read (a header length past the
-    packet or under 8: malformed; a 0-length PSDU, ``kind=WLAN_NO_PSDU``)."""
+    packet or under 8: malformed; a 0-length PSDU, ``kind=WLAN_NO_PSDU``), or only its frame
+    control (``frame_control``: the frame is cut inside its header)."""
     cols = {"radiotap_dbm_antsignal": signal, "radiotap_datarate": rate,
             "radiotap_channel_freq": freq}
     out = frame.shifted(header, LT_RADIOTAP, **cols)
+    if not decoded and frame_control:
+        cols.update(wlan_columns(frame.data[:2]))
     return replace(_undecoded(out, cols, kind) if not decoded else out, name=name)
 
 
 def _undecoded(b: Built, cols: dict, kind) -> Built:
-    """The same bytes read as a frame of which nothing past the radio columns is decoded;
-    ``kind``: what the reader counts it as (None: nothing, a malformed header)."""
-    fields = {"vlan_id": None, "vlan_count": 0, **cols}
+    """The same bytes read as a frame of which nothing past the radio columns (and those of
+    ``cols``) is decoded; ``kind``: what the reader counts it as (None: nothing, a malformed
+    header)."""
+    fields = {"vlan_id": None, "vlan_count": 0, **dict.fromkeys(WLAN_COLUMNS), **cols}
     if kind:
         fields["_wlan_kind"] = kind
     return Built(b.data, fields, b.name, 0, None, len(b.data), b.link_type)
@@ -1334,9 +1353,18 @@ def _undecoded(b: Built, cols: dict, kind) -> Built:
 
 def tshark_radio_rows(path) -> list[dict]:
     """tshark's radiotap.dbm_antsignal, radiotap.datarate and radiotap.channel.freq per packet
-    (their first occurrences), in the radio columns' names."""
-    fields = ("radiotap.dbm_antsignal", "radiotap.datarate", "radiotap.channel.freq")
-    return [{"radiotap_dbm_antsignal": _first(raw, fields[0]),
-             "radiotap_datarate": _first(raw, fields[1], float),
-             "radiotap_channel_freq": _first(raw, fields[2])}
-            for raw in tshark_raw(path, fields)]
+    (their first occurrences), in the radio columns' names; and wlan.fc.type, wlan.fc.ds and
+    wlan.fc.retry where tshark dissects the frame control's flags (protocol version 0: of
+    another version it prints a type of that version's own layout, and no flags)."""
+    fields = ("radiotap.dbm_antsignal", "radiotap.datarate", "radiotap.channel.freq",
+              "wlan.fc.type", "wlan.fc.ds", "wlan.fc.retry")
+    rows = []
+    for raw in tshark_raw(path, fields):
+        flags = bool(raw["wlan.fc.retry"])
+        rows.append({"radiotap_dbm_antsignal": _first(raw, fields[0]),
+                     "radiotap_datarate": _first(raw, fields[1], float),
+                     "radiotap_channel_freq": _first(raw, fields[2]),
+                     "wlan_fc_type": _first(raw, fields[3], _as_int) if flags else None,
+                     "wlan_fc_ds": _first(raw, fields[4], _as_int) if flags else None,
+                     "wlan_fc_retry": _first(raw, fields[5], _as_bool)})
+    return rows

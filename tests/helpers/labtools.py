@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import select
 import subprocess
 import time
 from dataclasses import dataclass
@@ -14,6 +15,7 @@ from pcapstats.lab import Lab
 # top of its MSS, in the frames tbf counts.
 TCP_FRAME_OVERHEAD_BYTES = 66
 IPERF_PORT = 5211
+UDP_PORT = 5212
 
 
 def iperf3_tcp(lab: Lab, seconds: float = 3, omit: int = 1, sender: str = "sender",
@@ -89,3 +91,48 @@ def measure_twice(measure, check) -> tuple:
     if check(first):
         return first, None
     return first, measure()
+
+
+# -- numbered UDP datagrams: what the path let through, in the order it did ------------------
+UDP_COUNTER = r"""
+import socket, sys
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+s.setsockopt(socket.SOL_SOCKET, 33, 16 << 20)  # SO_RCVBUFFORCE
+s.bind((sys.argv[1], int(sys.argv[2])))
+s.settimeout(10.0)
+print("ready", flush=True)
+seqs = []
+try:
+    while True:
+        seqs.append(int.from_bytes(s.recv(2048)[:4], "big"))
+        s.settimeout(1.0)  # the sender is done once nothing came for a second
+except socket.timeout:
+    pass
+print(" ".join(map(str, seqs)))
+"""
+
+UDP_SENDER = r"""
+import socket, sys, time
+addr, port, count, pps = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4])
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+start = time.monotonic()
+for k in range(count):
+    while time.monotonic() < start + k / pps:
+        pass
+    s.sendto(k.to_bytes(4, "big") + bytes(196), (addr, port))
+"""
+
+
+def udp_sequence(lab: Lab, count: int, pps: float) -> list[int]:
+    """Send count numbered datagrams sender -> receiver; the sequence numbers, as received."""
+    counter = lab.popen_python("receiver", UDP_COUNTER, lab.address("receiver"), UDP_PORT,
+                               stdout=subprocess.PIPE, text=True)
+    try:
+        assert select.select([counter.stdout], [], [], 10)[0]
+        assert counter.stdout.readline() == "ready\n"
+        lab.python("sender", UDP_SENDER, lab.address("receiver"), UDP_PORT, count, pps,
+                   timeout=count / pps + 30)
+        out, _ = counter.communicate(timeout=30)
+    finally:
+        lab.stop(counter)
+    return [int(x) for x in out.split()]

@@ -22,3 +22,15 @@ def shift_seconds(data: bytes, packet: int, seconds: int) -> bytes:
     at = records(data)[packet - 1]
     struct.pack_into(order + "I", out, at, struct.unpack_from(order + "I", data, at)[0] + seconds)
     return bytes(out)
+
+
+def step_from(data: bytes, packet: int, seconds: int) -> bytes:
+    """The capture with the clock stepped by ``seconds`` at packet ``packet`` (1-based): that
+    record and every later one moved (its ts_sec field), as NTP stepping the capturing host's
+    clock mid-capture does; the packets and their order unchanged."""
+    out = bytearray(data)
+    order = "<" if data[:4] in (b"\xd4\xc3\xb2\xa1", b"\x4d\x3c\xb2\xa1") else ">"
+    for at in records(data)[packet - 1:]:
+        moved = struct.unpack_from(order + "I", data, at)[0] + seconds
+        struct.pack_into(order + "I", out, at, moved)
+    return bytes(out)

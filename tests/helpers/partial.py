@@ -1,7 +1,8 @@
 """An analysis that declares its Needs must answer on a table of only the rows and columns it
-names exactly as on the whole file's: the same tables bit for bit, the same notes, or the same
-error (what an error says the capture has is the whole file's); and so must it given the path,
-read as it reads one (for its Needs, or streamed by its own keepers), in small windows."""
+names exactly as on the whole file's: the same tables bit for bit, the same notes (and what
+it says a clock step touched), or the same error (what an error says the capture has is the
+whole file's); and so must it given the path, read as it reads one (for its Needs, or
+streamed by its own keepers), in small windows."""
 
 from __future__ import annotations
 
@@ -25,7 +26,7 @@ def answer(analysis, cap, **options):
         return type(e).__name__, str(e)
     tables = {name: {column: _bits(values) for column, values in result.table(name).items()}
               for name in result.table_names}
-    return tables, result.notes
+    return tables, result.notes, result.clock_touched
 
 
 def _bits(values: np.ndarray):

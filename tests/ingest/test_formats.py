@@ -1,6 +1,6 @@
 """Every capture format variant, read back to exactly the values written into it.
 
-Each variant is a crafted file (tests/craft.py) whose every column is known by construction.
+Each variant is a crafted file (tests/helpers/craft.py) whose every column is known by construction.
 Checks per variant:
 
 - ``test_known_answers_agree_with_tshark``: tshark reads the file and agrees with the known

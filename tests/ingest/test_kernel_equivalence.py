@@ -11,7 +11,7 @@ Inputs:
 
 - a catalogue of packets built with scapy (and by hand where scapy will not make a malformed
   header), on every link type, cut at every length, with several original lengths;
-- pcap and pcapng files written by tests/craft.py, every truncation of them, targeted damage to
+- pcap and pcapng files written by tests/helpers/craft.py, every truncation of them, targeted damage to
   every length field, and random mutations (hypothesis; ``PCAPSTATS_FUZZ_EXAMPLES`` raises the
   number of examples from 200);
 - a 200k-packet synthetic capture, also used to print the numpy/C speed ratio (not asserted).
@@ -463,7 +463,11 @@ def radiotap_frames() -> list[tuple[int, bytes]]:
     kinds += [c.dot11_header(2, 8, qos=0, htc=bytes(4)) + SNAP + b"\x86\xdd" + v6(tcp_bytes(), nh=6),
               c.dot11_header(2, 0) + bytes.fromhex("aaaa030000f8") + b"\x08\x00" + v4(b"", proto=17),
               c.dot11_header(2, 0) + bytes.fromhex("aaaa03123456") + b"\x08\x00",
-              c.dot11_header(2, 0) + b"\x42\x42\x03" + bytes(20), dot11[:1]]
+              c.dot11_header(2, 0) + b"\x42\x42\x03" + bytes(20), dot11[:1],
+              # the frame control's flags: Retry, From DS, both DS bits, on data and management
+              c.dot11_header(2, 8, qos=0, tods=False, fromds=True, retry=True) + SNAP
+              + b"\x08\x00" + v4(tcp_bytes(TS), proto=6),
+              c.dot11_header(0, 8, tods=False, retry=True) + bytes(12)]
     for k in kinds:
         out += [(105, k), (127, RADIOTAP_LINUX + k), (127, RADIOTAP_PAD + k)]
     return out
@@ -505,7 +509,9 @@ def test_decode_every_frame_at_every_length(ck, nk):
     assert out["vlan_count"].max() == 255 and set(np.unique(out["ip_flags"])) >= {0, 1, 4, 6, 7}
     assert set(np.unique(out["wlan_kind"])) == set(range(9))       # every kind of 802.11 frame
     assert (out["vlan_ad"] == 0xFF).any() and out["l3_offset"].max() > 1000   # 300 S-tags
-    assert set(np.unique(out["rt_present"])) == set(range(8))      # radiotap fields in every mix
+    assert set(np.unique(out["rt_present"])) == set(range(16))     # radio fields in every mix
+    fc = out["wlan_fc"][(out["rt_present"] & K.RT_WLAN) != 0]
+    assert set(np.unique(fc & 3)) == {0, 1, 2, 3} and (fc & 0x08).any()   # DS bits, Retry
     assert (out["rt_rate"] >= K.RT_MCS_RATE).any() and (out["rt_rate"] < K.RT_MCS_RATE).any()
 
 

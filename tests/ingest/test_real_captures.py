@@ -81,7 +81,7 @@ def test_column_matches_tshark(real_captures, name, kernel, column):
     assert len(cap) == len(ref.values), f"{name}: pcapstats read {len(cap)} packets, " \
                                         f"tshark {len(ref.values)}"
     if column not in ref.values:
-        pytest.fail(f"no reference for column {column!r}: add one to tests/tshark_ref.py")
+        pytest.fail(f"no reference for column {column!r}: add one to tests/helpers/tshark_ref.py")
     rows = ref.checked[column]
     got = comparable(cap.packets[column])[rows].reset_index(drop=True)
     want = ref.values[column][rows].reset_index(drop=True)

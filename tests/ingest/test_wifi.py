@@ -180,10 +180,11 @@ def _damaged_frames() -> list[c.Built]:
             name="rt-len-under-8"),
         raw(c.opaque(c.LT_RADIOTAP, b""), b"\x00\x00\x08", decoded=False, name="rt-cut-short"),
         # the 802.11 frame cut inside its header, or inside its LLC/SNAP header (not counted)
-        raw(replace(f, data=f.data[:20]), _raw_header([_word(5)], b"\xc7"), signal=-57,
-            decoded=False, name="rt-dot11-cut"),
+        replace(raw(replace(f, data=f.data[:20]), _raw_header([_word(5)], b"\xc7"), signal=-57,
+                    decoded=False, frame_control=True, name="rt-dot11-cut"),
+                notes=frozenset({"qos_header_cut"})),
         raw(replace(f, data=f.data[:29]), _raw_header([_word(5)], b"\xc8"), signal=-56,
-            decoded=False, name="rt-snap-cut"),
+            decoded=False, frame_control=True, name="rt-snap-cut"),
     ]
 
 

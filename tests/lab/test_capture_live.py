@@ -29,8 +29,10 @@ from pathlib import Path
 
 import pytest
 
+import pcapstats as ps
 from pcapstats.lab import topologies
-from pcapstats.sidecar import load_sidecar
+from pcapstats.lab.traffic import wait_listening
+from pcapstats.sidecar import load_sidecar, placements
 from tests.helpers.tshark_ref import tshark
 
 pytestmark = pytest.mark.netns
@@ -271,6 +273,76 @@ def test_own_tcp_under_loss_is_lost_on_the_wire_and_retransmitted(lab, env, stat
                                               "tcp.analysis.fast_retransmission"))
     assert frames(tmp_path / "t.pcap", "tcp.analysis.lost_segment") != []
     assert 0.03 * data_frames < resent < 0.3 * data_frames, (resent, data_frames)
+    assert_nothing_left(lab, env, state_dir, tmp_path)
+
+
+def test_own_tcp_loss_is_counted_as_packets_on_the_wire(lab, env, state_dir, tmp_path):
+    """With segmentation offload on, as on a real host's interface, netfilter meets this
+    host's own TCP in GSO bursts of many segments, which NFQUEUE hands the delay line
+    segmented: the loss reported is its drops over the packets it was handed -- packets on
+    the wire -- within 2 points of what the capture shows (ps.retrans: the data segments the
+    sender sent again, over those it sent); drops over the bursts would read several times
+    that."""
+    lab.run("a", "ethtool", "-K", "eth0", "tso", "on", "gso", "on")
+    try:
+        server = lab.popen("b", "iperf3", "-s", "-1", "-p", 5997, stdout=subprocess.DEVNULL)
+        wait_listening(lab, "b", 5997, proc=server)
+        run = pcapstats(lab, env, "capture", "-i", "eth0", "--loss", "10%", "--snaplen", 128,
+                        "--filter", "tcp port 5997", "-o", tmp_path / "g.pcap", "--",
+                        "iperf3", "-c", "10.77.0.2", "-p", 5997, "-t", 2, "-b", "200M")
+        server.wait(10)
+    finally:
+        lab.run("a", "ethtool", "-K", "eth0", "tso", "off", "gso", "off")
+    assert run.returncode == 0, run.stderr
+    doc = load_sidecar(tmp_path / "g.json")
+    (check,) = [ch for ch in doc["achieved"]["checks"] if ch["quantity"] == "loss"]
+    counts = ps.retrans(tmp_path / "g.pcap").to_pandas("counts")
+    data = counts.loc[counts.payload_bytes.idxmax()]      # iperf3's data, not its control
+    on_wire = data.resent / data.packets
+    assert abs(check["achieved"] - on_wire) <= 0.02, (check, on_wire)
+    assert check["in_spec"] is True
+    loss = doc["impairment"]["counters"]["loss"]
+    if doc["impairment"]["mechanisms"]["loss"] == "nfqueue-delayline":
+        # netfilter met bursts: far fewer "packets" than went on the wire
+        assert loss["offered_packets"] < 0.5 * loss["packets_on_wire"], loss
+        assert (f"pcapstats: note: the loss dropped {loss['dropped_packets']} of "
+                f"{loss['packets_on_wire']} packets on the wire: ") in run.stderr
+    assert_nothing_left(lab, env, state_dir, tmp_path)
+
+
+def test_delay_and_rate_on_this_hosts_egress_are_said_by_delay_and_rtt(lab, env, state_dir,
+                                                                       tmp_path):
+    """A delay and a rate on the capturing host's own egress act before tcpdump sees its
+    requests: the pingpong client's own latencies (its report) exceed the capture's by the
+    delay at least; the capture's sidecar places them there, and delay and rtt say what their
+    numbers leave out (never a silent intercept)."""
+    server = lab.popen("b", sys.executable, "-m", "pcapstats.tools.pingpong", "-s", "--once",
+                       "-p", 8089, stdout=subprocess.DEVNULL)
+    wait_listening(lab, "b", 8089, proc=server)
+    report = tmp_path / "pingpong.json"
+    run = pcapstats(lab, env, "capture", "-i", "eth0", "--delay", "5ms", "--rate", "20mbit",
+                    "--snaplen", 128, "--filter", "tcp port 8089", "-o", tmp_path / "d.pcap",
+                    "--", sys.executable, "-m", "pcapstats.tools.pingpong", "-c", "10.77.0.2",
+                    "-p", 8089, "--cc", "cubic", "--sizes", "18,1000,4000,8000,16000", "-r", 10,
+                    "--interval", "0.01", "--report", report)
+    server.wait(10)
+    assert run.returncode == 0, run.stderr
+    doc = load_sidecar(tmp_path / "d.json")
+    placed = placements(tmp_path / "d.pcap")
+    assert {(p.what, p.amount) for p in placed} == {("delay", "5 ms"), ("rate", "20 Mbit/s")}
+    assert all(p.unseen_by_round_trips and p.at == "this host's eth0, egress" for p in placed)
+    (delay_check,) = [ch for ch in doc["achieved"]["checks"] if ch["quantity"] == "delay"]
+    assert delay_check["in_spec"] is True
+    result = ps.delay(tmp_path / "d.pcap")
+    sizes = result.to_pandas("sizes")
+    tools = json.loads(report.read_text())["sizes"]
+    assert sizes["size_bytes"].tolist() == [r["size"] for r in tools]
+    for mine, theirs in zip(sizes["latency_mean_ms"], (r["avg_ms"] for r in tools)):
+        assert theirs - mine >= 4.5, (mine, theirs)   # the capture leaves the 5 ms out
+    (note,) = [n for n in result.notes if "leave out what this host's egress added" in n]
+    assert "5 ms delay and 20 Mbit/s rate on this host's eth0, egress" in note.detail
+    rtt = ps.rtt(tmp_path / "d.pcap")
+    assert any("the RTTs leave out what this host's egress added" in n for n in rtt.notes)
     assert_nothing_left(lab, env, state_dir, tmp_path)
 
 

@@ -26,11 +26,11 @@ from pcapstats.errors import UsageError
 from pcapstats.lab import Lab, LabError, cleanup_leftovers, topologies
 from pcapstats.tools import delayline
 from tests.helpers.labtools import (expected_goodput_bps, iperf3_tcp, measure_twice, ping,
-                                    ping_rtts_ms, received_goodput_bps, rtt_as_asked, within)
+                                    ping_rtts_ms, received_goodput_bps, rtt_as_asked,
+                                    udp_sequence, within)
 from pcapstats.lab.impair import Impairment, apply
 from pcapstats.units import FRAME_BYTES, parse_loss, parse_rate, parse_tc_size, parse_time
 
-UDP_PORT = 5212
 
 
 # -- parsers ---------------------------------------------------------------------------------------
@@ -224,50 +224,6 @@ def test_jitter_spreads_rtt_as_asked(lab, impaired):
 
 
 # -- loss ------------------------------------------------------------------------------------------
-UDP_COUNTER = r"""
-import socket, sys
-s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-s.setsockopt(socket.SOL_SOCKET, 33, 16 << 20)  # SO_RCVBUFFORCE
-s.bind((sys.argv[1], int(sys.argv[2])))
-s.settimeout(10.0)
-print("ready", flush=True)
-seqs = []
-try:
-    while True:
-        seqs.append(int.from_bytes(s.recv(2048)[:4], "big"))
-        s.settimeout(1.0)  # the sender is done once nothing came for a second
-except socket.timeout:
-    pass
-print(" ".join(map(str, seqs)))
-"""
-
-UDP_SENDER = r"""
-import socket, sys, time
-addr, port, count, pps = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4])
-s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-start = time.monotonic()
-for k in range(count):
-    while time.monotonic() < start + k / pps:
-        pass
-    s.sendto(k.to_bytes(4, "big") + bytes(196), (addr, port))
-"""
-
-
-def udp_sequence(lab: Lab, count: int, pps: float) -> list[int]:
-    """Send count numbered datagrams sender -> receiver; the sequence numbers, as received."""
-    counter = lab.popen_python("receiver", UDP_COUNTER, lab.address("receiver"), UDP_PORT,
-                               stdout=subprocess.PIPE, text=True)
-    try:
-        assert select.select([counter.stdout], [], [], 10)[0]
-        assert counter.stdout.readline() == "ready\n"
-        lab.python("sender", UDP_SENDER, lab.address("receiver"), UDP_PORT, count, pps,
-                   timeout=count / pps + 30)
-        out, _ = counter.communicate(timeout=30)
-    finally:
-        lab.stop(counter)
-    return [int(x) for x in out.split()]
-
-
 @pytest.mark.netns
 @pytest.mark.parametrize("loss", [0.01, 0.10, 0.30])
 def test_asked_loss_is_the_counted_loss(lab, impaired, loss):

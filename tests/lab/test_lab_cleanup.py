@@ -421,3 +421,61 @@ def test_keeping_partials_cuts_them_names_them_and_shares_a_runs_sidecar(tmp_pat
     _valid_capture(tmp_path / "n.pcapng", short.packets)
     assert load_sidecar(tmp_path / "n.json")["captures"][0]["format"] == "pcapng"
     assert sorted(p.name for p in tmp_path.glob(".*")) == [".o.json.partial", ".o.pcap.partial"]
+
+
+TOPOLOGY = """\
+routers = ["r1", "r2"]
+[hosts]
+a = "r1"
+b = "r2"
+[[link]]
+ends = ["r1", "r2"]
+rate = "10mbit"
+delay = ["5ms", "3ms"]
+loss = ["1%", "0"]
+[run]
+capture = ["a", "r1:r2"]
+snaplen = 128
+[[pair]]
+from = "a"
+to = "b"
+tool = "simpleperf"
+duration_s = 20
+ping_during = true
+"""
+
+
+def test_ctrl_c_mid_topology_run_keeps_its_captures_and_leaves_nothing(tmp_path, tagged):
+    """issue 28: a topology file's run, its links' impairments on two routers (chains, queues
+    and delay lines of their own), undone on Ctrl-C as a lab run's are."""
+    before = _host_state()
+    spec = tmp_path / "net.toml"
+    spec.write_text(TOPOLOGY)
+    out = tmp_path / "t.pcap"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "pcapstats", "lab", "run", "--topology", str(spec), "-o",
+         str(out)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env={**os.environ, TAG_VAR: tagged}, start_new_session=True)
+    partial = tmp_path / ".t.a.pcap.partial"
+    deadline = time.monotonic() + 60
+    while not partial.exists():
+        if proc.poll() is not None or time.monotonic() > deadline:
+            proc.kill()
+            raise AssertionError(f"the run never started capturing: {proc.communicate()}")
+        time.sleep(0.05)
+    time.sleep(3.0)
+    os.killpg(proc.pid, signal.SIGINT)
+    stdout, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 130, stderr
+    lines = stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("pcapstats: error: interrupted"), stderr
+    doc = load_sidecar(tmp_path / "t.json")
+    assert doc["status"] == "interrupted"
+    assert [c["file"] for c in doc["captures"]] == ["t.a.pcap", "t.r1-r2.pcap"]
+    for cap in doc["captures"]:
+        assert cap["packets_captured"] > 100
+        _valid_capture(tmp_path / cap["file"], cap["packets_captured"])
+    (link,) = [link for link in doc["links"] if link["name"] == "r1-r2"]
+    assert [d["router"] for d in link["directions"]] == ["r1", "r2"]
+    assert all(d["counters"] for d in link["directions"])
+    _assert_nothing_left(proc.pid, tagged, before, tmp_path)

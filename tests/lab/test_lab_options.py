@@ -124,6 +124,13 @@ def test_options_the_lab_cannot_honour_are_refused_before_anything_runs(tmp_path
         run(Scenario(tool="iperf3", app_rate="fast"), tmp_path / "x.pcap")
     with pytest.raises(UsageError, match="needs one pair"):
         run(Scenario(tool="simpleperf", pairs=2, capture="all"), tmp_path / "x.pcap")
+    with pytest.raises(UsageError, match="needs --pairs 2 or more"):
+        run(Scenario(tool="iperf3", start_offset_s=5), tmp_path / "x.pcap")
+    with pytest.raises(UsageError, match="not under the duration"):
+        run(Scenario(tool="iperf3", pairs=2, start_offset_s=10, duration_s=10),
+            tmp_path / "x.pcap")
+    with pytest.raises(UsageError, match="0 s or more"):
+        run(Scenario(tool="iperf3", pairs=2, start_offset_s=-1), tmp_path / "x.pcap")
     assert list(tmp_path.iterdir()) == []
 
 
@@ -146,3 +153,8 @@ def test_run_command_carries_the_new_options(monkeypatch, tmp_path):
     assert {"--no-timestamps", "--no-sack", "--app-rate"} <= set(argv)
     assert main(argv[1:]) == 130
     assert seen == [wanted]
+    staggered = Scenario(tool="iperf3", pairs=2, start_offset_s=5.0, duration_s=15)
+    argv = run_command(staggered, tmp_path / "x.pcap")
+    assert "--start-offset" in argv
+    assert main(argv[1:]) == 130
+    assert seen[-1] == staggered

@@ -15,7 +15,7 @@ import pytest
 import pcapstats as ps
 from pcapstats.errors import UsageError
 from pcapstats.lab import Scenario, load_sidecar, run, run_matrix
-from pcapstats.sidecar import sidecar_path
+from pcapstats.sidecar import placements, sidecar_path
 from tests.helpers.tshark_ref import tshark, tshark_fields
 from tests.helpers.labtools import rtt_as_asked
 
@@ -109,6 +109,45 @@ def test_asked_loss_and_delay_come_out_as_measured(lossy_run):
     assert abs(m["loss_measured"] - 0.1) <= 4 * sd, (m["loss_measured"], n)
 
 
+def test_the_loss_reported_is_the_loss_on_the_wire(lossy_run):
+    """The run's loss (measured, and achieved against asked) within 2 points of what the
+    capture shows dropped: the data segments the sender sent again (ps.retrans, at the sender,
+    where every transmission is seen), over the data segments it sent."""
+    path, doc = lossy_run
+    counts = ps.retrans(path).to_pandas("counts")
+    flow = doc["flows"][0]
+    # the sender opened the connection: side A, its data a_to_b
+    mine = counts[(counts.stream == flow["streams"][path.name]) & (counts.direction == "a_to_b")]
+    (data,) = mine.itertuples()
+    on_wire = data.resent / data.packets
+    assert abs(doc["measured"]["loss_measured"] - on_wire) <= 0.02, (doc["measured"], on_wire)
+    (loss,) = [ch for ch in doc["achieved"]["checks"] if ch["quantity"] == "loss"]
+    assert loss["achieved"] == doc["measured"]["loss_measured"] and loss["in_spec"] is True
+    assert "  loss → receiver  " in _summary(doc)
+
+
+def _summary(doc) -> str:
+    from pcapstats.lab.accuracy import lines
+    return "\n".join(lines(doc["achieved"]))
+
+
+def test_the_sidecar_places_each_impairment_against_the_capture_point(lossy_run):
+    """At the sender's own interface the routers' data direction acts after the capture
+    point (its drops are re-sent in it), the way back before it (ACKs arrive delayed)."""
+    path, doc = lossy_run
+    placed = {(p.what, p.packets): p for p in placements(path)}
+    assert set(placed) == {("loss", "toward the receiver"), ("delay", "toward the receiver"),
+                           ("rate", "toward the receiver"), ("delay", "toward the sender")}
+    assert placed[("loss", "toward the receiver")].after_capture
+    assert placed[("loss", "toward the receiver")].sources == (doc["flows"][0]["src"],)
+    assert placed[("delay", "toward the sender")].where == "before"
+    assert not any(p.unseen_by_round_trips for p in placed.values())
+    # the achieved delay each way, timed across the path, is the asked one
+    delays = [ch for ch in doc["achieved"]["checks"] if ch["quantity"] == "delay"]
+    assert [ch["direction"] for ch in delays] == ["toward the receiver", "toward the sender"]
+    assert all(ch["in_spec"] is True and abs(ch["achieved"] - 5.0) < 0.5 for ch in delays)
+
+
 def test_window_scaling_is_on_by_default(lossy_run):
     path, _ = lossy_run
     assert _frames(path, "tcp.flags.syn==1 && tcp.options.wscale.shift") >= 2
@@ -186,15 +225,21 @@ def test_a_chain_refuses_more_values_than_routers_and_several_pairs(tmp_path):
 
 
 def test_two_pairs_share_the_bottleneck_each_with_its_own_cc(tmp_path):
+    """... each with its own -P (issue 28: -P 2,1) and its own pings under load."""
     out = tmp_path / "pairs.pcap"
     doc = run(Scenario(tool="simpleperf", pairs=2, cc=["reno", "cubic"], rate="20mbit",
                        delay="5ms", duration_s=2, snaplen=128, capture="receiver",
-                       window_scaling=False), out)
+                       window_scaling=False, parallel=[2, 1], ping_during=True,
+                       ping_count=8), out)
     flows = doc["flows"]
-    assert [f["cc"] for f in flows] == ["reno", "cubic"]
-    assert [f["pair"] for f in flows] == [0, 1]
+    assert [f["cc"] for f in flows] == ["reno", "reno", "cubic"]
+    assert [f["pair"] for f in flows] == [0, 0, 1]
+    pings = [r for r in doc["reports"] if r["mode"] == "icmp"]
+    assert [(r["pair"], r["sender"], r["receiver"]) for r in pings] == [
+        (0, "sender1", "receiver1"), (1, "sender2", "receiver2")]
+    assert all(r["summary"]["received"] == [8] for r in pings)
     ids = [f["streams"]["pairs.pcap"] for f in flows]
-    assert ids == [_tshark_stream(out, f) for f in flows] and len(set(ids)) == 2
+    assert ids == [_tshark_stream(out, f) for f in flows] and len(set(ids)) == len(flows)
     # together they fill the shared 20 Mbit/s, within 10 %
     assert abs(doc["measured"]["throughput_bps"] - 20e6) <= 0.1 * 20e6
     assert _frames(out, "tcp.flags.syn==1") >= 4

@@ -145,7 +145,12 @@ axes = {rate = ["10mbit"]}
 @pytest.mark.parametrize("text, words", [
     ("[base]\ntool = 'nmap'\n", "unknown tool"),
     ("[base]\nbogus = 1\n", "unknown scenario field bogus"),
-    ("[axes]\nloss = '10%'\n", "must be a non-empty list"),
+    ("[axes]\nloss = '10%'\n", "axes.loss: expected a non-empty list"),
+    ("[base]\npairs = 3\nparallel = [2, 1]\n", "base.parallel: 2 counts for 3 pairs"),
+    ("[base]\nparallel = 'two'\n", "base.parallel: expected a whole number"),
+    ("[base]\nrate = 'fast'\n", "base.rate: bad rate 'fast'"),
+    ("[base]\ntool = 'iperf3'\n\nduration_s = 'ten'\n", "spec.toml, line 4)"),
+    ("trials = 'two'\n[axes]\nloss = ['1%']\n", "trials: expected a whole number"),
     ("name = 'same'\n[axes]\nloss = ['1%', '2%']\n", "same files"),
     ("[base\n", "not valid TOML"),
     ("[axes]\nloss = ['300%']\n", "bad loss"),
@@ -226,6 +231,10 @@ def test_a_missing_tool_is_one_line_naming_the_package(monkeypatch, capsys, tmp_
     (["--cc", "reno,cubic"], "2 congestion controls for 1 pairs"),
     (["-n", "10XB"], "bad transfer size"),
     (["--capture", "middle"], "--capture"),
+    (["--rate", "10mbit", "--one-way"], "one way is serialisation's"),
+    (["--tool", "ping", "--ping-sizes", "65535"], "ping of 65535 bytes cannot be sent"),
+    (["--tool", "ping", "--rate", "10mbit", "--queue", "20kb", "--ping-sizes", "18,65507"],
+     "cannot hold a ping of 65507 bytes"),
 ])
 def test_bad_scenarios_are_one_line(capsys, tmp_path, args, words):
     code = main(["lab", "run", *args, "-o", str(tmp_path / "x.pcap")])
@@ -260,7 +269,8 @@ def test_run_command_gives_back_the_same_scenario(monkeypatch, tmp_path, bound):
     # the module (pcapstats.lab.run, the attribute, is the function it exports)
     monkeypatch.setattr(import_module("pcapstats.lab.run"), "run", fake_run)
     wanted = Scenario(tool="iperf3-udp", loss="1%", delay="10ms", jitter="1ms", rate="10mbit",
-                      queue="100p", cc=["reno", "bbr"], **bound, parallel=2, pairs=2,
+                      queue="100p", serialize=True, one_way=True, cc=["reno", "bbr"], **bound,
+                      parallel=2, pairs=2,
                       udp_rate="5mbit", ping_count=3,
                       ping_interval_s=0.05, ping_sizes=[56, 1000], ping_during=True,
                       sndbuf=100000, rcvbuf=200000, window_scaling=False, capture="both",
@@ -274,3 +284,14 @@ def test_run_command_gives_back_the_same_scenario(monkeypatch, tmp_path, bound):
 def test_captures_readme_carries_the_field_table():
     readme = CAPTURES / "README.md"
     assert sidecar.describe_markdown() in readme.read_text()
+
+
+def test_per_pair_parallel_and_trials_written_under_axes_load(tmp_path):
+    """issue 28: `parallel = [2,1,1]` is one count a pair; `trials = 2` after [axes] (as the
+    spec's example once put it) is the trials, not an axis."""
+    spec = tmp_path / "spec.toml"
+    spec.write_text("[base]\ntool = 'iperf3'\npairs = 3\nparallel = [2, 1, 1]\n"
+                    "[axes]\ncc = ['reno']\ntrials = 2\n")
+    cells = matrix.load_spec(spec)
+    assert [c.params for c in cells] == [{"cc": "reno", "trial": 1}, {"cc": "reno", "trial": 2}]
+    assert [cells[0].scenario.parallel_of_pair(k) for k in range(3)] == [2, 1, 1]

@@ -432,23 +432,53 @@ WIFI = ["ieee802.11_exthdr.pcap", "ieee802.11_meshid.pcap", "ieee802.11_rx-stbc.
         "wpa2linkuppassphraseiswireshark.pcap"]
 
 
-def test_signal_is_the_median_tshark_reads_from_radiotap():
-    """A distance study puts throughput beside signal: each Wi-Fi capture's signal_dbm is the
-    median of tshark's radiotap.dbm_antsignal (the first antenna's where there are several);
-    a wired capture has none, and the table shows the column only when some capture has it."""
+def _radio_of_the_busier_data_frames(path) -> tuple:
+    """(signal, data rate, retry share, which frames) by tshark's fields: the 802.11 data
+    frames (wlan.fc.type 2) of the To/From DS value whose frames carried the most bytes, or
+    every frame when there are no data frames; medians of the first radiotap occurrences."""
+    df = tshark_fields(path, ("frame.len", "radiotap.dbm_antsignal", "radiotap.datarate",
+                              "wlan.fc.type", "wlan.fc.ds", "wlan.fc.retry"))
+    data = df[df["wlan.fc.type"] == "2"]
+    names = {"0x01": "data to AP", "0x02": "data from AP", "0x00": "data, no AP",
+             "0x03": "data, AP to AP"}
+    if len(data):
+        sizes = data.groupby("wlan.fc.ds")["frame.len"].apply(lambda v: v.astype(int).sum())
+        ds = sizes.idxmax()
+        frames, which = data[data["wlan.fc.ds"] == ds], names[ds]
+    else:
+        frames, which = df, "all"
+    signals = [int(v) for v in frames["radiotap.dbm_antsignal"].dropna()]
+    rates = [float(v) * 1e6 for v in frames["radiotap.datarate"].dropna()]
+    flags = frames["wlan.fc.retry"].dropna()
+    return (statistics.median(signals) if signals else math.nan,
+            statistics.median(rates) if rates else math.nan,
+            (flags == "1").sum() / len(flags) if len(flags) else math.nan, which)
+
+
+def test_signal_rate_and_retries_are_tsharks_of_the_busier_data_frames():
+    """A distance study puts goodput beside the radio: each Wi-Fi capture's signal_dbm,
+    datarate_bps and retry_share are those of the 802.11 data frames that went the busier way
+    (wifi's main row), computed here from tshark's fields; a wired capture has none, and the
+    table shows the columns only when some capture has them."""
     paths = [DATA / name for name in WIFI] + [CAPTURES / "tcp_2streams.pcap"]
     with _quiet():
         result = ps.compare(paths)
-    got = dict(zip(result.table("captures")["capture"], result.table("captures")["signal_dbm"]))
+    table = result.to_pandas("captures").set_index("capture")
     for path in paths[:-1]:
-        frames = tshark_fields(path, ("radiotap.dbm_antsignal",))   # the first occurrence
-        values = [int(v) for v in frames["radiotap.dbm_antsignal"].dropna()]
-        assert values and got[str(path)] == statistics.median(values), path.name
-    assert math.isnan(got[str(paths[-1])])
-    assert "signal_dbm" in [s.column for s in result.view["captures"]]
+        row = table.loc[str(path)]
+        signal, rate, retries, which = _radio_of_the_busier_data_frames(path)
+        assert row.wifi_frames == which, path.name
+        for got, want in ((row.signal_dbm, signal), (row.datarate_bps, rate),
+                          (row.retry_share, retries)):
+            assert (math.isnan(got) and math.isnan(want)) or got == pytest.approx(want), \
+                (path.name, got, want)
+    assert math.isnan(table.loc[str(paths[-1]), "signal_dbm"])
+    shown = [s.column for s in result.view["captures"]]
+    assert {"signal_dbm", "datarate_bps", "retry_share"} <= set(shown)
     with _quiet():
         wired = ps.compare([CAPTURES / "tcp_2streams.pcap", CAPTURES / "udp_ping.pcapng"])
-    assert "signal_dbm" not in [s.column for s in wired.view["captures"]]
+    assert not {"signal_dbm", "datarate_bps", "retry_share"} & \
+        {s.column for s in wired.view["captures"]}
 
 
 # -- typed labels ------------------------------------------------------------------------------

@@ -107,6 +107,7 @@ import numpy as np
 from ... import catalogue, schema
 from ...batch import analysis
 from ...capture import Capture, Needs
+from ...clock import touched
 from ...errors import Note, PcapstatsWarning, UsageError
 from ...ingest import Kept
 from ...render import Shown, path_shown, terminal_width
@@ -224,7 +225,12 @@ def verify(capture: Capture | str | os.PathLike, *, sidecar="auto",
     with r:
         ctx = Context(others, r, expected)
         _verify(ctx, stream, app, port, printed)
-    return Verification(ctx.out, capture=os.fspath(path), notes=ctx.notes)
+    result = Verification(ctx.out, capture=os.fspath(path), notes=ctx.notes)
+    if len(ctx.pieces) > 1:
+        n = ctx.spanning
+        result.clock_touched = touched("verify", joined=[
+            f"{n} simpleperf duration{'s' if n > 1 else ''} (first data to BYE)"] if n else [])
+    return result
 
 
 def _others(cap: Capture) -> np.ndarray:

@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 
 from ... import schema
+from ...addresses import endpoint
 from ...capture import Capture
 from ...units import parse_simpleperf_size
 from ..reassembly import HOLE_REASONS, Reassembly
@@ -108,6 +109,13 @@ class Context:
         self.cap, self.r, self.exp = cap, r, expected
         self.out: list[StreamVerdict] = []
         self.notes: list[str] = []
+        self.pieces = cap.clock.pieces()      # the capture's timeline cut at its clock's breaks
+        self.spanning = 0                     # durations measured across a break, said
+
+    def joined(self, t_ns: np.ndarray, frames: np.ndarray) -> np.ndarray:
+        """Times on the timeline joined across the clock's breaks, for durations (the times
+        themselves when it has none)."""
+        return self.pieces.monotonic(t_ns, frames)
 
     def endpoints(self, s: int, client_dir: int) -> tuple[str, str]:
         src, dst, sp, dp = self.r.first_packet(s)
@@ -195,10 +203,6 @@ class Context:
         mss = int(cap.column("tcp_option_mss")[pick[0]])
         ts = cap.present("tcp_option_tsval")[pick[0]]
         return mss - (12 if ts else 0)
-
-
-def endpoint(addr: str, port) -> str:
-    return f"[{addr}]:{int(port)}" if ":" in addr else f"{addr}:{int(port)}"
 
 
 def text(b: bytes | None) -> str:

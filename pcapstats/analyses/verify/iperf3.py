@@ -10,7 +10,8 @@ import numpy as np
 
 from ... import schema
 from ...streams import id_ranges
-from .checks import (CANNOT_TELL, FAIL, PASS, Context, StreamVerdict, endpoint, json_message,
+from ...addresses import endpoint
+from .checks import (CANNOT_TELL, FAIL, PASS, Context, StreamVerdict, json_message,
                      payload, text)
 
 COOKIE_BYTES = 37

@@ -25,8 +25,10 @@ def check(ctx: Context) -> None:
     src, dst = cap.column("ip_src")[echo], cap.column("ip_dst")[echo]
     ident, seq = cap.column("icmp_ident")[echo], cap.column("icmp_seq")[echo]
     frame = cap.column("frame_number")[echo]
-    t = cap.column("frame_time_ns")[echo]
-    last_t = cap.latest_time_ns
+    t = ctx.joined(cap.column("frame_time_ns")[echo], cap.column("frame_number")[echo])
+    # the capture's end on the joined timeline (its latest time, when the clock never broke)
+    clock = cap.clock
+    last_t = cap.latest_time_ns if len(ctx.pieces) == 1 else clock.first_ns + clock.span_ns()
     req_rows = np.flatnonzero(request)
     groups = sorted({(int(src[i]), int(dst[i]), int(ident[i])) for i in req_rows},
                     key=lambda g: min(frame[req_rows][(src[req_rows] == g[0]) & (
@@ -52,11 +54,11 @@ def check(ctx: Context) -> None:
                   + (f", {gaps} sequence number(s) not captured" if gaps else ""))
         rseq = seq[rp].astype(np.int64)
         unanswered, late = [], []
-        for i in rq:
-            hits = rp[(rseq == int(seq[i])) & (t[rp] >= t[i])]
+        for i in rq:         # a reply comes after its request in the capture's order
+            hits = rp[(rseq == int(seq[i])) & (frame[rp] > frame[i])]
             if len(hits):
                 continue
-            answered_later = bool((t[rp] > t[i]).any())
+            answered_later = bool((frame[rp] > frame[i]).any())
             near_end = last_t - int(t[i]) < PING_LATE_S * 1e9
             (late if near_end and not answered_later else unanswered).append(i)
         if unanswered:

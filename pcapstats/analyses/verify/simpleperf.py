@@ -307,10 +307,13 @@ def _duration(ctx, v, s, c, bye_frame, start_seen) -> None:
     if not len(segs):
         return
     at = int(segs.frame.argmin())
-    first, t_first = int(segs.frame[at]), int(segs.time_ns[at])
+    times = ctx.joined(segs.time_ns, segs.frame)     # across a clock break: over the pieces
+    first, t_first = int(segs.frame[at]), int(times[at])
     t = ctx.exp.time_s
-    span = (int(segs.time_ns[segs.frame == bye_frame][0]) / 1e9 - t_first / 1e9 if bye_frame
+    span = (int(times[segs.frame == bye_frame][0]) / 1e9 - t_first / 1e9 if bye_frame
             else None)
+    if span is not None and ctx.pieces.apart(first, bye_frame):
+        ctx.spanning += 1
     if span is not None:
         v.evidence.append(f"first data frame {first}, BYE frame {bye_frame}: {span:.3f} s")
     if t is None or ctx.exp.num_bytes is not None:
@@ -328,7 +331,7 @@ def _duration(ctx, v, s, c, bye_frame, start_seen) -> None:
         # Late on the wire need not be late in the program: the client writes BYE at -t seconds,
         # behind whatever its send buffer still holds.  Only a backlog no buffer holds is late.
         sent_by_hi = segs.start + segs.length
-        sent_by_hi = int(sent_by_hi[segs.time_ns <= t_first + hi * 1e9].max(initial=0))
+        sent_by_hi = int(sent_by_hi[times <= t_first + hi * 1e9].max(initial=0))
         backlog = int((segs.start + segs.length).max()) - sent_by_hi
         if backlog <= SEND_BUFFER_MAX_BYTES:
             v.add("duration", CANNOT_TELL, expected, f"{span:.3f} s on the wire (frames "

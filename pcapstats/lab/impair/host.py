@@ -415,8 +415,10 @@ class InterfaceImpairment:
         """What the kernel and the delay line counted so far (after remove(): the final counts).
 
         ``loss``: packets the loss was offered (the chain's jump, IPv4 + IPv6, as netfilter
-        sees them: this host's own TCP in GSO bursts) and dropped (by the delay line, or by
-        netem less its tbf); ``qdisc``: the rate's tbf; ``netem``: netem's counts;
+        sees them: this host's own TCP in GSO bursts), dropped (by the delay line, or by
+        netem less its tbf) and, where the delay line counted them, offered as packets on the
+        wire (:func:`loss_counted` reads the share); ``qdisc``: the rate's tbf; ``netem``:
+        netem's counts;
         ``delay_line``: the program's stats and the kernel's queue line.
         """
         if self._removed:
@@ -447,6 +449,7 @@ class InterfaceImpairment:
                 counts["delay_line"]["alive"] = False
                 if "loss" in counts:  # its drops until the rule went, not its last rewrite
                     counts["loss"]["dropped_packets"] = stats.get("packets_dropped", 0)
+                    counts["loss"]["packets_on_wire"] = packets_on_wire(stats)
             self.final_counters = counts
         return counts
 
@@ -489,14 +492,15 @@ def read_counters(record: Record) -> dict:
                 if m:
                     offered[0] += int(m.group(1))
                     offered[1] += int(m.group(2))
+        on_wire = None
         if record.delay_line:
             program = read_json(record.delay_line, "stats") or {}
-            dropped = program.get("packets_dropped", 0)
+            dropped, on_wire = program.get("packets_dropped", 0), packets_on_wire(program)
         else:                        # netem's drops less its tbf child's (counted in both)
             dropped = ((out.get("netem") or {}).get("dropped_packets") or 0) - \
                 ((out.get("qdisc") or {}).get("dropped_packets") or 0)
         out["loss"] = {"offered_packets": offered[0], "offered_bytes": offered[1],
-                       "dropped_packets": dropped}
+                       "dropped_packets": dropped, "packets_on_wire": on_wire}
     if record.delay_line:
         d = record.delay_line
         kernel = delayline.read_kernel_queues().get(record.queue)
@@ -505,6 +509,30 @@ def read_counters(record: Record) -> dict:
                              "kernel": dataclasses.asdict(kernel) if kernel else None,
                              "program": read_json(d, "stats")}
     return out
+
+
+def packets_on_wire(program: dict) -> int:
+    """The packets a delay line was handed (its stats ``program``): those it held and those it
+    dropped, each a packet as on the wire -- NFQUEUE hands a GSO burst of this host's own TCP
+    over segmented, while the chain's jump counts the burst once."""
+    return sum(program.get(k) or 0 for k in ("packets_received", "packets_dropped",
+                                             "packets_overflowed"))
+
+
+def loss_counted(loss: dict | None) -> tuple[int, int, str] | None:
+    """(dropped, out of, what both count) for the ``loss`` block of a host's counters, or None
+    when nothing was offered: packets on the wire where the delay line counted them; with
+    netem, GSO bursts -- netem drops a burst whole and counts it once, as the chain's jump
+    does (its share of bursts is, for a random loss, its share of packets in expectation)."""
+    if not loss:
+        return None
+    if loss.get("packets_on_wire") is not None:
+        dropped, offered = loss["dropped_packets"], loss["packets_on_wire"]
+        unit = "packets on the wire"
+    else:
+        dropped, offered = loss["dropped_packets"], loss["offered_packets"]
+        unit = "packets as queued (GSO bursts whole)"
+    return (dropped, offered, unit) if offered else None
 
 
 def delay_line_problems(record: Record, counts: dict | None) -> list[str]:

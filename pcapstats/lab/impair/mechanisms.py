@@ -15,14 +15,17 @@ loss        netem ``loss``                  the router: iptables ``statistic``; 
 delay       netem ``delay D [J]``           the NFQUEUE delay line (:func:`delay_line_argv`)
 jitter
 serialize   netem ``rate`` (the router's    the delay line's ``--rate-bps`` (each packet waits
-            two directions)                 size/rate behind the previous one)
+            two directions, or the data's   size/rate behind the previous one, in a queue of
+            alone: ``one_way``)             ``--queue-bytes``, the queue limit, tail-dropped)
 ==========  ==============================  =====================================================
 
 So a packet meets the loss, then the delay (and serialisation), then the rate's queue, on
 either host.  What still differs is netem's code (read, not run here: this machine has no
 netem): with jitter and no serialisation netem lets packets whose delays cross overtake each
-other, the delay line never does; with serialisation netem's own queue holds what the delay
-line would pass on to tbf past one queue of backlog, so under overload netem queues longer.
+other, the delay line never does; with serialisation the delay line's queue is the queue limit
+(a packet past it is dropped, as a link's full queue drops it, and tbf behind it meets
+packets already at the rate), while netem's holds up to its packet limit
+(:func:`netem_limit_packets`), so under overload netem queues longer.
 
 Queue size: ``queue_bytes`` if given, else one bandwidth-delay product at the asked rate and
 RTT 2 x (delay + jitter), at least :data:`QUEUE_FLOOR_PACKETS` full frames (so short RTTs
@@ -84,6 +87,8 @@ class Impairment:
     queue_bytes: int | None = None  # None: see default_queue_bytes
     ack_loss: float = 0.0  # fraction of ACK-direction packets dropped at random
     serialize: bool = False  # each packet also waits size/rate, both directions (netem's rate)
+    one_way: bool = False  # serialisation on the data direction only; the way back: the delay
+    queue_floor_bytes: int = 0  # the default queue holds at least this (a run's longest message)
 
     def __post_init__(self):
         for name in ("loss", "ack_loss"):
@@ -111,6 +116,10 @@ class Impairment:
                              f"({FRAME_BYTES} bytes)")
         if self.serialize and not self.rate_bps:
             raise UsageError("serialisation needs a link rate", hint="give --rate too")
+        if self.one_way and not self.serialize:
+            raise UsageError("one way is serialisation's: without --serialize the rate already "
+                             "shapes only the way toward the receiver (tbf)",
+                             hint="give --serialize too, or leave --one-way out")
         if self.queue_bytes is not None and self.queue_bytes > MAX_QUEUE_BYTES:
             raise UsageError(f"queue {self.queue_bytes:g} bytes is over 2 GiB, the most the lab "
                              "sets", hint="give it in kb, mb or p (full frames)")
@@ -118,14 +127,16 @@ class Impairment:
     @classmethod
     def from_text(cls, *, loss: str | None = None, delay: str | None = None,
                   jitter: str | None = None, rate: str | None = None, queue: str | None = None,
-                  ack_loss: str | None = None, serialize: bool = False) -> "Impairment":
+                  ack_loss: str | None = None, serialize: bool = False, one_way: bool = False,
+                  queue_floor_bytes: int = 0) -> "Impairment":
         """Build from CLI words: ``from_text(loss="10%", delay="20ms", rate="30mbit")``."""
         return cls(loss=parse_loss(loss) if loss else 0.0,
                    delay_s=parse_time(delay) if delay else 0.0,
                    jitter_s=parse_time(jitter) if jitter else 0.0,
                    rate_bps=parse_rate(rate) if rate else None,
                    queue_bytes=parse_tc_size(queue) if queue else None,
-                   ack_loss=parse_loss(ack_loss) if ack_loss else 0.0, serialize=serialize)
+                   ack_loss=parse_loss(ack_loss) if ack_loss else 0.0, serialize=serialize,
+                   one_way=one_way, queue_floor_bytes=queue_floor_bytes)
 
     def asked(self) -> list[str]:
         """The values asked, by the names a mechanisms record gives them."""
@@ -141,9 +152,14 @@ class Impairment:
 
     def default_queue_bytes(self) -> int:
         """One BDP at rate x 2 x (delay + jitter), at least QUEUE_FLOOR_PACKETS full frames and
-        at most MAX_QUEUE_BYTES (tbf's limit is 32-bit)."""
+        ``queue_floor_bytes``, at most MAX_QUEUE_BYTES (tbf's limit is 32-bit)."""
         bdp = (self.rate_bps or 0) * 2 * (self.delay_s + self.jitter_s) / 8
-        return min(max(math.ceil(bdp), QUEUE_FLOOR_PACKETS * FRAME_BYTES), MAX_QUEUE_BYTES)
+        return min(max(math.ceil(bdp), QUEUE_FLOOR_PACKETS * FRAME_BYTES,
+                       self.queue_floor_bytes), MAX_QUEUE_BYTES)
+
+    def serialises(self, direction: str) -> bool:
+        """Does the ``direction`` ("data": toward the receivers, "ack": back) wait size/rate?"""
+        return self.serialize and (direction == "data" or not self.one_way)
 
     @property
     def queue_limit_bytes(self) -> int:
@@ -154,15 +170,17 @@ class Impairment:
 
 
 # -- netem's and tbf's words ----------------------------------------------------------------------
-def netem_args(imp: Impairment, *, loss: float, rate_child: bool) -> list[str]:
+def netem_args(imp: Impairment, *, loss: float, rate_child: bool,
+               serialize: bool | None = None) -> list[str]:
     """netem's words for one direction: ``limit N [delay D [J]] [loss P%] [rate R]``.
 
-    netem drops (``loss``) and delays; with ``serialize`` its ``rate`` makes each packet wait
-    size/rate, as the delay line does.  The rate limit and its queue are tbf's on every host
-    (:func:`tbf_args`, under netem's class 1 when ``rate_child``), so both mechanisms shape
-    alike.  The limit is every packet netem may hold (:func:`netem_limit_packets`): netem's
-    drops are then its loss alone.
+    netem drops (``loss``) and delays; with ``serialize`` (default: ``imp.serialize``) its
+    ``rate`` makes each packet wait size/rate, as the delay line does.  The rate limit and
+    its queue are tbf's on every host (:func:`tbf_args`, under netem's class 1 when
+    ``rate_child``), so both mechanisms shape alike.  The limit is every packet netem may
+    hold (:func:`netem_limit_packets`): netem's drops are then its loss alone.
     """
+    serialize = imp.serialize if serialize is None else serialize
     words = ["limit", str(netem_limit_packets(imp, rate_child=rate_child))]
     if imp.delayed:
         words += ["delay", f"{round(imp.delay_s * 1e6)}us"]
@@ -170,7 +188,7 @@ def netem_args(imp: Impairment, *, loss: float, rate_child: bool) -> list[str]:
             words.append(f"{round(imp.jitter_s * 1e6)}us")
     if loss:
         words += ["loss", f"{loss * 100:.6f}%"]
-    if imp.serialize:
+    if serialize:
         words += ["rate", f"{round(imp.rate_bps)}bit"]
     return words
 
@@ -247,16 +265,17 @@ def use_netem(mechanism: str) -> bool:
 
 # -- the delay line -------------------------------------------------------------------------------
 def delay_line_argv(queue: int, imp: Impairment, stats: str | os.PathLike, *,
-                    interval_s: float, loss: float | None = None) -> list[str]:
+                    interval_s: float, loss: float | None = None,
+                    serialize: bool | None = None) -> list[str]:
     """The delay line's command for one NFQUEUE: delay and jitter, with ``loss`` its drops
-    (a host's), with ``imp.serialize`` its serialisation at the rate (up to one queue of
-    backlog), its stats rewritten to ``stats`` every ``interval_s``."""
+    (a host's), with ``serialize`` (default: ``imp.serialize``) its serialisation at the rate
+    in a queue of the queue limit, its stats rewritten to ``stats`` every ``interval_s``."""
     argv = [sys.executable, "-m", "pcapstats.tools.delayline", "--queue", str(queue),
             "--delay-ms", repr(imp.delay_s * 1e3), "--jitter-ms", repr(imp.jitter_s * 1e3)]
     if loss is not None:
         argv += ["--loss", repr(loss)]
-    if imp.serialize:
-        argv += ["--rate-bps", repr(imp.rate_bps), "--backlog-bytes", str(imp.queue_limit_bytes)]
+    if imp.serialize if serialize is None else serialize:
+        argv += ["--rate-bps", repr(imp.rate_bps), "--queue-bytes", str(imp.queue_limit_bytes)]
     return argv + ["--stats", str(stats), "--stats-interval", str(interval_s),
                    "--realtime-priority", str(DELAY_LINE_PRIORITY)]
 

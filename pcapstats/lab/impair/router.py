@@ -11,9 +11,9 @@ with netem where the kernel has it, else tbf + iptables ``statistic`` + an NFQUE
 On the forwarding path, never a sender's own output: a drop there is re-sent without
 reaching the wire (see ../shared/DESIGN.md).  Data leaves the router through the bottleneck's
 ``egress`` (loss, delay, serialisation, then the rate's tbf), ACKs through its ``ingress``
-(ack loss, delay, serialisation).  ``delay_s`` is one-way and applied in EACH direction, so
-ping's RTT is about 2 x delay + the base RTT (about 0.1 ms here, plus ~0.5 ms for the two
-delay-line passes).
+(ack loss, delay, serialisation unless ``one_way``).  ``delay_s`` is one-way and applied in
+EACH direction, so ping's RTT is about 2 x delay + the base RTT (about 0.1 ms here, plus
+~0.5 ms for the two delay-line passes).
 
 Two chains of the router's filter table, ``PSL_DATA`` and ``PSL_ACK``, are entered from FORWARD
 by ``-o <egress>`` / ``-o <ingress>`` with either mechanism; the jump's counter is the number of
@@ -44,6 +44,7 @@ from pcapstats.lab.netns import Bottleneck, Lab
 
 DATA_QUEUE, ACK_QUEUE = 0, 1  # NFQUEUE numbers (per namespace)
 CHAINS = {"data": "PSL_DATA", "ack": "PSL_ACK"}
+JUMPS = ("FORWARD", "OUTPUT")  # OUTPUT only for a router's own packets (``local``)
 WHO_SETS = {"netem": {"rate": "tbf", "queue": "tbf", "loss": "netem", "ack_loss": "netem",
                       "delay": "netem", "jitter": "netem", "serialisation": "netem"},
             "fallback": {"rate": "tbf", "queue": "tbf", "loss": "iptables-statistic",
@@ -101,12 +102,14 @@ class Counters:
 class _DelayLine:
     """The delay line of one direction, a Lab process in the router's namespace."""
 
-    def __init__(self, lab: Lab, host: str, queue: int, imp: Impairment, stats_dir: str):
+    def __init__(self, lab: Lab, host: str, queue: int, imp: Impairment, stats_dir: str,
+                 direction: str):
         self.lab, self.host, self.queue = lab, host, queue
         base = os.path.join(stats_dir, f"delayline-{queue}")
         self.stats_path, self.stdout_path, self.stderr_path = \
             f"{base}.json", f"{base}.out", f"{base}.err"
-        self.argv = delay_line_argv(queue, imp, self.stats_path, interval_s=STATS_INTERVAL_S)
+        self.argv = delay_line_argv(queue, imp, self.stats_path, interval_s=STATS_INTERVAL_S,
+                                    serialize=imp.serialises(direction))
         self.hold_s = delay_line_hold_s(imp)
         self.final: dict | None = None
         # files, not pipes: a pipe nobody reads could fill
@@ -151,8 +154,14 @@ class Applied:
     ``settings`` holds the parameters and every command run, in order.
     """
 
-    def __init__(self, lab: Lab, bottleneck: Bottleneck, impairment: Impairment):
+    def __init__(self, lab: Lab, bottleneck: Bottleneck, impairment: Impairment, *,
+                 slot: int = 0, local: bool = False):
         self.lab, self.bottleneck, self.impairment = lab, bottleneck, impairment
+        # Several links impaired on one router (a topology file's) each take a slot: chains
+        # PSL_DATA<slot> / PSL_ACK<slot> and NFQUEUE numbers 2 slot, 2 slot + 1 of their own.
+        self.chain_names = {d: c + (str(slot) if slot else "") for d, c in CHAINS.items()}
+        self.queues = {"data": DATA_QUEUE + 2 * slot, "ack": ACK_QUEUE + 2 * slot}
+        self.local = local  # the router's own packets (its pings) meet the impairment too
         self.mechanisms: dict[str, str] = {}
         self.settings: dict = {"commands": []}
         self.final_counters: Counters | None = None
@@ -195,7 +204,7 @@ class Applied:
         self._undo.append(lambda: shutil.rmtree(stats_dir, True))
         for direction, queue in queues.items():
             line = _DelayLine(self.lab, self.bottleneck.router, queue, self.impairment,
-                              stats_dir)
+                              stats_dir, direction)
             self._delay_lines[direction] = line
             self.settings["commands"].append(shlex.join(line.argv))
             self._undo.append(line.stop)
@@ -204,7 +213,7 @@ class Applied:
 
     def _add_chain(self, direction: str, device: str, loss: float, queue: int | None) -> None:
         """Chain PSL_DATA/PSL_ACK: random DROP, then NFQUEUE; FORWARD jumps in last."""
-        chain = CHAINS[direction]
+        chain = self.chain_names[direction]
         # Each undo is registered before its command (a half-done command is undone too).
         self._undo.append(lambda: self._iptables("-X", chain, record=False, check=False))
         self._undo.append(lambda: self._iptables("-F", chain, record=False, check=False))
@@ -215,9 +224,10 @@ class Applied:
         if queue is not None:
             self._iptables("-A", chain, "-j", "NFQUEUE", "--queue-num", queue)
         # Undone first: the jump goes before the delay line stops (else its packets drop).
-        self._undo.append(lambda: self._iptables("-D", "FORWARD", "-o", device, "-j", chain,
-                                                 record=False, check=False))
-        self._iptables("-A", "FORWARD", "-o", device, "-j", chain)
+        for hook in JUMPS if self.local else JUMPS[:1]:
+            self._undo.append(lambda hook=hook: self._iptables(
+                "-D", hook, "-o", device, "-j", chain, record=False, check=False))
+            self._iptables("-A", hook, "-o", device, "-j", chain)
         self._chains[direction] = chain
 
     def _install_netem(self) -> None:
@@ -225,12 +235,12 @@ class Applied:
         the data direction's netem; chains that count what each direction offers."""
         imp, b = self.impairment, self.bottleneck
         self.settings["netem"] = {}
-        for direction, device, loss in (("data", b.egress, imp.loss),
-                                        ("ack", b.ingress, imp.ack_loss)):
+        for direction, device, loss in self._directions():
             netem = bool(loss or imp.delayed)
             rate_child = netem and direction == "data" and bool(imp.rate_bps)
             if netem:
-                words = netem_args(imp, loss=loss, rate_child=rate_child)
+                words = netem_args(imp, loss=loss, rate_child=rate_child,
+                                   serialize=imp.serialises(direction))
                 self.settings["netem"][device] = words
                 self._add_qdisc(device, "handle", NETEM_HANDLE, "netem", *words)
             if direction == "data" and imp.rate_bps:
@@ -240,16 +250,25 @@ class Applied:
 
     def _install_fallback(self) -> None:
         imp, b = self.impairment, self.bottleneck
+        directions = self._directions()
+        queue_of = {d: self.queues[d] for d, _, _ in directions} if imp.delayed else {}
         if imp.delayed:  # listening before any rule sends packets to the queues
-            self._start_delay_lines({"data": DATA_QUEUE, "ack": ACK_QUEUE})
+            self._start_delay_lines(queue_of)
         if imp.rate_bps:
             self._add_tbf(b.egress, under_netem=False)
         # The chains count what each direction offers, even where nothing is dropped.
-        queue_of = {"data": DATA_QUEUE, "ack": ACK_QUEUE} if imp.delayed else {}
-        for direction, device, loss in (("data", b.egress, imp.loss),
-                                        ("ack", b.ingress, imp.ack_loss)):
+        for direction, device, loss in directions:
             self._add_chain(direction, device, loss, queue_of.get(direction))
         self.mechanisms.update({v: WHO_SETS["fallback"][v] for v in imp.asked()})
+
+    def _directions(self) -> list[tuple[str, str, float]]:
+        """(direction, device, loss) of each direction impaired: the data's on the egress, the
+        ACKs' on the ingress unless the bottleneck has none (one direction of a link)."""
+        b, imp = self.bottleneck, self.impairment
+        out = [("data", b.egress, imp.loss)]
+        if b.ingress:
+            out.append(("ack", b.ingress, imp.ack_loss))
+        return out
 
     # -- reading --------------------------------------------------------------------------------
     def check(self) -> None:
@@ -310,7 +329,8 @@ class Applied:
                     m = re.search(r"-c (\d+) (\d+)", line)
                     if not m:
                         continue
-                    if line.startswith("-A FORWARD") and line.endswith(f"-j {chain}"):
+                    jump = line.startswith(("-A FORWARD ", "-A OUTPUT "))
+                    if jump and line.endswith(f"-j {chain}"):
                         sums[d][0] += int(m.group(1))
                         sums[d][1] += int(m.group(2))
                     elif line.startswith(f"-A {chain} ") and line.endswith("-j DROP"):
@@ -388,14 +408,17 @@ class Applied:
 
 # -- the entry point ------------------------------------------------------------------------------
 def apply(lab: Lab, bottleneck: Bottleneck | None, impairment: Impairment, *,
-          mechanism: str = "auto") -> Applied:
+          mechanism: str = "auto", slot: int = 0, local: bool = False) -> Applied:
     """Install impairment on the bottleneck (None: ``lab.bottleneck``); undone by remove().
 
     ``mechanism``: "auto" (netem if the kernel has it, else the fallback), "netem" or
-    "fallback" (either forced; "netem" fails where the kernel has none).
+    "fallback" (either forced; "netem" fails where the kernel has none).  A bottleneck
+    without ``ingress`` is one direction of a link: the data direction alone.  ``slot``: the
+    k-th impairment on one router (its own chains and queues); ``local``: the router's own
+    packets (pings from it) meet it too.
     """
     netem = use_netem(mechanism)
-    applied = Applied(lab, bottleneck or lab.bottleneck, impairment)
+    applied = Applied(lab, bottleneck or lab.bottleneck, impairment, slot=slot, local=local)
     try:
         applied._install_netem() if netem else applied._install_fallback()
     except BaseException:
