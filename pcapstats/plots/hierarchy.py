@@ -92,8 +92,10 @@ def _packets(n: int) -> str:
 
 
 def _bytes(n: int) -> str:
-    """Frame bytes for people, 1000-based as the tables count them."""
+    """Frame bytes for people, 1000-based as the tables count them: three significant digits,
+    or four whole ones (1741 B, 7966 kB), never an exponent."""
     for scale, unit in ((1e9, "GB"), (1e6, "MB"), (1e3, "kB")):
         if n >= 10 * scale:
-            return f"{n / scale:.3g} {unit}"
+            value = n / scale
+            return f"{value:.0f} {unit}" if value >= 999.5 else f"{value:.3g} {unit}"
     return f"{n} B"

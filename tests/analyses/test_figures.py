@@ -219,6 +219,24 @@ def test_hierarchy_figure_names_its_capture_and_draws_the_shares(path):
                       for d, p in zip(table["depth"][1:], table["protocol"][1:])]
 
 
+@pytest.mark.parametrize("name", ["sp-2pairs-reno+cubic.pcap", "udp_ping.pcapng"])
+def test_hierarchy_figure_counts_read_back_as_the_tables(name):
+    """Each bar's words ("7966 kB, 7948 packets") are its row's bytes to the digits shown and
+    its packets exactly; no exponent (a 7.97 MB row once read "7.97e+03 kB")."""
+    table = ps.hierarchy(CAPTURES / name).table()
+    fig = ps.hierarchy(CAPTURES / name).figure()
+    words = [t.get_text() for t in fig.axes[0].texts if "packet" in t.get_text()]
+    assert len(words) == len(table["path"]) - 1
+    scale = {"B": 1, "kB": 1e3, "MB": 1e6, "GB": 1e9}
+    for text, size, packets in zip(words, table["bytes"][1:], table["packets"][1:]):
+        words_read = re.fullmatch(r"([\d.]+) (B|kB|MB|GB), (\d+) packets?", text)
+        assert words_read, text
+        value, unit, n = words_read.groups()
+        decimals = len(value.partition(".")[2])          # half its last digit: the rounding
+        assert int(n) == packets, text
+        assert abs(float(value) * scale[unit] - size) <= 0.5 * 10.0 ** -decimals * scale[unit]
+
+
 def test_delay_figure_names_its_capture():
     path = CAPTURES / "ping-sweep-sender.pcap"
     assert_readable(ps.delay(path).figure(), [path.name])
