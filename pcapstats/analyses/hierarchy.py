@@ -118,7 +118,7 @@ class Hierarchy(Result):
     Protocol Hierarchy.  ``packets``: packets read; ``span_s``: the capture span."""
     analysis = "hierarchy"
     specs = (PROTOCOLS,)
-    view = {"protocols": (Shown("protocol", "protocol", indent="depth"),
+    view = {"protocols": (Shown("protocol", "protocol", indent="depth", key=True),
                           Shown("packets", "packets"), Shown("share", "packets_share"),
                           Shown("bytes", "bytes"), Shown("share", "bytes_share"),
                           shown("avg_capture_bps", minor=True))}

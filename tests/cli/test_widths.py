@@ -201,6 +201,19 @@ def test_wide_tables_repeat_their_keys_in_every_block(monkeypatch, capsys):
         assert any(re.match(r"stream\s+proto\b", line) for line in heading), part
 
 
+def test_a_hierarchy_in_blocks_says_each_rows_protocol(monkeypatch, capsys):
+    """hierarchy --all at 80 columns: the decoded column in a block of its own, led by the
+    protocols as the tree (else a column of yes/no with no row named)."""
+    out, _ = run(["hierarchy", "--all", str(CAPTURES / "ping-sweep-sender.pcap")], 80,
+                 monkeypatch, capsys)
+    parts = [p.splitlines() for p in out.split("\n\n") if p.strip()]
+    assert len(parts) == 2, out
+    assert parts[1][0].split() == ["protocol", "decoded"]
+    assert [line.split()[0] for line in parts[1][1:]] == [
+        "frame", "eth", "ip", "icmp", "data", "ipv6", "icmpv6"]
+    assert parts[1][4].startswith("      icmp ") and parts[1][5].split()[1] == "no"
+
+
 @pytest.mark.parametrize("case", CASES, ids=[ids(c) for c in CASES])
 def test_notes_one_line_each_said_once(case, outputs):
     command, options, _ = case
