@@ -33,7 +33,7 @@ from .. import render
 from ..plots import captures_title
 from .._version import __version__
 from ..analyses.cwnd import cwnd
-from ..analyses.hierarchy import PAYLOAD, ROWS, hierarchy
+from ..analyses.hierarchy import CARRIED, PAYLOAD, ROWS, hierarchy
 from ..errors import PcapstatsError, UsageError
 from ..reader import as_capture
 from ..render import Shown
@@ -192,8 +192,10 @@ def _captures(result: Compare, defined) -> str:
             out.append("<h4>Streams</h4>" + _table(streams, "streams", defined))
         protocols = m.results.get("hierarchy")
         if protocols is not None and not protocols.empty:
+            carried = CARRIED in set(protocols.table("protocols")["protocol"].tolist())
+            legend = f"{ROWS}; {PAYLOAD}" if carried else ROWS    # what payload is, if shown
             out.append("<h4>Protocols</h4>" + _table(protocols, "protocols", defined)
-                       + f"<p class=\"legend\">{_e(ROWS)}; {_e(PAYLOAD)}.</p>")
+                       + f"<p class=\"legend\">{_e(legend)}.</p>")
         figures = [_figure(m.figures[k], caption) for k, caption in (
             ("iograph", "I/O graph of every packet: the dashed average line is this "
                         "capture's avg in the comparison."),

@@ -83,6 +83,9 @@ def test_each_capture_shows_its_protocol_hierarchy(report):
             want = ps.hierarchy(path).table()
         assert [(html.unescape(p), int(n)) for p, n in rows] == [
             ("  " * d + p, n) for d, p, n in zip(want["depth"], want["protocol"], want["packets"])]
+        legend = section.split("<h4>Protocols</h4>", 1)[1].split('<p class="legend">')[1]
+        says = "payload: TCP/UDP payload" in legend.split("</p>", 1)[0]
+        assert says == ("payload" in list(want["protocol"])), path   # what payload is, if shown
 
 
 def test_chromium_loads_it_without_a_console_message(report, tmp_path):
