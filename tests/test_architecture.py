@@ -18,7 +18,7 @@ PACKAGE = ROOT / "pcapstats"
 # Bottom first.  A module belongs to the first layer one of whose prefixes it starts with.
 LAYERS: list[tuple[str, ...]] = [
     ("pcapstats._version", "pcapstats.errors"),
-    ("pcapstats.units", "pcapstats.stats", "pcapstats.naming"),
+    ("pcapstats.units", "pcapstats.stats", "pcapstats.naming", "pcapstats.paths"),
     ("pcapstats.tools", "pcapstats.schema", "pcapstats.sidecar", "pcapstats.clock"),
     ("pcapstats.catalogue",),
     ("pcapstats.streams",),
