@@ -17,6 +17,7 @@ checked again by ``fstat``: a FIFO swapped in after the check still cannot hang 
 from __future__ import annotations
 
 import os
+import re
 import stat
 
 from .errors import UsageError, shown
@@ -96,10 +97,12 @@ def open_readable(path, what: str = "file", error=UsageError) -> int:
     return fd
 
 
-def read_side_file(path, what: str, error=UsageError, limit: int = SIDE_FILE_BYTES) -> str:
+def read_side_file(path, what: str, error=UsageError, limit: int = SIDE_FILE_BYTES, *,
+                   strict: bool = True) -> str:
     """A side file's text (a sidecar, a study file, a spec): a regular readable file of at
     most ``limit`` bytes of UTF-8; ``error`` in one line otherwise, naming the line of a byte
-    that is not UTF-8."""
+    that is not UTF-8 (``strict=False``: such a byte read as U+FFFD, for a program's printed
+    output saved as it came)."""
     fd = open_readable(path, what, error)
     with os.fdopen(fd, "rb") as f:
         data = f.read(limit + 1)
@@ -107,12 +110,24 @@ def read_side_file(path, what: str, error=UsageError, limit: int = SIDE_FILE_BYT
         raise error(f"{what} larger than {limit >> 20} MiB, where one is a few kB",
                     path=path, hint=f"is this the {what}? pcapstats reads at most "
                                            f"{limit >> 20} MiB of one")
+    if not strict:
+        return data.decode("utf-8-sig", errors="replace")
     try:
         return data.decode("utf-8-sig")
     except UnicodeDecodeError as e:
         line = data.count(b"\n", 0, e.start) + 1
         raise error(f"{what} is not UTF-8 text: byte 0x{data[e.start]:02x} at line {line}",
                     path=path, hint=f"save the {what} as UTF-8 text") from None
+
+
+def line_of(text: str, key: str) -> int | str:
+    """The line of a side file's text where ``key`` is first given (``"key":`` in JSON,
+    ``key =`` in TOML, a CSV header's column): what an error about that field names; "?"
+    when it is not found as written."""
+    pattern = re.compile(rf'^\s*(?:"{re.escape(key)}"\s*:|{re.escape(key)}\s*=|\[+\s*'
+                         rf'{re.escape(key)}\s*\]+)|"{re.escape(key)}"\s*:', re.M)
+    match = pattern.search(text)
+    return text.count("\n", 0, match.start()) + 1 if match else "?"
 
 
 def writable(path, what: str = "output", *, directory: bool = False,
@@ -199,8 +214,8 @@ def _not_regular(mode: int, path: str, what: str, error) -> Exception:
     elif stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode):
         hint = "save what it carries to a file first: pcapstats reads files, not streams"
     else:
-        hint = f"name a {what} file: pcapstats does not read devices"
-    return error(f"{is_a}, not a {what} file", path=path, hint=hint)
+        hint = "name a regular file: pcapstats does not read devices"
+    return error(f"{what} is {is_a}, not a regular file", path=path, hint=hint)
 
 
 def _cut(path: str, keep: int = 60) -> str:

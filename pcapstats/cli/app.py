@@ -33,6 +33,7 @@ import typer
 from .._version import __version__
 from ..errors import Note, NothingToReport, PcapstatsError, UsageError
 from ..pool import LOCAL
+from . import checks
 
 EXIT_NOTHING, EXIT_ERROR, EXIT_INTERNAL, EXIT_INTERRUPTED = 1, 2, 3, 130
 NOTHING = "nothing to report"          # the kind of the one line of exit status 1
@@ -194,8 +195,11 @@ def write_text(text: str, output: Optional[Path]) -> None:
 def _click_command():
     """The click group typer builds from ``app``: once per process, not per call -- building it
     inspects every command's signature (about 20 ms), which a notebook or test calling
-    :func:`main` many times would pay each time.  Commands all register at import, before."""
-    return typer.main.get_command(app)
+    :func:`main` many times would pay each time.  Commands all register at import, before.
+    Every option gets its check (``checks``: the one validator of its kind) here."""
+    group = typer.main.get_command(app)
+    checks.attach(group)
+    return group
 
 
 def main(argv: Optional[list] = None) -> int:

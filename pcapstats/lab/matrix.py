@@ -35,6 +35,8 @@ run again from scratch.  One failing cell does not stop the others; Ctrl-C stops
 from __future__ import annotations
 
 import itertools
+import math
+import string
 import re
 import time
 import tomllib
@@ -44,6 +46,7 @@ from typing import Callable
 
 from pcapstats.errors import PcapstatsError, UsageError
 from pcapstats import sidecar
+from pcapstats.paths import line_of, read_side_file
 from pcapstats.lab.run import Scenario, run
 
 
@@ -67,12 +70,12 @@ class CellResult:
 def load_spec(path: str | Path) -> list[Cell]:
     """The cells of a spec file, every scenario validated before anything runs."""
     path = Path(path)
+    text = read_side_file(path, "matrix spec")       # a regular file, a few MB at most
     try:
-        spec = tomllib.loads(path.read_text())
-    except FileNotFoundError:
-        raise UsageError("no such spec file", path=str(path)) from None
+        spec = tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
         raise UsageError(f"not valid TOML: {e}", path=str(path)) from None
+    _check_shape(spec, text, path)
     unknown = set(spec) - {"base", "axes", "trials", "group", "name"}
     if unknown:
         raise UsageError(f"unknown spec key {', '.join(sorted(unknown))}", path=str(path),
@@ -80,6 +83,7 @@ def load_spec(path: str | Path) -> list[Cell]:
     groups = spec.get("group") or [{}]
     cells: list[Cell] = []
     for g in groups:
+        _check_shape(g, text, path, group=True)
         base = {**spec.get("base", {}), **g.get("base", {})}
         axes = {**spec.get("axes", {}), **g.get("axes", {})}
         trials = g.get("trials", spec.get("trials"))
@@ -90,7 +94,10 @@ def load_spec(path: str | Path) -> list[Cell]:
         if unknown:
             raise UsageError(f"unknown group key {', '.join(sorted(unknown))}", path=str(path),
                              hint="a group has base, axes, trials, name and about")
-        cells += _cells(base, axes, template, path, g.get("about", ""))
+        cells += _cells(base, axes, template, path, g.get("about", ""), text)
+        if len(cells) > MAX_CELLS:
+            raise UsageError(f"the spec makes more than {MAX_CELLS} cells", path=str(path),
+                             hint="a matrix is run cell by cell: split it into smaller specs")
     names = [c.name for c in cells]
     twice = sorted({n for n in names if names.count(n) > 1})
     if twice:
@@ -99,33 +106,93 @@ def load_spec(path: str | Path) -> list[Cell]:
     return cells
 
 
-def _cells(base: dict, axes: dict, template: str | None, path: Path, about: str
-           ) -> list[Cell]:
+MAX_CELLS = 10_000      # runs of seconds each: more is no matrix anyone waits for
+MAX_TRIALS = 1000
+
+
+def _check_shape(spec: dict, text: str, path: Path, group: bool = False) -> None:
+    """base and axes are tables, trials a whole number of 1 to MAX_TRIALS, name and about
+    text: one line naming the field and its line otherwise."""
+    def bad(field, what):
+        raise UsageError(f"{'group ' if group else ''}field {field!r} (line "
+                         f"{line_of(text, field)}) {what}", path=str(path))
+    for field in ("base", "axes"):
+        if field in spec and not isinstance(spec[field], dict):
+            bad(field, f"must be a table, [{field}]")
+    if "group" in spec and not group and not (
+            isinstance(spec["group"], list) and all(isinstance(g, dict) for g in spec["group"])):
+        bad("group", "must be tables, [[group]]")
+    trials = spec.get("trials")
+    if trials is not None and (isinstance(trials, bool) or not isinstance(trials, int)
+                               or not 1 <= trials <= MAX_TRIALS):
+        bad("trials", f"must be a whole number from 1 to {MAX_TRIALS}, not {trials!r}")
+    for field in ("name", "about"):
+        if field in spec and not isinstance(spec[field], str):
+            bad(field, "must be text")
+
+
+def _cells(base: dict, axes: dict, template: str | None, path: Path, about: str,
+           text: str = "") -> list[Cell]:
     for key, values in axes.items():
         if not isinstance(values, list) or not values:
             raise UsageError(f"axis {key!r} must be a non-empty list", path=str(path))
+    size = math.prod(len(v) for v in axes.values())
+    if size > MAX_CELLS:
+        raise UsageError(f"the axes make {size:,} cells, more than {MAX_CELLS:,}",
+                         path=str(path), hint="a matrix is run cell by cell: split it")
     out = []
     for combo in itertools.product(*axes.values()):
         params = dict(zip(axes, combo))
         try:
             scenario = Scenario.from_dict({**base, **params})
             scenario.validate()
+            name = cell_name(scenario, params, template)
+            said = _formatted(about, scenario.to_dict(), "about") if about else ""
         except PcapstatsError as e:
-            raise UsageError(f"cell {params}: {e}", path=str(path)) from None
-        out.append(Cell(cell_name(scenario, params, template), scenario, params,
-                        about.format(**scenario.to_dict()) if about else ""))
+            field = str(e).split(" ", 1)[0]
+            at = f", line {line_of(text, field)}" if field in {**base, **params} else ""
+            raise UsageError(f"cell {params}: {getattr(e, 'what', e)}", path=f"{path}{at}",
+                             hint=getattr(e, "hint", None)) from None
+        except (TypeError, ValueError, AttributeError) as e:   # a field of the wrong type
+            raise UsageError(f"cell {params}: a field of the wrong type ({e})", path=str(path),
+                             hint="write values as on the command line: rate = \"20mbit\", "
+                                  "duration_s = 3, cc = \"reno\"") from None
+        out.append(Cell(name, scenario, params, said))
     return out
 
 
 def cell_name(scenario: Scenario, params: dict, template: str | None = None) -> str:
     if template:
-        try:
-            raw = template.format(**{k: _text(v) for k, v in scenario.to_dict().items()})
-        except (KeyError, IndexError) as e:
-            raise UsageError(f"name template {template!r} names an unknown field {e}") from None
+        raw = _formatted(template, {k: _text(v) for k, v in scenario.to_dict().items()}, "name")
     else:
         raw = "_".join(f"{k}-{_text(v)}" for k, v in params.items()) or "run"
-    return re.sub(r"[^A-Za-z0-9.+_-]", "-", raw)
+    name = re.sub(r"[^A-Za-z0-9.+_-]", "-", raw)
+    if len(name) > MAX_NAME:
+        raise UsageError(f"cell name {name[:40]}... is {len(name)} characters, more than the "
+                         f"{MAX_NAME} its files' names can hold",
+                         hint="give the group a shorter name template (name = \"...\")")
+    return name
+
+
+MAX_NAME = 200           # a cell's name, with .receiver.pcapng after it, within 255 bytes
+
+
+def _formatted(template: str, fields: dict, what: str) -> str:
+    """A name or about template with the scenario's {fields} filled in (plain {field}s only:
+    no format spec, so no template can ask for a width of a billion); one line when it names
+    a field there is not or is no template."""
+    hint = f"use {{field}} of the scenario: {', '.join(sorted(fields))}"
+    try:
+        parts = list(string.Formatter().parse(template))
+    except ValueError as e:
+        raise UsageError(f"{what} template {template!r}: {e}", hint=hint) from None
+    for _, field, spec, conversion in parts:
+        if field is not None and (spec or conversion or field not in fields):
+            raise UsageError(f"{what} template {template!r}: {{{field}"
+                             f"{'!' + conversion if conversion else ''}"
+                             f"{':' + spec if spec else ''}}} is no field of the scenario",
+                             hint=hint)
+    return template.format(**fields)
 
 
 def _text(value) -> str:

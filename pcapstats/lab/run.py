@@ -44,6 +44,7 @@ from pathlib import Path
 from typing import Callable
 
 from pcapstats.errors import UsageError
+from pcapstats import units
 from pcapstats.units import parse_rate, parse_simpleperf_size
 from pcapstats import sidecar
 from pcapstats.lab import impair, topologies, traffic
@@ -123,6 +124,7 @@ class Scenario:
         """UsageError naming the first thing that cannot be run."""
         def bad(what, hint=None):
             raise UsageError(what, hint=hint)
+        self.check_numbers()
         if self.tool not in TOOLS:
             bad(f"unknown tool {self.tool!r}", f"use one of {', '.join(TOOLS)}")
         if self.capture not in CAPTURE_SIDES:
@@ -169,6 +171,18 @@ class Scenario:
         self.transfer_bytes()
         self.udp_rate_bps()
         self.app_rate_bps()
+
+    def check_numbers(self) -> None:
+        """Each number checked by the one validator of its kind (pcapstats.units), as `lab
+        run`'s options are: a spec's ``duration_s = 1e30`` is refused as ``-t 1e30`` is."""
+        for name, check in _NUMBERS.items():
+            value = getattr(self, name)
+            if value is not None and not (name in ("sndbuf", "rcvbuf") and value == 0):
+                check(value, name)
+        for name in ("tool", "capture", "format"):
+            if not isinstance(getattr(self, name), str):
+                raise UsageError(f"{name} {getattr(self, name)!r}: not a word",
+                                 hint=f"for example {name} = {getattr(Scenario, name)!r}")
 
     def impairments(self) -> list:
         """One Impairment per router on the path (router 1, the sender's side, first)."""
@@ -226,6 +240,18 @@ class Scenario:
             raise UsageError(f"unknown scenario field {', '.join(unknown)}",
                              hint=f"fields: {', '.join(sorted(known))}")
         return cls(**values)
+
+
+_NUMBERS = {
+    "duration_s": lambda v, o: units.check_duration(v, o, zero=True),   # 0 with -n
+    "ping_interval_s": units.check_interval,
+    "tcp_info_interval_s": units.check_interval,
+    **{name: (lambda q: lambda v, o: units.check_limit(v, o, q))(quantity)
+       for name, quantity in (("hops", "hops"), ("parallel", "parallel"), ("pairs", "pairs"),
+                              ("ping_count", "ping_count"), ("trial", "trials"),
+                              ("seed", "seed"), ("snaplen", "snaplen"), ("sndbuf", "buffer"),
+                              ("rcvbuf", "buffer"))},
+}
 
 
 def _available_ccs() -> list[str]:
