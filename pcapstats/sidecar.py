@@ -200,9 +200,9 @@ def load_sidecar(path: str | os.PathLike) -> dict:
                            path=str(path), hint="a lab sidecar is JSON; re-run to remake it"
                            ) from None
     if not isinstance(data, dict):
-        raise SidecarError(f"not a pcapstats lab sidecar: a JSON {type(data).__name__}, not an "
-                           "object", path=str(path), hint="a lab run writes NAME.json beside "
-                           "NAME.pcap")
+        raise SidecarError(f"not a pcapstats lab sidecar (no \"schema\" field: a JSON "
+                           f"{type(data).__name__}, not an object)", path=str(path),
+                           hint="a lab run writes NAME.json beside NAME.pcap")
     schema = data.get("schema")
     if schema is None:
         raise SidecarError("not a pcapstats lab sidecar (no \"schema\" field)", path=str(path))

@@ -32,6 +32,7 @@ import typer
 
 from .._version import __version__
 from ..errors import Note, NothingToReport, PcapstatsError, UsageError
+from ..naming import text as name_text
 from ..pool import LOCAL
 from . import checks
 
@@ -180,12 +181,14 @@ def stderr_console():
 
 
 def write_text(text: str, output: Optional[Path]) -> None:
-    """Text to standard output, or to the file ``output`` (one error line when it cannot)."""
+    """Text to standard output, or to the file ``output`` (one error line when it cannot); a
+    byte of a capture's name that is not UTF-8 written ``\\xNN`` (naming.text)."""
+    text = name_text(text)
     if output is None:
         sys.stdout.write(text)
         return
     try:
-        output.write_text(text)
+        output.write_text(text, encoding="utf-8")
     except OSError as e:
         raise PcapstatsError(f"cannot write output: {e.strerror}", path=str(output),
                              hint="check the directory exists and is writable") from None
