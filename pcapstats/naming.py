@@ -41,7 +41,7 @@ def capture_names(paths, *, extensions: bool = True) -> list[str]:
         k = 1
         while k < len(mine) and any(q[-k:] == mine[-k:] for q in others):
             k += 1
-        names[p] = fitting(shown(os.path.join(*mine[-k:])), NAME_CHARACTERS, len)
+        names[p] = shown(os.path.join(*mine[-k:]))
     return [names[p] for p in paths]
 
 
@@ -64,7 +64,6 @@ def stem(name: str) -> str:
     return name
 
 
-NAME_CHARACTERS = 40      # a capture's name as shown: longer ones are cut, with a hash
 FILE_PART_BYTES = 120     # a capture's part of a file name written beside -o's (x.NAME.png)
 
 

@@ -141,18 +141,21 @@ def writable(path, what: str = "output", *, directory: bool = False,
         st = os.stat(path)
     except FileNotFoundError:
         st = None
+    except NotADirectoryError:
+        raise error(f"cannot write the {what}: a part of its path is a file, not a directory",
+                    path=path, hint="check the path") from None
     except OSError as e:
         raise _not_there(e, path, what, error) from None
     if st is not None:
         if directory and not stat.S_ISDIR(st.st_mode):
-            raise error(f"{what} is {kind(st.st_mode)}, not a directory", path=path,
-                        hint="name a directory (it is made if it is not there)")
+            raise error(f"cannot write the {what}: it is {kind(st.st_mode)}, not a directory",
+                        path=path, hint="name a directory (it is made if it is not there)")
         if not directory and not stat.S_ISREG(st.st_mode):
             hint = (f"name a file inside it, e.g. {shown(os.path.join(path, 'out'))}"
                     if stat.S_ISDIR(st.st_mode) else
                     "name a regular file: pcapstats does not write into devices or pipes")
-            raise error(f"{what} is {kind(st.st_mode)}, not a file", path=path,
-                        hint=hint)
+            raise error(f"cannot write the {what}: it is {kind(st.st_mode)}, not a file",
+                        path=path, hint=hint)
     folder = os.path.dirname(os.path.abspath(path))
     if directory and st is None:
         while not os.path.exists(folder) and os.path.dirname(folder) != folder:

@@ -220,6 +220,8 @@ def load_sidecar(path: str | os.PathLike) -> dict:
                            hint="it was not written by a lab run; re-run to remake it")
     for key, kind in (("scenario", dict), ("captures", list), ("flows", list)):
         value = data[key]
+        if value is None and key == "scenario":      # `pcapstats capture`: nothing was asked
+            continue
         if not isinstance(value, kind) or (kind is list and not all(
                 isinstance(item, dict) for item in value)):
             raise SidecarError(f"field {key!r} at line {line_of(text, key)} is not "

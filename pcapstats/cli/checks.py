@@ -105,7 +105,7 @@ OPTIONS: dict[str, Callable] = {
     "--rcvbuf": _limit("buffer"),
     "--output": _writes("output"),
     "report --output": _writes("report"),
-    "export --output": _writes("output directory", directory=True),
+    "export --output": _writes("export", directory=True),
     "lab run --output": _writes("capture"),
     "capture --output": _writes("capture"),
     "lab matrix --output": _writes("output directory", directory=True),

@@ -34,10 +34,12 @@ import functools
 import io
 import math
 import os
+import re
 import textwrap
 from pathlib import Path
 
 from ..errors import PcapstatsError, UsageError
+from ..naming import fitting
 
 EXTENSIONS = (".png", ".svg")
 BESIDE_SHARE = 0.6       # of the caller's Axes' width left to the data beside a legend
@@ -172,9 +174,12 @@ def _has_glyph(font_path: str, codepoint: int) -> bool:
     return get_font(font_path).get_char_index(codepoint) != 0
 
 
+LONGEST_WORD = 60        # characters of a name drawn whole: a longer one is cut (with a hash)
+
+
 def _drawable(text: str, font_path: str) -> str:
     if text.isascii() and "\r" not in text and "\t" not in text:
-        return text
+        return _words_fit(text)
     out = []
     for c in text:
         n = ord(c)
@@ -186,7 +191,16 @@ def _drawable(text: str, font_path: str) -> str:
             out.append(c.encode("unicode_escape").decode("ascii"))
         else:
             out.append(c)
-    return "".join(out)
+    return _words_fit("".join(out))
+
+
+def _words_fit(text: str) -> str:
+    """A word too long to wrap (a file name of 255 bytes) cut to LONGEST_WORD characters,
+    ``~`` and a hash of it, so it cannot push the plot off its figure."""
+    if len(text) <= LONGEST_WORD:
+        return text
+    return re.sub(rf"\S{{{LONGEST_WORD + 1},}}", lambda m: fitting(m.group(), LONGEST_WORD, len),
+                  text)
 
 
 @functools.cache
