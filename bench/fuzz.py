@@ -2,6 +2,7 @@
 
     python bench/fuzz.py --count 100000 --seed 1 [--jobs 2] [--out bench/fuzz-out]
     python bench/fuzz.py --replay bench/fuzz-out/failures/x.pcap     # one saved input again
+    python bench/fuzz.py --cli --count 20000 --seed 1                 # the CLI layer
 
 Inputs are the shipped captures (captures/) and the public ones (tests/data/), each cut to a
 prefix of 20 to PREFIX_PACKETS packets, then mutated 1 to 4 times.  Mutations know the formats: record
@@ -554,6 +555,9 @@ def main(argv=None) -> int:
                         help="peak RSS an input may add to the parent's (default 1024)")
     parser.add_argument("--out", default=str(ROOT / "bench" / "fuzz-out"))
     parser.add_argument("--replay", help="run one saved input and print what each command did")
+    parser.add_argument("--cli", action="store_true",
+                        help="the CLI layer: command lines with options and paths drawn from "
+                             "their classes (bench/fuzz_cli.py), --count of them")
     parser.add_argument("--commands", default=",".join(COMMANDS), metavar="A,B",
                         help="only these commands (a campaign after a change to a few of them); "
                              "default: every one")
@@ -564,6 +568,10 @@ def main(argv=None) -> int:
         parser.error(f"unknown command {unknown[0]!r}: choose from {', '.join(COMMANDS)}"
                      if unknown else "--commands names none")
     set_commands(asked)
+    if args.cli:
+        sys.path.insert(0, str(Path(__file__).resolve().parent))
+        import fuzz_cli  # lazy: the CLI layer, only when asked
+        return fuzz_cli.campaign(args)
     if args.replay:
         return replay(args.replay)
     return campaign(args)

@@ -97,4 +97,4 @@ def file_safe(names) -> list[str]:
 
 
 def _parts(path: str) -> tuple[str, ...]:
-    return PurePath(os.path.normpath(path)).parts
+    return PurePath(os.path.normpath(path)).parts or (path or ".",)    # "" and "." too

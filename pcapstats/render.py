@@ -52,6 +52,7 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
+from .errors import shown as printable
 from .streams import endpoint
 
 FORMATS = ("table", "csv", "json")
@@ -543,5 +544,7 @@ def _plain(v) -> str:
 
 
 def _text(v) -> str:
+    """A cell for people: one printable line (a capture's name with a newline in it, too)."""
     value = _value(v)
-    return "" if value is None else "yes" if value is True else "no" if value is False else str(value)
+    return "" if value is None else "yes" if value is True else "no" if value is False else \
+        printable(value)

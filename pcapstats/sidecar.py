@@ -144,6 +144,8 @@ class SidecarError(PcapstatsError):
 def run_stem(output: str | os.PathLike) -> Path:
     """``runs/x.pcap`` -> ``runs/x``: what a run's file names are made from."""
     output = Path(output)
+    if not output.name:                  # "", ".", "/": no file, so no run of that name
+        return output / "-"
     return output.with_suffix("") if output.suffix in CAPTURE_SUFFIXES else output
 
 
@@ -171,7 +173,7 @@ def sidecar_for(capture: str | os.PathLike) -> Path:
     capture = Path(capture)
     stem = run_stem(capture)
     direct = sidecar_path(stem)
-    if direct.exists():
+    if os.path.exists(direct):          # False for a name too long, never an OSError
         return direct
     base, _, side = stem.name.rpartition(".")
     if base and side in SIDES:
@@ -187,7 +189,7 @@ _SCHEMA_RE = re.compile(r"^pcapstats-lab/(\d+)$")
 def load_sidecar(path: str | os.PathLike) -> dict:
     """The sidecar as a dict, after checking it is one this version of pcapstats reads."""
     path = Path(path)
-    if not path.exists():
+    if not os.path.exists(path):
         raise SidecarError("no sidecar here", path=str(path),
                            hint="a lab run writes NAME.json beside NAME.pcap")
     text = read_side_file(path, "sidecar", SidecarError)     # a regular file, a few MB at most

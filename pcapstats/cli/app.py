@@ -31,7 +31,7 @@ from typing import Optional
 import typer
 
 from .._version import __version__
-from ..errors import Note, NothingToReport, PcapstatsError, UsageError
+from ..errors import Note, NothingToReport, PcapstatsError, UsageError, shown
 from ..naming import text as name_text
 from ..pool import LOCAL
 from . import checks
@@ -125,7 +125,7 @@ def say(kind: str, text: str) -> None:
     """One line on stderr: ``pcapstats: <kind>: <text>`` (kind: error, warning, note,
     NOTHING)."""
     _said.add(kind)
-    print(f"pcapstats: {kind}: {text}", file=sys.stderr)
+    print(f"pcapstats: {kind}: {shown(text)}", file=sys.stderr)   # one line, whatever it names
 
 
 def say_notes(notes) -> None:

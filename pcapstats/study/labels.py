@@ -125,7 +125,7 @@ def sidecar_labels(capture) -> dict[str, str]:
 
 
 def _sidecar_labels(where: Path) -> dict[str, str]:
-    if not where.exists():
+    if not os.path.exists(where):        # False for a name too long, never an OSError
         return {}
     try:
         doc = load_sidecar(where)
