@@ -318,6 +318,8 @@ class Mutator:
 def _child(path: str, out_fd: int, memory_limit: int) -> None:
     """Run every command on path; one JSON line per command to out_fd; never returns."""
     from pcapstats.cli import main
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     resource.setrlimit(resource.RLIMIT_AS, (memory_limit, memory_limit))
     devnull = os.open(os.devnull, os.O_WRONLY)
     err_path = path + ".err"
@@ -373,9 +375,19 @@ def _warm() -> None:
             main([command, str(ROOT / "captures" / "udp_ping.pcapng")])
 
 
+def stop_on_sigterm() -> None:
+    """SIGTERM (and SIGINT, which a shell's background job ignores) ends a campaign as Ctrl-C
+    does: its table of what ran, then exit."""
+    def stop(signum, frame):
+        raise KeyboardInterrupt
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+
+
 def campaign(args) -> int:
     import warnings
     warnings.simplefilter("ignore")
+    stop_on_sigterm()
     _warm()
     rng = random.Random(args.seed)
     loaded = [Seed(p) for p in seeds()]

@@ -354,6 +354,8 @@ def _stubs() -> None:
 def child(case: dict, out_fd: int, work: str) -> None:
     """Run one case; one JSON line to out_fd; never returns."""
     from pcapstats.cli import main
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     os.chdir(work)
     _stubs()
     os.environ["PATH"] = work      # and no ip, tc, tcpdump or iperf3 to run: nothing is built
@@ -425,6 +427,8 @@ def _warm(files: Files) -> None:
 def campaign(args) -> int:
     import collections
     import tempfile
+    from fuzz import stop_on_sigterm
+    stop_on_sigterm()
     rng = random.Random(args.seed)
     top = Path(tempfile.mkdtemp(prefix="pcapstats-fuzz-cli-"))
     files = Files(top / "files")
