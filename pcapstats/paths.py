@@ -124,8 +124,9 @@ def line_of(text: str, key: str) -> int | str:
     """The line of a side file's text where ``key`` is first given (``"key":`` in JSON,
     ``key =`` in TOML, a CSV header's column): what an error about that field names; "?"
     when it is not found as written."""
-    pattern = re.compile(rf'^\s*(?:"{re.escape(key)}"\s*:|{re.escape(key)}\s*=|\[+\s*'
-                         rf'{re.escape(key)}\s*\]+)|"{re.escape(key)}"\s*:', re.M)
+    pattern = re.compile(rf'^[ \t]*(?:"{re.escape(key)}"[ \t]*:|{re.escape(key)}[ \t]*=|'
+                         rf'\[+[ \t]*{re.escape(key)}[ \t]*\]+)|"{re.escape(key)}"[ \t]*:',
+                         re.M)
     match = pattern.search(text)
     return text.count("\n", 0, match.start()) + 1 if match else "?"
 
@@ -167,7 +168,8 @@ def writable(path, what: str = "output", *, directory: bool = False,
         raise error(f"cannot write the {what}: {there} {shown(folder)}", path=path,
                     hint=f"make it first (mkdir -p {shown(folder)})"
                     if there == "no such directory" else "check the path")
-    if not os.access(folder, os.W_OK | os.X_OK):
+    if not os.access(folder, os.W_OK | os.X_OK, effective_ids=os.access in
+                     os.supports_effective_ids):
         ro = _read_only(folder)
         raise error(f"cannot write the {what}: {shown(folder)} is "
                     + ("on a read-only file system" if ro else "not writable"),

@@ -54,7 +54,7 @@ TABLE_FILE = typer.Option(None, "--output", "-o", metavar="FILE", show_default=F
 FIGURE_FILE = typer.Option(None, "--output", "-o", metavar="FILE", show_default=False,
                            help="Write here: .png/.svg figure, .csv/.json table.")
 # Where the captures run (pcapstats.pool): every command that takes several files.
-JOBS = typer.Option(None, "--jobs", "-j", min=1, metavar="N",
+JOBS = typer.Option(None, "--jobs", "-j", metavar="N",
                     help="Worker processes (default: the cores).")
 SCHEDULER = typer.Option(None, "--scheduler", metavar="ADDRESS", show_default=False,
                          help="Run the captures on this Dask cluster (tcp://HOST:8786); its "
