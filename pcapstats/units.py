@@ -200,12 +200,15 @@ def check_interval(value, option: str = "interval") -> float:
 
 
 def check_duration(value, option: str = "duration", *, zero: bool = False) -> float:
-    """A duration in seconds (a transfer, a capture, an idle gap, a delay): finite, above 0
-    (``zero``: 0 too), at most a day."""
+    """A duration in seconds (a transfer, a capture, an idle gap, a delay): finite, from 1
+    microsecond (``zero``: or 0) to a day."""
     seconds = _seconds(value, option)
     if not math.isfinite(seconds) or seconds < 0 or (seconds == 0 and not zero):
         raise _refuse(option, value, f"a duration is a number of seconds "
                       f"{'of 0 or more' if zero else 'above 0'}", "for example 10 or 0.5")
+    if 0 < seconds < INTERVAL_MIN_S * (1 - 1e-9):
+        raise _refuse(option, value, "below 1 microsecond, the finest pcapstats counts in",
+                      "for example 10 or 0.5")
     if seconds > DAY_S:
         raise _refuse(option, value, f"longer than a day ({DAY_S:g} s), the longest duration "
                       "pcapstats takes", "a run, a capture or a delay of a day at most")
