@@ -124,8 +124,10 @@ def parse_simpleperf_size(text: str) -> int:
     if not m or int(m.group(1)) == 0:
         raise UsageError(f"invalid size {text!r}: use a positive integer and B, KB or MB, "
                          "e.g. 10MB, 1KB, 500B")
-    return check_size(int(m.group(1)) * SIMPLEPERF_UNITS[m.group(2).upper()],
-                      f"size {text!r}")
+    size = int(m.group(1)) * SIMPLEPERF_UNITS[m.group(2).upper()]
+    if size > SIZE_MAX_BYTES:
+        raise UsageError(f"invalid size {text!r}: more than 1 TiB", hint="e.g. 10MB, 1KB")
+    return size
 
 
 def interval_ns(interval: float) -> int:
@@ -163,6 +165,7 @@ LIMITS = {
     "snaplen": (64, 262144),           # tcpdump's most; the headers pcapstats reads
     "buffer": (1, (1 << 31) - 1),      # a socket buffer: the kernel's int
     "message": (1, 1 << 31),           # an application message, bytes
+    "ping_size": (0, 65507),           # ping -s: an ICMP echo's payload in one IPv4 packet
 }
 
 
@@ -265,6 +268,6 @@ def _whole(value, option: str, low: int, high: int, unit: str) -> int:
             raise _refuse(option, repr(value), "not a whole number") from None
     if not low <= value <= high:
         said = f"{value:.3g}" if abs(value) >= 10**9 else str(value)
-        raise _refuse(option, said, f"out of range: {low:,} to {high:,}"
-                      f"{' ' + unit if unit else ''}")
+        raise _refuse(option, said, f"out of range, {low:,} to {high:,}"
+                      f"{' ' + unit if unit else ''}", "give a whole number in that range")
     return value

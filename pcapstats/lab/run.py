@@ -179,6 +179,10 @@ class Scenario:
             value = getattr(self, name)
             if value is not None and not (name in ("sndbuf", "rcvbuf") and value == 0):
                 check(value, name)
+        sizes = self.ping_sizes if isinstance(self.ping_sizes, list) else [self.ping_sizes]
+        for size in sizes:          # ping's payloads fit one IPv4 packet; pingpong's messages
+            units.check_limit(size, "ping size", "message" if self.tool == "pingpong"
+                              else "ping_size")
         for name in ("tool", "capture", "format"):
             if not isinstance(getattr(self, name), str):
                 raise UsageError(f"{name} {getattr(self, name)!r}: not a word",
