@@ -11,7 +11,8 @@ write; valid values and bad ones), and its captures (a small good capture most o
 else a FIFO, /dev/zero, a directory, a socket, a missing file, a name of 300 bytes, a capture
 named with bytes that are not UTF-8, right-to-left marks, CJK, emoji or 255 bytes ...).  Each
 case runs `main(argv)` in a child forked from a warmed parent, in a directory of its own,
-under a 10 s alarm.  Outcomes: ``ok`` (exit 0), ``clean`` (1 or 2, every stderr line a
+with 10 s of CPU time (a busy loop) and 120 s of wall time (blocked, on a FIFO say: long,
+since on a shared machine a case's 3 s of work can wait 30 s for a core).  Outcomes: ``ok`` (exit 0), ``clean`` (1 or 2, every stderr line a
 ``pcapstats:`` line), and failures: ``internal`` (exit 3, or an exception out of main),
 ``hang`` (the alarm), ``lines`` (a traceback or a stray line on stderr), ``accepted`` (a lab,
 capture or netem command that would have started its work with a value from a bad class).
@@ -38,7 +39,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 LEFT_OUT = {"lab cleanup", "lab check", "lab fields", "simpleperf", "pingpong", "columns"}
-CASE_TIMEOUT_S = 10
+CASE_CPU_S = 10           # a case's own CPU time: past it, a busy loop (a hang)
+CASE_TIMEOUT_S = 120      # its wall time: past it, blocked (a FIFO read); long, since the
+                          # machine's other jobs can hold a case's 3 s of work for 30 s
 # A case's command is drawn with these weights (report and export write figures and Parquet:
 # slower; every command still gets thousands of cases).
 WEIGHT = {"report": 0.3, "export": 0.5}
@@ -368,11 +371,14 @@ def child(case: dict, out_fd: int, work: str) -> None:
     os.dup2(err, 2)
 
     def on_alarm(signum, frame):
-        os.write(out_fd, (json.dumps({"outcome": "hang"}) + "\n").encode())
+        why = "blocked" if signum == signal.SIGALRM else "busy"
+        os.write(out_fd, (json.dumps({"outcome": "hang", "error": why}) + "\n").encode())
         os._exit(124)
     signal.signal(signal.SIGALRM, on_alarm)
+    signal.signal(signal.SIGPROF, on_alarm)
     os.environ["COLUMNS"] = "100"
     signal.alarm(CASE_TIMEOUT_S)
+    signal.setitimer(signal.ITIMER_PROF, CASE_CPU_S)
     t = time.perf_counter()
     ran = False
     try:
@@ -382,6 +388,7 @@ def child(case: dict, out_fd: int, work: str) -> None:
     except BaseException as e:            # noqa: BLE001 -- main should never raise
         code = f"raised {type(e).__name__}: {e}"
     signal.alarm(0)
+    signal.setitimer(signal.ITIMER_PROF, 0)
     seconds = time.perf_counter() - t
     sys.stderr.flush()
     text = open(err_path, errors="replace").read()

@@ -268,6 +268,7 @@ def test_a_broken_study_file_names_its_line(name, text, words, capsys, tmp_path)
     ('[base]\ntool = "simpleperf"\nduration_s = "abc"\n', ["duration_s", "line 3"]),
     ('[base]\npairs = "many"\n', ["pairs", "line 2"]),
     ("[base]\nduration_s = 1e30\n", ["longer than a day", "line 2"]),
+    ('[base]\ntool = "ping"\nping_sizes = [56, 99999]\n', ["ping size 99999", "65,507"]),
     ('trials = "x"\n[base]\n', ["'trials'", "line 1"]),
     ("base = 5\n", ["'base'", "line 1"]),
     ('name = "{tool:>999999999}"\n[base]\n', ["is no field"]),
