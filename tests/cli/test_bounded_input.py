@@ -538,3 +538,13 @@ def test_odd_names_in_the_report_and_parquet(odd, capsys, tmp_path):
     assert len(names) == len(odd)
     assert all(len(n.encode()) <= paths.NAME_MAX for n in names)
     assert "\u65e5\u672c\u8a9e.pcap" in names and "caf\\xe9.pcap" in names
+
+
+@pytest.mark.parametrize("analysis", ["throughput", "iograph", "fairness"])
+@pytest.mark.parametrize("interval", [float("inf"), float("nan"), 1e300, 1e-12, 0, -1])
+def test_the_library_takes_an_interval_as_the_command_line_does(analysis, interval):
+    with bounded(), pytest.raises(ps.UsageError) as info:
+        getattr(ps, analysis)(GOOD, interval=interval)
+    with pytest.raises(ps.UsageError) as same:
+        units.check_interval(interval, "interval")
+    assert str(info.value) == str(same.value)
