@@ -149,7 +149,7 @@ axes = {rate = ["10mbit"]}
     ("name = 'same'\n[axes]\nloss = ['1%', '2%']\n", "same files"),
     ("[base\n", "not valid TOML"),
     ("[axes]\nloss = ['300%']\n", "bad loss"),
-    ("[base]\nduration_s = inf\n", "finite number of seconds"),
+    ("[base]\nduration_s = inf\n", "duration_s inf: a duration is a number of seconds"),
     ("[basis]\n", "unknown spec key basis"),
 ])
 def test_a_bad_spec_is_refused_before_anything_runs(tmp_path, text, words):
