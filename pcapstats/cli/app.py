@@ -31,8 +31,10 @@ from typing import Optional
 import typer
 
 from .._version import __version__
-from ..errors import Note, NothingToReport, PcapstatsError, UsageError
+from ..errors import Note, NothingToReport, PcapstatsError, UsageError, shown
+from ..naming import text as name_text
 from ..pool import LOCAL
+from . import checks
 
 EXIT_NOTHING, EXIT_ERROR, EXIT_INTERNAL, EXIT_INTERRUPTED = 1, 2, 3, 130
 NOTHING = "nothing to report"          # the kind of the one line of exit status 1
@@ -52,7 +54,7 @@ TABLE_FILE = typer.Option(None, "--output", "-o", metavar="FILE", show_default=F
 FIGURE_FILE = typer.Option(None, "--output", "-o", metavar="FILE", show_default=False,
                            help="Write here: .png/.svg figure, .csv/.json table.")
 # Where the captures run (pcapstats.pool): every command that takes several files.
-JOBS = typer.Option(None, "--jobs", "-j", min=1, metavar="N",
+JOBS = typer.Option(None, "--jobs", "-j", metavar="N",
                     help="Worker processes (default: the cores).")
 SCHEDULER = typer.Option(None, "--scheduler", metavar="ADDRESS", show_default=False,
                          help="Run the captures on this Dask cluster (tcp://HOST:8786); its "
@@ -123,7 +125,7 @@ def say(kind: str, text: str) -> None:
     """One line on stderr: ``pcapstats: <kind>: <text>`` (kind: error, warning, note,
     NOTHING)."""
     _said.add(kind)
-    print(f"pcapstats: {kind}: {text}", file=sys.stderr)
+    print(f"pcapstats: {kind}: {shown(text)}", file=sys.stderr)   # one line, whatever it names
 
 
 def say_notes(notes) -> None:
@@ -179,12 +181,14 @@ def stderr_console():
 
 
 def write_text(text: str, output: Optional[Path]) -> None:
-    """Text to standard output, or to the file ``output`` (one error line when it cannot)."""
+    """Text to standard output, or to the file ``output`` (one error line when it cannot); a
+    byte of a capture's name that is not UTF-8 written ``\\xNN`` (naming.text)."""
+    text = name_text(text)
     if output is None:
         sys.stdout.write(text)
         return
     try:
-        output.write_text(text)
+        output.write_text(text, encoding="utf-8")
     except OSError as e:
         raise PcapstatsError(f"cannot write output: {e.strerror}", path=str(output),
                              hint="check the directory exists and is writable") from None
@@ -194,8 +198,11 @@ def write_text(text: str, output: Optional[Path]) -> None:
 def _click_command():
     """The click group typer builds from ``app``: once per process, not per call -- building it
     inspects every command's signature (about 20 ms), which a notebook or test calling
-    :func:`main` many times would pay each time.  Commands all register at import, before."""
-    return typer.main.get_command(app)
+    :func:`main` many times would pay each time.  Commands all register at import, before.
+    Every option gets its check (``checks``: the one validator of its kind) here."""
+    group = typer.main.get_command(app)
+    checks.attach(group)
+    return group
 
 
 def main(argv: Optional[list] = None) -> int:

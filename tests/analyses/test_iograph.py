@@ -483,7 +483,8 @@ def assert_one_error_line(proc, status=2, *needles):
     (["--interval", "0"], "interval"), (["--interval", "-1"], "interval"),
     (["--unit", "bauds"], "bauds"), (["--stream", "7", "--proto", "tcp"], "no TCP stream 7"),
     (["--gap", "0"], "gap"), (["--host", "nohost"], "nohost"),
-    (["-o", "io.pdf"], "png or .svg"), (["-o", "/no/such/dir/io.png"], "cannot write plot"),
+    (["-o", "io.pdf"], "png or .svg"),
+    (["-o", "/no/such/dir/io.png"], "cannot write the output: no such directory /no/such/dir"),
     (["--series", "--transfers"], "--series"),
 ])
 def test_cli_one_line_errors(two_transfers, args, needle):
