@@ -32,7 +32,6 @@ import typer
 
 from .._version import __version__
 from ..errors import Note, NothingToReport, PcapstatsError, UsageError
-from ..pool import LOCAL
 from . import commands, values
 
 EXIT_NOTHING, EXIT_ERROR, EXIT_INTERNAL, EXIT_INTERRUPTED = 1, 2, 3, 130
@@ -77,6 +76,7 @@ EXPLAIN = typer.Option(False, "--explain", callback=_explaining,
 
 def workers(jobs: Optional[int], scheduler: Optional[str], dask: bool) -> dict:
     """-j, --scheduler and --dask as pcapstats.pool.outcomes' ``jobs`` and ``scheduler``."""
+    from ..pool import LOCAL  # lazy: the pool's reading machinery loads numpy; --help does not
     if dask and scheduler:
         raise UsageError("--dask starts a local cluster, --scheduler names one: give one of them")
     return {"jobs": jobs, "scheduler": LOCAL if dask else scheduler}

@@ -58,11 +58,15 @@ def test_an_analysis_command_imports_its_own_module_and_nothing_heavy(command, m
 
 
 def test_help_lists_every_command_and_imports_nothing_heavy():
+    """Nor numpy: listing the commands reads no capture."""
     run, modules = imported("--help")
     assert run.returncode == 0
     listed = re.findall(r"^  (\S+)  ", run.stdout.split("Commands:")[1], re.M)
     assert listed == list(commands.COMMANDS)
-    assert not sorted(m for m in modules if m.split(".")[0] in HEAVY)
+    assert not sorted(m for m in modules if m.split(".")[0] in (*HEAVY, "numpy"))
+    run, modules = imported("lab", "run", "--help")
+    assert run.returncode == 0 and "--rate" in run.stdout
+    assert not sorted(m for m in modules if m.split(".")[0] in (*HEAVY, "numpy"))
 
 
 def test_the_table_is_what_the_modules_register_in_help_order():
