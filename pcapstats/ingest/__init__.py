@@ -11,11 +11,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import ipaddress
-import os
-import queue
-import threading
 import warnings
-from typing import NamedTuple
 
 import numpy as np
 
@@ -86,41 +82,11 @@ def _collected_warnings():
         warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
 
 
-class _File:
-    """What the windows of one file share: the address and conversation tables (the kernel's),
-    TCP stream numbering, the packets counted so far and what could not be decoded.  The
-    address table is read and written under a lock (``intern``, ``addresses``): with the
-    kernel working one window ahead (:class:`_Ahead`), a window's caller reads it while the
-    next window is being interned."""
-
-    def __init__(self, kern):
-        self._interner, self.conversations = kern.new_interner(), kern.new_conversations()
-        self._lock = threading.Lock()
-        self.tcp_streams = TcpStreams()
-        self.total = 0        # packets of the windows numbered so far
-        self.skipped = []     # per window: link types of undecodable packets, first one's number
-        self.wlan = []        # per window: 802.11 frames without IP, by kind; first's number
-
-    def intern(self, version, src16, dst16):
-        with self._lock:
-            return self._interner.intern(version, src16, dst16)
-
-    def addresses(self):
-        """(16-byte addresses, is-IPv6) by address code, of every address interned so far."""
-        with self._lock:
-            return self._interner.addresses()
-
-
 class _Table:
-    """Arrays for every packet the file can hold (untouched rows cost no memory), filled in order.
-    A window goes in in two steps: :meth:`decode` (the kernel's walk output decoded, addresses
-    and conversations hashed: C, the GIL let go) and :meth:`number` (TCP stream numbers, in
-    the file's order).  ``file``: the state the file's windows share (a second table of the
-    same file shares the first's)."""
+    """Arrays for every packet the file can hold (untouched rows cost no memory), filled in order."""
 
-    def __init__(self, capacity: int, kern, file: _File | None = None):
+    def __init__(self, capacity: int, kern):
         self.n = 0
-        self.file = _File(kern) if file is None else file
         self.rec = K.Records.empty(capacity)
         self.out = K.new_outputs(capacity)
         self.sack = K.SackTable(capacity)
@@ -128,14 +94,15 @@ class _Table:
         self.interface_id = K.table_array(capacity, np.uint32)
         self.ip_src, self.ip_dst = K.table_array(capacity, np.int32), K.table_array(capacity, np.int32)
         self.stream = K.table_array(capacity, np.int64)   # tcp.stream / udp.stream, -1 elsewhere
+        self.interner, self.conversations = kern.new_interner(), kern.new_conversations()
+        self.tcp_streams = TcpStreams()
         self._scratch = None  # 16-byte address scratch of one window: source, dest, quoted pair
         self.reused = False   # rows are written again (streaming): they must be cleared first
-        self.interfaces = []  # the file's interfaces after this table's latest window
-        self._decoded = None  # what decode leaves for number: conversations, l4, odd packets
+        self.total = 0        # packets of the earlier windows
+        self.skipped = []     # per window: link types of undecodable packets, first one's number
+        self.wlan = []        # per window: 802.11 frames without IP by kind (counts), first's number
 
-    def decode(self, buf, walker, kern, k: int) -> None:
-        """The window's ``k`` packets just walked: decoded, their addresses and conversations
-        hashed (needs the earlier windows' hashing done, not their numbering)."""
+    def add_window(self, buf, walker, kern, k: int) -> None:
         lo, hi = self.n, self.n + k
         rec = self.rec.at(lo, hi)
         self.linktype[lo:hi], self.interface_id[lo:hi] = walker.finish(rec)
@@ -150,183 +117,65 @@ class _Table:
         out["ip_src"], out["ip_dst"], out["q_src"], out["q_dst"] = scratch
         kern.decode(buf, rec.data_off, rec.caplen, rec.origlen, self.linktype[lo:hi], out, self.sack)
         unknown = np.flatnonzero(out["status"] == K.DS_UNKNOWN_LINKTYPE)
+        if len(unknown):  # link types, and the file's packet number of the first
+            self.skipped.append((self.linktype[lo:hi][unknown], self.total + int(unknown[0]) + 1))
         wlan = np.flatnonzero(out["wlan_kind"])
-        src, dst = self.file.intern(out["ip_version"], out["ip_src"], out["ip_dst"])
+        if len(wlan):
+            self.wlan.append((np.bincount(out["wlan_kind"][wlan], minlength=len(K.WLAN_KINDS) + 1),
+                              self.total + int(wlan[0]) + 1))
+        src, dst = self.interner.intern(out["ip_version"], out["ip_src"], out["ip_dst"])
         self.ip_src[lo:hi], self.ip_dst[lo:hi] = src, dst
         # a TCP/UDP header quoted in an ICMP error joins its own conversation, as in Wireshark
         quoted = out["l4_quoted"] != 0
         l4 = out["l4"]
         if quoted.any():
-            q_src, q_dst = self.file.intern(np.where(quoted, out["ip_version"], 0),
-                                            out["q_src"], out["q_dst"])
+            q_src, q_dst = self.interner.intern(np.where(quoted, out["ip_version"], 0),
+                                                out["q_src"], out["q_dst"])
             l4 = np.where(quoted, out["l4_quoted"], l4)
             src, dst = np.where(quoted, q_src, src), np.where(quoted, q_dst, dst)
-        conversations = self.file.conversations.assign(l4, src, dst, out["srcport"],
-                                                       out["dstport"])
-        self._decoded = conversations, l4, unknown, wlan
-
-    def number(self, k: int) -> None:
-        """The decoded window's stream numbers (TCP's: Wireshark's, which follow the file's
-        order), and its odd packets counted by their number in the file."""
-        lo, hi = self.n, self.n + k
-        (conv, reverse, first), l4, unknown, wlan = self._decoded
-        self._decoded = None
-        file, out = self.file, self.out
-        if len(unknown):  # link types, and the file's packet number of the first
-            file.skipped.append((self.linktype[lo:hi][unknown], file.total + int(unknown[0]) + 1))
-        if len(wlan):
-            file.wlan.append((np.bincount(out["wlan_kind"][lo:hi][wlan],
-                                          minlength=len(K.WLAN_KINDS) + 1),
-                              file.total + int(wlan[0]) + 1))
+        conv, reverse, first = self.conversations.assign(l4, src, dst, out["srcport"], out["dstport"])
         stream = self.stream[lo:hi]
         stream[:] = conv
         tcp = np.flatnonzero(l4 == K.L4_TCP)
         if len(tcp):
-            stream[tcp] = file.tcp_streams.assign(
-                conv[tcp], reverse[tcp], first[tcp], *(out[name][lo:hi][tcp] for name in
-                                                       ("tcp_flags", "tcp_seq", "tcp_ack")))
+            stream[tcp] = self.tcp_streams.assign(conv[tcp], reverse[tcp], first[tcp],
+                                                  out["tcp_flags"][tcp], out["tcp_seq"][tcp],
+                                                  out["tcp_ack"][tcp])
         self.n = hi
-        file.total += k
-
-
-class _Window(NamedTuple):
-    """One window through the kernel: its table (``k`` rows decoded, not yet numbered), the
-    walk's status, where the walk stopped, and whether another window follows."""
-    table: _Table
-    k: int
-    status: K.Status
-    pos: int
-    more: bool
-
-
-def _decoded_windows(src, walker, kern, window: int, take):
-    """Walk and decode the file window by window, each into the table ``take()`` gives (None:
-    stop); yields a :class:`_Window` each, the last one's ``more`` False."""
-    size, base = len(src.buf), window
-    while True:
-        table = take()
-        if table is None:
-            return
-        end = min(size, walker.pos + window)
-        src.populate(walker.pos, end)
-        k, status = walker.walk(kern, end, table.rec.at(table.n))
-        table.interfaces = walker.interfaces     # as they are after this window's walk
-        if k:
-            table.decode(src.buf, walker, kern, k)
-            window = base
-        more = walker.pos < size and (end < size or status.code == K.ST_CAPACITY)
-        more = more and status.code in (K.ST_OK, K.ST_TRUNCATED, K.ST_CAPACITY)
-        if more and k == 0 and status.code == K.ST_TRUNCATED:
-            window *= 2  # one record larger than the window
-        yield _Window(table, k, status, walker.pos, more)
-        if not more:
-            return
-
-
-class _Ahead:
-    """The windows of :func:`_decoded_windows` one window ahead, in a thread: the kernel's part
-    of window k+1 (walk, decode, hashing: ctypes lets the GIL go) runs while the caller numbers
-    streams and analyses window k, on the machine's other core (big.pcap's throughput, whole
-    process: see bench/README.md).  Its two tables are taken in turn; the caller gives each
-    back (:meth:`done`) when it is through with its rows.  :meth:`close` stops the thread and
-    waits for it: before the file's map is closed."""
-
-    def __init__(self, src, walker, kern, window: int, tables: list[_Table]):
-        self._free, self._ready = queue.SimpleQueue(), queue.SimpleQueue()
-        for table in tables:
-            self._free.put(table)
-        self._stop = False
-        self._thread = threading.Thread(target=self._run, args=(src, walker, kern, window),
-                                        name="pcapstats-reader", daemon=True)
-        self._thread.start()
-
-    def _run(self, src, walker, kern, window: int) -> None:
-        try:
-            for item in _decoded_windows(src, walker, kern, window, self._take):
-                self._ready.put(item)
-        except BaseException as e:   # the caller raises it, after the windows before it
-            self._ready.put(e)
-
-    def _take(self):
-        table = self._free.get()
-        return None if self._stop else table
-
-    def __iter__(self):
-        while True:
-            item = self._ready.get()
-            if isinstance(item, BaseException):
-                raise item
-            yield item
-            if not item.more:
-                return
-
-    def done(self, table: _Table) -> None:
-        self._free.put(table)
-
-    def close(self) -> None:
-        self._stop = True
-        self._free.put(None)           # a thread waiting for a table wakes, and stops
-        self._thread.join()
-
-
-class _InTurn:
-    """:func:`_decoded_windows` in this thread, into one table (a whole-file read, or the numpy
-    kernel, which holds the GIL: a thread would gain nothing)."""
-
-    def __init__(self, src, walker, kern, window: int, table: _Table):
-        self._windows = _decoded_windows(src, walker, kern, window, lambda: table)
-
-    def __iter__(self):
-        return iter(self._windows)
-
-    def done(self, table: _Table) -> None:
-        pass
-
-    def close(self) -> None:
-        self._windows.close()
-
-
-def _cores() -> int:
-    """The cores this process may run on."""
-    if hasattr(os, "sched_getaffinity"):
-        return len(os.sched_getaffinity(0))
-    return os.cpu_count() or 1
 
 
 def _read_windows(src, walker, kern, window: int, progress, on_window=None) -> _Table:
     """Walk, decode and hash the file window by window into one table.  With ``on_window``
     (streaming), the table holds one window at a time: on_window(table, k) gets its k packets,
-    then the rows are reused, so memory does not grow with the capture; with the compiled
-    kernel and a second core, two tables in turn, the next window decoded meanwhile
-    (:class:`_Ahead`)."""
-    size = len(src.buf)
-    first = _Table((window // 16 + 1) if on_window else size // 16 + 1, kern)
-    if on_window and kern.name == "c" and _cores() > 1:
-        windows = _Ahead(src, walker, kern, window,
-                         [first, _Table(window // 16 + 1, kern, first.file)])
-    else:
-        windows = _InTurn(src, walker, kern, window, first)
-    try:
-        for table, k, status, pos, more in windows:
-            if k:
-                table.number(k)
-                if on_window:
-                    on_window(table, k)
-                    table.n, table.sack.used[0], table.reused = 0, 0, True
-            src.release(pos)
-            if progress:
-                progress(pos, size)
-            windows.done(table)
-        # the walk stopped: at the end, or at a record that cannot be right
-    finally:
-        windows.close()
-    file = first.file
-    formats.check_status(status, walker, file.total - k)
-    if file.skipped:
-        _warn_skipped(np.concatenate([t for t, _ in file.skipped]), file.skipped[0][1], src.path)
-    if file.wlan:
-        _warn_wlan(sum(c for c, _ in file.wlan), file.wlan[0][1], src.path)
-    return first
+    then the rows are reused, so memory does not grow with the capture."""
+    buf, size, base = src.buf, len(src.buf), window
+    table = _Table((window // 16 + 1) if on_window else size // 16 + 1, kern)
+    while True:
+        end = min(size, walker.pos + window)
+        src.populate(walker.pos, end)
+        k, status = walker.walk(kern, end, table.rec.at(table.n))
+        if k:
+            table.add_window(buf, walker, kern, k)
+            table.total += k
+            if on_window:
+                on_window(table, k)
+                table.n, table.sack.used[0], table.reused = 0, 0, True
+            window = base
+        src.release(walker.pos)
+        if progress:
+            progress(walker.pos, size)
+        more = walker.pos < size and (end < size or status.code == K.ST_CAPACITY)
+        if status.code in (K.ST_OK, K.ST_TRUNCATED, K.ST_CAPACITY) and more:
+            if k == 0 and status.code == K.ST_TRUNCATED:
+                window *= 2  # one record larger than the window
+            continue  # the window ended (at a record boundary, inside a record, or full): next one
+        formats.check_status(status, walker, table.total - k)
+        if table.skipped:
+            _warn_skipped(np.concatenate([t for t, _ in table.skipped]), table.skipped[0][1],
+                          src.path)
+        if table.wlan:
+            _warn_wlan(sum(c for c, _ in table.wlan), table.wlan[0][1], src.path)
+        return table
 
 
 def stream_windows(path, on_window, kernel: str = "auto", window_bytes: int = WINDOW_BYTES,
@@ -356,7 +205,7 @@ def stream_windows(path, on_window, kernel: str = "auto", window_bytes: int = WI
         walker = formats.walker_for(src.buf, src.path)
         table = _read_windows(src, walker, kern, max(window_bytes, 1 << 16), progress, deliver)
         _warn_clock(clock, src.path)
-    return table.file.total, _addresses(table.file)
+    return table.total, _addresses(table.interner)
 
 
 def packet_windows(path, on_window, kernel: str = "auto", window_bytes: int = WINDOW_BYTES,
@@ -381,8 +230,8 @@ def packet_windows(path, on_window, kernel: str = "auto", window_bytes: int = WI
         clock.feed(ts)
         if not start:
             start.append(int(ts[0]))
-        cap = _capture(src, walker, table, kern, addresses=names.update(table.file))
-        first = table.file.total - k + 1
+        cap = _capture(src, walker, table, kern, addresses=names.update(table.interner))
+        first = table.total - k + 1
         cap.arrays["frame_number"] = np.arange(first, first + k, dtype=np.uint32)
         cap.arrays["frame_time_relative"] = lambda: (ts - start[0]) / 1e9
         tcp, udp = cap.layer(schema.TCP), cap.layer(schema.UDP)
@@ -401,7 +250,7 @@ def packet_windows(path, on_window, kernel: str = "auto", window_bytes: int = WI
                 "packet, in an earlier window: those quoted packets' direction is taken from "
                 "the quoted header", path=str(src.path),
                 hint="pcapstats.read gives the whole-file direction"), stacklevel=2)
-    return table.file.total
+    return table.total
 
 
 def read_needed(path, needs, kernel: str = "auto", window_bytes: int | None = None,
@@ -561,8 +410,8 @@ class _AddressNames:
     def __init__(self):
         self.names = np.zeros(0, object)
 
-    def update(self, file: _File) -> np.ndarray:
-        addr16, v6 = file.addresses()
+    def update(self, interner) -> np.ndarray:
+        addr16, v6 = interner.addresses()
         if len(addr16) > len(self.names):
             new = [_format_address(bytes(a), bool(v))
                    for a, v in zip(addr16[len(self.names):], v6[len(self.names):])]
@@ -570,8 +419,8 @@ class _AddressNames:
         return self.names
 
 
-def _addresses(file: _File) -> np.ndarray:
-    addr16, v6 = file.addresses()
+def _addresses(interner) -> np.ndarray:
+    addr16, v6 = interner.addresses()
     return np.array([_format_address(bytes(a), bool(v)) for a, v in zip(addr16, v6)], dtype=object)
 
 
@@ -579,7 +428,7 @@ def _capture(src, walker, t: _Table, kern, addresses=None) -> Capture:
     n = t.n
     out = {name: a[:n] for name, a in t.out.items()}
     rec = t.rec.at(0, n)
-    addresses = _addresses(t.file) if addresses is None else addresses
+    addresses = _addresses(t.interner) if addresses is None else addresses
     l4, quoted, opts, flags = out["l4"], out["l4_quoted"], out["tcp_opts"], out["ip_flags"]
     radio = out["rt_present"]
     stream = t.stream[:n]
@@ -645,7 +494,7 @@ def _capture(src, walker, t: _Table, kern, addresses=None) -> Capture:
                                schema.TCP_SACK4), start=1):
         layers[layer] = (lambda k=k: out["tcp_sack_count"] >= k)
     return Capture(path=src.path, format=walker.format, compressed=src.compressed,
-                   file_size=src.file_size, interfaces=t.interfaces, arrays=a, layers=layers,
+                   file_size=src.file_size, interfaces=walker.interfaces, arrays=a, layers=layers,
                    addresses=addresses, engine="fast", kernel=kern.name)
 
 
