@@ -33,8 +33,7 @@ import typer
 from .._version import __version__
 from ..errors import Note, NothingToReport, PcapstatsError, UsageError, shown
 from ..naming import text as name_text
-from ..pool import LOCAL
-from . import checks
+from . import checks, commands, values
 
 EXIT_NOTHING, EXIT_ERROR, EXIT_INTERNAL, EXIT_INTERRUPTED = 1, 2, 3, 130
 NOTHING = "nothing to report"          # the kind of the one line of exit status 1
@@ -78,6 +77,7 @@ EXPLAIN = typer.Option(False, "--explain", callback=_explaining,
 
 def workers(jobs: Optional[int], scheduler: Optional[str], dask: bool) -> dict:
     """-j, --scheduler and --dask as pcapstats.pool.outcomes' ``jobs`` and ``scheduler``."""
+    from ..pool import LOCAL  # lazy: the pool's reading machinery loads numpy; --help does not
     if dask and scheduler:
         raise UsageError("--dask starts a local cluster, --scheduler names one: give one of them")
     return {"jobs": jobs, "scheduler": LOCAL if dask else scheduler}
@@ -194,14 +194,24 @@ def write_text(text: str, output: Optional[Path]) -> None:
                              hint="check the directory exists and is writable") from None
 
 
+def _click_command(command: str | None = None):
+    """The click group typer builds from ``app``: with ``command``'s module alone imported
+    when one is named, else with every command (cli/commands.py); the modules' commands
+    register as they are imported.  Each parameter coerces its values without pydantic
+    (cli/values.py)."""
+    commands.load(command)
+    return _built(len(app.registered_commands), len(app.registered_groups))
+
+
 @functools.cache
-def _click_command():
-    """The click group typer builds from ``app``: once per process, not per call -- building it
-    inspects every command's signature (about 20 ms), which a notebook or test calling
-    :func:`main` many times would pay each time.  Commands all register at import, before.
-    Every option gets its check (``checks``: the one validator of its kind) here."""
+def _built(_commands: int, _groups: int):
+    """The group of what has registered on ``app`` (commands only ever register, so their
+    numbers say what): built once, not per call -- typer inspects each command's signature,
+    which a notebook or test calling :func:`main` many times would pay each time."""
     group = typer.main.get_command(app)
-    checks.attach(group)
+    group.commands = commands.ordered(group.commands)
+    values.install(group)
+    checks.attach(group)      # every option's check: the one validator of its kind
     return group
 
 
@@ -210,7 +220,9 @@ def main(argv: Optional[list] = None) -> int:
     try:
         _said.clear()
         _explain[0] = False
-        code = _click_command()(args=argv, standalone_mode=False, prog_name="pcapstats")
+        args = sys.argv[1:] if argv is None else list(argv)
+        code = _click_command(commands.asked(args))(args=args, standalone_mode=False,
+                                                    prog_name="pcapstats")
         if code == EXIT_INTERRUPTED and "error" not in _said:
             say("error", "interrupted")  # typer turns Ctrl-C in a command into a silent 130
         return code if isinstance(code, int) else 0
