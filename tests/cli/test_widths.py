@@ -128,6 +128,7 @@ def ids(case):
 
 # -- the checks ----------------------------------------------------------------------------------
 
+@pytest.mark.slow
 @pytest.mark.parametrize("width", WIDTHS)
 @pytest.mark.parametrize("case", CASES, ids=[ids(c) for c in CASES])
 def test_fits_the_terminal(case, width, outputs):
@@ -140,6 +141,7 @@ def test_fits_the_terminal(case, width, outputs):
     assert "too narrow for" not in out, f"{ids(case)} at {width} left a column out"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("width", WIDTHS)
 @pytest.mark.parametrize("case", CASES, ids=[ids(c) for c in CASES])
 def test_one_unit_a_family(case, width, outputs):
@@ -152,6 +154,7 @@ def test_one_unit_a_family(case, width, outputs):
     assert not mixed, f"{ids(case)} at {width}: {mixed}"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("width", WIDTHS)
 @pytest.mark.parametrize("case", CASES, ids=[ids(c) for c in CASES])
 def test_decimals_aligned(case, width, outputs):
@@ -163,6 +166,7 @@ def test_decimals_aligned(case, width, outputs):
                                     f"has {sorted(decimals)} decimals:\n{block}")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("width", WIDTHS)
 @pytest.mark.parametrize("case", [c for c in CASES if c[2]], ids=[ids(c) for c in CASES if c[2]])
 def test_no_column_asked_for_is_left_out(case, width, outputs):
@@ -172,6 +176,7 @@ def test_no_column_asked_for_is_left_out(case, width, outputs):
     assert not missing, f"{ids(case)} at {width}: left out {missing}\n{out[:3000]}"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("width", WIDTHS)
 def test_compare_never_leaves_out_a_metric_asked_for(width, monkeypatch, capsys):
     """-m names the metrics: none of them is left out, not even those the default view
@@ -199,6 +204,7 @@ def test_wide_tables_repeat_their_keys_in_every_block(monkeypatch, capsys):
         assert any(re.match(r"stream\s+proto\b", line) for line in heading), part
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", CASES, ids=[ids(c) for c in CASES])
 def test_notes_one_line_each_said_once(case, outputs):
     command, options, _ = case
@@ -249,6 +255,7 @@ def test_cwnd_sizes_in_one_unit(monkeypatch, capsys):
     assert units_by_family(out)["bytes"] == {"kB"}, out
 
 
+@pytest.mark.slow
 def test_jain_index_shows_its_distance_from_one(monkeypatch, capsys):
     """Digits do not drift in a column: Jain's index has four decimals, none stripped."""
     out, _ = run(["compare", *SHIPPED, "--all"], 200, monkeypatch, capsys)
