@@ -2,6 +2,7 @@
 
     python bench/fuzz.py --count 100000 --seed 1 [--jobs 2] [--out bench/fuzz-out]
     python bench/fuzz.py --replay bench/fuzz-out/failures/x.pcap     # one saved input again
+    python bench/fuzz.py --cli --count 20000 --seed 1                 # the CLI layer
 
 Inputs are the shipped captures (captures/) and the public ones (tests/data/), each cut to a
 prefix of 20 to PREFIX_PACKETS packets, then mutated 1 to 4 times.  Mutations know the formats: record
@@ -317,6 +318,8 @@ class Mutator:
 def _child(path: str, out_fd: int, memory_limit: int) -> None:
     """Run every command on path; one JSON line per command to out_fd; never returns."""
     from pcapstats.cli import main
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     resource.setrlimit(resource.RLIMIT_AS, (memory_limit, memory_limit))
     devnull = os.open(os.devnull, os.O_WRONLY)
     err_path = path + ".err"
@@ -372,9 +375,19 @@ def _warm() -> None:
             main([command, str(ROOT / "captures" / "udp_ping.pcapng")])
 
 
+def stop_on_sigterm() -> None:
+    """SIGTERM (and SIGINT, which a shell's background job ignores) ends a campaign as Ctrl-C
+    does: its table of what ran, then exit."""
+    def stop(signum, frame):
+        raise KeyboardInterrupt
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+
+
 def campaign(args) -> int:
     import warnings
     warnings.simplefilter("ignore")
+    stop_on_sigterm()
     _warm()
     rng = random.Random(args.seed)
     loaded = [Seed(p) for p in seeds()]
@@ -554,6 +567,9 @@ def main(argv=None) -> int:
                         help="peak RSS an input may add to the parent's (default 1024)")
     parser.add_argument("--out", default=str(ROOT / "bench" / "fuzz-out"))
     parser.add_argument("--replay", help="run one saved input and print what each command did")
+    parser.add_argument("--cli", action="store_true",
+                        help="the CLI layer: command lines with options and paths drawn from "
+                             "their classes (bench/fuzz_cli.py), --count of them")
     parser.add_argument("--commands", default=",".join(COMMANDS), metavar="A,B",
                         help="only these commands (a campaign after a change to a few of them); "
                              "default: every one")
@@ -564,6 +580,10 @@ def main(argv=None) -> int:
         parser.error(f"unknown command {unknown[0]!r}: choose from {', '.join(COMMANDS)}"
                      if unknown else "--commands names none")
     set_commands(asked)
+    if args.cli:
+        sys.path.insert(0, str(Path(__file__).resolve().parent))
+        import fuzz_cli  # lazy: the CLI layer, only when asked
+        return fuzz_cli.campaign(args)
     if args.replay:
         return replay(args.replay)
     return campaign(args)

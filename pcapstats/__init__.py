@@ -14,19 +14,24 @@
 Every analysis takes a Capture, a path, or a list of either, and returns a Result (tables,
 ``.to_pandas()``, ``.figure()``, shown with its figure in a notebook); ``ps.each`` runs one
 over many captures, ``ps.concat`` puts results together.  Everything public is re-exported here
-once; ``__all__`` is the API.  The analyses (pcapstats.analyses.PUBLIC) are imported when first
-used, so ``import pcapstats`` and each command load only what they need.
+once; ``__all__`` is the API.  The analyses (pcapstats.analyses.PUBLIC) and the reading API
+(``_CORE``) are imported when first used, so ``import pcapstats`` and each command load only
+what they need.
 """
+
+import importlib
 
 from ._version import __version__
 from .analyses import PUBLIC as _ANALYSES, public as _public
-from .batch import Outcome, each
-from .capture import Capture
 from .errors import (CaptureFormatError, CaptureOpenError, ClockWarning, CorruptCaptureError,
                      EngineError, NothingToReport, PcapstatsError, PcapstatsWarning,
                      SkippedPacketsWarning, TruncatedCaptureWarning, UsageError)
-from .reader import read
-from .results import Result, concat
+
+# The reading API and the result's, by the module each lives in, imported on first use like
+# the analyses: they load numpy (~80 ms), which `pcapstats --help`, the lab's commands and the
+# tools a lab host runs (python3 -m pcapstats.tools.X imports this package first) never use.
+_CORE = {"read": "reader", "Capture": "capture", "each": "batch", "Outcome": "batch",
+         "Result": "results", "concat": "results"}
 
 __all__ = [
     # reading, and many captures at once
@@ -51,9 +56,13 @@ __all__ = [
 
 
 def __getattr__(name: str):
-    """An analysis or its result class, imported on first use (PEP 562)."""
+    """An analysis or its result class, or the reading API, imported on first use (PEP 562)."""
     if name in _ANALYSES:
         value = globals()[name] = _public(name)
+        return value
+    if name in _CORE:
+        value = globals()[name] = getattr(importlib.import_module(f".{_CORE[name]}", __name__),
+                                          name)
         return value
     raise AttributeError(f"module 'pcapstats' has no attribute {name!r}")
 

@@ -27,11 +27,30 @@ the others, 3 for InternalError); ``str`` joins the parts as ``what (where). hin
 
 from __future__ import annotations
 
+import os
+
+
+def shown(name) -> str:
+    """A path or name as one printable line: each byte that is not UTF-8 as ``\\xNN``, each
+    control or invisible character (a newline, a right-to-left mark) as its escape; letters of
+    any script and emoji as they are.  So an error, a note or a table cell naming a file is
+    one line, in the order it was typed, whatever bytes the file system allowed."""
+    if isinstance(name, os.PathLike):
+        name = os.fspath(name)
+    if isinstance(name, bytes):
+        name = os.fsdecode(name)
+    name = str(name)
+    if name.isprintable():
+        return name
+    return "".join(c if c.isprintable() else
+                   f"\\x{ord(c) - 0xDC00:02x}" if 0xDC80 <= ord(c) <= 0xDCFF else
+                   c.encode("unicode_escape").decode("ascii") for c in name)
+
 
 def _where(path: str | None, offset: int | None, packet: int | None) -> str:
     parts = []
     if path is not None:
-        parts.append(str(path))
+        parts.append(shown(path))
     if offset is not None:
         parts.append(f"file offset {offset}")
     if packet is not None:

@@ -45,9 +45,9 @@ from . import analyses, schema
 from .batch import Outcome
 from .capture import Capture
 from .errors import (CaptureFormatError, CaptureOpenError, NothingToReport, PcapstatsError,
-                     UsageError)
+                     UsageError, shown)
 from .ingest import WINDOW_BYTES, packet_windows
-from .naming import capture_names
+from .naming import capture_names, fitting
 from .reader import read
 from .results import RESULT_TYPES, arrow_type, require_pyarrow, with_parquet_metadata
 from .pool import outcomes
@@ -120,11 +120,15 @@ def prepare(directory) -> Path:
     return path
 
 
+PARTITION_BYTES = 240    # capture=NAME, URI-escaped, within a file system's 255 bytes
+
+
 def partition(directory, table: str, capture, name: str | None = None) -> Path:
     """Where a capture's part of a table goes: DIR/TABLE/capture=NAME/part-0.parquet, NAME
     its name among the export's captures (``names``; by default its file name), URI-escaped."""
-    name = Path(str(capture)).name if name is None else name
-    return Path(directory) / table / f"capture={quote(name, safe='')}" / PART
+    name = shown(Path(str(capture)).name) if name is None else name
+    quoted = quote(fitting(name, PARTITION_BYTES, lambda s: len(quote(s, safe=""))), safe="")
+    return Path(directory) / table / f"capture={quoted}" / PART
 
 
 def names(files: Sequence) -> dict[str, str]:

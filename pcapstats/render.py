@@ -53,6 +53,7 @@ from typing import Mapping, Sequence
 import numpy as np
 
 from .addresses import endpoint
+from .errors import shown as printable
 
 FORMATS = ("table", "csv", "json")
 DEFAULT_WIDTH = 100          # when standard output is not a terminal
@@ -135,13 +136,15 @@ def delimited(table: dict, integers: frozenset = frozenset()) -> str:
 
 def path_shown(path: str | os.PathLike) -> str:
     """A capture's path as a heading shows it: relative to the working directory when the file
-    is under it (what the user typed, usually), else as given -- so a heading fits the width."""
+    is under it (what the user typed, usually), else as given -- so a heading fits the width;
+    one printable line whatever bytes the name has (errors.shown)."""
     text = os.fspath(path)
     try:
         relative = os.path.relpath(text)
     except ValueError:          # another drive (Windows)
-        return text
-    return relative if not relative.startswith(os.pardir) and len(relative) < len(text) else text
+        return printable(text)
+    return printable(relative if not relative.startswith(os.pardir)
+                     and len(relative) < len(text) else text)
 
 
 def terminal_width() -> int:
@@ -420,7 +423,7 @@ def _layout(columns: list[Formatted], width: int,
     rows = [(None, np.arange(len(columns[0].cells)))] if sections is None else sections
     parts = []
     for title, at in rows:
-        lines = [f"{title}:"] if title is not None else []
+        lines = [f"{printable(title)}:"] if title is not None else []
         for b, block in enumerate(blocks):
             lines += ([""] if b else []) + _block(columns, widths, block, at)
         parts.append("\n".join(lines))
@@ -548,5 +551,7 @@ def _plain(v) -> str:
 
 
 def _text(v) -> str:
+    """A cell for people: one printable line (a capture's name with a newline in it, too)."""
     value = _value(v)
-    return "" if value is None else "yes" if value is True else "no" if value is False else str(value)
+    return "" if value is None else "yes" if value is True else "no" if value is False else \
+        printable(value)

@@ -52,7 +52,7 @@ import numpy as np
 
 from . import catalogue, render
 from .errors import Note, UsageError
-from .naming import capture_names
+from .naming import capture_names, text as name_text
 from .schema import PACKET_TABLE, Column, TableSpec
 
 HTML_ROWS = 50          # rows a notebook shows of a table
@@ -325,7 +325,8 @@ def concat(results: Sequence[Result]) -> Result:
     combined.table_specs = tuple(s.with_capture() for s in first.table_specs)
     combined._tables = {}
     for spec in first.table_specs:
-        columns = {"capture": np.concatenate([np.full(p.rows(spec.name), p.captures[0], object)
+        columns = {"capture": np.concatenate([np.full(p.rows(spec.name),
+                                                      name_text(p.captures[0]), object)
                                               for p in parts])}
         for c in spec.columns:
             columns[c.name] = np.concatenate([p.table(spec.name)[c.name] for p in parts])

@@ -40,6 +40,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .errors import PcapstatsError
+from .paths import line_of, read_side_file
 
 SCHEMA = "pcapstats-lab/1"
 STATUSES = ("complete", "interrupted", "failed")
@@ -240,6 +241,8 @@ class SidecarError(PcapstatsError):
 def run_stem(output: str | os.PathLike) -> Path:
     """``runs/x.pcap`` -> ``runs/x``: what a run's file names are made from."""
     output = Path(output)
+    if not output.name:                  # "", ".", "/": no file, so no run of that name
+        return output / "-"
     return output.with_suffix("") if output.suffix in CAPTURE_SUFFIXES else output
 
 
@@ -267,7 +270,7 @@ def sidecar_for(capture: str | os.PathLike) -> Path:
     capture = Path(capture)
     stem = run_stem(capture)
     direct = sidecar_path(stem)
-    if direct.exists():
+    if os.path.exists(direct):          # False for a name too long, never an OSError
         return direct
     base, _, side = stem.name.rpartition(".")
     if base and (side in SIDES or stem.with_name(base + ".json").exists()):
@@ -283,18 +286,23 @@ _SCHEMA_RE = re.compile(r"^pcapstats-lab/(\d+)$")
 def load_sidecar(path: str | os.PathLike) -> dict:
     """The sidecar as a dict, after checking it is one this version of pcapstats reads."""
     path = Path(path)
-    try:
-        data = json.loads(path.read_text())
-    except FileNotFoundError:
+    if not os.path.exists(path):
         raise SidecarError("no sidecar here", path=str(path),
-                           hint="a lab run writes NAME.json beside NAME.pcap") from None
-    except (OSError, UnicodeDecodeError) as e:
-        raise SidecarError(f"cannot read the sidecar: {e}", path=str(path)) from None
+                           hint="a lab run writes NAME.json beside NAME.pcap")
+    text = read_side_file(path, "sidecar", SidecarError)     # a regular file, a few MB at most
+    try:
+        data = json.loads(text)
+    except RecursionError:
+        raise SidecarError("not a sidecar: JSON nested too deep", path=str(path)) from None
     except json.JSONDecodeError as e:
         raise SidecarError(f"not JSON (line {e.lineno}, column {e.colno}: {e.msg})",
                            path=str(path), hint="a lab sidecar is JSON; re-run to remake it"
                            ) from None
-    schema = data.get("schema") if isinstance(data, dict) else None
+    if not isinstance(data, dict):
+        raise SidecarError(f"not a pcapstats lab sidecar (no \"schema\" field: a JSON "
+                           f"{type(data).__name__}, not an object)", path=str(path),
+                           hint="a lab run writes NAME.json beside NAME.pcap")
+    schema = data.get("schema")
     if schema is None:
         raise SidecarError("not a pcapstats lab sidecar (no \"schema\" field)", path=str(path))
     if schema != SCHEMA:
@@ -309,8 +317,18 @@ def load_sidecar(path: str | os.PathLike) -> dict:
     if missing:
         raise SidecarError(f"sidecar lacks {', '.join(missing)}", path=str(path),
                            hint="it was not written by a lab run; re-run to remake it")
-    if data["status"] not in STATUSES:
-        raise SidecarError(f"unknown run status {data['status']!r}", path=str(path))
+    for key, kind in (("scenario", dict), ("captures", list), ("flows", list)):
+        value = data[key]
+        if value is None and key == "scenario":      # `pcapstats capture`: nothing was asked
+            continue
+        if not isinstance(value, kind) or (kind is list and not all(
+                isinstance(item, dict) for item in value)):
+            raise SidecarError(f"field {key!r} at line {line_of(text, key)} is not "
+                               f"{'an object' if kind is dict else 'a list of objects'}",
+                               path=str(path), hint="re-run the scenario to remake it")
+    if not isinstance(data["status"], str) or data["status"] not in STATUSES:
+        raise SidecarError(f"unknown run status {data['status']!r} (field 'status' at line "
+                           f"{line_of(text, 'status')})", path=str(path))
     return data
 
 

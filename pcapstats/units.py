@@ -56,7 +56,7 @@ def parse_rate(text: str) -> float:
     bps = value * _RATE_UNITS[unit]
     if bps <= 0:
         raise UsageError(f"bad rate {text!r}: must be above zero")
-    return bps
+    return check_rate(bps, f"rate {text!r}")
 
 
 def parse_time(text: str) -> float:
@@ -66,7 +66,7 @@ def parse_time(text: str) -> float:
         raise UsageError(f"bad time {text!r}: " + ("no unit" if not unit else
                                                    f"unknown unit {unit!r}"),
                          hint="units: s, ms, us, e.g. 20ms")
-    return value * _TIME_UNITS[unit]
+    return check_duration(value * _TIME_UNITS[unit], f"time {text!r}", zero=True)
 
 
 def parse_loss(text: str) -> float:
@@ -111,10 +111,10 @@ def parse_tc_size(text: str) -> int:
     if unit not in _SIZE_UNITS:
         raise UsageError(f"bad size {text!r}: unknown unit {unit!r}",
                          hint="units: b, kb, mb (x1024, as tc) or p (full frames)")
-    size = round(value * _SIZE_UNITS[unit])
-    if size <= 0:
+    size = value * _SIZE_UNITS[unit]
+    if not math.isfinite(size) or round(size) <= 0:
         raise UsageError(f"bad size {text!r}: must be above zero")
-    return size
+    return round(size)          # its limit is the queue's (lab.impair: tbf's 32 bits)
 
 
 def parse_simpleperf_size(text: str) -> int:
@@ -124,22 +124,150 @@ def parse_simpleperf_size(text: str) -> int:
     if not m or int(m.group(1)) == 0:
         raise UsageError(f"invalid size {text!r}: use a positive integer and B, KB or MB, "
                          "e.g. 10MB, 1KB, 500B")
-    return int(m.group(1)) * SIMPLEPERF_UNITS[m.group(2).upper()]
+    size = int(m.group(1)) * SIMPLEPERF_UNITS[m.group(2).upper()]
+    if size > SIZE_MAX_BYTES:
+        raise UsageError(f"invalid size {text!r}: more than 1 TiB", hint="e.g. 10MB, 1KB")
+    return size
 
 
 def interval_ns(interval: float) -> int:
     """Seconds -> nanoseconds of a whole number of microseconds, as tshark's io,stat rounds it."""
-    try:
-        seconds = float(interval)
-    except (TypeError, ValueError):
-        raise UsageError(f"interval must be a number of seconds, got {interval!r}") from None
-    if not math.isfinite(seconds) or seconds <= 0:
-        raise UsageError(f"interval must be a positive number of seconds, got {interval}",
-                         hint="for example 1, 0.1 or 0.001")
-    if seconds > 1e6:
-        raise UsageError(f"interval {interval} s is longer than 11 days", hint="use a shorter one")
+    seconds = check_interval(interval, "interval")
     us = int(seconds * 1e6 + 0.5)
     if us < 1:
         raise UsageError(f"interval {interval} s is below 1 microsecond, the finest tshark and "
                          "pcapstats count in", hint="use 0.000001 or more")
     return us * 1000
+
+
+# -- The limits of every option, by kind --------------------------------------------------------
+#
+# One validator a kind of value -- an interval, a duration, a rate, a size, a count, a
+# percentage -- that every command (pcapstats.cli.checks) and every scenario field (the lab)
+# goes through: the same limits and the same one-line refusal, naming the option as given.
+
+DAY_S = 86400.0               # the longest duration or interval: a day, what a person means
+INTERVAL_MIN_S = 1e-6         # the finest interval: tshark and pcapstats count whole microseconds
+RATE_MAX_BPS = 1e12           # 1 Tbit/s: faster than any link pcapstats shapes or measures
+SIZE_MAX_BYTES = 1 << 40      # 1 TiB
+COUNT_MAX = 1 << 31           # a count or an index: what a 32-bit field holds
+
+# The range of each whole-number quantity more than one command (or a lab spec) takes.
+LIMITS = {
+    "jobs": (1, 256),                  # worker processes
+    "port": (0, 65535),
+    "parallel": (1, 128),              # connections a pair (iperf3's most; simpleperf: 5)
+    "pairs": (1, 8),                   # sender/receiver pairs in the lab
+    "hops": (1, 8),                    # routers on a lab chain
+    "trials": (1, 1000),
+    "ping_count": (1, 1_000_000),
+    "seed": (0, (1 << 32) - 1),
+    "snaplen": (64, 262144),           # tcpdump's most; the headers pcapstats reads
+    "buffer": (1, (1 << 31) - 1),      # a socket buffer: the kernel's int
+    "message": (1, 1 << 31),           # an application message, bytes
+    "ping_size": (0, 65507),           # ping -s: an ICMP echo's payload in one IPv4 packet
+}
+
+
+def _refuse(option: str, value, why: str, hint: str | None = None) -> UsageError:
+    """``OPTION VALUE: why. Hint`` (VALUE as typed, where the option says it: "rate '2tbit'")."""
+    if "'" in option or '"' in option:
+        return UsageError(f"{option}: {why}", hint=hint)
+    shown_value = f"{value:g}" if isinstance(value, float) else str(value)
+    return UsageError(f"{option} {shown_value}: {why}", hint=hint)
+
+
+def _seconds(value, option: str) -> float:
+    try:
+        seconds = float(value)
+    except (TypeError, ValueError):
+        raise _refuse(option, repr(value), "not a number of seconds") from None
+    if math.isnan(seconds) or isinstance(value, bool):
+        raise _refuse(option, value, "not a number of seconds")
+    return seconds
+
+
+def check_interval(value, option: str = "interval") -> float:
+    """An interval in seconds (bins, samples, pings): finite, from 1 microsecond to a day."""
+    seconds = _seconds(value, option)
+    if not math.isfinite(seconds) or seconds <= 0:
+        raise _refuse(option, value, "an interval is a positive number of seconds",
+                      "for example 1, 0.1 or 0.001")
+    if seconds > DAY_S:
+        raise _refuse(option, value, f"longer than a day ({DAY_S:g} s), the longest interval "
+                      "pcapstats takes", "give seconds, e.g. 1 or 60")
+    if seconds < INTERVAL_MIN_S * (1 - 1e-9):
+        raise _refuse(option, value, "below 1 microsecond, the finest pcapstats and tshark "
+                      "count in", "use 0.000001 or more")
+    return seconds
+
+
+def check_duration(value, option: str = "duration", *, zero: bool = False) -> float:
+    """A duration in seconds (a transfer, a capture, an idle gap, a delay): finite, from 1
+    microsecond (``zero``: or 0) to a day."""
+    seconds = _seconds(value, option)
+    if not math.isfinite(seconds) or seconds < 0 or (seconds == 0 and not zero):
+        raise _refuse(option, value, f"a duration is a number of seconds "
+                      f"{'of 0 or more' if zero else 'above 0'}", "for example 10 or 0.5")
+    if 0 < seconds < INTERVAL_MIN_S * (1 - 1e-9):
+        raise _refuse(option, value, "below 1 microsecond, the finest pcapstats counts in",
+                      "for example 10 or 0.5")
+    if seconds > DAY_S:
+        raise _refuse(option, value, f"longer than a day ({DAY_S:g} s), the longest duration "
+                      "pcapstats takes", "a run, a capture or a delay of a day at most")
+    return seconds
+
+
+def check_rate(bps: float, option: str = "rate") -> float:
+    """A rate in bit/s: finite, above 0, at most RATE_MAX_BPS (1 Tbit/s)."""
+    if math.isnan(bps) or bps <= 0:
+        raise _refuse(option, bps, "not a rate above 0 bit/s", "for example 30mbit")
+    if bps > RATE_MAX_BPS:
+        raise _refuse(option, f"{bps:g} bit/s", "over 1 Tbit/s, the fastest rate pcapstats "
+                      "takes", "for example 10gbit")
+    return bps
+
+
+def check_size(value, option: str = "size", *, low: int = 1,
+               high: int = SIZE_MAX_BYTES) -> int:
+    """A size in whole bytes, from ``low`` to ``high`` (default 1 TiB)."""
+    return _whole(value, option, low, high, "bytes")
+
+
+def check_count(value, option: str = "count", *, low: int = 0, high: int = COUNT_MAX) -> int:
+    """A count or an index: a whole number from ``low`` to ``high`` (default 2^31)."""
+    return _whole(value, option, low, high, "")
+
+
+def check_limit(value, option: str, quantity: str) -> int:
+    """A whole number in the range :data:`LIMITS` gives ``quantity`` (``"parallel"`` ...)."""
+    low, high = LIMITS[quantity]
+    unit = "bytes" if quantity in ("snaplen", "buffer", "message") else ""
+    return _whole(value, option, low, high, unit)
+
+
+def check_percentage(text: str, option: str = "loss") -> float:
+    """A share of packets, "10%" or "0.1", as a fraction from 0 to 1 (parse_loss)."""
+    try:
+        return parse_loss(text)
+    except UsageError as e:
+        raise UsageError(f"{option}: {e.what}", hint=e.hint) from None
+
+
+def _whole(value, option: str, low: int, high: int, unit: str) -> int:
+    if isinstance(value, bool):
+        raise _refuse(option, value, "not a whole number")
+    if isinstance(value, float):
+        if not value.is_integer():
+            raise _refuse(option, value, "not a whole number")
+        value = int(value)
+    if not isinstance(value, int):
+        try:
+            value = int(str(value).strip())
+        except ValueError:
+            raise _refuse(option, repr(value), "not a whole number") from None
+    if not low <= value <= high:
+        said = f"{value:.3g}" if abs(value) >= 10**9 else str(value)
+        raise _refuse(option, said, f"out of range, {low:,} to {high:,}"
+                      f"{' ' + unit if unit else ''}", "give a whole number in that range")
+    return value

@@ -71,11 +71,6 @@ def kernel(request):
     return request.param
 
 
-def pytest_configure(config):
-    config.addinivalue_line(
-        "markers", "netns: needs root and network namespaces (makes real traffic with tcpdump)")
-
-
 def netns_unavailable() -> str | None:
     """Why the netns tests cannot run here, or None. Only a missing prerequisite skips."""
     if os.geteuid() != 0:
@@ -97,11 +92,26 @@ def require_netns() -> None:
         pytest.skip(reason)
 
 
+def _builds_namespaces(item) -> bool:
+    """The test, or a fixture it uses (directly or through another), calls require_netns()."""
+    funcs = [getattr(item, "function", None)]
+    funcs += [defs[-1].func for defs in item._fixtureinfo.name2fixturedefs.values() if defs]
+    return any("require_netns" in getattr(getattr(f, "__code__", None), "co_names", ())
+               for f in funcs)
+
+
 def pytest_collection_modifyitems(config, items):
+    """netns tests are slow tests: real traffic takes seconds, and `-m "not slow"` (the
+    edit-test loop) leaves them out.  A test that builds namespaces through a fixture is a
+    netns test even when it does not say so (so `-m "not netns"` never starts one in
+    parallel with the timing-sensitive ones)."""
     reason = netns_unavailable()
-    if reason:
-        for item in items:
-            if "netns" in item.keywords:
+    for item in items:
+        if "netns" not in item.keywords and _builds_namespaces(item):
+            item.add_marker(pytest.mark.netns)
+        if "netns" in item.keywords:
+            item.add_marker(pytest.mark.slow)
+            if reason:
                 item.add_marker(pytest.mark.skip(reason=reason))
 
 

@@ -2,6 +2,7 @@
 exported with its result class, and every analysis takes a Capture, a path or a list of them
 and returns its Result, which shows itself in a notebook."""
 import ast
+import importlib
 import inspect
 
 import numpy as np
@@ -25,11 +26,15 @@ load_all()      # the analyses are imported on first use: register every result 
 
 def _imported_names() -> list[str]:
     """The names pcapstats/__init__.py binds by importing them (read from its source), and the
-    analyses it exports on first use (pcapstats.analyses.PUBLIC)."""
+    ones it exports on first use: the analyses (pcapstats.analyses.PUBLIC) and the reading API
+    (its ``_CORE``, each name checked to be its module's own)."""
     tree = ast.parse((ROOT / "pcapstats" / "__init__.py").read_text())
     eager = [alias.asname or alias.name for node in tree.body
              if isinstance(node, ast.ImportFrom) for alias in node.names]
-    return [n for n in eager if n.startswith("__") or not n.startswith("_")] + list(PUBLIC)
+    for name, module in ps._CORE.items():
+        assert getattr(importlib.import_module(f"pcapstats.{module}"), name) is getattr(ps, name)
+    return [n for n in eager if n.startswith("__") or not n.startswith("_")] + list(PUBLIC) + \
+        list(ps._CORE)
 
 
 def test_all_is_exactly_what_the_package_imports():
@@ -121,6 +126,17 @@ def test_each_result_shows_its_table_and_figure_in_a_notebook(name):
         assert bundle["image/png"][:8] == b"\x89PNG\r\n\x1a\n"
         assert 'src="data:image/png;base64,' in bundle["text/html"]
     assert len(result.to_pandas()) == result.rows()
+
+
+def test_import_loads_no_numpy():
+    """`import pcapstats` is the API's names, not its machinery: the lab's tools (python3 -m
+    pcapstats.tools.X imports the package first) and `pcapstats --help` never load numpy."""
+    import subprocess
+    import sys
+    code = ("import sys, pcapstats, pcapstats.tools.simpleperf; "
+            "print(sorted(m for m in sys.modules if m.split('.')[0] in ('numpy', 'pandas')))")
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert run.stdout.strip() == "[]", run.stdout + run.stderr
 
 
 def test_import_loads_no_analysis_and_a_command_only_its_own():

@@ -18,7 +18,8 @@ PACKAGE = ROOT / "pcapstats"
 # Bottom first.  A module belongs to the first layer one of whose prefixes it starts with.
 LAYERS: list[tuple[str, ...]] = [
     ("pcapstats._version", "pcapstats.errors"),
-    ("pcapstats.units", "pcapstats.stats", "pcapstats.naming", "pcapstats.addresses"),
+    ("pcapstats.units", "pcapstats.stats", "pcapstats.naming", "pcapstats.addresses",
+     "pcapstats.paths"),
     ("pcapstats.tools", "pcapstats.schema", "pcapstats.sidecar", "pcapstats.clock"),
     ("pcapstats.catalogue",),
     ("pcapstats.streams",),

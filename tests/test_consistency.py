@@ -245,6 +245,7 @@ def test_jain_and_goodput_are_one_number(path):
                         rel_tol=1e-12)
 
 
+@pytest.mark.slow
 def test_the_report_shows_compares_numbers(tmp_path):
     """The report's comparison table is compare's, cell for cell as printed."""
     from pcapstats.cli import main

@@ -42,6 +42,7 @@ def _run(capsys, argv):
     return code, out.out, out.err
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("argv", [["compare", *SP, "--by", "cc,loss"],
                                   ["compare", *MIXED, "-f", "csv"],
                                   ["throughput", *MIXED, "-f", "csv"],
@@ -59,6 +60,7 @@ def test_scheduler_gives_what_one_process_gives(cluster, argv, capsys, monkeypat
     assert here[1].count("\n") > 3
 
 
+@pytest.mark.slow
 def test_export_on_the_cluster_writes_the_same_files(cluster, tmp_path, capsys):
     pq = pytest.importorskip("pyarrow.parquet")
     here, there = tmp_path / "here", tmp_path / "there"
@@ -71,6 +73,7 @@ def test_export_on_the_cluster_writes_the_same_files(cluster, tmp_path, capsys):
         assert pq.read_table(here / f).equals(pq.read_table(there / f)), f
 
 
+@pytest.mark.slow
 def test_tables_equal_the_analyses_own(cluster):
     """On the cluster (the client is the default): the same rows, columns and dtypes as the
     analysis run here (Dask's own string conversion off, so the declared meta is checked)."""
@@ -90,6 +93,7 @@ def test_tables_equal_the_analyses_own(cluster):
             assert list(frame._meta.dtypes) == list(got.dtypes), kind
 
 
+@pytest.mark.slow
 def test_packets_per_stream_sums_equal_throughput(cluster):
     files = [MIXED[0], MIXED[1], SP[0]]
     pk = psd.packets(files)
@@ -109,6 +113,7 @@ def test_packets_per_stream_sums_equal_throughput(cluster):
     assert [c for c, _ in sums.index] == [c for c, _ in want.index]
 
 
+@pytest.mark.slow
 def test_packet_meta_has_the_dtypes_of_a_read(cluster):
     frame = ps.read(MIXED[0]).packets
     meta = psd.packet_meta()
@@ -140,9 +145,13 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-@pytest.mark.parametrize("address", [f"tcp://127.0.0.1:{_free_port()}", "nonsense",
+@pytest.mark.slow
+@pytest.mark.parametrize("address", ["tcp://127.0.0.1:{free_port}", "nonsense",
                                      "tcp://no-such-host.invalid:8786"])
 def test_a_scheduler_that_is_not_there_is_one_line(address):
+    # the free port is found when the test runs: a test's id is the same in every process
+    # that collects it (pytest-xdist's workers must agree on them)
+    address = address.format(free_port=_free_port())
     t = time.monotonic()
     run = subprocess.run([sys.executable, "-m", "pcapstats", "throughput", MIXED[0], MIXED[1],
                           "--scheduler", address], capture_output=True, text=True, cwd=ROOT,
@@ -191,6 +200,7 @@ def test_dask_is_imported_only_when_asked():
     assert run.stderr.strip().splitlines()[-1] == "[]", run.stderr
 
 
+@pytest.mark.slow
 def test_dask_option_starts_a_local_cluster_with_the_same_output(capsys, monkeypatch):
     monkeypatch.setenv("COLUMNS", "100")
     here = _run(capsys, ["flavour", *MIXED, "-j", "1"])
@@ -198,6 +208,7 @@ def test_dask_option_starts_a_local_cluster_with_the_same_output(capsys, monkeyp
     assert there == here and here[1].strip()
 
 
+@pytest.mark.slow
 def test_a_scheduler_without_workers_is_one_line(capsys):
     with distributed.LocalCluster(n_workers=0, processes=False, dashboard_address=None,
                                   silence_logs=40) as empty:
@@ -208,6 +219,7 @@ def test_a_scheduler_without_workers_is_one_line(capsys):
     assert code == 2 and out == "" and err.count("\n") == 1 and "has no worker" in err, err
 
 
+@pytest.mark.slow
 def test_dask_option_says_nothing_when_the_dashboard_port_is_taken():
     """--dask's cluster takes a free port for its dashboard: with 8787 taken (another cluster,
     a notebook) distributed had warned in four lines on stderr, beside the one-line policy."""

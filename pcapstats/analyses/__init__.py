@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import importlib
 
-from ..results import described
-
 PUBLIC: dict[str, str] = {
     **dict.fromkeys(("throughput", "Throughput"), "throughput"),
     **dict.fromkeys(("iograph", "IOGraph"), "iograph"),
@@ -60,5 +58,6 @@ def columns(which: str | None = None):
     """``pcapstats columns`` in a notebook, as a DataFrame: every column of ``which``'s tables
     (an analysis, ``"packets"``, None: all) with its type, unit, meaning and Wireshark field;
     or, for ``"metrics"`` or a metric's name, each metric's heading, unit and definition."""
+    from ..results import described  # lazy: numpy, which `import pcapstats` does not load
     load_all()
     return described(which)

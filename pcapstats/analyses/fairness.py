@@ -50,6 +50,7 @@ from ..schema import Column, TableSpec
 from ..sidecar import stream_flows, stream_labels
 from ..addresses import endpoint
 from ..streams import PROTOS, own_transport
+from ..units import check_interval
 from .tcp_analysis import (RESENT_READS, AnalysedWindows, analysed_rows, resent_packets,
                            resent_rows)
 
@@ -198,8 +199,7 @@ def fairness(capture, *, by: str = "stream", interval: float = 1.0) -> Fairness:
     of its rows (re-sends from ``tcp_analysis.resent_packets``: no analyser)."""
     if by not in GROUPINGS:
         raise UsageError(f"unknown grouping {by!r}", hint="by stream, pair, cc or tool")
-    if not interval > 0:
-        raise UsageError(f"interval must be above 0 s, not {interval}")
+    interval = check_interval(interval, "interval")   # 1 us to a day, as every interval
     flows = _Flows()
     if isinstance(capture, Capture):
         tcp_rows, resent = resent_packets(capture)

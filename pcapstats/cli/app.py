@@ -31,8 +31,9 @@ from typing import Optional
 import typer
 
 from .._version import __version__
-from ..errors import Note, NothingToReport, PcapstatsError, UsageError
-from ..pool import LOCAL
+from ..errors import Note, NothingToReport, PcapstatsError, UsageError, shown
+from ..naming import text as name_text
+from . import checks, commands, values
 
 EXIT_NOTHING, EXIT_ERROR, EXIT_INTERNAL, EXIT_INTERRUPTED = 1, 2, 3, 130
 NOTHING = "nothing to report"          # the kind of the one line of exit status 1
@@ -52,7 +53,7 @@ TABLE_FILE = typer.Option(None, "--output", "-o", metavar="FILE", show_default=F
 FIGURE_FILE = typer.Option(None, "--output", "-o", metavar="FILE", show_default=False,
                            help="Write here: .png/.svg figure, .csv/.json table.")
 # Where the captures run (pcapstats.pool): every command that takes several files.
-JOBS = typer.Option(None, "--jobs", "-j", min=1, metavar="N",
+JOBS = typer.Option(None, "--jobs", "-j", metavar="N",
                     help="Worker processes (default: the cores).")
 SCHEDULER = typer.Option(None, "--scheduler", metavar="ADDRESS", show_default=False,
                          help="Run the captures on this Dask cluster (tcp://HOST:8786); its "
@@ -76,6 +77,7 @@ EXPLAIN = typer.Option(False, "--explain", callback=_explaining,
 
 def workers(jobs: Optional[int], scheduler: Optional[str], dask: bool) -> dict:
     """-j, --scheduler and --dask as pcapstats.pool.outcomes' ``jobs`` and ``scheduler``."""
+    from ..pool import LOCAL  # lazy: the pool's reading machinery loads numpy; --help does not
     if dask and scheduler:
         raise UsageError("--dask starts a local cluster, --scheduler names one: give one of them")
     return {"jobs": jobs, "scheduler": LOCAL if dask else scheduler}
@@ -123,7 +125,7 @@ def say(kind: str, text: str) -> None:
     """One line on stderr: ``pcapstats: <kind>: <text>`` (kind: error, warning, note,
     NOTHING)."""
     _said.add(kind)
-    print(f"pcapstats: {kind}: {text}", file=sys.stderr)
+    print(f"pcapstats: {kind}: {shown(text)}", file=sys.stderr)   # one line, whatever it names
 
 
 def say_notes(notes) -> None:
@@ -179,23 +181,38 @@ def stderr_console():
 
 
 def write_text(text: str, output: Optional[Path]) -> None:
-    """Text to standard output, or to the file ``output`` (one error line when it cannot)."""
+    """Text to standard output, or to the file ``output`` (one error line when it cannot); a
+    byte of a capture's name that is not UTF-8 written ``\\xNN`` (naming.text)."""
+    text = name_text(text)
     if output is None:
         sys.stdout.write(text)
         return
     try:
-        output.write_text(text)
+        output.write_text(text, encoding="utf-8")
     except OSError as e:
         raise PcapstatsError(f"cannot write output: {e.strerror}", path=str(output),
                              hint="check the directory exists and is writable") from None
 
 
+def _click_command(command: str | None = None):
+    """The click group typer builds from ``app``: with ``command``'s module alone imported
+    when one is named, else with every command (cli/commands.py); the modules' commands
+    register as they are imported.  Each parameter coerces its values without pydantic
+    (cli/values.py)."""
+    commands.load(command)
+    return _built(len(app.registered_commands), len(app.registered_groups))
+
+
 @functools.cache
-def _click_command():
-    """The click group typer builds from ``app``: once per process, not per call -- building it
-    inspects every command's signature (about 20 ms), which a notebook or test calling
-    :func:`main` many times would pay each time.  Commands all register at import, before."""
-    return typer.main.get_command(app)
+def _built(_commands: int, _groups: int):
+    """The group of what has registered on ``app`` (commands only ever register, so their
+    numbers say what): built once, not per call -- typer inspects each command's signature,
+    which a notebook or test calling :func:`main` many times would pay each time."""
+    group = typer.main.get_command(app)
+    group.commands = commands.ordered(group.commands)
+    values.install(group)
+    checks.attach(group)      # every option's check: the one validator of its kind
+    return group
 
 
 def main(argv: Optional[list] = None) -> int:
@@ -203,7 +220,9 @@ def main(argv: Optional[list] = None) -> int:
     try:
         _said.clear()
         _explain[0] = False
-        code = _click_command()(args=argv, standalone_mode=False, prog_name="pcapstats")
+        args = sys.argv[1:] if argv is None else list(argv)
+        code = _click_command(commands.asked(args))(args=args, standalone_mode=False,
+                                                    prog_name="pcapstats")
         if code == EXIT_INTERRUPTED and "error" not in _said:
             say("error", "interrupted")  # typer turns Ctrl-C in a command into a silent 130
         return code if isinstance(code, int) else 0

@@ -16,7 +16,6 @@ from typing import List, Optional
 import typer
 
 from ..errors import PcapstatsError, UsageError
-from ..render import Shown, render
 from ..sidecar import FIELDS, SCHEMA, SidecarError, load_sidecar, sidecar_path
 from . import impairment
 from .app import EXIT_ERROR, Fmt, say, stderr_console, write_text, app
@@ -344,15 +343,21 @@ def _report(doc: dict, path: Path) -> None:
         say("warning", f"out of spec: {'; '.join(out)}")
 
 
-MATRIX_UNITS = {"seconds": "s", "rtt_asked_ms": "ms", "rtt_ms": "ms", "rate_asked_bps": "bit/s",
-                "throughput_bps": "bit/s", "loss_asked": "fraction", "loss_measured": "fraction"}
-MATRIX_INTEGERS = frozenset({"retransmitted_segments"})
-MATRIX_SHOWN = (Shown("cell", "cell", key=True), Shown("status", "status"),
-                Shown("took", "seconds"),
-                Shown("rtt asked", "rtt_asked_ms", minor=True), Shown("rtt", "rtt_ms"),
-                Shown("rate asked", "rate_asked_bps", minor=True), Shown("throughput", "throughput_bps"),
-                Shown("loss asked", "loss_asked", minor=True), Shown("loss", "loss_measured"),
-                Shown("resent", "retransmitted_segments"), Shown("error", "error", wrap=True))
+def _matrix_view() -> dict:
+    """How `lab matrix` shows its summary (pcapstats.render's options): units, the integer
+    column, the columns read first."""
+    from ..render import Shown  # lazy: numpy, which --help and the other lab commands skip
+    return dict(
+        units={"seconds": "s", "rtt_asked_ms": "ms", "rtt_ms": "ms", "rate_asked_bps": "bit/s",
+               "throughput_bps": "bit/s", "loss_asked": "fraction", "loss_measured": "fraction"},
+        integers=frozenset({"retransmitted_segments"}),
+        shown=(Shown("cell", "cell", key=True), Shown("status", "status"),
+               Shown("took", "seconds"),
+               Shown("rtt asked", "rtt_asked_ms", minor=True), Shown("rtt", "rtt_ms"),
+               Shown("rate asked", "rate_asked_bps", minor=True),
+               Shown("throughput", "throughput_bps"),
+               Shown("loss asked", "loss_asked", minor=True), Shown("loss", "loss_measured"),
+               Shown("resent", "retransmitted_segments"), Shown("error", "error", wrap=True)))
 
 
 @lab_app.command()
@@ -365,6 +370,7 @@ def matrix(
 ):
     """Run a grid of scenarios; skips cells already complete."""
     from ..lab.matrix import load_spec, run_matrix, summary_table  # lazy: the lab costs 0.04 s of every command's start-up
+    from ..render import render  # lazy: numpy, which --help and the other lab commands skip
     cells = load_spec(spec)  # every cell validated before the first one runs
     for cell in cells:
         for line in (cell.scenario.queue_notes() if cell.scenario else []):
@@ -402,8 +408,8 @@ def matrix(
     finally:
         if progress:
             progress.stop()
-    write_text(render(summary_table(results), fmt.value, integers=MATRIX_INTEGERS,
-                      units=MATRIX_UNITS, shown=MATRIX_SHOWN, more="-f csv has them"), None)
+    write_text(render(summary_table(results), fmt.value, more="-f csv has them",
+                      **_matrix_view()), None)
     failed = [r for r in results if r.status == "failed"]
     for r in failed:
         say("error", f"cell {r.name}: {r.error}")

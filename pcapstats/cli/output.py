@@ -19,17 +19,17 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
-from typing import Callable, Optional, Sequence
+from typing import TYPE_CHECKING, Callable, Optional, Sequence
 
 import typer
 
 from ..errors import InternalError, NothingToReport, UsageError
 from ..naming import capture_names, file_safe
-from ..plots import time_window
-from ..pool import outcomes
-from ..results import Result, concat
 from .app import (EXIT_ERROR, EXIT_INTERNAL, EXIT_NOTHING, NOTHING, say, say_notes,
                   stderr_console, write_text)
+
+if TYPE_CHECKING:
+    from ..results import Result
 
 FIGURE_EXTENSIONS = (".png", ".svg")
 TABLE_EXTENSIONS = {".csv": "csv", ".json": "json"}
@@ -86,6 +86,8 @@ def run(function: Callable[..., Result], files: Sequence[Path], *, jobs: Optiona
     ``scheduler``: where the captures run (:func:`pcapstats.pool.outcomes`; ``function`` must
     then be picklable: a module's function, not a closure).  Warnings, errors and the
     analysis' notes are said on stderr, one line each."""
+    from ..pool import outcomes  # lazy: numpy and the readers, which --help does not load
+    from ..results import concat  # lazy: as above
     results, failed, internal, nothing = [], 0, False, 0
     with progress_bar(files) as moved:
         for outcome in outcomes(function, files, jobs=jobs, scheduler=scheduler,
@@ -219,5 +221,6 @@ def zoom(output: Optional[Path], from_s: Optional[float], to_s: Optional[float])
     if output is None or output.suffix.lower() not in FIGURE_EXTENSIONS:
         raise UsageError("--from and --to zoom the figure, and no figure was asked for",
                          hint="add -o FILE.png (or .svg)")
+    from ..plots import time_window  # lazy: numpy, which --help does not load
     time_window(from_s, to_s)
     return {"from_s": from_s, "to_s": to_s}

@@ -7,8 +7,6 @@ from typing import List, Optional
 
 import typer
 
-from ..reader import read
-from ..results import describe
 from .app import (ALL_COLUMNS, CAPTURE_FILES, DASK, EXPLAIN, FIGURE_FILE, JOBS, NOTHING,
                   SCHEDULER, Engine, Fmt, Kernel, Proto, app, say, workers)
 from .output import emit, finish, output_kind, run
@@ -64,6 +62,7 @@ def _throughput(path, *, engine: str, kernel: str, **options):
     engine streams the file, so memory stays bounded."""
     from ..analyses.throughput import throughput  # lazy: start-up
     if engine == Engine.tshark.value:
+        from ..reader import read  # lazy: numpy, which --help does not load
         return throughput(read(path, engine="tshark"), **options)
     return throughput(path, kernel=kernel, **options)
 
@@ -75,5 +74,6 @@ def columns(
 ):
     """What every column means: type, unit, Wireshark field."""
     from ..analyses import load_all  # lazy: every analysis, for this command only (start-up)
+    from ..results import describe  # lazy: numpy, which --help does not load
     load_all()
     print(describe(which), end="")

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .. import paths
 from ..errors import CaptureFormatError, CaptureOpenError, CorruptCaptureError, TruncatedCaptureWarning
 
 GZIP_MAGIC = b"\x1f\x8b"
@@ -105,17 +106,11 @@ class Source:
 
 
 def open_source(path) -> Source:
-    path = os.fspath(path)
-    if not os.path.exists(path):
-        raise CaptureOpenError("no such file", path=path, hint="check the path and the working directory")
-    if os.path.isdir(path):
-        raise CaptureOpenError("is a directory, not a capture file", path=path,
-                               hint="name the capture files inside it, e.g. DIR/*.pcap")
-    try:
-        f = open(path, "rb")
-    except OSError as e:
-        raise CaptureOpenError(f"cannot open: {e.strerror}", path=path,
-                               hint="check the file's permissions") from None
+    """The capture at ``path``, mapped (or inflated, then mapped).  Only a regular file is
+    opened, and never in a way that blocks: a FIFO, a device, a socket or a directory given as
+    a capture is one CaptureOpenError line (:func:`pcapstats.paths.open_readable`)."""
+    path = paths.text(path)
+    f = os.fdopen(paths.open_readable(path, "capture", CaptureOpenError), "rb")
     with f:
         size = os.fstat(f.fileno()).st_size
         if size == 0:

@@ -55,6 +55,8 @@ spec when resuming is reported so, not run again.
 from __future__ import annotations
 
 import itertools
+import math
+import string
 import re
 import time
 from dataclasses import dataclass
@@ -66,6 +68,7 @@ from pcapstats import sidecar
 from pcapstats.lab import network, specfile
 from pcapstats.lab.network import Network
 from pcapstats.lab.network_run import run_network
+from pcapstats.paths import line_of
 from pcapstats.lab.run import Scenario, run
 from pcapstats.lab.sidecar import write_sidecar
 
@@ -100,6 +103,7 @@ def load_spec(path: str | Path) -> list[Cell]:
                                                                         dict) else None
     if axes_trials is not None and not isinstance(axes_trials, list):  # written after [axes]
         spec["trials"] = spec["axes"].pop("trials")
+    _check_shape(spec, text, path)
     unknown = set(spec) - {"base", "axes", "trials", "group", "name"}
     if unknown:
         raise UsageError(f"unknown spec key {', '.join(sorted(unknown))}", path=str(path),
@@ -107,13 +111,11 @@ def load_spec(path: str | Path) -> list[Cell]:
     groups = spec.get("group") or [{}]
     cells: list[Cell] = []
     for g in groups:
+        _check_shape(g, text, path, group=True)
         base = {**spec.get("base", {}), **g.get("base", {})}
         axes = {**spec.get("axes", {}), **g.get("axes", {})}
         trials = g.get("trials", spec.get("trials"))
-        if trials is not None:
-            if isinstance(trials, bool) or not isinstance(trials, int) or not 1 <= trials <= 1000:
-                raise specfile.bad_field(path, text, "trials", "a whole number of 1 to 1000",
-                                         trials)
+        if trials is not None:                          # a whole number: _check_shape
             axes["trial"] = list(range(1, trials + 1))
         template = g.get("name", spec.get("name"))
         unknown = set(g) - {"base", "axes", "trials", "name", "about"}
@@ -121,6 +123,9 @@ def load_spec(path: str | Path) -> list[Cell]:
             raise UsageError(f"unknown group key {', '.join(sorted(unknown))}", path=str(path),
                              hint="a group has base, axes, trials, name and about")
         cells += _cells(base, axes, template, path, g.get("about", ""), text)
+        if len(cells) > MAX_CELLS:
+            raise UsageError(f"the spec makes more than {MAX_CELLS} cells", path=str(path),
+                             hint="a matrix is run cell by cell: split it into smaller specs")
     names = [c.name for c in cells]
     twice = sorted({n for n in names if names.count(n) > 1})
     if twice:
@@ -129,12 +134,41 @@ def load_spec(path: str | Path) -> list[Cell]:
     return cells
 
 
+MAX_CELLS = 10_000      # runs of seconds each: more is no matrix anyone waits for
+MAX_TRIALS = 1000
+
+
+def _check_shape(spec: dict, text: str, path: Path, group: bool = False) -> None:
+    """base and axes are tables, trials a whole number of 1 to MAX_TRIALS, name and about
+    text: one line naming the field and its line otherwise."""
+    def bad(field, what):
+        raise UsageError(f"{'group ' if group else ''}field {field!r} (line "
+                         f"{line_of(text, field)}) {what}", path=str(path))
+    for field in ("base", "axes"):
+        if field in spec and not isinstance(spec[field], dict):
+            bad(field, f"must be a table, [{field}]")
+    if "group" in spec and not group and not (
+            isinstance(spec["group"], list) and all(isinstance(g, dict) for g in spec["group"])):
+        bad("group", "must be tables, [[group]]")
+    trials = spec.get("trials")
+    if trials is not None and (isinstance(trials, bool) or not isinstance(trials, int)
+                               or not 1 <= trials <= MAX_TRIALS):
+        bad("trials", f"must be a whole number from 1 to {MAX_TRIALS}, not {trials!r}")
+    for field in ("name", "about"):
+        if field in spec and not isinstance(spec[field], str):
+            bad(field, "must be text")
+
+
 def _cells(base: dict, axes: dict, template: str | None, path: Path, about: str,
            text: str) -> list[Cell]:
     for key, values in axes.items():
         if not isinstance(values, list) or not values:
             raise specfile.bad_field(path, text, f"axes.{key}", "a non-empty list of values",
                                      values)
+    size = math.prod(len(v) for v in axes.values())
+    if size > MAX_CELLS:
+        raise UsageError(f"the axes make {size:,} cells, more than {MAX_CELLS:,}",
+                         path=str(path), hint="a matrix is run cell by cell: split it")
     if "topology" in base:
         return _network_cells(base, axes, template, path, about, text)
     out = []
@@ -143,18 +177,24 @@ def _cells(base: dict, axes: dict, template: str | None, path: Path, about: str,
         try:
             scenario = Scenario.from_dict({**base, **params})
             scenario.validate()
+            name = cell_name(scenario, params, template)
+            said = _formatted(about, scenario.to_dict(), "about") if about else ""
         except PcapstatsError as e:
             field = getattr(e, "field", None)
+            if not field:                               # the name or about template
+                raise UsageError(f"cell {params}: {getattr(e, 'what', e)}", path=str(path),
+                                 hint=getattr(e, "hint", None)) from None
             where = "axes" if field in params else "base"
-            what = e.what if not field or e.what.startswith(field) else f"{field}: {e.what}"
-            hint = f" ({e.hint})" if e.hint else ""
-            raise specfile.bad_field(path, text, f"{where}.{field}" if field else "base",
-                                     f"{what.split(': ', 1)[-1]}{hint}"
-                                     + (f"; in the cell {params}" if params else ""),
-                                     line=specfile.line_of(text, field) if field else None
-                                     ) from None
-        out.append(Cell(cell_name(scenario, params, template), scenario, params,
-                        about.format(**scenario.to_dict()) if about else ""))
+            what = e.what if e.what.startswith(field) else f"{field}: {e.what}"
+            line = specfile.line_of(text, field)
+            raise UsageError(f"{where}.{what}" + (f" ({e.hint})" if e.hint else "")
+                             + (f"; in the cell {params}" if params else ""),
+                             path=f"{path}, line {line}" if line else str(path)) from None
+        except (TypeError, ValueError, AttributeError) as e:   # a field of the wrong type
+            raise UsageError(f"cell {params}: a field of the wrong type ({e})", path=str(path),
+                             hint="write values as on the command line: rate = \"20mbit\", "
+                                  "duration_s = 3, cc = \"reno\"") from None
+        out.append(Cell(name, scenario, params, said))
     return out
 
 
@@ -174,28 +214,50 @@ def _network_cells(base: dict, axes: dict, template: str | None, path: Path, abo
             raise UsageError(f"{e}; in the cell {params}", path=str(path)) from None
         fields = {"network": net.name, **{k.replace(".", "_").replace("-", "_"): _text(v)
                                           for k, v in params.items()}}
-        if template:
-            try:
-                raw = template.format(**fields)
-            except (KeyError, IndexError) as e:
-                raise specfile.bad_field(path, text, "name", f"a template of {{fields}}: "
-                                         f"{', '.join(fields)}; {e} is none") from None
-        else:
+        try:
+            said = _formatted(about, fields, "about") if about else ""
+            raw = _formatted(template, fields, "name") if template else None
+        except UsageError as e:
+            raise UsageError(e.what, path=str(path), hint=e.hint) from None
+        if not raw:
             raw = "_".join(f"{k}-{_text(v)}" for k, v in params.items()) or net.name
-        out.append(Cell(re.sub(r"[^A-Za-z0-9.+_-]", "-", raw), None, params,
-                        about.format(**fields) if about else "", network=net))
+        out.append(Cell(re.sub(r"[^A-Za-z0-9.+_-]", "-", raw), None, params, said,
+                        network=net))
     return out
 
 
 def cell_name(scenario: Scenario, params: dict, template: str | None = None) -> str:
     if template:
-        try:
-            raw = template.format(**{k: _text(v) for k, v in scenario.to_dict().items()})
-        except (KeyError, IndexError) as e:
-            raise UsageError(f"name template {template!r} names an unknown field {e}") from None
+        raw = _formatted(template, {k: _text(v) for k, v in scenario.to_dict().items()}, "name")
     else:
         raw = "_".join(f"{k}-{_text(v)}" for k, v in params.items()) or "run"
-    return re.sub(r"[^A-Za-z0-9.+_-]", "-", raw)
+    name = re.sub(r"[^A-Za-z0-9.+_-]", "-", raw)
+    if len(name) > MAX_NAME:
+        raise UsageError(f"cell name {name[:40]}... is {len(name)} characters, more than the "
+                         f"{MAX_NAME} its files' names can hold",
+                         hint="give the group a shorter name template (name = \"...\")")
+    return name
+
+
+MAX_NAME = 200           # a cell's name, with .receiver.pcapng after it, within 255 bytes
+
+
+def _formatted(template: str, fields: dict, what: str) -> str:
+    """A name or about template with the scenario's {fields} filled in (plain {field}s only:
+    no format spec, so no template can ask for a width of a billion); one line when it names
+    a field there is not or is no template."""
+    hint = f"use {{field}} of the scenario: {', '.join(sorted(fields))}"
+    try:
+        parts = list(string.Formatter().parse(template))
+    except ValueError as e:
+        raise UsageError(f"{what} template {template!r}: {e}", hint=hint) from None
+    for _, field, spec, conversion in parts:
+        if field is not None and (spec or conversion or field not in fields):
+            raise UsageError(f"{what} template {template!r}: {{{field}"
+                             f"{'!' + conversion if conversion else ''}"
+                             f"{':' + spec if spec else ''}}} is no field of the scenario",
+                             hint=hint)
+    return template.format(**fields)
 
 
 def _text(value) -> str:

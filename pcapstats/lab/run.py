@@ -44,6 +44,7 @@ from pathlib import Path
 from typing import Callable
 
 from pcapstats.errors import UsageError
+from pcapstats import units
 from pcapstats.units import (FRAME_BYTES, parse_loss, parse_rate, parse_simpleperf_size,
                              parse_tc_size, parse_time)
 from pcapstats import sidecar
@@ -152,6 +153,7 @@ class Scenario:
             error = UsageError(what, hint=hint)
             error.field = field     # the Scenario field at fault: a spec's error names it
             raise error
+        self.check_numbers()
         if self.tool not in TOOLS:
             bad(f"unknown tool {self.tool!r}", f"use one of {', '.join(TOOLS)}", field="tool")
         if self.capture not in CAPTURE_SIDES:
@@ -231,6 +233,31 @@ class Scenario:
             self.impairments()  # the values together (jitter over delay, a queue too small)
         except UsageError as e:
             bad(e.what, e.hint, field=getattr(e, "field", None))
+
+    def check_numbers(self) -> None:
+        """Each number checked by the one validator of its kind (pcapstats.units), as `lab
+        run`'s options are: a spec's ``duration_s = 1e30`` is refused as ``-t 1e30`` is."""
+        def checked(name, check, value):
+            try:
+                check(value)
+            except UsageError as e:
+                e.field = name          # the Scenario field at fault: a spec's error names it
+                raise
+        for name, check in _NUMBERS.items():
+            value = getattr(self, name)
+            for one in (value if isinstance(value, list) else [value]):  # -P 2,1,1: one a pair
+                if one is not None and not (name in ("sndbuf", "rcvbuf") and one == 0):
+                    checked(name, lambda v: check(v, name), one)
+        sizes = self.ping_sizes if isinstance(self.ping_sizes, list) else [self.ping_sizes]
+        for size in sizes:          # ping's payloads fit one IPv4 packet; pingpong's messages
+            checked("ping_sizes", lambda v: units.check_limit(
+                v, "ping size", "message" if self.tool == "pingpong" else "ping_size"), size)
+        for name in ("tool", "capture", "format"):
+            if not isinstance(getattr(self, name), str):
+                error = UsageError(f"{name} {getattr(self, name)!r}: not a word",
+                                   hint=f"for example {name} = {getattr(Scenario, name)!r}")
+                error.field = name
+                raise error
 
     def impairments(self) -> list:
         """One Impairment per router on the path (router 1, the sender's side, first).
@@ -381,6 +408,18 @@ def _is_kind(value, kind: str) -> bool:
                                                                for v in value)
     return {"str": isinstance(value, str), "int": number and float(value).is_integer(),
             "float": number, "bool": isinstance(value, bool), "None": value is None}[kind]
+
+
+_NUMBERS = {
+    "duration_s": lambda v, o: units.check_duration(v, o, zero=True),   # 0 with -n
+    "ping_interval_s": units.check_interval,
+    "tcp_info_interval_s": units.check_interval,
+    **{name: (lambda q: lambda v, o: units.check_limit(v, o, q))(quantity)
+       for name, quantity in (("hops", "hops"), ("parallel", "parallel"), ("pairs", "pairs"),
+                              ("ping_count", "ping_count"), ("trial", "trials"),
+                              ("seed", "seed"), ("snaplen", "snaplen"), ("sndbuf", "buffer"),
+                              ("rcvbuf", "buffer"))},
+}
 
 
 def _available_ccs() -> list[str]:

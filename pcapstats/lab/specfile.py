@@ -14,18 +14,13 @@ import tomllib
 from pathlib import Path
 
 from pcapstats.errors import UsageError
+from pcapstats.paths import read_side_file
 
 
 def read(path: str | Path, what: str) -> tuple[dict, str]:
     """The file's TOML as a dict and its text; UsageError (naming the file) if it is missing,
-    unreadable or not TOML."""
-    path = Path(path)
-    try:
-        text = path.read_text()
-    except FileNotFoundError:
-        raise UsageError(f"no such {what}", path=str(path)) from None
-    except (OSError, UnicodeDecodeError) as e:
-        raise UsageError(f"cannot read the {what}: {e}", path=str(path)) from None
+    not a regular readable file, larger than a side file may be, or not TOML."""
+    text = read_side_file(path, what)
     try:
         return tomllib.loads(text), text
     except tomllib.TOMLDecodeError as e:

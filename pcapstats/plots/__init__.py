@@ -34,10 +34,12 @@ import functools
 import io
 import math
 import os
+import re
 import textwrap
 from pathlib import Path
 
 from ..errors import PcapstatsError, UsageError
+from ..naming import fitting
 
 EXTENSIONS = (".png", ".svg")
 BESIDE_SHARE = 0.6       # of the caller's Axes' width left to the data beside a legend
@@ -132,10 +134,118 @@ def own(fig) -> bool:
 
 def drawn(fig, ax):
     """What a figure function returns: the Figure it made, or the caller's ``ax`` it drew
-    into (as pandas' ``plot(ax=...)`` returns it)."""
+    into (as pandas' ``plot(ax=...)`` returns it); its text drawable (:func:`drawable_text`)."""
+    drawable_text(fig)
     return fig if ax is None else ax
 
 
+def drawable_text(fig) -> None:
+    """Every text of the figure, and the labels of its axes of words (a comparison's groups,
+    capture names), made drawable: a capture's name is data, any bytes a file system allows,
+    so a byte that is not UTF-8 is written ``\\xNN``, a character no font here has (a CJK
+    name with DejaVu alone, an emoji, a right-to-left mark) as its ``\\uXXXX`` escape, and a
+    ``$`` is a dollar, never the start of math.  Silent: no glyph warning, no error."""
+    from matplotlib.text import Text
+    for t in fig.findobj(Text):
+        said = t.get_text()
+        if not said:
+            continue
+        fixed = _drawable(said, _font_path(t.get_fontproperties()))
+        if fixed != said:
+            t.set_text(fixed)
+        if "$" in fixed:
+            t.set_parse_math(False)
+    drawable = _formatter_class()
+    for ax in fig.axes:
+        for axis in (ax.xaxis, ax.yaxis):
+            for get, put in ((axis.get_major_formatter, axis.set_major_formatter),
+                             (axis.get_minor_formatter, axis.set_minor_formatter)):
+                if not isinstance(get(), drawable):
+                    put(drawable(get()))
+
+
+def _font_path(prop) -> str:
+    from matplotlib.font_manager import findfont
+    return findfont(prop)
+
+
+@functools.lru_cache(maxsize=65536)
+def _has_glyph(font_path: str, codepoint: int) -> bool:
+    from matplotlib.font_manager import get_font
+    return get_font(font_path).get_char_index(codepoint) != 0
+
+
+LONGEST_WORD = 60        # characters of a name drawn whole: a longer one is cut (with a hash)
+
+
+def _drawable(text: str, font_path: str) -> str:
+    if text.isascii() and "\r" not in text and "\t" not in text:
+        return _words_fit(text)
+    out = []
+    for c in text:
+        n = ord(c)
+        if c == "\n" or (n < 128 and c.isprintable()):
+            out.append(c)
+        elif 0xDC80 <= n <= 0xDCFF:                   # a byte that was not UTF-8
+            out.append(f"\\x{n - 0xDC00:02x}")
+        elif not c.isprintable() or not _has_glyph(font_path, n):
+            out.append(c.encode("unicode_escape").decode("ascii"))
+        else:
+            out.append(c)
+    return _words_fit("".join(out))
+
+
+def _words_fit(text: str) -> str:
+    """A word too long to wrap (a file name of 255 bytes) cut to LONGEST_WORD characters,
+    ``~`` and a hash of it, so it cannot push the plot off its figure."""
+    if len(text) <= LONGEST_WORD:
+        return text
+    return re.sub(rf"\S{{{LONGEST_WORD + 1},}}", lambda m: fitting(m.group(), LONGEST_WORD, len),
+                  text)
+
+
+@functools.cache
+def _formatter_class():
+    """A tick formatter whose labels are drawable (:func:`drawable_text`): around the axis'
+    own, which still decides every label (numbers, words, a group's name)."""
+    from matplotlib.category import StrCategoryFormatter
+    from matplotlib.font_manager import FontProperties
+    from matplotlib.ticker import FixedFormatter, Formatter, FuncFormatter
+    words = (StrCategoryFormatter, FixedFormatter, FuncFormatter)  # labels from data
+
+    class Drawable(Formatter):
+        def __init__(self, inner):
+            self.inner = inner
+
+        def set_axis(self, axis):
+            super().set_axis(axis)
+            self.inner.set_axis(axis)
+
+        def set_locs(self, locs):
+            self.locs = locs
+            self.inner.set_locs(locs)
+
+        def __call__(self, x, pos=None):
+            return self._fixed(self.inner(x, pos))
+
+        def format_ticks(self, values):
+            return [self._fixed(s) for s in self.inner.format_ticks(values)]
+
+        def format_data(self, value):
+            return self._fixed(self.inner.format_data(value))
+
+        def format_data_short(self, value):
+            return self._fixed(self.inner.format_data_short(value))
+
+        def get_offset(self):
+            return self._fixed(self.inner.get_offset())
+
+        def _fixed(self, text) -> str:
+            text = _drawable(str(text), _font_path(FontProperties()))
+            if "$" in text and isinstance(self.inner, words):   # a name's $, not math
+                text = text.replace("\\$", "$").replace("$", "\\$")
+            return text
+    return Drawable
 def panel_title(ax, text: str) -> None:
     """One panel's own name (its capture, group or metric): the panel's title in a figure of
     ours; over the figure's title on the caller's Axes, which have no title of their own."""
@@ -317,6 +427,7 @@ def save(fig, path: str | os.PathLike) -> Path:
     if suffix not in EXTENSIONS:
         raise PcapstatsError(f"cannot write a plot as {suffix or 'a file without extension'!r}",
                              path=str(path), hint="use a .png or .svg file name")
+    drawable_text(fig)
     try:
         fig.savefig(path, format=suffix[1:])
     except OSError as e:

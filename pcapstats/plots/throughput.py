@@ -13,6 +13,7 @@ import numpy as np
 
 from .. import plots
 from ..errors import UsageError
+from ..naming import text as name_text
 
 MAX_STREAMS = 30
 _DIRECTIONS = (("a_to_b", "A→B", "C0"), ("b_to_a", "B→A", "C1"))
@@ -28,7 +29,7 @@ def throughput_figure(result, *, ax=None, title: str | None = None):
     if len(rows) > MAX_STREAMS:    # the busiest, in the table's order
         rows = np.sort(np.argsort(-table["bytes"], kind="stable")[:MAX_STREAMS])
     several = "capture" in table and len(set(result.captures)) > 1
-    named = dict(zip(result.captures, result.names))        # t1/run.pcap, t2/run.pcap
+    named = dict(zip(map(name_text, result.captures), result.names))   # t1/run.pcap, t2/run
     names = [("" if not several else named[table["capture"][i]] + ": ")
              + f"{table['proto'][i]} {table['stream'][i]}\n{table['address_a'][i]}:"
              f"{table['port_a'][i]} → {table['address_b'][i]}:{table['port_b'][i]}"

@@ -31,7 +31,7 @@ import numpy as np
 from .. import catalogue, render, units
 from ..batch import Outcome
 from ..errors import Note, PcapstatsWarning, UsageError
-from ..naming import capture_names
+from ..naming import capture_names, text as name_text
 from ..render import Shown
 from ..results import Result
 from ..schema import CAPTURE_COLUMN, Column, TableSpec
@@ -141,7 +141,7 @@ class Compare(Result):
         groups_spec = TableSpec(GROUPS.name, GROUPS.doc, (
             *(c for n in self.by for c in _label_specs(self.label_columns[n], group=True)), _N,
             *(c for m in columns if m.name in M.NAMES for c in _group_columns(m))))
-        table = {"capture": np.array([m.capture for m in self.measured], object)}
+        table = {"capture": np.array([name_text(m.capture) for m in self.measured], object)}
         if not several:
             del table["capture"]
         for n in self.labels:

@@ -44,6 +44,7 @@ from typing import Callable
 import numpy as np
 
 from ..errors import Note, PcapstatsWarning, UsageError
+from ..paths import read_side_file
 from ..sidecar import SidecarError, load_sidecar, sidecar_for
 from ..units import parse_loss, parse_rate, parse_time, quantity
 
@@ -124,7 +125,7 @@ def sidecar_labels(capture) -> dict[str, str]:
 
 
 def _sidecar_labels(where: Path) -> dict[str, str]:
-    if not where.exists():
+    if not os.path.exists(where):        # False for a name too long, never an OSError
         return {}
     try:
         doc = load_sidecar(where)
@@ -154,18 +155,12 @@ def _flows_cc(doc: dict) -> list[str]:
 def read_study(path) -> tuple[StudyRow, ...]:
     """A study file (CSV or TOML, by its extension) as rows."""
     path = Path(path)
-    try:
-        text = path.read_text()
-    except (OSError, UnicodeDecodeError) as e:
-        raise UsageError(f"cannot read the study file: {getattr(e, 'strerror', None) or e}",
-                         path=str(path)) from None
-    if path.suffix.lower() == ".toml":
-        entries = _toml_entries(text, path)
-    elif path.suffix.lower() == ".csv":
-        entries = _csv_entries(text, path)
-    else:
+    if path.suffix.lower() not in (".toml", ".csv"):
         raise UsageError("a study file is .csv or .toml", path=str(path),
                          hint="CSV: a header line with file and one column a label")
+    text = read_side_file(path, "study file")          # a regular file, a few MB at most
+    toml = path.suffix.lower() == ".toml"
+    entries = _toml_entries(text, path) if toml else _csv_entries(text, path)
     base = str(path.parent)
     rows = []
     for n, entry in entries:

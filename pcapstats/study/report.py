@@ -34,7 +34,8 @@ from ..plots import captures_title
 from .._version import __version__
 from ..analyses.cwnd import cwnd
 from ..analyses.hierarchy import CARRIED, PAYLOAD, ROWS, hierarchy
-from ..errors import PcapstatsError, UsageError
+from ..errors import PcapstatsError, UsageError, shown
+from ..naming import text as name_text
 from ..reader import as_capture
 from ..render import Shown
 from ..results import Result
@@ -99,7 +100,7 @@ def write(result: Compare, output, *, failures: Sequence[str] = (),
     """The report of a comparison made with :func:`capture_report` as its worker; one
     PcapstatsError line when it cannot be written."""
     output = Path(output)
-    text = document(result, failures=failures, title=title)
+    text = name_text(document(result, failures=failures, title=title))   # UTF-8 throughout
     try:
         output.write_text(text, encoding="utf-8")
     except OSError as e:
@@ -180,7 +181,7 @@ def _captures(result: Compare, defined) -> str:
     texts = {n: result.label_text(n) for n in result.labels}
     for i, m in enumerate(result.measured):
         labels = ", ".join(f"{n} {texts[n][i]}" for n in result.labels if texts[n][i])
-        out.append(f'<section class="capture" id="{_anchor(i)}"><h3>{_e(m.capture)}</h3>')
+        out.append(f'<section class="capture" id="{_anchor(i)}"><h3>{_e(shown(m.capture))}</h3>')
         if labels:
             out.append(f"<p class=\"labels\">{_e(labels)}</p>")
         if m.why:
@@ -343,7 +344,9 @@ def _code(text: str) -> str:
 
 
 def _e(text) -> str:
-    return html.escape(str(text), quote=True)
+    """Text as HTML; a capture's name in it as :func:`pcapstats.naming.text` writes it (a
+    byte that is not UTF-8 as ``\\xNN``), wherever a sentence quotes it."""
+    return html.escape(name_text(str(text)), quote=True)
 
 
 CSS = """

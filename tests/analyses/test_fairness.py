@@ -94,6 +94,7 @@ def _paced(src, sport, start_s, per_second):
     return _flow(src, sport, times)
 
 
+@pytest.mark.slow
 def test_shares_from_each_flows_own_start_and_the_time_to_converge(tmp_path):
     """A sends 100 segments a second for 8 s; B joins at 2 s with 25, 50, 90, 100, 110, 100
     a second.  B's shares, second by second from its own start: 25/125, 50/150, 90/190 (within
@@ -122,6 +123,7 @@ def test_shares_from_each_flows_own_start_and_the_time_to_converge(tmp_path):
     assert any(n.startswith("start order: the first to start had") for n in result.notes)
 
 
+@pytest.mark.slow
 def test_a_flow_that_never_holds_the_band_did_not_converge(tmp_path):
     """B keeps to 25 segments a second against A's 100 (a share of 20 %), but for one second
     at 100: never CONVERGE_HOLD intervals in a row within 10 % of 1/2."""

@@ -130,6 +130,7 @@ def _framing(fig):
     return out
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("n", [1, 4, 12])
 @pytest.mark.parametrize("layout", ["overlay", "side"])
 def test_iograph_of_several_captures(n, layout):
@@ -155,6 +156,7 @@ def test_iograph_by_stream_names_the_endpoints():
     assert "10.77.1.1" in legend and "8088" in legend, legend
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("path", TCP_RUNS, ids=lambda p: p.name)
 @pytest.mark.parametrize("analysis", ["cwnd", "seqgraph", "rtt", "limits"])
 def test_per_stream_figures_name_their_capture(analysis, path):
@@ -190,6 +192,7 @@ def test_fairness_figure_names_its_capture(path):
     assert_readable(ps.fairness(path).figure(), [path.name])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["wpa2linkuppassphraseiswireshark.pcap",
                                   "ieee802.11_exthdr.pcap", "Network_Join_Nokia_Mobile.pcap"])
 def test_wifi_figure_names_its_capture(name):
@@ -242,6 +245,7 @@ def test_delay_figure_names_its_capture():
     assert_readable(ps.delay(path).figure(), [path.name])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("by", [None, "cc,loss"], ids=["captures", "by-cc-loss"])
 def test_comparison_figure_names_its_captures(by):
     paths = sorted(CAPTURES.glob("sp-*loss*.pcap"))
@@ -253,6 +257,7 @@ def test_comparison_figure_names_its_captures(by):
     assert "95 % CI" in legend if by else "one capture" in legend
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("by", [None, "loss"], ids=["a-panel-a-capture", "a-panel-a-group"])
 def test_comparison_iographs_name_every_capture(by):
     paths = sorted(CAPTURES.glob("sp-reno-loss*.pcap")) + [CAPTURES / "udp_ping.pcapng"]
@@ -265,6 +270,7 @@ def test_comparison_iographs_name_every_capture(by):
     assert "average over the capture span" in legend and "peak interval" in legend
 
 
+@pytest.mark.slow
 def test_comparison_of_one_capture_draws_too():
     path = CAPTURES / "tcp_2streams.pcap"
     assert_readable(ps.compare(path).figure(), [])
@@ -359,6 +365,7 @@ def _bars(ax):
     return out
 
 
+@pytest.mark.slow
 def test_comparison_of_two_trials_says_n_and_draws_no_interval_past_what_can_be():
     """Two trials a group: t(0.975, 1) = 12.7 makes the goodput interval +-50 Mbit/s around
     5 Mbit/s on a 10 Mbit/s link.  No bar leaves what the quantity can take (rates from 0,
@@ -384,6 +391,7 @@ def test_comparison_of_two_trials_says_n_and_draws_no_interval_past_what_can_be(
     assert "too wide to mean much" in legend_text(fig)
 
 
+@pytest.mark.slow
 def test_unknown_flavour_is_no_confidence_of_zero():
     """The 30 % loss runs' flavour is unknown: the confidence panel shows no point for them
     (at 0 or anywhere) and says "unknown" where they are."""

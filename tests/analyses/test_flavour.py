@@ -251,6 +251,7 @@ def _cli(*args):
                           capture_output=True, text=True)
 
 
+@pytest.mark.slow
 def test_cli_table_json_and_figure(tmp_path):
     path = CAPTURES / "sp-cubic-loss1pct.pcap"
     table = _cli(path)

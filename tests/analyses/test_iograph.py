@@ -199,6 +199,7 @@ def check_against_tshark(path, intervals=INTERVALS) -> None:
                                  iograph(cap, interval=interval, **kwargs), selected[flt], last_us)
 
 
+@pytest.mark.slow
 @needs_tshark
 @pytest.mark.parametrize("path", SHIPPED, ids=lambda p: p.name)
 def test_buckets_equal_tshark_on_shipped_captures(path):
@@ -362,6 +363,7 @@ def test_host_matches_canonical_ipv6(tmp_path):
     assert iograph(ps.read(path), host="10.9.9.9").empty
 
 
+@pytest.mark.slow
 @needs_tshark
 def test_microsecond_rounding_at_edges_equals_tshark(tmp_path):
     """Nanosecond times around interval edges: 501, 500 and 499 ns before, exactly on, 1 ns
@@ -483,7 +485,8 @@ def assert_one_error_line(proc, status=2, *needles):
     (["--interval", "0"], "interval"), (["--interval", "-1"], "interval"),
     (["--unit", "bauds"], "bauds"), (["--stream", "7", "--proto", "tcp"], "no TCP stream 7"),
     (["--gap", "0"], "gap"), (["--host", "nohost"], "nohost"),
-    (["-o", "io.pdf"], "png or .svg"), (["-o", "/no/such/dir/io.png"], "cannot write plot"),
+    (["-o", "io.pdf"], "png or .svg"),
+    (["-o", "/no/such/dir/io.png"], "cannot write the output: no such directory /no/such/dir"),
     (["--series", "--transfers"], "--series"),
 ])
 def test_cli_one_line_errors(two_transfers, args, needle):
@@ -495,6 +498,7 @@ def test_cli_nothing_matched_exits_1(two_transfers):
     assert_one_error_line(proc, 1, "nothing matched", "port 9")
 
 
+@pytest.mark.slow
 def test_cli_outputs(two_transfers, tmp_path):
     path = two_transfers[0]
     r = iograph(ps.read(path), by="stream", interval=0.5)

@@ -134,6 +134,7 @@ def assert_matches_tshark(path) -> int:
     return compared
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["tcp_retransmissions.pcapng", "tcp_zerowindowrecovery.pcapng",
                                   "sessionhijacking.pcapng", "ssh.pcap"])
 def test_shipped_captures_equal_tshark_follow(name):

@@ -90,6 +90,7 @@ def test_every_regression_capture_is_listed_with_its_behaviour():
     assert all(p.name in readme for p in FUZZ.iterdir())
 
 
+@pytest.mark.slow
 def test_a_short_fuzz_slice_finds_nothing(tmp_path):
     """bench/fuzz.py, a fixed seed and 40 inputs (the campaign runs 100,000: bench/README.md):
     mutated captures through every command give results or the project's own errors."""

@@ -110,6 +110,7 @@ def test_loss_order_and_jitter_of_built_datagrams(tmp_path, layout):
     assert flow.side == "further on"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("layout", ["iperf3", "iperf3-64", "iperf2"])
 @pytest.mark.parametrize("loss", [0.67, 0.95, 0.999])
 def test_counters_are_read_at_any_loss(tmp_path, layout, loss):

@@ -359,6 +359,7 @@ def _big() -> tuple[c.Written, c.Written, list[int]]:
     return pc, g.written(), epbs
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kernel", ["c", "numpy"])
 def test_late_damage_quotes_absolute_offsets(kernel, tmp_path):
     """Read in 64 KiB windows, damage in the 10th window or so is reported at its offset in the

@@ -36,6 +36,7 @@ def test_readme_test_command_is_what_ci_runs():
     assert m.group(1).split("&& ", 1)[1] in ci
 
 
+@pytest.mark.slow
 def test_readme_python_blocks_run(monkeypatch):
     monkeypatch.chdir(ROOT)
     for block in re.findall(r"```python\n(.*?)```", README, re.S):
@@ -77,6 +78,7 @@ def test_the_api_check_sees_what_it_must():
         "from pcapstats.sidecar import ...", "import pcapstats.plots", "ps.results"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("notebook", NOTEBOOKS, ids=lambda p: p.name)
 def test_notebook_runs_in_a_kernel_and_shows_its_figures(notebook):
     """Executed by a real Jupyter kernel, as a user runs it: every cell runs, and every cell

@@ -66,6 +66,7 @@ def _duckdb_streams(directory) -> pd.DataFrame:
     return duckdb.sql(PER_STREAM.format(dir=directory)).df()
 
 
+@pytest.mark.slow
 def test_duckdb_sums_over_packets_equal_throughput(exported):
     got = _duckdb_streams(exported).set_index(["capture", "proto", "stream"]).sort_index()
     want = ps.throughput(SHIPPED).to_pandas()

@@ -27,6 +27,7 @@ def _run(capsys, argv):
     return code, out.out, out.err
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("command", COMMANDS)
 def test_jobs_give_what_one_process_gives(command, capsys, monkeypatch):
     monkeypatch.setenv("COLUMNS", "100")

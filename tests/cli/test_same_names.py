@@ -60,6 +60,7 @@ def test_compare_rows_and_figure(runs, capsys, monkeypatch):
     assert "t1/run" in legends and "t2/run" in legends, legends
 
 
+@pytest.mark.slow
 def test_a_figure_each_capture(runs, tmp_path, capsys):
     """cwnd draws a figure a capture: two files, each title naming its own run."""
     out = tmp_path / "cw.png"
@@ -79,6 +80,7 @@ def test_overlaid_figures_name_each_line(runs):
     assert any(t.startswith("t2/run.pcap") for t in texts), texts
 
 
+@pytest.mark.slow
 def test_report_names_each_run(runs, tmp_path, capsys):
     out = tmp_path / "r.html"
     assert main(["report", *runs, "-o", str(out)]) == 0

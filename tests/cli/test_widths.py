@@ -130,6 +130,7 @@ def ids(case):
 
 # -- the checks ----------------------------------------------------------------------------------
 
+@pytest.mark.slow
 @pytest.mark.parametrize("width", WIDTHS)
 @pytest.mark.parametrize("case", CASES, ids=[ids(c) for c in CASES])
 def test_fits_the_terminal(case, width, outputs):
@@ -142,6 +143,7 @@ def test_fits_the_terminal(case, width, outputs):
     assert "too narrow for" not in out, f"{ids(case)} at {width} left a column out"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("width", WIDTHS)
 @pytest.mark.parametrize("case", CASES, ids=[ids(c) for c in CASES])
 def test_one_unit_a_family(case, width, outputs):
@@ -154,6 +156,7 @@ def test_one_unit_a_family(case, width, outputs):
     assert not mixed, f"{ids(case)} at {width}: {mixed}"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("width", WIDTHS)
 @pytest.mark.parametrize("case", CASES, ids=[ids(c) for c in CASES])
 def test_decimals_aligned(case, width, outputs):
@@ -165,6 +168,7 @@ def test_decimals_aligned(case, width, outputs):
                                     f"has {sorted(decimals)} decimals:\n{block}")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("width", WIDTHS)
 @pytest.mark.parametrize("case", [c for c in CASES if c[2]], ids=[ids(c) for c in CASES if c[2]])
 def test_no_column_asked_for_is_left_out(case, width, outputs):
@@ -174,6 +178,7 @@ def test_no_column_asked_for_is_left_out(case, width, outputs):
     assert not missing, f"{ids(case)} at {width}: left out {missing}\n{out[:3000]}"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("width", WIDTHS)
 def test_compare_never_leaves_out_a_metric_asked_for(width, monkeypatch, capsys):
     """-m names the metrics: none of them is left out, not even those the default view
@@ -214,6 +219,7 @@ def test_a_hierarchy_in_blocks_says_each_rows_protocol(monkeypatch, capsys):
     assert parts[1][4].startswith("      icmp ") and parts[1][5].split()[1] == "no"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", CASES, ids=[ids(c) for c in CASES])
 def test_notes_one_line_each_said_once(case, outputs):
     command, options, _ = case
@@ -264,6 +270,7 @@ def test_cwnd_sizes_in_one_unit(monkeypatch, capsys):
     assert units_by_family(out)["bytes"] == {"kB"}, out
 
 
+@pytest.mark.slow
 def test_jain_index_shows_its_distance_from_one(monkeypatch, capsys):
     """Digits do not drift in a column: Jain's index has four decimals, none stripped."""
     out, _ = run(["compare", *SHIPPED, "--all"], 200, monkeypatch, capsys)

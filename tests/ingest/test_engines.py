@@ -13,6 +13,7 @@ pytestmark = pytest.mark.skipif(shutil.which("tshark") is None, reason="tshark i
 NO_TSHARK = {"frame_offset", "payload_offset", "payload_cap_len"}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("path", SHIPPED, ids=lambda p: p.name)
 def test_throughput_same_with_both_engines(path):
     fast = ps.throughput(ps.read(path)).to_pandas()
@@ -24,6 +25,7 @@ def test_throughput_same_with_both_engines(path):
     pd.testing.assert_frame_equal(fast, ref, check_dtype=False)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("path", SHIPPED, ids=lambda p: p.name)
 def test_packet_tables_same_with_both_engines(path):
     fast, ref = ps.read(path), ps.read(path, engine="tshark")

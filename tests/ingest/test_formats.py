@@ -332,6 +332,7 @@ def test_windowed_reads_give_known_answers(variant, kernel, tmp_path):
     assert not problems, "\n".join(problems[:50])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("variant", [*VARIANTS, *BIG])
 def test_known_answers_agree_with_tshark(variant, tmp_path):
     """The answers by construction are what tshark reads too (the big files: in windows)."""

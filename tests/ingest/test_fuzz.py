@@ -309,6 +309,7 @@ def _check_file(worker, kernels, path, what) -> None:
             f"{what}: the kernels disagree\n c:     {a}\n numpy: {b}")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("seed", SEEDS)
 def test_mutated_captures(seed, worker, kernels, scratch):
     path = scratch / f"mutated-{seed}"
@@ -323,6 +324,7 @@ def test_mutated_captures(seed, worker, kernels, scratch):
     check()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("seed", ["pcap-le", "pcapng", "pcap-radiotap"])
 def test_truncations_near_boundaries(seed, worker, kernels, scratch):
     """Every cut within 3 bytes of a record or block boundary, and every cut in the first 64

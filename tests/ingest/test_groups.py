@@ -43,6 +43,7 @@ def spill_dir(tmp_path, monkeypatch):
     return tmp_path
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("path", MULTI + [MANY], ids=lambda p: p.name)
 def test_spilled_reads_answer_as_the_whole_table(path, spill_dir, monkeypatch):
     with warnings.catch_warnings():

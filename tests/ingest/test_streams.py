@@ -125,6 +125,7 @@ def test_bogus_headers_number_streams_as_tshark(tmp_path):
         assert [None if v is pd.NA else v for v in packets["udp_stream"]] == udp, kernel
 
 
+@pytest.mark.slow
 def test_numbering_is_the_same_window_by_window(tmp_path):
     """Port reuse, retransmitted SYNs and interleaved conversations spread over many 64 KiB
     windows: the windowed read numbers every packet as the one-window read and tshark do."""

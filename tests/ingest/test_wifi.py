@@ -242,6 +242,7 @@ def _tshark_rows(path) -> list[dict]:
     return rows
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("key", FILES)
 def test_known_answers_agree_with_tshark(key, tmp_path):
     if not c.TSHARK:
@@ -390,6 +391,7 @@ def test_public_capture_matches_tshark(name, kernel):
     assert not problems, "\n".join(problems)
 
 
+@pytest.mark.slow
 def test_public_captures_hold_what_they_are_for():
     """Guard: the facts PUBLIC states, seen by tshark (a replaced file that lost them fails)."""
     if not c.TSHARK:

@@ -99,6 +99,8 @@ def test_impairment_refuses_impossible_values():
         Impairment.from_text(rate="30")
     # typos, not experiments: refused before any lab is built (they overflowed later on)
     with pytest.raises(UsageError, match="over 60 s each way"):
+        Impairment.from_text(delay="100s")
+    with pytest.raises(UsageError, match="longer than a day"):     # every duration's cap
         Impairment.from_text(delay="1e300s")
     with pytest.raises(UsageError, match="over 1 Tbit/s"):
         Impairment.from_text(rate="1e300gbit")

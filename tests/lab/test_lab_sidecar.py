@@ -146,15 +146,15 @@ axes = {rate = ["10mbit"]}
     ("[base]\ntool = 'nmap'\n", "unknown tool"),
     ("[base]\nbogus = 1\n", "unknown scenario field bogus"),
     ("[axes]\nloss = '10%'\n", "axes.loss: expected a non-empty list"),
-    ("[base]\npairs = 3\nparallel = [2, 1]\n", "base.parallel: 2 counts for 3 pairs"),
+    ("[base]\npairs = 3\nparallel = [2, 1]\n", "base.parallel (-P): 2 counts for 3 pairs"),
     ("[base]\nparallel = 'two'\n", "base.parallel: expected a whole number"),
     ("[base]\nrate = 'fast'\n", "base.rate: bad rate 'fast'"),
     ("[base]\ntool = 'iperf3'\n\nduration_s = 'ten'\n", "spec.toml, line 4)"),
-    ("trials = 'two'\n[axes]\nloss = ['1%']\n", "trials: expected a whole number"),
+    ("trials = 'two'\n[axes]\nloss = ['1%']\n", "'trials' (line 1) must be a whole number"),
     ("name = 'same'\n[axes]\nloss = ['1%', '2%']\n", "same files"),
     ("[base\n", "not valid TOML"),
     ("[axes]\nloss = ['300%']\n", "bad loss"),
-    ("[base]\nduration_s = inf\n", "finite number of seconds"),
+    ("[base]\nduration_s = inf\n", "duration_s inf: a duration is a number of seconds"),
     ("[basis]\n", "unknown spec key basis"),
 ])
 def test_a_bad_spec_is_refused_before_anything_runs(tmp_path, text, words):
@@ -232,7 +232,7 @@ def test_a_missing_tool_is_one_line_naming_the_package(monkeypatch, capsys, tmp_
     (["-n", "10XB"], "bad transfer size"),
     (["--capture", "middle"], "--capture"),
     (["--rate", "10mbit", "--one-way"], "one way is serialisation's"),
-    (["--tool", "ping", "--ping-sizes", "65535"], "ping of 65535 bytes cannot be sent"),
+    (["--tool", "ping", "--ping-sizes", "65535"], "ping size 65535: out of range, 0 to 65,507"),
     (["--tool", "ping", "--rate", "10mbit", "--queue", "20kb", "--ping-sizes", "18,65507"],
      "cannot hold a ping of 65507 bytes"),
 ])

@@ -166,6 +166,7 @@ def test_nothing_listening_is_one_line(udp):
     assert f"127.0.0.1:{port}" in line and "connection refused" in line
 
 
+@pytest.mark.slow
 def test_kib_sizes_and_defaults(tmp_path):
     """64KiB is 65536; the default sizes (the UDP default ends at the largest datagram)."""
     port = str(_free_port())
@@ -291,6 +292,7 @@ def _tshark_rows(path: Path, proto: str, port: int) -> list[tuple[str, int, byte
     return rows
 
 
+@pytest.mark.slow
 @needs_capture
 @pytest.mark.parametrize("proto", ["tcp", "udp"])
 def test_wire_is_one_message_each_way_in_turn(tmp_path, proto):
@@ -557,6 +559,7 @@ def test_udp_loss_is_counted_and_the_run_goes_on(tmp_path):
 
 # -- the pieces around it ---------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_pcapstats_pingpong_passes_its_arguments_through():
     """cli/pingpong.py: `pcapstats pingpong ARGS` is the tool with ARGS (registered here by
     importing the module, whether or not cli/__init__ imports it yet)."""

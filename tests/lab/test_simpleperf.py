@@ -94,6 +94,7 @@ def test_bad_flags_give_one_line_and_exit_2(argv, message):
     assert proc.stdout == ""
 
 
+@pytest.mark.slow
 def test_pcapstats_simpleperf_forwards_every_argument():
     helped = subprocess.run(PCAPSTATS_SP + ["-h"], capture_output=True, text=True, timeout=30)
     assert helped.returncode == 0 and "usage: pcapstats simpleperf" in helped.stdout
@@ -213,6 +214,7 @@ def test_server_ends_on_sigterm_with_exit_0_and_its_report(tmp_path):
     assert doc["role"] == "server" and doc["connections"] == []
 
 
+@pytest.mark.slow
 def test_client_interrupted_says_one_line_and_exits_130():
     port = str(_free_port())
     with _local_server("-p", port) as srv:

@@ -106,7 +106,7 @@ def test_per_direction_values_and_overrides(tmp_path):
      "value, or two"),
     (('to = "b"', 'to = "zz"'), "pair[1].to: expected a host: a, b, not 'zz'"),
     (('to = "b"', 'to = "b"\ntool = "nmap"'), "pair[1].tool: expected one of simpleperf"),
-    (('to = "b"', 'to = "b"\nparallel = 200'), "pair[1]: parallel (-P) must be"),
+    (('to = "b"', 'to = "b"\nparallel = 200'), "pair[1]: parallel 200: out of range, 1 to 128"),
     (('to = "b"', 'to = "b"\nparallel = "2"'), "pair[1].parallel: expected a whole number"),
     (('to = "b"', 'to = "b"\nrepeat = 0'), "pair[1].repeat: expected 1 to 1000"),
     (('b = "r2"', 'b = "r3"'), "hosts.b: expected the router the host hangs on"),

@@ -331,6 +331,7 @@ def _run(args, capsys, monkeypatch, width=100):
     return code, out, err
 
 
+@pytest.mark.slow
 def test_csv_and_json_carry_raw_units_and_workers_keep_the_order(capsys, monkeypatch):
     files = [str(p) for p in SHIPPED]
     code, one, _ = _run(["compare", *files, "-f", "csv", "-j", "1"], capsys, monkeypatch)
@@ -347,6 +348,7 @@ def test_csv_and_json_carry_raw_units_and_workers_keep_the_order(capsys, monkeyp
     assert rows[0].keys() >= {"tool", "n", "goodput_bps", "sd_goodput_bps", "ci95_goodput_bps"}
 
 
+@pytest.mark.slow
 def test_human_tables_fit_and_say_their_units(capsys, monkeypatch):
     files = [str(p) for p in SHIPPED]
     for width in (80, 100, 200):
@@ -379,7 +381,7 @@ def test_one_failing_capture_is_one_line_and_the_others_go_on(tmp_path, capsys, 
     (["--by", "distance"], "no capture has a label 'distance'"),
     (["--metrics", "speed"], "unknown metric 'speed'"),
     (["--label", "loss(\\d+"], "bad --label pattern"),
-    (["--study", "/nonexistent/study.csv"], "cannot read the study file"),
+    (["--study", "/nonexistent/study.csv"], "no such study file"),
     (["--iographs"], "--iographs chooses the figure"),
     (["-o", "x.html"], "cannot write '.html' output"),
     (["--interval", "0"], "interval"),
@@ -399,6 +401,7 @@ def test_bad_input_is_one_error_line(args, message, capsys, monkeypatch):
     assert message in lines[0] and "Traceback" not in err
 
 
+@pytest.mark.slow
 def test_figures_are_written(tmp_path, capsys, monkeypatch):
     files = [str(p) for p in sorted(CAPTURES.glob("sp-*loss*.pcap"))]
     for extra, name in ((["--by", "cc,loss"], "m.png"), (["--by", "loss", "--iographs"],
@@ -455,6 +458,7 @@ def _radio_of_the_busier_data_frames(path) -> tuple:
             (flags == "1").sum() / len(flags) if len(flags) else math.nan, which)
 
 
+@pytest.mark.slow
 def test_signal_rate_and_retries_are_tsharks_of_the_busier_data_frames():
     """A distance study puts goodput beside the radio: each Wi-Fi capture's signal_dbm,
     datarate_bps and retry_share are those of the 802.11 data frames that went the busier way
@@ -483,6 +487,7 @@ def test_signal_rate_and_retries_are_tsharks_of_the_busier_data_frames():
 
 # -- typed labels ------------------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_labels_are_numbers_a_notebook_can_plot_with_their_text_kept(capsys, monkeypatch,
                                                                      tmp_path):
     """loss a fraction, delay seconds, rate bit/s, trial a number, each sorting as a number in

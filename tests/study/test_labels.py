@@ -83,7 +83,7 @@ def test_bad_study_files_are_one_clear_error(tmp_path, name, text, message):
 
 
 def test_missing_study_file(tmp_path):
-    with pytest.raises(UsageError, match="cannot read the study file"):
+    with pytest.raises(UsageError, match="no such study file"):
         Labelling.of(study=tmp_path / "none.csv")
 
 

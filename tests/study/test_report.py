@@ -12,6 +12,9 @@ from tests.helpers.paths import CAPTURES
 
 from pcapstats.cli import main
 
+# every test reads the report of all the shipped captures (made once, ~15 s of CPU)
+pytestmark = pytest.mark.slow
+
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 SHIPPED = sorted(str(p) for p in CAPTURES.iterdir() if p.suffix in (".pcap", ".pcapng"))
 IMAGE = re.compile(r'src="data:image/png;base64,([A-Za-z0-9+/=]+)"')

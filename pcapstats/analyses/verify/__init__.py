@@ -252,7 +252,7 @@ def _sidecar_beside(path) -> dict | None:
     a lab sidecar (iperf3 -J output saved beside the capture, say) is warned about and left
     out, as compare does: what was asked then comes from the capture alone."""
     found = sidecar_for(path)
-    if not found.exists():
+    if not os.path.exists(found):        # False for a name too long, never an OSError
         return None
     try:
         return load_sidecar(found)

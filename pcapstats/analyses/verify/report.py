@@ -43,6 +43,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ...errors import UsageError
+from ...paths import read_side_file
 from .checks import CANNOT_TELL, FAIL, PASS, Context, StreamVerdict
 
 BYTE_UNITS = {"B": 1, "KB": 1000, "MB": 1000**2, "GB": 1000**3}
@@ -120,12 +121,7 @@ def parse_client_output(source) -> ClientOutput:
     if isinstance(source, ClientOutput):
         return source
     path = os.fspath(source)
-    try:
-        lines = Path(path).read_text(errors="replace").splitlines()
-    except OSError as e:
-        raise UsageError(f"cannot read the client output: {e.strerror or e}", path=path,
-                         hint="give the file the simpleperf client's output was saved in"
-                         ) from None
+    lines = read_side_file(path, "client output", strict=False).splitlines()
     rows, server_rows, server_table = [], 0, False
     for n, line in enumerate(lines, 1):
         head = _HEADER.search(line)
