@@ -100,6 +100,14 @@ def _builds_namespaces(item) -> bool:
                for f in funcs)
 
 
+def pytest_configure(config):
+    """pytest-xdist's workers get COLUMNS=80 from their parent's terminal: drop it, so a test
+    sees the width a command gets when its output is not a terminal (render.DEFAULT_WIDTH)
+    whether .ci/test runs it in a worker or not; tests of a width set their own."""
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        os.environ.pop("COLUMNS", None)
+
+
 def pytest_collection_modifyitems(config, items):
     """netns tests are slow tests: real traffic takes seconds, and `-m "not slow"` (the
     edit-test loop) leaves them out.  A test that builds namespaces through a fixture is a

@@ -224,7 +224,9 @@ def test_convergence_of_a_flow_started_5_s_later_equals_iperf3s(staggered):
     assert (ours == within[:len(ours)])[clear[:len(ours)]].all(), (share, ours)
     run = [k for k in range(n - CONVERGE_HOLD + 1) if within[k:k + CONVERGE_HOLD].all()]
     reported = float(run[0]) if run else float("nan")
-    got = result.to_pandas("summary").iloc[0].convergence_s
+    # the second flow's own convergence (the summary's is the slowest flow's: the first flow's
+    # seconds, counted from its own start, straddle the second's and need not hold the band)
+    got = flows[flows["order"] == 2].iloc[0].convergence_s
     assert (np.isnan(got) and np.isnan(reported)) or abs(got - reported) <= 1.0, \
         (got, reported, share)
 

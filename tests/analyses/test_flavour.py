@@ -266,7 +266,7 @@ def test_cli_table_json_and_figure(tmp_path):
 
 
 @pytest.mark.parametrize("args, code, words", [
-    (["/nonexistent.pcap"], 2, "no such file"),
+    (["/nonexistent.pcap"], 2, "no such capture"),
     ([CAPTURES / "sp-cubic-loss1pct.pcap", "--stream", "9"], 2, "no TCP stream 9"),
     ([CAPTURES / "sp-cubic-loss1pct.pcap", "-o", "x.txt"], 2, "cannot write '.txt'"),
     ([CAPTURES / "udp_ping.pcapng"], 1, "no TCP stream carried"),

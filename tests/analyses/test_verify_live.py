@@ -176,14 +176,14 @@ def test_999_byte_messages_fail_on_the_message_bytes(lab, tmp_path):
     assert v.verdict == FAIL
     m = c["message_bytes"]
     assert m.verdict == FAIL and m.expected == f"whole 1000-byte messages (a -t {SEND_S:g} run)"
-    assert m.offset == n // 1000 * 1000
-    (frame,) = m.frames           # the frame carrying the start of the short last message
-    assert frame == min(s["frame"] for s in wire.segments()
-                        if s["offset"] <= m.offset < s["offset"] + s["len"])
-    assert m.found == (f"{n} bytes = {n // 1000} x 1000 + {n % 1000}: "
-                       f"the last message is {n % 1000} bytes, from frame {frame}")
-    # the write boundaries it shows: the first message ends at offset 999, in the first segment
+    # every segment ends a 999-byte write: the check names the size the client writes, from
+    # the first short segment (the first data segment), rather than only the last message
     first = wire.segments()[0]
+    assert m.found == (f"{n} bytes = {n // 999} x 999: the client writes 999-byte messages "
+                       f"(its short segments end every 999 bytes, the first in frame "
+                       f"{first['frame']})"), m.found
+    assert m.frames == (first["frame"],) and m.offset == 0
+    # the write boundaries it shows: the first message ends at offset 999, in the first segment
     assert (f"end inside a 1000-byte message, first frame {first['frame']} at offset 999"
             in " ".join(v.evidence)), v.evidence
     assert first["offset"] == 0 and first["len"] == 999
