@@ -64,13 +64,14 @@ fragments of datagrams not yet complete), so memory does not grow with the captu
 from __future__ import annotations
 
 import ipaddress
+import warnings
 
 import numpy as np
 
 from .. import catalogue, schema
 from ..batch import analysis
 from ..capture import Capture
-from ..errors import Note, NothingToReport, UsageError
+from ..errors import Note, NothingToReport, SkippedPacketsWarning, UsageError
 from ..ingest import read_kept
 from ..ingest import contract as K
 from ..render import Shown
@@ -147,13 +148,17 @@ PAYLOAD_NOTE = Note("payload: TCP/UDP payload; tshark names its protocol",
 def hierarchy(capture) -> Hierarchy:
     """Wireshark's Protocol Hierarchy of a capture (the module docstring): a path is read
     window by window, keeping the tree's sums only; a Capture read with the fast engine is
-    summed whole."""
+    summed whole.  Read from a path, the reader's word on the packets it does not decode
+    (802.11 frames without IP, unknown link types) is not said: the tree counts and names
+    every one of them."""
     tree = _Tree()
     if isinstance(capture, Capture):
         tree.add(capture)
         tree.done(len(capture))
     else:
-        tree = read_kept(capture, [tree])[0]
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", SkippedPacketsWarning)
+            tree = read_kept(capture, [tree])[0]
     return tree.result()
 
 

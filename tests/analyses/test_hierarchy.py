@@ -510,3 +510,20 @@ def test_802_11_frames_cut_inside_their_header(tmp_path):
     assert (mine[wlan], mine[f"{wlan}/_ws.short"]) == (2, 1)
     assert (theirs[wlan], theirs["radiotap/wlan_radio/_ws.short"]) == (1, 1)
     assert theirs[f"{wlan}/_ws.short"] == 1
+
+
+@pytest.mark.parametrize("name", ["wpa-Induction.pcap", "Network_Join_Nokia_Mobile.pcap"])
+def test_the_frames_the_reader_skips_are_counted_not_warned_of(name):
+    """The reader warns that 802.11 frames without IP were not decoded; the hierarchy counts
+    and names each of them (tshark's wlan.mgt, data ...), so it does not pass that on -- but
+    the clock's warnings and the rest still come through."""
+    path = DATA / name
+    with warnings.catch_warnings(record=True) as read:
+        warnings.simplefilter("always")
+        ps.read(path)
+    assert any(isinstance(w.message, ps.SkippedPacketsWarning) for w in read)
+    with warnings.catch_warnings(record=True) as got:
+        warnings.simplefilter("always")
+        t = hierarchy(path).table()
+    assert not [w for w in got if isinstance(w.message, ps.SkippedPacketsWarning)]
+    assert {p: n for p, n, _ in phs(path)} == dict(zip(t["path"][1:], t["packets"][1:]))
