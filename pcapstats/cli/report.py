@@ -37,8 +37,8 @@ def report(
     figures (each metric against the first --by label with 95 % confidence bars; the I/O
     graphs), then a section a capture: its streams, protocol hierarchy, I/O graph, the
     cwnd estimate of its main TCP stream, verify's verdicts with their evidence; and the
-    definition of every column shown.  Figures are embedded and the style is inline: the one file is all there
-    is to send or open, offline.
+    definition of every column shown.  Figures are embedded and the style is inline: the
+    one file is all there is to send or open, offline.
 
     \b
     Examples:
