@@ -279,7 +279,7 @@ typedef struct {
     uint16_t *wlan_fc;         /* 802.11 frame control, its first byte high (as wlan.fc) */
     uint16_t *ethertype;       /* the type the link layer handed on (after VLAN tags; see below) */
     uint8_t *vlan_ad;          /* bit k: VLAN tag k, outermost first, was an 802.1ad S-tag */
-    uint16_t *l3_offset;       /* where the network header (or the link header it ended in) starts */
+    uint16_t *l3_offset;       /* start of the network header, or of the link header it ended in */
     /* the compact SACK table, shared by all windows: rows of 4 (left, right) pairs */
     uint32_t *sack_table;
     int64_t sack_cap;
