@@ -99,8 +99,8 @@ PROTOCOLS = TableSpec("protocols", "one row a protocol at its place in the tree,
            "included, as tshark counts it)", "bytes"),
     Column("bytes_share", "float64", "bytes / the capture's frame bytes (Wireshark's Percent "
            "Bytes)", "fraction"),
-    catalogue.column("avg_capture_bps", doc="bytes x 8 / the capture span: Wireshark's "
-                     "Bits/s in this dialog; empty when the capture spans no time"),
+    catalogue.column("avg_capture_bps", doc="here also the Protocol Hierarchy's Bits/s; "
+                     "empty when the capture spans no time"),
     Column("decoded", "bool", "pcapstats read every packet's header of this protocol here, "
            "so the rows under it are all tshark shows (under tcp and udp: payload, pcapstats' "
            "own); false where it named some from the header before (an ethertype, an IP "
