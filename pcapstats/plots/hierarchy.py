@@ -31,7 +31,7 @@ def hierarchy_figure(result, *, ax=None, title: str | None = None):
     packets, size = int(table["packets"][0]), int(table["bytes"][0])
     subtitle = (f"{packets} packets, {_bytes(size)}"
                 + (f" over {result.span_s:.3g} s" if result.span_s > 0 else "")
-                + "; each protocol's share, as Wireshark's Protocol Hierarchy")
+                + "; each protocol's share of them")
     fig, axes = plots.figure(title or f"Protocol hierarchy: {plots.captures_title(result.names)}",
                              "Share of the capture (%)", "",
                              size=(8.0, 1.9 + 0.32 * len(rows)), subtitle=subtitle, ax=ax,
