@@ -35,6 +35,9 @@ from pcapstats.lab.netns import Bottleneck, Lab
 from pcapstats.lab.run import CLIENT_START_S, _measured, _pausing, _Run
 
 BASE_PINGS, BASE_INTERVAL_S = 5, 0.02
+# The measuring pings' ICMP identifiers (ping -e): link K's LINK_IDENT + K (from 0, as in
+# the sidecar's links[]), pair K's path PATH_IDENT + K - 1: what names them in a capture.
+LINK_IDENT, PATH_IDENT = 0x7000, 0x7800
 PORT_BASE = 20000  # pair K (from 1), transfer R: port PORT_BASE + 1000 (K - 1) + R - 1
 
 
@@ -152,32 +155,38 @@ class _NetworkRun(_Run):
                                  mechanisms=shown["mechanisms"], settings=shown["settings"])
 
     def _measure_rtt(self, lab: Lab) -> None:
-        """Each link router to router and each pair's path, all at once; ``rtt`` is the first
-        pair's path (as a lab run's)."""
+        """Each link router to router and each pair's path, all at once, captured at every
+        capture point in files of their own (NAME.measure.pcap; the traffic's files hold none
+        of them, so a study of those reads the traffic alone); ``rtt`` is the first pair's
+        path (as a lab run's)."""
         net = self.net
         if not net.measure:
             return
+        measuring = self._start_captures_of(lab, "measure")
         work = Path(lab.scratch_dir("pings"))
         links = [traffic.start_ping(lab, link.ends[0], link.ends[1], work,
                                     count=net.ping_count, interval_s=net.ping_interval_s,
-                                    address=link.address(link.ends[1]))
-                 for link in net.links]
+                                    address=link.address(link.ends[1]),
+                                    ident=LINK_IDENT + k)
+                 for k, link in enumerate(net.links)]
         paths = [traffic.start_ping(lab, p.sender, p.receiver, work, count=net.ping_count,
-                                    interval_s=net.ping_interval_s) for p in net.pairs]
+                                    interval_s=net.ping_interval_s, ident=PATH_IDENT + p.index)
+                 for p in net.pairs]
         for r in [*links, *paths]:
             r.launch()
-        for link, entry, r in zip(net.links, self.doc["links"], links):
-            result = r.finish()["raw"]["runs"][0]
+        results = [r.finish()["raw"]["runs"][0] for r in [*links, *paths]]
+        for _, tcpdump, _ in measuring:       # their packets all in: the traffic's are not
+            tcpdump.stop(allow_drops=True)    # (drops are said when the run is saved)
+        for k, (link, entry, result) in enumerate(zip(net.links, self.doc["links"], results)):
             asked = 1e3 * sum(d.impairment.delay_s for d in link.directions)
             entry["ping"] = {**(entry["ping"] or {}), "from": link.ends[0], "to": link.ends[1],
-                             "address": link.address(link.ends[1]), "asked_ms": asked,
-                             **_summary(result)}
+                             "address": link.address(link.ends[1]), "ident": LINK_IDENT + k,
+                             "asked_ms": asked, **_summary(result)}
         by_name = {e["name"]: e for e in self.doc["links"]}
-        for p, entry, r in zip(net.pairs, self.doc["paths"], paths):
-            result = r.finish()["raw"]["runs"][0]
+        for p, entry, result in zip(net.pairs, self.doc["paths"], results[len(links):]):
             on_path = [by_name[n]["ping"] for n in entry["links"]]
             entry["ping"] = {"from": p.sender, "to": p.receiver,
-                             "address": lab.address(p.receiver),
+                             "address": lab.address(p.receiver), "ident": PATH_IDENT + p.index,
                              "asked_ms": entry["asked"]["rtt_ms"],
                              "base_ms": _sum(q.get("base_ms") for q in on_path),
                              "links_ms": _sum(q.get("median_ms") for q in on_path),
@@ -199,14 +208,24 @@ class _NetworkRun(_Run):
         return [r.finish()["raw"]["runs"][0] for r in running]
 
     def _start_captures(self, lab: Lab) -> None:
+        self._start_captures_of(lab, "traffic")
+
+    def _start_captures_of(self, lab: Lab, phase: str) -> list[tuple[dict, object, Path]]:
+        """tcpdump at every capture point for one phase of the run: ``measure`` (the
+        measuring pings: NAME.measure.pcap, or NAME.measure-<point>.pcap) or ``traffic``
+        (NAME.pcap, or NAME.<point>.pcap)."""
         net = self.net
         several = len(net.capture) > 1
         senders = {p.sender for p in net.pairs}
         receivers = {p.receiver for p in net.pairs}
+        started = []
         for point in net.capture:
             host, iface = net.capture_point(point)
             label = network.capture_label(point)
-            final = sidecar.capture_path(self.out_path, label if several else None, net.format)
+            if phase == "measure":
+                label = f"measure-{label}" if several else "measure"
+            final = sidecar.capture_path(self.out_path, label if several or phase == "measure"
+                                         else None, net.format)
             partial = sidecar.partial_path(final)
             self.say(f"starting tcpdump on {host}:{iface}")
             tcpdump = lab.capture(host, iface, partial, snaplen=net.snaplen, nano=True,
@@ -215,10 +234,13 @@ class _NetworkRun(_Run):
                        if net.format == "pcapng" else partial)
             side = ("router" if host in net.routers else "sender" if host in senders - receivers
                     else "receiver" if host in receivers - senders else None)
-            entry = {"file": final.name, "side": side, "point": point, "host": host,
-                     "interface": iface, "snaplen": net.snaplen, "format": net.format,
-                     "timestamps": "nano", "impairments": self._placements(host, iface)}
+            entry = {"file": final.name, "phase": phase, "side": side, "point": point,
+                     "host": host, "interface": iface, "snaplen": net.snaplen,
+                     "format": net.format, "timestamps": "nano",
+                     "impairments": self._placements(host, iface)}
             self.captures.append((entry, tcpdump, partial))
+            started.append((entry, tcpdump, partial))
+        return started
 
     def _placements(self, host: str, iface: str) -> list[dict]:
         """Each impaired direction against a capture point: on the capturing node's own
@@ -374,10 +396,11 @@ def _amounts(d: network.Direction) -> list[tuple[str, str]]:
 
 def _summary(result: dict) -> dict:
     samples = [r["rtt_ms"] for r in result["replies"]]
+    reported = {k: v for k, v in result["summary"].items() if k != "median_ms"}
     return {"count": result["count"], "interval_s": result["interval_s"],
             "received": len(samples), "samples_ms": samples,
             "median_ms": statistics.median(samples) if samples else None,
-            "min_ms": min(samples) if samples else None}
+            "min_ms": min(samples) if samples else None, "reported": reported}
 
 
 def _median(result: dict) -> float | None:

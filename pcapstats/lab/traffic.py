@@ -357,9 +357,10 @@ def parse_ping(text: str) -> dict:
 
 
 def _ping_argv(lab: Lab, dst: str, count: int, interval_s: float, size: int,
-               family: int, address: str | None = None) -> list:
+               family: int, address: str | None = None, ident: int | None = None) -> list:
     return ["ping", "-D", "-n", f"-{family}", "-c", count, "-i", interval_s, "-s", size,
-            "-W", 2, address or lab.address(dst, family)]
+            "-W", 2, *(["-e", ident] if ident is not None else []),
+            address or lab.address(dst, family)]
 
 
 def _ping_result(code: int, stdout: str, stderr: str, src: str, size: int, count: int,
@@ -382,9 +383,10 @@ def ping(lab: Lab, src: str, dst: str, *, count: int = 5, interval_s: float = 0.
 
 def start_ping(lab: Lab, src: str, dst: str, work: Path, *, count: int = 10,
                interval_s: float = 0.2, size: int = 56, family: int = 4,
-               address: str | None = None) -> Running:
+               address: str | None = None, ident: int | None = None) -> Running:
     """ping alongside other traffic (the RTT under load); its report is like ping_sweep's.
-    ``address``: dst's address to ping (a router's on one link), else its first."""
+    ``address``: dst's address to ping (a router's on one link), else its first; ``ident``:
+    the ICMP identifier its echoes carry (ping -e), so a capture tells its session apart."""
     run = _Spawner(lab, work)
     proc: list[subprocess.Popen] = []
     name = f"ping-{src}-{dst}-{address or 'host'}"
@@ -395,7 +397,7 @@ def start_ping(lab: Lab, src: str, dst: str, work: Path, *, count: int = 10,
                               (run.work / f"{name}.err").read_text(), src, size, count,
                               interval_s)
         return _ping_report(src, dst, [result])
-    argv = _ping_argv(lab, dst, count, interval_s, size, family, address)
+    argv = _ping_argv(lab, dst, count, interval_s, size, family, address, ident)
     return Running("ping", _launcher(run, proc, src, name, argv), finish)
 
 
