@@ -113,6 +113,10 @@ FIELDS: tuple[tuple[str, str], ...] = (
      "when there are several; side is router at a router, sender or receiver at a host that "
      "is only that, else null; impairments' where is before (on this interface's egress) or "
      "elsewhere (another link's: at says which)."),
+    ("captures[].phase", "A topology file's run: measure (its measuring pings alone, every "
+     "link's and path's, recorded at the point before the traffic: NAME.measure.pcap, or "
+     "NAME.measure-<point>.pcap with several points; `pcapstats ping` names each session's "
+     "link or path) or traffic (the pairs' traffic, and their pings under load)."),
     ("captures[].snaplen / format / timestamps", "Bytes kept a packet; pcap | pcapng; nano | "
      "micro."),
     ("captures[].packets_captured / packets_received_by_filter / packets_dropped_by_kernel "
@@ -179,15 +183,19 @@ FIELDS: tuple[tuple[str, str], ...] = (
      "egress it leaves by), asked, mechanisms, settings, counters as in impairment (data: "
      "this direction; its router's own packets, its pings, meet it too); else null."),
     ("links[].ping", "Pings from its first end to its second's address on it: base_ms (the "
-     "median RTT before any impairment: the veths and forwarding, the per-router cost), and "
-     "with the impairments on: from, to, address, asked_ms (the two directions' delays), "
-     "count, interval_s, received, samples_ms, median_ms, min_ms; null with run.measure "
+     "median RTT before any impairment: the veths and forwarding, the per-router cost; not "
+     "captured), and with the impairments on, in the measure captures: from, to, address, "
+     "ident (the ICMP identifier its echoes carry: 0x7000 + its index in links[]), asked_ms "
+     "(the two directions' delays), count, interval_s, received, samples_ms (ping's own "
+     "report, one a reply), median_ms, min_ms, reported (ping's own summary lines: "
+     "transmitted, received, min_ms, avg_ms, max_ms, mdev_ms); null with run.measure "
      "false."),
     ("paths[]", "A topology file's run: one a pair, its route: pair, label (\"pair K\"), "
      "from, to, nodes (the shortest path of the graph), links (their names), asked (delay_ms "
      "toward the receiver, delay_back_ms, rtt_ms: the sum, bottleneck_bps and "
      "bottleneck_link: the slowest link toward the receiver), ping (pings from sender to "
-     "receiver, as links[].ping, with base_ms and links_ms: the sums of its links')."),
+     "receiver, as links[].ping, ident 0x7800 + pair index, with base_ms and links_ms: the "
+     "sums of its links')."),
     ("pairs[]", "A topology file's run: each pair as asked (pair, label, from, to, tool, "
      "parallel, cc, start_s, duration_s, bytes, udp_rate, app_rate, repeat, gap_s, "
      "ping_during) and achieved: transfers (done), goodput_bps (the tool's received rate, "
@@ -370,6 +378,48 @@ def stream_flows(capture: str | os.PathLike) -> dict[tuple[str, int], dict]:
         if sid is not None:
             out[(flow.get("proto"), int(sid))] = {**flow, "pairs": len(
                 (doc.get("topology") or {}).get("pairs") or [])}
+    return out
+
+
+@dataclass(frozen=True)
+class MeasuringPing:
+    """A ping session a topology file's run measured with: ``label`` "link r1-r2" (its first
+    end to its second) or "path h1-h4" (a pair's sender to its receiver); ``sender`` the node
+    that pinged; ``unseen``: the impairments on the capture point's own interface that act on
+    its requests before tcpdump sees them, when the capture is at that node's interface (a
+    router's egress: its delay is not in the request -> reply times there)."""
+    label: str
+    sender: str
+    unseen: tuple["Placement", ...] = ()
+
+
+def measuring_pings(capture: str | os.PathLike) -> dict[tuple[str, str, int], MeasuringPing]:
+    """(requester address, responder address, ICMP identifier) -> what a topology file's run
+    measured with that ping session, from the sidecar beside the capture (its links[].ping and
+    paths[].ping); empty without one, or for a run that measured nothing."""
+    capture = Path(capture)
+    try:
+        doc = load_sidecar(sidecar_for(capture))
+    except SidecarError:
+        return {}
+    pairs = (doc.get("topology") or {}).get("pairs") or []
+    here = next((c for c in doc.get("captures") or [] if c.get("file") == capture.name), {})
+    before = tuple(p for p in placements(capture) if p.where == "before"
+                   and p.what in ("delay", "jitter", "rate", "serialisation"))
+    out = {}
+    for link in doc.get("links") or []:
+        ping = link.get("ping") or {}
+        if ping.get("ident") is not None:
+            sender = ping["from"]
+            mine = (here.get("host") == sender
+                    and here.get("interface") == (link.get("interfaces") or {}).get(sender))
+            out[(link["addresses"][sender], ping["address"], int(ping["ident"]))] = \
+                MeasuringPing(f"link {link['name']}", sender, before if mine else ())
+    for path in doc.get("paths") or []:
+        ping = path.get("ping") or {}
+        if ping.get("ident") is not None and path["pair"] < len(pairs):
+            out[(pairs[path["pair"]]["sender_ip"], ping["address"], int(ping["ident"]))] = \
+                MeasuringPing(f"path {path['from']}-{path['to']}", path["from"])
     return out
 
 

@@ -53,6 +53,7 @@ from ..render import Shown
 from ..results import Result, shown
 from ..ingest.source import open_source
 from ..schema import ICMP, ICMP_ECHO, IP, TCP, UDP, Column, TableSpec
+from ..sidecar import measuring_pings
 from ..streams import id_ranges, whole_datagrams
 
 REQUEST, REPLY = {4: 8, 6: 128}, {4: 0, 6: 129}
@@ -89,6 +90,9 @@ SESSIONS = TableSpec("sessions", "one row per echo session (requester, responder
     _C("first_s", "float64", "first request, seconds since the capture's first packet", "s"),
     _C("duration_s", "float64", "first to last request (across a clock break: over the pieces "
        "either side)", "s"),
+    _C("measures", "str", "what a lab topology run measured with the session, as its sidecar "
+       "says (by addresses and identifier): link A-B (router to router) or path A-B (a "
+       "pair's sender to its receiver); empty otherwise"),
 ))
 ECHOES = TableSpec("echoes", "one row per echo request", (
     *_SESSION,
@@ -298,10 +302,33 @@ def ping(capture, *, requester: str | None = None) -> Ping:
     """Echo sessions of a capture (only those sent by ``requester``, an address, if given).
     A path is read in one streaming pass keeping only the echoes (``Echoes``)."""
     echoes = Echoes.read(capture)
-    tables, notes = echo_sessions(echoes, requester)
+    said = measuring_pings(echoes.path) if echoes.path else {}
+    tables, notes = echo_sessions(echoes, requester,
+                                  measures={key: m.label for key, m in said.items()})
+    notes += _unseen_notes(tables["sessions"], said)
     result = Ping(tables, capture=echoes.path, notes=notes)
     result.clock_touched = echoes.clock_touched
+    if any(tables["sessions"]["measures"]):        # a topology run's link and path pings
+        (first, *rest) = Ping.view["sessions"]
+        result.view = {"sessions": (first, Shown("measures", "measures"), *rest)}
     return result
+
+
+def _unseen_notes(sessions: dict, said: dict) -> list[Note]:
+    """A lab run's ping sent by the capturing router through its own impaired egress: its
+    requests are seen after that delay, so the RTTs here leave it out (ping's own has it)."""
+    notes = []
+    for k, label in enumerate(sessions["measures"]):
+        key = (sessions["requester"][k], sessions["responder"][k], int(sessions["ident"][k]))
+        if label and said[key].unseen:
+            unseen = " and ".join(p.text() for p in said[key].unseen)
+            acts = "act" if len(said[key].unseen) > 1 else "acts"
+            notes.append(Note("the RTTs leave out its own egress", about=label, detail=(
+                f"{unseen} {acts} on what {said[key].sender} sends before this capture point "
+                "sees it (tcpdump's tap is after the qdisc and netfilter): its requests are "
+                "timed here from after them; ping's own RTT, in the sidecar's links[].ping, "
+                "has them")))
+    return notes
 
 
 def _what_it_has(echoes: Echoes) -> str:
@@ -313,12 +340,14 @@ ECHO_COLUMNS = ECHOES.names
 
 
 def echo_sessions(echoes: Echoes, requester: str | None = None,
-                  columns: tuple[str, ...] = ECHO_COLUMNS) -> tuple[dict, list[str]]:
+                  columns: tuple[str, ...] = ECHO_COLUMNS, measures: dict | None = None
+                  ) -> tuple[dict, list[str]]:
     """Ping's tables and notes from a capture's echoes, whose columns it lets go as it is done
     with them (the echoes table, as long as the capture has echoes, is built last, each column
     in the room its inputs leave); of the echoes table only ``columns`` (delay reads four, and
     calls this rather than ``ping``: a Result holds itself in ``parts``, so its arrays would
-    wait for the garbage collector)."""
+    wait for the garbage collector); ``measures``: (requester, responder, identifier) -> what
+    a lab run measured with that session (``sidecar.measuring_pings``)."""
     req, rep = echoes.taken()
     if requester is not None:
         mine = np.isin(echoes.key_table[:, 0], np.flatnonzero(echoes.addresses == requester))
@@ -376,7 +405,8 @@ def echo_sessions(echoes: Echoes, requester: str | None = None,
     replies = np.bincount(match, minlength=n)
     summary = _summary(e_session, size, replies, e_t, echoes.first_time_ns, match, rtt_ns,
                        keys, sides, echoes.addresses,
-                       pieces.monotonic(e_t, req["frame"]) if len(pieces) > 1 else e_t)
+                       pieces.monotonic(e_t, req["frame"]) if len(pieces) > 1 else e_t,
+                       measures or {})
     if len(pieces) > 1:
         echoes.clock_touched = _touched(across, pieces.of(req["frame"]), e_session, size)
 
@@ -777,7 +807,7 @@ def _side_from_send_times(t, heads, rtt_ns) -> tuple[str, str]:
 
 
 def _summary(session, size, replies, e_t, t0, match, rtt_ns, keys, sides, addresses,
-             e_joined) -> dict:
+             e_joined, measures: dict) -> dict:
     """One row per (session, payload size), from each echo's session, size, replies and time
     (``t0``: the capture's first; ``e_joined``: the times on the timeline joined across clock
     breaks, for durations), and each reply's ``rtt_ns`` (NaN: unknowable) and echo
@@ -812,6 +842,8 @@ def _summary(session, size, replies, e_t, t0, match, rtt_ns, keys, sides, addres
         rows["turnaround_ms"].append(stats[1] if at_responder else np.nan)
         rows["first_s"].append(first_s)
         rows["duration_s"].append(duration_s)
+        rows["measures"].append(measures.get((rows["requester"][-1], rows["responder"][-1],
+                                              int(keys[k, 2])), ""))
     return {c.name: np.asarray(rows[c.name], dtype=object if c.dtype == "str" else None)
             for c in SESSIONS.columns}
 
