@@ -13,8 +13,12 @@ what was captured and undoes every host change, as ``lab run`` does (Ctrl-C incl
 Measuring (``run.measure``, on by default): before any impairment, each link is pinged from its
 first end to its second (its *base*: the veth pair and the forwarding, ~0.05 ms); with the
 impairments on, each link again (router to router: the link's RTT) and each pair's path
-(sender to receiver), all at once (pings are too small to load one another).  A link's asked
-RTT is its two directions' delays plus its base; a path's, the sum of its links'.
+(sender to receiver), all at once (pings are too small to load one another), recorded at every
+capture point in captures of their own (``NAME.measure.pcap``, ``NAME.measure-<point>.pcap``)
+that stop before the traffic starts, so the traffic's captures hold the traffic alone.  Each
+ping carries an ICMP identifier of its own (:data:`LINK_IDENT`, :data:`PATH_IDENT`), which the
+sidecar keeps beside ping's report: ``pcapstats ping`` names its session.  A link's asked RTT
+is its two directions' delays plus its base; a path's, the sum of its links'.
 """
 
 from __future__ import annotations
