@@ -44,7 +44,11 @@ ping_interval_s = 0.05
 [[pair]]
 from = "h1"
 to = "h2"
-tool = "ping"
+tool = "tcp-file"
+bytes = "200KB"
+repeat = 3
+gap_s = 2.5                  # (a lone ICMPv6 packet at h1 can split a 1.2 s gap in two under 1 s)
+ping_during = true
 ping_count = 5
 ping_interval_s = 0.05
 """
@@ -148,8 +152,8 @@ def test_each_paths_rtt_is_the_sum_of_its_links_in_the_captures(chain):
 
 
 def test_the_traffic_captures_hold_none_of_them(chain):
-    """The pair's own ping (its traffic) is in the traffic captures, with no measuring ping
-    beside it: what a study reads there is the traffic alone."""
+    """The pair's three transfers and its pings under load are in the traffic captures, with
+    no measuring ping beside them: compare counts three transfers there, as before."""
     doc, out = chain
     phases = sorted((c["phase"], c["point"], c["file"]) for c in doc["captures"])
     assert [(p, f) for p, _, f in phases] == [
@@ -157,17 +161,26 @@ def test_the_traffic_captures_hold_none_of_them(chain):
         ("measure", "chain.measure-r1-r2.pcap"), ("measure", "chain.measure-r2-r3.pcap"),
         ("traffic", "chain.h1.pcap"), ("traffic", "chain.h2.pcap"),
         ("traffic", "chain.r1-r2.pcap"), ("traffic", "chain.r2-r3.pcap")]
-    (row,) = _sessions(out / "chain.h1.pcap")
-    assert row["measures"] == "" and row["transmitted"] == 5, row
-    assert row["ident"] not in {k["ping"]["ident"] for k in doc["links"]}
+    rows = _sessions(out / "chain.h1.pcap")
+    under_load = [r for r in doc["reports"] if r["under_load"]]
+    assert len(rows) == len(under_load) == 3, rows
+    assert all(r["measures"] == "" and r["transmitted"] == 5 for r in rows), rows
+    idents = {k["ping"]["ident"] for k in doc["links"]} | {doc["paths"][0]["ping"]["ident"]}
+    assert not idents & {r["ident"] for r in rows}
+    (row,) = _cli("compare", str(out / "chain.h1.pcap"), "-m", "transfers", "-f", "json")
+    assert row["transfers"] == doc["pairs"][0]["achieved"]["transfers"] == 3, row
 
 
 def test_pcapstats_ping_names_the_link_or_path(chain):
     doc, out = chain
-    done = subprocess.run([sys.executable, "-m", "pcapstats", "ping",
-                           str(out / "chain.measure-r1-r2.pcap"), "-f", "json"],
-                          capture_output=True, text=True, timeout=60)
-    assert done.returncode == 0, done.stderr
-    named = {r["measures"]: r["side"] for r in json.loads(done.stdout)}
+    rows = _cli("ping", str(out / "chain.measure-r1-r2.pcap"), "-f", "json")
+    named = {r["measures"]: r["side"] for r in rows}
     # r1 sent its own link's pings here; h1's path crossed on its way (timed from here on)
     assert named == {"link r1-r2": "requester", "path h1-h2": "path"}, named
+
+
+def _cli(*argv) -> list[dict]:
+    done = subprocess.run([sys.executable, "-m", "pcapstats", *argv], capture_output=True,
+                          text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
