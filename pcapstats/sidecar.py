@@ -387,10 +387,12 @@ class MeasuringPing:
     end to its second) or "path h1-h4" (a pair's sender to its receiver); ``sender`` the node
     that pinged; ``unseen``: the impairments on the capture point's own interface that act on
     its requests before tcpdump sees them, when the capture is at that node's interface (a
-    router's egress: its delay is not in the request -> reply times there)."""
+    router's egress: its delay is not in the request -> reply times there); the avg RTT
+    ping itself reported."""
     label: str
     sender: str
     unseen: tuple["Placement", ...] = ()
+    reported_avg_ms: float | None = None      # ping's own summary line's avg
 
 
 def measuring_pings(capture: str | os.PathLike) -> dict[tuple[str, str, int], MeasuringPing]:
@@ -414,12 +416,14 @@ def measuring_pings(capture: str | os.PathLike) -> dict[tuple[str, str, int], Me
             mine = (here.get("host") == sender
                     and here.get("interface") == (link.get("interfaces") or {}).get(sender))
             out[(link["addresses"][sender], ping["address"], int(ping["ident"]))] = \
-                MeasuringPing(f"link {link['name']}", sender, before if mine else ())
+                MeasuringPing(f"link {link['name']}", sender, before if mine else (),
+                              (ping.get("reported") or {}).get("avg_ms"))
     for path in doc.get("paths") or []:
         ping = path.get("ping") or {}
         if ping.get("ident") is not None and path["pair"] < len(pairs):
             out[(pairs[path["pair"]]["sender_ip"], ping["address"], int(ping["ident"]))] = \
-                MeasuringPing(f"path {path['from']}-{path['to']}", path["from"])
+                MeasuringPing(f"path {path['from']}-{path['to']}", path["from"], (),
+                              (ping.get("reported") or {}).get("avg_ms"))
     return out
 
 

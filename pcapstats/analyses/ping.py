@@ -326,9 +326,13 @@ def _unseen_notes(sessions: dict, said: dict) -> list[Note]:
             notes.append(Note("the RTTs leave out its own egress", about=label, detail=(
                 f"{unseen} {acts} on what {said[key].sender} sends before this capture point "
                 "sees it (tcpdump's tap is after the qdisc and netfilter): its requests are "
-                "timed here from after them; ping's own RTT, in the sidecar's links[].ping, "
-                "has them")))
+                "timed here from after them; ping's own RTT has them (the sidecar's "
+                f"links[].ping: avg {_ms(said[key].reported_avg_ms)})")))
     return notes
+
+
+def _ms(value: float | None) -> str:
+    return "not reported" if value is None else f"{value:.3f} ms"
 
 
 def _what_it_has(echoes: Echoes) -> str:
