@@ -385,14 +385,18 @@ def stream_flows(capture: str | os.PathLike) -> dict[tuple[str, int], dict]:
 class MeasuringPing:
     """A ping session a topology file's run measured with: ``label`` "link r1-r2" (its first
     end to its second) or "path h1-h4" (a pair's sender to its receiver); ``sender`` the node
-    that pinged; ``unseen``: the impairments on the capture point's own interface that act on
-    its requests before tcpdump sees them, when the capture is at that node's interface (a
-    router's egress: its delay is not in the request -> reply times there); the avg RTT
-    ping itself reported."""
+    that pinged; ``side`` the capture's side for it (requester: the capture is at the node
+    that pinged, responder: at the node pinged, path: at a node between; None: not on its
+    way), said in ``side_evidence``; ``unseen``: the impairments on the capture point's own
+    interface that act on its requests before tcpdump sees them, when the capture is at the
+    requester's interface (a router's egress: its delay is not in the request -> reply times
+    there); ``reported_avg_ms`` the avg RTT ping itself reported."""
     label: str
     sender: str
+    side: str | None
+    side_evidence: str
     unseen: tuple["Placement", ...] = ()
-    reported_avg_ms: float | None = None      # ping's own summary line's avg
+    reported_avg_ms: float | None = None
 
 
 def measuring_pings(capture: str | os.PathLike) -> dict[tuple[str, str, int], MeasuringPing]:
@@ -406,23 +410,31 @@ def measuring_pings(capture: str | os.PathLike) -> dict[tuple[str, str, int], Me
         return {}
     pairs = (doc.get("topology") or {}).get("pairs") or []
     here = next((c for c in doc.get("captures") or [] if c.get("file") == capture.name), {})
+    at = here.get("host")
     before = tuple(p for p in placements(capture) if p.where == "before"
                    and p.what in ("delay", "jitter", "rate", "serialisation"))
+
+    def side(nodes: list) -> tuple[str | None, str]:
+        where = ("requester" if at == nodes[0] else "responder" if at == nodes[-1]
+                 else "path" if at in nodes else None)
+        return where, f"{nodes[0]} pinged {nodes[-1]}, this capture is at {at}"
+
     out = {}
     for link in doc.get("links") or []:
         ping = link.get("ping") or {}
         if ping.get("ident") is not None:
             sender = ping["from"]
-            mine = (here.get("host") == sender
-                    and here.get("interface") == (link.get("interfaces") or {}).get(sender))
+            mine = at == sender and here.get("interface") == (link.get("interfaces") or
+                                                              {}).get(sender)
             out[(link["addresses"][sender], ping["address"], int(ping["ident"]))] = \
-                MeasuringPing(f"link {link['name']}", sender, before if mine else (),
-                              (ping.get("reported") or {}).get("avg_ms"))
+                MeasuringPing(f"link {link['name']}", sender, *side([sender, ping["to"]]),
+                              before if mine else (), (ping.get("reported") or {}).get("avg_ms"))
     for path in doc.get("paths") or []:
         ping = path.get("ping") or {}
         if ping.get("ident") is not None and path["pair"] < len(pairs):
             out[(pairs[path["pair"]]["sender_ip"], ping["address"], int(ping["ident"]))] = \
-                MeasuringPing(f"path {path['from']}-{path['to']}", path["from"], (),
+                MeasuringPing(f"path {path['from']}-{path['to']}", path["from"],
+                              *side(path["nodes"]), (),
                               (ping.get("reported") or {}).get("avg_ms"))
     return out
 

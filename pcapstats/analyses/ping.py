@@ -303,8 +303,7 @@ def ping(capture, *, requester: str | None = None) -> Ping:
     A path is read in one streaming pass keeping only the echoes (``Echoes``)."""
     echoes = Echoes.read(capture)
     said = measuring_pings(echoes.path) if echoes.path else {}
-    tables, notes = echo_sessions(echoes, requester,
-                                  measures={key: m.label for key, m in said.items()})
+    tables, notes = echo_sessions(echoes, requester, measures=said)
     notes += _unseen_notes(tables["sessions"], said)
     result = Ping(tables, capture=echoes.path, notes=notes)
     result.clock_touched = echoes.clock_touched
@@ -351,7 +350,8 @@ def echo_sessions(echoes: Echoes, requester: str | None = None,
     in the room its inputs leave); of the echoes table only ``columns`` (delay reads four, and
     calls this rather than ``ping``: a Result holds itself in ``parts``, so its arrays would
     wait for the garbage collector); ``measures``: (requester, responder, identifier) -> what
-    a lab run measured with that session (``sidecar.measuring_pings``)."""
+    a lab run measured with that session (``sidecar.measuring_pings``), whose side here the
+    sidecar knows (which node sent it, which node the capture is at)."""
     req, rep = echoes.taken()
     if requester is not None:
         mine = np.isin(echoes.key_table[:, 0], np.flatnonzero(echoes.addresses == requester))
@@ -405,6 +405,11 @@ def echo_sessions(echoes: Echoes, requester: str | None = None,
     sides, evidence = _sides(echoes.path, n_sessions, e_session, r_session, by_session,
                              rep_by_session, req.pop("ttl"), rep.pop("ttl"), rtt_ns,
                              req.pop("data"), e_t)
+    for k in range(n_sessions) if measures else ():
+        lab = measures.get((echoes.addresses[keys[k, 0]], echoes.addresses[keys[k, 1]],
+                            int(keys[k, 2])))
+        if lab is not None and lab.side is not None:
+            sides[k], evidence[k] = lab.side, f"the lab sidecar: {lab.side_evidence}"
     del r_session, rep_by_session
     replies = np.bincount(match, minlength=n)
     summary = _summary(e_session, size, replies, e_t, echoes.first_time_ns, match, rtt_ns,
@@ -846,8 +851,8 @@ def _summary(session, size, replies, e_t, t0, match, rtt_ns, keys, sides, addres
         rows["turnaround_ms"].append(stats[1] if at_responder else np.nan)
         rows["first_s"].append(first_s)
         rows["duration_s"].append(duration_s)
-        rows["measures"].append(measures.get((rows["requester"][-1], rows["responder"][-1],
-                                              int(keys[k, 2])), ""))
+        lab = measures.get((rows["requester"][-1], rows["responder"][-1], int(keys[k, 2])))
+        rows["measures"].append(lab.label if lab is not None else "")
     return {c.name: np.asarray(rows[c.name], dtype=object if c.dtype == "str" else None)
             for c in SESSIONS.columns}
 

@@ -120,7 +120,7 @@ def test_each_measuring_ping_is_in_the_capture_where_it_was_sent(chain):
         assert len(noted) == from_router, (label, result.notes)
         # from a router the lag is its egress delay (5 or 10 ms); from a host, none
         asked = report["asked_ms"] / 2 if from_router else 0
-        assert abs(1e3 * lag.median() - asked) <= 0.5, (label, lag)
+        assert abs(1e3 * lag.median() - asked) <= 1.0, (label, lag)
         for stat, got in (("min", own.min()), ("avg", own.mean()), ("max", own.max())):
             assert abs(got - said[f"{stat}_ms"]) <= 0.05, (label, stat, got, said)
         if not from_router:
@@ -148,7 +148,7 @@ def test_each_paths_rtt_is_the_sum_of_its_links_in_the_captures(chain):
     assert path["links"] == ["h1-r1", "r1-r2", "r2-r3", "h2-r3"]
     links = sum(rtt[f"link {name}"] for name in path["links"])
     assert abs(rtt["path h1-h2"] - links) <= 2.0, rtt
-    assert abs(links - 2 * (5 + 10)) <= 1.5, rtt     # the asked delays, each way
+    assert abs(links - 2 * (5 + 10)) <= 2 * 1.0, rtt  # the asked delays: 1 ms a link
 
 
 def test_the_traffic_captures_hold_none_of_them(chain):
