@@ -452,8 +452,10 @@ def echo_sessions(echoes: Echoes, requester: str | None = None,
     for k in np.flatnonzero(np.asarray(sides, object) != "requester").tolist():
         pair = f"{addresses[keys[k, 0]]} → {addresses[keys[k, 1]]}"
         said.setdefault((pair, sides[k], evidence[k]), []).append(k)
-    notes = [Note(_SIDE_SAYS[side][0], about=f"session{'s' if len(ks) > 1 else ''} "
-                                             f"{id_ranges(ks)}",
+    labels = summary["measures"]        # a lab run's measuring session: named as it says
+    named = {int(k): label for k, label in zip(summary["session"], labels) if label}
+    notes = [Note(_SIDE_SAYS[side][0], about=named.get(ks[0]) if len(ks) == 1 and ks[0] in named
+                  else f"session{'s' if len(ks) > 1 else ''} {id_ranges(ks)}",
                   detail=f"{pair}: {_SIDE_SAYS[side][1]} ({why})")
              for (pair, side, why), ks in said.items()]
     return {"sessions": summary, "echoes": {c: out[c] for c in columns}}, notes
