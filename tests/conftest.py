@@ -108,6 +108,17 @@ def pytest_configure(config):
         os.environ.pop("COLUMNS", None)
 
 
+# The test files whose netns tests hold a rate, a delay or a share of time to a tolerance
+# (against iperf3, ping, TCP_INFO or the asked value): .ci/test runs them one at a time with
+# nothing beside them (marked `alone`), the other netns tests two files at a time.
+MEASURE_TIME = {
+    "tests/analyses/test_cwnd.py", "tests/analyses/test_delay.py",
+    "tests/analyses/test_fairness.py", "tests/analyses/test_limits.py",
+    "tests/analyses/test_tcp_analysis.py", "tests/lab/test_accuracy.py",
+    "tests/lab/test_impair.py", "tests/lab/test_pingpong.py", "tests/lab/test_topology.py",
+}
+
+
 def pytest_collection_modifyitems(config, items):
     """netns tests are slow tests: real traffic takes seconds, and `-m "not slow"` (the
     edit-test loop) leaves them out.  A test that builds namespaces through a fixture is a
@@ -119,6 +130,8 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.netns)
         if "netns" in item.keywords:
             item.add_marker(pytest.mark.slow)
+            if item.nodeid.split("::", 1)[0] in MEASURE_TIME:
+                item.add_marker(pytest.mark.alone)
             if reason:
                 item.add_marker(pytest.mark.skip(reason=reason))
 
