@@ -115,7 +115,8 @@ MEASURE_TIME = {
     "tests/analyses/test_cwnd.py", "tests/analyses/test_delay.py",
     "tests/analyses/test_fairness.py", "tests/analyses/test_limits.py",
     "tests/analyses/test_tcp_analysis.py", "tests/lab/test_accuracy.py",
-    "tests/lab/test_impair.py", "tests/lab/test_pingpong.py", "tests/lab/test_topology.py",
+    "tests/lab/test_impair.py", "tests/lab/test_measure_pings.py", "tests/lab/test_pingpong.py",
+    "tests/lab/test_topology.py",
 }
 
 
