@@ -114,7 +114,8 @@ def pytest_configure(config):
 MEASURE_TIME = {
     "tests/analyses/test_cwnd.py", "tests/analyses/test_delay.py",
     "tests/analyses/test_fairness.py", "tests/analyses/test_limits.py",
-    "tests/analyses/test_tcp_analysis.py", "tests/lab/test_accuracy.py",
+    "tests/analyses/test_ping.py", "tests/analyses/test_tcp_analysis.py",
+    "tests/analyses/test_udp.py", "tests/lab/test_accuracy.py",
     "tests/lab/test_impair.py", "tests/lab/test_measure_pings.py", "tests/lab/test_pingpong.py",
     "tests/lab/test_topology.py",
 }
