@@ -42,8 +42,8 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-COMMANDS = ("throughput", "iograph", "retrans", "rtt", "cwnd", "seqgraph", "wscale", "flavour",
-            "verify", "ping", "udp", "fairness", "delay", "wifi", "compare")
+COMMANDS = ("throughput", "iograph", "hierarchy", "retrans", "rtt", "cwnd", "limits", "seqgraph",
+            "wscale", "flavour", "verify", "ping", "udp", "fairness", "delay", "wifi", "compare")
 COMMAND_TIMEOUT_S = 10
 
 
