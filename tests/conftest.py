@@ -108,16 +108,23 @@ def pytest_configure(config):
         os.environ.pop("COLUMNS", None)
 
 
-# The test files whose netns tests hold a rate, a delay or a share of time to a tolerance
-# (against iperf3, ping, TCP_INFO or the asked value): .ci/test runs them one at a time with
-# nothing beside them (marked `alone`), the other netns tests two files at a time.
-MEASURE_TIME = {
+# The test files whose netns tests run one at a time with nothing beside them (marked
+# `alone`; .ci/test runs the other netns tests two files at a time): those that hold a rate,
+# a delay or a share of time to a tolerance (against iperf3, ping, TCP_INFO or the asked
+# value), and those that change this host's own namespace -- its interfaces, qdiscs, iptables
+# rules, /run/pcapstats -- or check that nothing is left there, which a test beside them would
+# see or disturb.
+ALONE = {
+    # timings
     "tests/analyses/test_cwnd.py", "tests/analyses/test_delay.py",
     "tests/analyses/test_fairness.py", "tests/analyses/test_limits.py",
     "tests/analyses/test_ping.py", "tests/analyses/test_tcp_analysis.py",
     "tests/analyses/test_udp.py", "tests/lab/test_accuracy.py",
     "tests/lab/test_impair.py", "tests/lab/test_measure_pings.py", "tests/lab/test_pingpong.py",
     "tests/lab/test_topology.py",
+    # this host's own namespace
+    "tests/lab/test_capture_live.py", "tests/lab/test_lab_cleanup.py",
+    "tests/lab/test_netem_path.py",
 }
 
 
@@ -132,7 +139,7 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.netns)
         if "netns" in item.keywords:
             item.add_marker(pytest.mark.slow)
-            if item.nodeid.split("::", 1)[0] in MEASURE_TIME:
+            if item.nodeid.split("::", 1)[0] in ALONE:
                 item.add_marker(pytest.mark.alone)
             if reason:
                 item.add_marker(pytest.mark.skip(reason=reason))
