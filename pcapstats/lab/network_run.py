@@ -31,12 +31,11 @@ from pathlib import Path
 from typing import Callable
 
 from pcapstats import sidecar
-from pcapstats.errors import UsageError
 from pcapstats.lab import accuracy, impair, network, topologies, traffic
 from pcapstats.lab.cleanup import signals_unwind
 from pcapstats.lab.commands import LabError, require_tools
 from pcapstats.lab.netns import Bottleneck, Lab
-from pcapstats.lab.run import CLIENT_START_S, _measured, _pausing, _Run
+from pcapstats.lab.run import CLIENT_START_S, _capture_output, _measured, _pausing, _Run
 
 BASE_PINGS, BASE_INTERVAL_S = 5, 0.02
 # The measuring pings' ICMP identifiers (ping -e): link K's LINK_IDENT + K (from 0, as in
@@ -56,12 +55,7 @@ def run_network(net: network.Network, out_path: str | Path, *,
     if net.format == "pcapng":
         tools.append("editcap")
     require_tools(*tools)
-    out_path = Path(out_path)
-    if out_path.suffix not in sidecar.CAPTURE_SUFFIXES:
-        out_path = out_path.with_name(out_path.name + "." + net.format)
-    if not out_path.parent.is_dir():
-        raise UsageError("the output directory does not exist", path=str(out_path.parent),
-                         hint="create it first")
+    out_path = _capture_output(out_path, net.format)
     say = _pausing(progress or (lambda stage: None))
     with signals_unwind():
         return _NetworkRun(net, out_path, say, command).go()

@@ -472,14 +472,21 @@ def run(scenario: Scenario, out_path: str | os.PathLike, *,
     scenario.validate()
     require_tools(*required_tools(scenario))
     say = _pausing(progress or (lambda stage: None))
+    out_path = _capture_output(out_path, scenario.format)
+    with signals_unwind():
+        return _Run(scenario, out_path, say, command).go()
+
+
+def _capture_output(out_path: str | Path, fmt: str) -> Path:
+    """The capture's path, its format's suffix added when it has none a capture has; a
+    UsageError before any work when its directory does not exist."""
     out_path = Path(out_path)
     if out_path.suffix not in sidecar.CAPTURE_SUFFIXES:
-        out_path = out_path.with_name(out_path.name + "." + scenario.format)
+        out_path = out_path.with_name(out_path.name + "." + fmt)
     if not out_path.parent.is_dir():
         raise UsageError("the output directory does not exist", path=str(out_path.parent),
                          hint="create it first")
-    with signals_unwind():
-        return _Run(scenario, out_path, say, command).go()
+    return out_path
 
 
 class _Run:
