@@ -244,15 +244,16 @@ def wscale(capture: Capture, *, stream: int | str | None = None, side: str = "au
 
 
 def estimate(cap: Capture, stream: int | None = None, *, side: str = "auto",
-             flow: dict | None = None) -> CwndEstimate:
+             flow: dict | None = None, found: tuple[str, str] | None = None) -> CwndEstimate:
     """Samples, loss events, per-segment flight and the receiver's window of one stream
-    (``flow``: its stream_rows when the caller has them already; they may be changed here)."""
+    (``flow``: its stream_rows when the caller has them already; they may be changed here;
+    ``found``: capture_side's answer on them, when the caller has it too)."""
     if side not in ("auto", "sender", "receiver"):
         raise UsageError(f"unknown capture side {side!r}", hint="use auto, sender or receiver")
     stream = choose_stream(cap, stream).stream
     flow = stream_rows(cap, stream) if flow is None else flow
     data_dir = data_direction(flow)
-    found, evidence = capture_side(flow, data_dir)
+    found, evidence = capture_side(flow, data_dir) if found is None else found
     if side != "auto":
         found, evidence = side, f"given: {side}"
     receiver = found == "receiver" or (found == "middle"    # analysed as the end it is near

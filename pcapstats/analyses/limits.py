@@ -39,7 +39,7 @@ from ..sidecar import asked_queue_bytes, asked_rate_bps
 from . import tcp_models
 from .cwnd import LIMITED, LIMITS, SIDES, Cwnd, estimate
 from .rtt import stream_rtt
-from .tcp_flow import stream_rows
+from .tcp_flow import capture_side, data_direction, stream_rows
 from .tcp_analysis import STREAM_NEEDS
 
 FEWEST_SEGMENTS = 10      # a stream with fewer data segments has no limit worth a row
@@ -130,8 +130,9 @@ def limits(capture: Capture, *, stream: int | None = None, side: str = "auto") -
     for s in ids:
         try:
             flow = stream_rows(capture, s)       # read once: the RTTs first (they only read)
-            path = stream_rtt(capture, s, flow)
-            done[s] = (s, estimate(capture, s, side=side, flow=flow), path)
+            found = capture_side(flow, data_direction(flow))      # and its side told once
+            path = stream_rtt(capture, s, flow, found)
+            done[s] = (s, estimate(capture, s, side=side, flow=flow, found=found), path)
         except UsageError as e:
             if stream is not None:
                 raise
@@ -209,12 +210,12 @@ def _rto_s(path) -> float:
         return max(tcp_models.MIN_RTO_S, 3 * float(path.table("path")["rtt_median_ms"][0]) / 1e3)
     series, direction = estimate
     keep = (samples["direction"] == direction) & ~np.isnan(samples[series])
-    r = samples[series][keep] / 1e3
+    r = (samples[series][keep] / 1e3).tolist()   # Python floats: the same doubles, 4x faster
     if not len(r):
         return np.nan
-    srtt, var, out = r[0], r[0] / 2, []
+    srtt, var, out, least = r[0], r[0] / 2, [], tcp_models.MIN_RTO_S
     for x in r[1:]:
         var = 0.75 * var + 0.25 * abs(srtt - x)
         srtt = 0.875 * srtt + 0.125 * x
-        out.append(max(tcp_models.MIN_RTO_S, srtt + 4 * var))
+        out.append(max(least, srtt + 4 * var))
     return float(np.median(out)) if out else max(tcp_models.MIN_RTO_S, 3 * r[0])

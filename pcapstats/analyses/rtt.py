@@ -164,9 +164,10 @@ class _NoRows(Exception):
     """A stream the summary knows that the analyser saw no packet of."""
 
 
-def stream_rtt(capture: Capture, stream: int, flow: dict | None = None) -> Rtt:
+def stream_rtt(capture: Capture, stream: int, flow: dict | None = None,
+               found: tuple[str, str] | None = None) -> Rtt:
     """One stream's result from its rows (tcp_flow.stream_rows; read here when not given,
-    never written) or its digest."""
+    never written) or its digest (``found``: capture_side's answer on them, when known)."""
     flow = stream_rows(capture, stream) if flow is None else flow
     data_dir = data_direction(flow)
     ns = {name: np.asarray(flow[name.replace("_ms", "_ns")], np.float64)
@@ -183,7 +184,7 @@ def stream_rtt(capture: Capture, stream: int, flow: dict | None = None) -> Rtt:
         "direction": np.asarray(DIRECTIONS, object)[d], "is_data_ack": d != data_dir,
         **{name: v[keep] / 1e6 for name, v in ns.items()},
     }
-    side, side_evidence = capture_side(flow, data_dir)
+    side, side_evidence = capture_side(flow, data_dir) if found is None else found
     irtt = np.asarray(flow["initial_rtt_ns"], np.float64)
     irtt = irtt[~np.isnan(irtt)]
     path = _path(stream, side, samples, DIRECTIONS[data_dir],
