@@ -62,10 +62,11 @@ from ..errors import Note, NothingToReport, UsageError
 from ..plots.tcp import cwnd_figure, wscale_figure
 from ..render import Shown
 from ..results import Result, shown
-from ..schema import Column, TableSpec
+from ..schema import (CAPTURE_POINT_COLUMN, FRAME_NUMBER_COLUMN, STREAM_COLUMN, TIME_COLUMN,
+                      Column, TableSpec)
 from ..streams import DIRECTIONS, choose_stream, stream_names
 from .tcp_analysis import STREAM_NEEDS
-from .tcp_flow import (SIDE_DOC, SIDES, capture_side, data_direction, near_end, segment_size,
+from .tcp_flow import (SIDE_DOC, capture_side, data_direction, near_end, segment_size,
                        stream_rows)
 
 PROMPT_NS = 200_000           # an ACK answered by new data within this is "answered at once"
@@ -82,13 +83,10 @@ _ACK, _SYN = 0x010, 0x002
 _RESENT = ("retransmission", "out_of_order", "keep_alive", "zero_window_probe")
 
 _C = Column
-_STREAM = _C("stream", "int64", "tcp.stream index, as Wireshark numbers it")
-_FRAME = _C("frame_number", "int64", "packet number in the file")
-_TIME = _C("time_s", "float64", "its time, seconds since the capture's first packet", "s")
+_STREAM, _FRAME, _TIME = STREAM_COLUMN, FRAME_NUMBER_COLUMN, TIME_COLUMN
 SUMMARY = TableSpec("summary", "one row per stream: what its window did", (
     _STREAM,
-    _C("side", "str", f"{SIDE_DOC}; middle and unknown are analysed as the sender",
-       values=SIDES),
+    CAPTURE_POINT_COLUMN.but(doc=f"{SIDE_DOC}; middle and unknown are analysed as the sender"),
     _C("data_direction", "str", "the direction carrying the data", values=DIRECTIONS),
     _C("mss_bytes", "int64", "the sender's MSS: the SYNs' MSS option less the options the data "
        "carries, else the common segment size (not the largest: offload)", "bytes"),
@@ -108,8 +106,7 @@ SUMMARY = TableSpec("summary", "one row per stream: what its window did", (
 ))
 SAMPLES = TableSpec("samples", "one row per window sample (see the module docstring)", (
     _STREAM,
-    _C("frame_number", "int64", "sender side: the ACK; receiver side: the last data segment of "
-       "the group"),
+    _FRAME.but(note="sender side: the ACK; receiver side: the last data segment of the group"),
     _TIME,
     _C("sender_time_s", "float64", "the same moment at the sender (receiver side: estimated), "
        "seconds", "s"),
@@ -165,7 +162,8 @@ class CwndEstimate:
     this."""
     stream: int
     data_direction: int       # 0 (a_to_b) or 1
-    side: str                 # one of SIDES; middle and unknown are analysed as the sender
+    side: str                 # sender, receiver, middle or unknown (schema.CAPTURE_POINTS);
+    #                           middle and unknown are analysed as the sender
     side_evidence: str
     mss_bytes: int
     rtt_s: float              # the smoothed RTT used for the one-RTT windows

@@ -48,7 +48,7 @@ from ..errors import Note, NothingToReport, UsageError
 from ..ingest import Kept, read_kept
 from ..render import Shown
 from ..results import Result
-from ..schema import IP, TCP, UDP, Column, TableSpec
+from ..schema import IP, TCP, TIME_COLUMN, UDP, Column, TableSpec
 from ..sidecar import placements, stream_flows
 from ..stats import median_rate, ols, train_rate
 from ..addresses import endpoint
@@ -72,7 +72,7 @@ _SOURCE = _C("source", "str", "where the samples come from: 'icmp A → B' or 't
 SAMPLES = TableSpec("samples", "one row per latency sample", (
     _SOURCE,
     _C("size_bytes", "int64", "message size S: ICMP data, or the request's payload", "bytes"),
-    _C("time_s", "float64", "the request, seconds since the capture's first packet", "s"),
+    TIME_COLUMN.but(note="the request's"),
     _C("latency_ms", "float64", "request -> answer", "ms"),
     _C("first_answer_ms", "float64", "request -> the answer's first packet", "ms"),
     _C("request_ms", "float64", "the request's first packet -> its last (how long the client "
@@ -288,7 +288,7 @@ def _icmp_samples(echoes: Echoes, notes: list[str], required: bool,
             raise
         return None
     e, sessions = tables["echoes"], tables["sessions"]
-    at_responder = np.unique(sessions["session"][sessions["side"] == "responder"])
+    at_responder = np.unique(sessions["session"][sessions["side"] == "receiver"])
     if len(at_responder):
         notes.append(Note("captured at the responder: left out",
                           about=f"ICMP session(s) {id_ranges(at_responder.tolist())}",

@@ -84,9 +84,9 @@ from ..errors import UsageError
 from ..plots.flavour import flavour_figure
 from ..render import Shown
 from ..results import Result, joined, shown
-from ..schema import Column, TableSpec
+from ..schema import CAPTURE_POINT_COLUMN, STREAM_COLUMN, Column, TableSpec
 from ..streams import choose_stream, id_ranges, stream_names, stream_summary
-from .cwnd import SIDES, Cwnd, estimate
+from .cwnd import Cwnd, estimate
 from .tcp_analysis import STREAM_NEEDS
 from .tcp_flow import SIDE_DOC
 
@@ -162,11 +162,11 @@ MIN_STREAM_BYTES = 65_536   # streams carrying less are not listed by flavour() 
 _C = Column
 STREAMS = TableSpec("streams", "one row per TCP stream that carried MIN_STREAM_BYTES or more "
                     "(or the one asked for)", (
-    _C("stream", "int64", "tcp.stream index, as Wireshark numbers it"),
+    STREAM_COLUMN,
     catalogue.column("flavour", values=LABELS),
     catalogue.column("flavour_confidence", doc="see classify"),
     _C("reason", "str", "the evidence in words; for unknown, why"),
-    _C("side", "str", SIDE_DOC, values=SIDES),
+    CAPTURE_POINT_COLUMN.but(doc=SIDE_DOC),
     _C("side_evidence", "str", "how the side was told"),
     _C("data_segments", "int64", "data segments of the stream (re-sent ones included)",
        "segments"),
