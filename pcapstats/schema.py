@@ -56,7 +56,8 @@ class Column:
     name: str
     dtype: str                   # numpy dtype name; "str" text; "category" address codes
     doc: str                     # what it means, in one or two sentences
-    unit: str | None = None      # "s", "ms", "ns", "bytes", "bit/s", ... None: a count, id or text
+    unit: str | None = None      # "s", "ms", "ns", "bytes", "bit/s", ... UNITLESS: a ratio, a
+    #                              score; None: a count, id or text (never a float: see UNITLESS)
     wireshark: str | None = None  # display field(s) it equals, "|"-separated (IPv4|IPv6 variants)
     layer: str | None = None     # packet table: the layer a packet needs for a value
     optional: bool = False       # results: a number that may be missing (NaN, <NA> in pandas)
@@ -100,6 +101,11 @@ class TableSpec:
 
 
 CAPTURE_COLUMN = Column("capture", "str", "the capture file of the row (given several)")
+
+# The unit of a number that has none, on purpose: a ratio (after / before, a coefficient of
+# variation), a score, a fit's R^2.  Shown as None is ("-", no unit under a heading); a float
+# column with unit None is one whose unit was forgotten (tests/test_consistency.py).
+UNITLESS = ""
 
 # -- The identity columns of result tables: declared once here and reused by every table that
 # carries one (as zeek's conn_id is by every log), so one name means one thing, one type, one

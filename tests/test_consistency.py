@@ -5,7 +5,8 @@ Two kinds of check:
 - the declarations: every table column named after a catalogue metric carries the metric's
   unit and heading (so it was declared with ``catalogue.column``), every table the catalogue
   says computes a metric has it, and no heading means two things; the identity columns
-  (stream, direction, time, frame, endpoints, capture side) are declared once, in schema;
+  (stream, direction, time, frame, endpoints, capture side) are declared once, in schema, and
+  every float column has a unit (or says it has none);
 - the values: on every shipped capture, each metric that several commands show has the same
   value in each of them for the same capture, stream, direction and window (interval 1 s),
   every command run as a user runs it (a path).  Where one command's row is a part of
@@ -68,7 +69,8 @@ def test_every_column_named_after_a_metric_is_that_metric():
             if m is None or c.dtype == "bool":    # a bool is the packet's flag a count counts
                 continue
             dtype = m.dtype if where != "compare.groups" else c.dtype    # a mean of counts
-            if (c.unit, c.heading, c.dtype) != (m.unit, catalogue.heading(c.name), dtype) \
+            unit = c.unit or None       # no unit: UNITLESS on a float (a mean of counts), None
+            if (unit, c.heading, c.dtype) != (m.unit or None, catalogue.heading(c.name), dtype) \
                     or not c.doc.startswith(m.doc):
                 wrong.append(f"{where}.{c.name}: unit {c.unit!r}, heading {c.heading!r}")
     assert not wrong, "declare these with catalogue.column: " + "; ".join(wrong)
@@ -158,6 +160,13 @@ def test_identity_columns_are_declared_once():
              if name in IDENTITY]
     assert not again, "declared again (use schema's, with .but for a table's note): " + \
         "; ".join(again)
+
+
+def test_every_float_column_has_a_unit():
+    """A number with a unit says it; one without says so on purpose (schema.UNITLESS)."""
+    missing = [f"{where}.{c.name}" for where, spec in _every_table() for c in spec.columns
+               if c.dtype.startswith("float") and c.unit is None]
+    assert not missing, "give these a unit, or schema.UNITLESS: " + "; ".join(missing)
 
 
 def test_every_metric_is_found_by_its_name_heading_and_aliases():

@@ -63,7 +63,7 @@ from ..plots.tcp import cwnd_figure, wscale_figure
 from ..render import Shown
 from ..results import Result, shown
 from ..schema import (CAPTURE_POINT_COLUMN, FRAME_NUMBER_COLUMN, STREAM_COLUMN, TIME_COLUMN,
-                      Column, TableSpec)
+                      UNITLESS, Column, TableSpec)
 from ..streams import DIRECTIONS, choose_stream, stream_names
 from .tcp_analysis import STREAM_NEEDS
 from .tcp_flow import (SIDE_DOC, capture_side, data_direction, near_end, segment_size,
@@ -102,7 +102,7 @@ SUMMARY = TableSpec("summary", "one row per stream: what its window did", (
     catalogue.column("resent", doc="in the data direction (as pcapstats retrans counts them)",
                      optional=False),
     _C("ratio_median", "float64", "median window after / before an episode (Reno 0.5, Cubic "
-       "0.7)", optional=True),
+       "0.7)", UNITLESS, optional=True),
 ))
 SAMPLES = TableSpec("samples", "one row per window sample (see the module docstring)", (
     _STREAM,
@@ -131,7 +131,7 @@ LOSSES = TableSpec("losses", "one row per loss-recovery episode", (
        optional=True),
     _C("cwnd_after_bytes", "float64", "flight of the first sample after it", "bytes",
        optional=True),
-    _C("ratio", "float64", "cwnd_after_bytes / cwnd_before_bytes", optional=True),
+    _C("ratio", "float64", "cwnd_after_bytes / cwnd_before_bytes", UNITLESS, optional=True),
 ))
 FLIGHT = TableSpec("flight", "one row per data segment: Wireshark's bytes in flight", (
     _STREAM, _FRAME, _TIME,
@@ -144,7 +144,7 @@ RWND = TableSpec("rwnd", "one row per ACK of the receiver: its advertised window
     _STREAM, _FRAME, _TIME,
     _C("rwnd_bytes", "float64", "the window it advertised, after window scaling", "bytes"),
     _C("edge_seq", "float64", "relative sequence number of the window's right edge (ACK + "
-       "window)"),
+       "window)", UNITLESS),
 ))
 LIMITED = TableSpec("limited", "one row per run of time under one limit, from the first "
                     "window sample to the last", (

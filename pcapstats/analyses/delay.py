@@ -48,7 +48,7 @@ from ..errors import Note, NothingToReport, UsageError
 from ..ingest import Kept, read_kept
 from ..render import Shown
 from ..results import Result
-from ..schema import IP, TCP, TIME_COLUMN, UDP, Column, TableSpec
+from ..schema import IP, TCP, TIME_COLUMN, UDP, UNITLESS, Column, TableSpec
 from ..sidecar import placements, stream_flows
 from ..stats import median_rate, ols, train_rate
 from ..addresses import endpoint
@@ -104,7 +104,7 @@ MODEL = TableSpec("model", "one row per source: the fit D = a*S + b", (
        heading="b low"),
     _C("b_high_ms", "float64", "95 % confidence interval of b, high end", "ms", optional=True,
        heading="b high"),
-    _C("r2", "float64", "coefficient of determination of the fit", optional=True),
+    _C("r2", "float64", "coefficient of determination of the fit", UNITLESS, optional=True),
     _C("return_bps", "float64", "the answers' own arrival rate at the capture point: payload "
        "bits of their packets after the second over the time they took to arrive (median "
        "over the answers in five packets or more; empty when none is): the return path's "
@@ -118,7 +118,7 @@ MODEL = TableSpec("model", "one row per source: the fit D = a*S + b", (
     _C("crossings", "float64", "how many times a message's bytes cross the bottleneck rate "
        "within D: 2 when both directions are shaped alike (assumed when the answers come in "
        "one packet), 1 when only one is or the server answers as data arrives; in between "
-       "when the two rates differ (a x bandwidth_bps / 8)"),
+       "when the two rates differ (a x bandwidth_bps / 8)", UNITLESS),
     catalogue.column("bandwidth_bps", doc="here the slower of request_bps and return_bps "
                      "(the measured return_bps where they agree within 25 %; 2 x 8 / a with "
                      "no return_bps), on the wire: the slope's payload bytes carried with "
