@@ -17,8 +17,8 @@ A direction of a stream is the same metric with ``_a_to_b`` / ``_b_to_a`` after 
 (``avg_stream_bps_a_to_b``), its heading with ``A→B`` / ``B→A``.
 
 Units are the vocabulary's (pcapstats.results): ``bit/s``, ``bytes``, ``ms``, ``s``,
-``fraction`` (a share 0..1, shown as %), ``segments``, ``packets``; None for a ratio, a count
-that is not of packets, or text.
+``fraction`` (a share 0..1, shown as %), ``segments``, ``packets``; ``schema.UNITLESS`` for a
+ratio or a score; None for a count that is not of packets, or text.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ import re
 from dataclasses import dataclass, replace
 
 from .errors import UsageError
-from .schema import Column
+from .schema import UNITLESS, Column
 
 DIRECTIONS = {"a_to_b": "A→B", "b_to_a": "B→A"}
 
@@ -182,7 +182,7 @@ METRICS: tuple[Metric, ...] = (
        aliases=("iperf3 jitter",)),
     # -- fairness, congestion control, verdicts, radio -------------------------------------------
     _M("jain_index", "Jain", "Jain's fairness index of the flows' goodput: (sum x)^2 / (n sum "
-       "x^2), 1 when equal, 1/n when one flow has all", None,
+       "x^2), 1 when equal, 1/n when one flow has all", UNITLESS,
        ("fairness.summary", "fairness.series", "compare"), aliases=("jain", "fairness")),
     _M("convergence_s", "converged after", "seconds from the moment every flow was sending "
        "(the last one's start) to the start of the first of 3 intervals in a row in which the "
@@ -195,7 +195,7 @@ METRICS: tuple[Metric, ...] = (
        "bbr, or unknown", None, ("flavour.streams", "compare"), dtype="str",
        aliases=("label", "cc_guess")),
     _M("flavour_confidence", "confidence", "the share of the evidence for that flavour, 0..1; "
-       "empty when it is unknown", None, ("flavour.streams", "compare"),
+       "empty when it is unknown", UNITLESS, ("flavour.streams", "compare"),
        aliases=("confidence", "conf")),
     _M("verdict", "verdict", "pass, fail or cannot tell: was the app protocol (simpleperf, "
        "iperf3, ping) followed; a capture's is the worst of its streams'", None,

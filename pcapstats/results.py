@@ -17,7 +17,8 @@ specs, and a study can put any metric beside any other.
 Several captures: ``ps.cwnd([a, b])`` or :func:`pcapstats.concat` of results gives one result
 whose tables start with a ``capture`` column; ``.parts`` keeps the per-capture results.
 
-**Vocabulary** -- the same concept has the same column name in every table:
+**Vocabulary** -- the same concept has the same column name in every table (the identity
+columns among them declared once, in pcapstats.schema: ``schema.IDENTITY_COLUMNS``):
 
 =====================  =======================================================================
 ``capture``            the capture file of the row (tables of several captures)
@@ -28,6 +29,8 @@ whose tables start with a ``capture`` column; ``.parts`` keeps the per-capture r
 ``address_a/port_a``   side A's endpoint (``_b`` side B's)
 ``frame_number``       1-based packet number in the file (Wireshark's frame.number)
 ``time_s``             seconds since the capture's first packet (frame.time_relative)
+``side``               where the capture was taken: ``sender``, ``receiver``, ``middle``,
+                       ``further on`` or ``unknown`` (schema.CAPTURE_POINTS)
 ``packets``            frames; ``bytes`` frame bytes on the wire; ``payload_bytes`` transport
                        payload bytes (tcp.len, UDP length - 8)
 flag names             Wireshark's own, singular: ``retransmission``, ``out_of_order``,

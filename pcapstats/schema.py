@@ -30,7 +30,7 @@ derived from it.  Addresses are strings in the DataFrame (a pandas Categorical: 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -56,12 +56,25 @@ class Column:
     name: str
     dtype: str                   # numpy dtype name; "str" text; "category" address codes
     doc: str                     # what it means, in one or two sentences
-    unit: str | None = None      # "s", "ms", "ns", "bytes", "bit/s", ... None: a count, id or text
+    unit: str | None = None      # "s", "ms", "ns", "bytes", "bit/s", ... UNITLESS: a ratio, a
+    #                              score; None: a count, id or text (never a float: see UNITLESS)
     wireshark: str | None = None  # display field(s) it equals, "|"-separated (IPv4|IPv6 variants)
     layer: str | None = None     # packet table: the layer a packet needs for a value
     optional: bool = False       # results: a number that may be missing (NaN, <NA> in pandas)
     values: tuple[str, ...] = ()  # results: the words a text column can hold, when few
     heading: str | None = None   # results: a human table's heading (None: derived from the name)
+
+    def but(self, *, note: str = "", **changes) -> "Column":
+        """This shared column as one table carries it: ``note`` added to its meaning (what it
+        is in that table: "the request's"), or its ``doc``, ``wireshark``, ``optional`` or
+        ``heading`` replaced.  Its name, type, unit and values stay the shared ones, so a
+        table narrows an identity column (``STREAM_COLUMN``, ``TIME_COLUMN``, ...) without
+        declaring a second one (tests/test_consistency.py holds them to it)."""
+        fixed = set(changes) - {"doc", "wireshark", "optional", "heading"}
+        if fixed:
+            raise TypeError(f"{self.name}: a table may not change {sorted(fixed)} of it")
+        doc = changes.pop("doc", self.doc)
+        return replace(self, doc=f"{doc}; {note}" if note else doc, **changes)
 
 
 @dataclass(frozen=True)
@@ -88,6 +101,45 @@ class TableSpec:
 
 
 CAPTURE_COLUMN = Column("capture", "str", "the capture file of the row (given several)")
+
+# The unit of a number that has none, on purpose: a ratio (after / before, a coefficient of
+# variation), a score, a fit's R^2.  Shown as None is ("-", no unit under a heading); a float
+# column with unit None is one whose unit was forgotten (tests/test_consistency.py).
+UNITLESS = ""
+
+# -- The identity columns of result tables: declared once here and reused by every table that
+# carries one (as zeek's conn_id is by every log), so one name means one thing, one type, one
+# unit everywhere; a table says what the column is in it with Column.but.  pcapstats.results'
+# docstring is the vocabulary in words.
+DIRECTIONS = ("a_to_b", "b_to_a")   # direction codes 0 and 1, by name
+STREAM_COLUMN = Column("stream", "int64", "tcp.stream or udp.stream index, exactly as "
+                       "Wireshark numbers it (pcapstats.streams); the table says which",
+                       wireshark="tcp.stream|udp.stream")
+DIRECTION_COLUMN = Column("direction", "str", "a_to_b: sent by side A (the source of the "
+                          "stream's first packet with its own transport header), b_to_a: by "
+                          "side B (pcapstats.streams)", values=DIRECTIONS)
+FRAME_NUMBER_COLUMN = Column("frame_number", "int64", "1-based packet number in the file",
+                             wireshark="frame.number")
+TIME_COLUMN = Column("time_s", "float64", "seconds since the capture's first packet", "s")
+# Where the capture was taken, against the traffic a row is about (a TCP stream's data, a ping
+# session's requests, a UDP flow's datagrams): at its sender, at its receiver, in the middle of
+# the path (a router passed on both sides), further on (past a router from the sender: at the
+# receiver or in the middle, one-way traffic cannot tell which) or unknown.  The lab's hosts
+# (sidecar.SIDES: a capture on the lab's "router" is in the middle) are a different word list:
+# where tcpdump ran, not what the packets show.
+CAPTURE_POINTS = ("sender", "receiver", "middle", "further on", "unknown")
+CAPTURE_POINT_COLUMN = Column("side", "str", "where the capture was taken: sender, receiver, "
+                              "middle (of the path), further on (past a router: the receiver "
+                              "or the middle) or unknown", values=CAPTURE_POINTS)
+# side A's and side B's endpoints, in the order tables carry them
+ENDPOINT_COLUMNS = (
+    Column("address_a", "str", "address of side A (the source of the stream's first packet)"),
+    Column("port_a", "int64", "port of side A"),
+    Column("address_b", "str", "address of side B"),
+    Column("port_b", "int64", "port of side B"),
+)
+IDENTITY_COLUMNS = (CAPTURE_COLUMN, STREAM_COLUMN, DIRECTION_COLUMN, FRAME_NUMBER_COLUMN,
+                    TIME_COLUMN, *ENDPOINT_COLUMNS, CAPTURE_POINT_COLUMN)
 
 
 def _C(name, dtype, layer, wireshark, doc, unit=None) -> Column:
@@ -187,7 +239,7 @@ COLUMNS: tuple[Column, ...] = (
        "Echo sequence number, big-endian (echo request/reply only, else <NA>)."),
     Column("direction", "category", "a_to_b when the packet's source address and port are "
            "side A's (the source of its stream's first packet), else b_to_a; see "
-           "pcapstats.streams", layer=STREAM, values=("a_to_b", "b_to_a")),
+           "pcapstats.streams", layer=STREAM, values=DIRECTIONS),
     _C("l4_quoted", "bool", FRAME, None,
        "The TCP/UDP columns hold the header quoted inside this ICMP error, not a header of the "
        "packet's own. Wireshark dissects that header and gives it a stream index (so it counts "
@@ -267,9 +319,17 @@ DECODE_BY_NAME: dict[str, Column] = {c.name: c for c in DECODE_FACTS}
 ICMP_ECHO_TYPES = {4: (0, 8), 6: (128, 129)}
 
 # The TTLs (hop limits) hosts start packets with: a packet captured where it was sent still
-# carries one, one that crossed a router carries one less (ping, udp and tcp_flow read the
-# capture side from it).
+# carries one, one that crossed a router carries one less (sent_here).
 INITIAL_TTLS = (32, 64, 128, 255)
+
+
+def sent_here(ttl):
+    """Whether a packet of this TTL (IPv6 hop limit) was captured where it was sent: it still
+    carries one of INITIAL_TTLS, no router has taken one off.  The one test behind every
+    capture side told by TTLs (tcp_flow, ping, udp, verify); an int gives a bool, an array
+    an array of them."""
+    here = np.isin(ttl, INITIAL_TTLS)
+    return bool(here) if here.ndim == 0 else here
 
 
 def numpy_dtype(column: Column) -> np.dtype:

@@ -385,9 +385,9 @@ def stream_flows(capture: str | os.PathLike) -> dict[tuple[str, int], dict]:
 class MeasuringPing:
     """A ping session a topology file's run measured with: ``label`` "link r1-r2" (its first
     end to its second) or "path h1-h4" (a pair's sender to its receiver); ``sender`` the node
-    that pinged; ``side`` the capture's side for it (requester: the capture is at the node
-    that pinged, responder: at the node pinged, path: at a node between; None: not on its
-    way), said in ``side_evidence``; ``unseen``: the impairments on the capture point's own
+    that pinged; ``side`` the capture's side for it, in schema.CAPTURE_POINTS' words (sender:
+    the capture is at the node that pinged, receiver: at the node pinged, middle: at a node
+    between; None: not on its way), said in ``side_evidence``; ``unseen``: the impairments on the capture point's own
     interface that act on its requests before tcpdump sees them, when the capture is at the
     requester's interface (a router's egress: its delay is not in the request -> reply times
     there); ``reported_avg_ms`` the avg RTT ping itself reported."""
@@ -415,8 +415,8 @@ def measuring_pings(capture: str | os.PathLike) -> dict[tuple[str, str, int], Me
                    and p.what in ("delay", "jitter", "rate", "serialisation"))
 
     def side(nodes: list) -> tuple[str | None, str]:
-        where = ("requester" if at == nodes[0] else "responder" if at == nodes[-1]
-                 else "path" if at in nodes else None)
+        where = ("sender" if at == nodes[0] else "receiver" if at == nodes[-1]
+                 else "middle" if at in nodes else None)
         return where, f"{nodes[0]} pinged {nodes[-1]}, this capture is at {at}"
 
     out = {}

@@ -52,7 +52,7 @@ if TYPE_CHECKING:
     from .capture import Capture
 
 SYN, ACK = 0x002, 0x010
-DIRECTIONS = ("a_to_b", "b_to_a")   # direction codes 0 and 1, by name
+DIRECTIONS = schema.DIRECTIONS   # direction codes 0 and 1, by name
 PROTOS = ("tcp", "udp")
 
 
@@ -343,13 +343,9 @@ def id_ranges(ids) -> str:
 
 _C = schema.Column
 STREAM_SUMMARY_COLUMNS: tuple[schema.Column, ...] = (
-    _C("stream", "int64", "tcp.stream or udp.stream index, as Wireshark numbers it",
-       wireshark="tcp.stream|udp.stream"),
+    schema.STREAM_COLUMN,
     _C("proto", "str", "the stream's transport protocol", values=PROTOS),
-    _C("address_a", "str", "address of side A (the source of the stream's first packet)"),
-    _C("port_a", "int64", "port of side A"),
-    _C("address_b", "str", "address of side B"),
-    _C("port_b", "int64", "port of side B"),
+    *schema.ENDPOINT_COLUMNS,
     _C("packets", "int64", "frames, both directions", "packets"),
     _C("bytes", "int64", "frame bytes on the wire, both directions", "bytes"),
     _C("packets_a_to_b", "int64", "frames sent by A", "packets"),

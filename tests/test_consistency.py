@@ -4,7 +4,9 @@ Two kinds of check:
 
 - the declarations: every table column named after a catalogue metric carries the metric's
   unit and heading (so it was declared with ``catalogue.column``), every table the catalogue
-  says computes a metric has it, and no heading means two things;
+  says computes a metric has it, and no heading means two things; the identity columns
+  (stream, direction, time, frame, endpoints, capture side) are declared once, in schema, and
+  every float column has a unit (or says it has none);
 - the values: on every shipped capture, each metric that several commands show has the same
   value in each of them for the same capture, stream, direction and window (interval 1 s),
   every command run as a user runs it (a path).  Where one command's row is a part of
@@ -12,10 +14,12 @@ Two kinds of check:
 """
 from __future__ import annotations
 
+import ast
 import contextlib
 import math
 import re
 import warnings
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -23,7 +27,8 @@ import pytest
 from tests.helpers.paths import CAPTURES
 
 import pcapstats as ps
-from pcapstats import catalogue
+from pcapstats import catalogue, schema
+from pcapstats.analyses import iograph as iograph_module
 from pcapstats.analyses import load_all
 from pcapstats.errors import PcapstatsError
 from pcapstats.results import RESULT_TYPES
@@ -64,7 +69,8 @@ def test_every_column_named_after_a_metric_is_that_metric():
             if m is None or c.dtype == "bool":    # a bool is the packet's flag a count counts
                 continue
             dtype = m.dtype if where != "compare.groups" else c.dtype    # a mean of counts
-            if (c.unit, c.heading, c.dtype) != (m.unit, catalogue.heading(c.name), dtype) \
+            unit = c.unit or None       # no unit: UNITLESS on a float (a mean of counts), None
+            if (unit, c.heading, c.dtype) != (m.unit or None, catalogue.heading(c.name), dtype) \
                     or not c.doc.startswith(m.doc):
                 wrong.append(f"{where}.{c.name}: unit {c.unit!r}, heading {c.heading!r}")
     assert not wrong, "declare these with catalogue.column: " + "; ".join(wrong)
@@ -93,6 +99,74 @@ def test_no_heading_means_two_things():
             if c.heading and _metric_of(c.name) is None and c.heading in headings:
                 clash.append(f"{where}.{c.name} is headed {c.heading!r}")
     assert not clash, clash
+
+
+def _every_table():
+    """_tables, and the tables iograph gives for each grouping and unit (its key columns)."""
+    yield from _tables()
+    iograph = RESULT_TYPES["iograph"]
+    for by in iograph_module.GROUPINGS:
+        for unit in iograph_module.UNITS:
+            for spec in iograph.specs_for(by=by, unit=unit):
+                yield f"iograph.{spec.name} (by {by}, {unit})", spec
+
+
+IDENTITY = {c.name: c for c in schema.IDENTITY_COLUMNS}
+
+
+def test_identity_columns_are_the_shared_ones():
+    """A table's ``stream``, ``direction``, ``frame_number``, ``time_s``, endpoint and capture
+    side columns are schema's (Column.but may add what the column is in that table, never
+    change its type, unit or words)."""
+    wrong = []
+    for where, spec in _every_table():
+        for c in spec.columns:
+            shared = IDENTITY.get(c.name)
+            if shared and (c.dtype, c.unit, c.values) != (shared.dtype, shared.unit,
+                                                          shared.values):
+                wrong.append(f"{where}.{c.name}: {c.dtype} {c.unit!r} {c.values}")
+    assert not wrong, "use schema's identity columns: " + "; ".join(wrong)
+
+
+def _declarations(tree: ast.AST):
+    """(line, name) of each call that declares a column by a literal name: Column("x", ...),
+    schema.Column(name="x", ...), or by a name Column is given (_C = Column)."""
+    def is_column(f) -> bool:
+        return isinstance(f, ast.Name) and f.id == "Column" or \
+            isinstance(f, ast.Attribute) and f.attr == "Column"
+    makers = {t.id for node in ast.walk(tree) if isinstance(node, ast.Assign)
+              and is_column(node.value) for t in node.targets if isinstance(t, ast.Name)}
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call) or not (
+                is_column(node.func) or isinstance(node.func, ast.Name)
+                and node.func.id in makers):
+            continue
+        name = node.args[0] if node.args else next(
+            (k.value for k in node.keywords if k.arg == "name"), None)
+        dtype = node.args[1] if len(node.args) > 1 else next(
+            (k.value for k in node.keywords if k.arg == "dtype"), None)
+        if isinstance(name, ast.Constant) and isinstance(dtype, ast.Constant) \
+                and isinstance(name.value, str) and isinstance(dtype.value, str):
+            yield node.lineno, name.value
+
+
+def test_identity_columns_are_declared_once():
+    """No module but schema declares a column of an identity column's name: a table reuses
+    schema's (as zeek's conn_id is reused by every log)."""
+    package = Path(ps.__file__).parent
+    again = [f"{path.relative_to(package)}:{line} {name}"
+             for path in sorted(package.rglob("*.py")) if path.name != "schema.py"
+             for line, name in _declarations(ast.parse(path.read_text()))
+             if name in IDENTITY]
+    assert not again, "declared again (use schema's, with .but for a table's note): " + \
+        "; ".join(again)
+
+
+def test_every_float_column_has_a_unit():
+    """A number with a unit says it; one without says so on purpose (schema.UNITLESS)."""
+    missing = [f"{where}.{c.name}" for where, spec in _every_table() for c in spec.columns
+               if c.dtype.startswith("float") and c.unit is None]
+    assert not missing, "give these a unit, or schema.UNITLESS: " + "; ".join(missing)
 
 
 def test_every_metric_is_found_by_its_name_heading_and_aliases():

@@ -62,10 +62,11 @@ from ..errors import Note, NothingToReport, UsageError
 from ..plots.tcp import cwnd_figure, wscale_figure
 from ..render import Shown
 from ..results import Result, shown
-from ..schema import Column, TableSpec
+from ..schema import (CAPTURE_POINT_COLUMN, FRAME_NUMBER_COLUMN, STREAM_COLUMN, TIME_COLUMN,
+                      UNITLESS, Column, TableSpec)
 from ..streams import DIRECTIONS, choose_stream, stream_names
 from .tcp_analysis import STREAM_NEEDS
-from .tcp_flow import (SIDE_DOC, SIDES, capture_side, data_direction, near_end, segment_size,
+from .tcp_flow import (SIDE_DOC, capture_side, data_direction, near_end, segment_size,
                        stream_rows)
 
 PROMPT_NS = 200_000           # an ACK answered by new data within this is "answered at once"
@@ -82,13 +83,10 @@ _ACK, _SYN = 0x010, 0x002
 _RESENT = ("retransmission", "out_of_order", "keep_alive", "zero_window_probe")
 
 _C = Column
-_STREAM = _C("stream", "int64", "tcp.stream index, as Wireshark numbers it")
-_FRAME = _C("frame_number", "int64", "packet number in the file")
-_TIME = _C("time_s", "float64", "its time, seconds since the capture's first packet", "s")
+_STREAM, _FRAME, _TIME = STREAM_COLUMN, FRAME_NUMBER_COLUMN, TIME_COLUMN
 SUMMARY = TableSpec("summary", "one row per stream: what its window did", (
     _STREAM,
-    _C("side", "str", f"{SIDE_DOC}; middle and unknown are analysed as the sender",
-       values=SIDES),
+    CAPTURE_POINT_COLUMN.but(doc=f"{SIDE_DOC}; middle and unknown are analysed as the sender"),
     _C("data_direction", "str", "the direction carrying the data", values=DIRECTIONS),
     _C("mss_bytes", "int64", "the sender's MSS: the SYNs' MSS option less the options the data "
        "carries, else the common segment size (not the largest: offload)", "bytes"),
@@ -104,12 +102,11 @@ SUMMARY = TableSpec("summary", "one row per stream: what its window did", (
     catalogue.column("resent", doc="in the data direction (as pcapstats retrans counts them)",
                      optional=False),
     _C("ratio_median", "float64", "median window after / before an episode (Reno 0.5, Cubic "
-       "0.7)", optional=True),
+       "0.7)", UNITLESS, optional=True),
 ))
 SAMPLES = TableSpec("samples", "one row per window sample (see the module docstring)", (
     _STREAM,
-    _C("frame_number", "int64", "sender side: the ACK; receiver side: the last data segment of "
-       "the group"),
+    _FRAME.but(note="sender side: the ACK; receiver side: the last data segment of the group"),
     _TIME,
     _C("sender_time_s", "float64", "the same moment at the sender (receiver side: estimated), "
        "seconds", "s"),
@@ -134,7 +131,7 @@ LOSSES = TableSpec("losses", "one row per loss-recovery episode", (
        optional=True),
     _C("cwnd_after_bytes", "float64", "flight of the first sample after it", "bytes",
        optional=True),
-    _C("ratio", "float64", "cwnd_after_bytes / cwnd_before_bytes", optional=True),
+    _C("ratio", "float64", "cwnd_after_bytes / cwnd_before_bytes", UNITLESS, optional=True),
 ))
 FLIGHT = TableSpec("flight", "one row per data segment: Wireshark's bytes in flight", (
     _STREAM, _FRAME, _TIME,
@@ -147,7 +144,7 @@ RWND = TableSpec("rwnd", "one row per ACK of the receiver: its advertised window
     _STREAM, _FRAME, _TIME,
     _C("rwnd_bytes", "float64", "the window it advertised, after window scaling", "bytes"),
     _C("edge_seq", "float64", "relative sequence number of the window's right edge (ACK + "
-       "window)"),
+       "window)", UNITLESS),
 ))
 LIMITED = TableSpec("limited", "one row per run of time under one limit, from the first "
                     "window sample to the last", (
@@ -165,7 +162,8 @@ class CwndEstimate:
     this."""
     stream: int
     data_direction: int       # 0 (a_to_b) or 1
-    side: str                 # one of SIDES; middle and unknown are analysed as the sender
+    side: str                 # sender, receiver, middle or unknown (schema.CAPTURE_POINTS);
+    #                           middle and unknown are analysed as the sender
     side_evidence: str
     mss_bytes: int
     rtt_s: float              # the smoothed RTT used for the one-RTT windows

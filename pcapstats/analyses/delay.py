@@ -48,7 +48,7 @@ from ..errors import Note, NothingToReport, UsageError
 from ..ingest import Kept, read_kept
 from ..render import Shown
 from ..results import Result
-from ..schema import IP, TCP, UDP, Column, TableSpec
+from ..schema import IP, TCP, TIME_COLUMN, UDP, UNITLESS, Column, TableSpec
 from ..sidecar import placements, stream_flows
 from ..stats import median_rate, ols, train_rate
 from ..addresses import endpoint
@@ -72,7 +72,7 @@ _SOURCE = _C("source", "str", "where the samples come from: 'icmp A → B' or 't
 SAMPLES = TableSpec("samples", "one row per latency sample", (
     _SOURCE,
     _C("size_bytes", "int64", "message size S: ICMP data, or the request's payload", "bytes"),
-    _C("time_s", "float64", "the request, seconds since the capture's first packet", "s"),
+    TIME_COLUMN.but(note="the request's"),
     _C("latency_ms", "float64", "request -> answer", "ms"),
     _C("first_answer_ms", "float64", "request -> the answer's first packet", "ms"),
     _C("request_ms", "float64", "the request's first packet -> its last (how long the client "
@@ -104,7 +104,7 @@ MODEL = TableSpec("model", "one row per source: the fit D = a*S + b", (
        heading="b low"),
     _C("b_high_ms", "float64", "95 % confidence interval of b, high end", "ms", optional=True,
        heading="b high"),
-    _C("r2", "float64", "coefficient of determination of the fit", optional=True),
+    _C("r2", "float64", "coefficient of determination of the fit", UNITLESS, optional=True),
     _C("return_bps", "float64", "the answers' own arrival rate at the capture point: payload "
        "bits of their packets after the second over the time they took to arrive (median "
        "over the answers in five packets or more; empty when none is): the return path's "
@@ -118,7 +118,7 @@ MODEL = TableSpec("model", "one row per source: the fit D = a*S + b", (
     _C("crossings", "float64", "how many times a message's bytes cross the bottleneck rate "
        "within D: 2 when both directions are shaped alike (assumed when the answers come in "
        "one packet), 1 when only one is or the server answers as data arrives; in between "
-       "when the two rates differ (a x bandwidth_bps / 8)"),
+       "when the two rates differ (a x bandwidth_bps / 8)", UNITLESS),
     catalogue.column("bandwidth_bps", doc="here the slower of request_bps and return_bps "
                      "(the measured return_bps where they agree within 25 %; 2 x 8 / a with "
                      "no return_bps), on the wire: the slope's payload bytes carried with "
@@ -288,7 +288,7 @@ def _icmp_samples(echoes: Echoes, notes: list[str], required: bool,
             raise
         return None
     e, sessions = tables["echoes"], tables["sessions"]
-    at_responder = np.unique(sessions["session"][sessions["side"] == "responder"])
+    at_responder = np.unique(sessions["session"][sessions["side"] == "receiver"])
     if len(at_responder):
         notes.append(Note("captured at the responder: left out",
                           about=f"ICMP session(s) {id_ranges(at_responder.tolist())}",

@@ -93,7 +93,7 @@ FLOWS = TableSpec("flows", "one row per flow compared", (
     catalogue.column("convergence_s", doc="here the flow's"),
 ))
 SERIES = TableSpec("series", "one row per interval of the common window", (
-    _C("time_s", "float64", "interval start, seconds since the capture's first packet", "s"),
+    schema.TIME_COLUMN.but(note="the interval's start"),
     _C("active", "int64", "flows with goodput in the interval"),
     catalogue.column("jain_index", doc="over every flow's goodput in the interval",
                      optional=False),
@@ -104,7 +104,7 @@ SHARES = TableSpec("shares", "one row per flow and full interval of its own span
                    "from its own start", (
     _C("flow", "str", "the flow: endpoints, host pair or sidecar value"),
     _C("order", "int64", "the flow's start order (flows' order): 1 for the first to start"),
-    _C("time_s", "float64", "interval start, seconds since the capture's first packet", "s"),
+    schema.TIME_COLUMN.but(note="the interval's start"),
     _C("since_start_s", "float64", "interval start, seconds since the flow's own start (its "
        "first packet)", "s"),
     catalogue.column("goodput_bps", doc="here the flow's in the interval", optional=False),

@@ -84,9 +84,9 @@ from ..errors import UsageError
 from ..plots.flavour import flavour_figure
 from ..render import Shown
 from ..results import Result, joined, shown
-from ..schema import Column, TableSpec
+from ..schema import CAPTURE_POINT_COLUMN, STREAM_COLUMN, UNITLESS, Column, TableSpec
 from ..streams import choose_stream, id_ranges, stream_names, stream_summary
-from .cwnd import SIDES, Cwnd, estimate
+from .cwnd import Cwnd, estimate
 from .tcp_analysis import STREAM_NEEDS
 from .tcp_flow import SIDE_DOC
 
@@ -162,11 +162,11 @@ MIN_STREAM_BYTES = 65_536   # streams carrying less are not listed by flavour() 
 _C = Column
 STREAMS = TableSpec("streams", "one row per TCP stream that carried MIN_STREAM_BYTES or more "
                     "(or the one asked for)", (
-    _C("stream", "int64", "tcp.stream index, as Wireshark numbers it"),
+    STREAM_COLUMN,
     catalogue.column("flavour", values=LABELS),
     catalogue.column("flavour_confidence", doc="see classify"),
     _C("reason", "str", "the evidence in words; for unknown, why"),
-    _C("side", "str", SIDE_DOC, values=SIDES),
+    CAPTURE_POINT_COLUMN.but(doc=SIDE_DOC),
     _C("side_evidence", "str", "how the side was told"),
     _C("data_segments", "int64", "data segments of the stream (re-sent ones included)",
        "segments"),
@@ -174,23 +174,23 @@ STREAMS = TableSpec("streams", "one row per TCP stream that carried MIN_STREAM_B
     catalogue.column("srtt_ms", doc="the cwnd analysis'", optional=False),
     _C("mss_bytes", "int64", "the sender's MSS (cwnd analysis)", "bytes"),
     _C("rwnd_limited_share", "float64", "share of the window samples (outside recovery) "
-       "receiver-window-limited", optional=True),
+       "receiver-window-limited", "fraction", optional=True),
     _C("app_silence_share", "float64", "share of the time in gaps > 1 RTT ended by new data "
-       "sent long after the last ACK: application-limited", optional=True),
+       "sent long after the last ACK: application-limited", "fraction", optional=True),
     _C("loss_events", "int64", "congestion events: loss episodes, those within one RTT of the "
        "previous merged"),
     _C("loss_rounds", "int64", "round trips (RTT-long intervals) with a re-sent segment in them"),
     _C("loss_response", "float64", "the sender's goodput over what Reno or Cubic could send at "
        "this rate of loss rounds and this RTT (the larger of their response functions): "
        "about 1 or less for a sender that backs off, far above for one that does not",
-       optional=True),
+       UNITLESS, optional=True),
     _C("collapses", "int64", "events whose window fell under COLLAPSE_FACTOR x before "
        "(timeouts)"),
     _C("decrease_events", "int64", "events with a decrease factor that counts (window before "
        ">= MIN_WINDOW_MSS[side] segments, not a collapse)"),
     _C("decrease_factor_median", "float64", "median window after / before over those events",
-       optional=True),
-    _C("decrease_factor_iqr", "float64", "its interquartile range", optional=True),
+       UNITLESS, optional=True),
+    _C("decrease_factor_iqr", "float64", "its interquartile range", UNITLESS, optional=True),
     _C("backed_off", "int64", "events from BACKOFF_MIN_WINDOW_MSS segments whose window after "
        "is at most CUT_FACTOR x before (stage 1: the sender backs off on loss)"),
     _C("kept_window", "int64", "... at least KEPT_FACTOR x before (did not back off: BBR)"),
@@ -205,9 +205,9 @@ STREAMS = TableSpec("streams", "one row per TCP stream that carried MIN_STREAM_B
        "growth_vote)"),
     _C("growth_votes_cubic", "int64", "epochs growing within CUBIC_GROWTH segments per RTT"),
     _C("reno_fit_residual", "float64", "median over epochs of the RMS residual of W0 + a t / "
-       "mean window", optional=True),
+       "mean window", UNITLESS, optional=True),
     _C("cubic_fit_residual", "float64", "... of W_max + C (t - K)^3, W_max the window before "
-       "the epoch's loss", optional=True),
+       "the epoch's loss", UNITLESS, optional=True),
     _C("reno_slope_mss_per_rtt", "float64", "median fitted Reno growth (Reno: about 1)",
        "segments/RTT", optional=True),
     _C("cubic_c", "float64", "median fitted C (Linux Cubic: 0.4)", "segments/s^3",
@@ -215,13 +215,14 @@ STREAMS = TableSpec("streams", "one row per TCP stream that carried MIN_STREAM_B
     _C("cubic_k_s", "float64", "median fitted K: seconds from the epoch's start to the "
        "plateau", "s", optional=True),
     _C("ack_clocked_share", "float64", "sender side: share of new data segments sent < "
-       "ACK_CLOCK_NS after an ACK arrived (ACK-clocked ~1, paced low)", optional=True),
+       "ACK_CLOCK_NS after an ACK arrived (ACK-clocked ~1, paced low)", "fraction",
+       optional=True),
     _C("departure_gap_cv", "float64", "sender side: coefficient of variation of the gaps "
-       "between new data segments", optional=True),
+       "between new data segments", UNITLESS, optional=True),
     _C("gain_cycling_strength", "float64", "power of the send rate per RTT at period 8 RTTs / "
-       "median power", optional=True),
+       "median power", UNITLESS, optional=True),
     _C("gain_cycling_amplitude", "float64", "peak-to-peak of the send rate folded on 8 RTTs / "
-       "mean", optional=True),
+       "mean", UNITLESS, optional=True),
     _C("probe_rtt_dips", "int64", "runs of flight <= PROBE_RTT_MSS segments for >= "
        "PROBE_RTT_MIN_S"),
     _C("probe_rtt_ranges_s", "str", "their time ranges, seconds (first 5)"),

@@ -96,8 +96,8 @@ DENSE_ROWS, DENSE_PER_PACKET = 1_000_000, 4   # past both, empty intervals are n
 _C = Column
 KEY_COLUMNS = {
     "proto": _C("proto", "str", "the group's transport protocol (by stream)", values=PROTOS),
-    "stream": _C("stream", "int64", "tcp.stream or udp.stream index (by stream)"),
-    "direction": _C("direction", "str", "a_to_b or b_to_a (by direction)", values=DIRECTIONS),
+    "stream": schema.STREAM_COLUMN.but(note="by stream"),
+    "direction": schema.DIRECTION_COLUMN.but(note="by direction"),
 }
 
 

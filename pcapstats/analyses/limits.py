@@ -33,11 +33,11 @@ from ..capture import Capture
 from ..errors import Note, UsageError
 from ..render import Shown
 from ..results import Result, joined, shown
-from ..schema import Column, TableSpec
+from ..schema import CAPTURE_POINT_COLUMN, STREAM_COLUMN, Column, TableSpec
 from ..streams import DIRECTIONS, stream_names
 from ..sidecar import asked_queue_bytes, asked_rate_bps
 from . import tcp_models
-from .cwnd import LIMITED, LIMITS, SIDES, Cwnd, estimate
+from .cwnd import LIMITED, LIMITS, Cwnd, estimate
 from .rtt import stream_rtt
 from .tcp_flow import capture_side, data_direction, stream_rows
 from .tcp_analysis import STREAM_NEEDS
@@ -48,9 +48,9 @@ RECEIVER_BLIND = ("a sender held by itself below the path's rate arrives as one 
                   "window: cwnd_share holds both, sender_share counts the sender's silences only")
 _C = Column
 STREAMS = TableSpec("streams", "one row per TCP stream with data: what held its sender back", (
-    _C("stream", "int64", "tcp.stream index, as Wireshark numbers it"),
-    _C("side", "str", "where the capture was taken: sender, receiver (of the data), middle or "
-       "unknown (analysed as the sender)", values=SIDES),
+    STREAM_COLUMN,
+    CAPTURE_POINT_COLUMN.but(doc="where the capture was taken: sender, receiver (of the "
+                             "data), middle or unknown (analysed as the sender)"),
     _C("data_direction", "str", "the direction carrying the data", values=DIRECTIONS),
     _C("duration_s", "float64", "the span the shares are of: the first window sample to the "
        "last", "s"),
@@ -63,7 +63,7 @@ STREAMS = TableSpec("streams", "one row per TCP stream with data: what held its 
 ))
 MODELS = TableSpec("models", "one row per stream: what theory says its sender could get, from "
                    "this capture's own numbers", (
-    _C("stream", "int64", "tcp.stream index, as Wireshark numbers it"),
+    STREAM_COLUMN,
     catalogue.column("goodput_bps", doc="here the data direction's over its first to last "
                      "data segment"),
     catalogue.column("resent_data_share"),

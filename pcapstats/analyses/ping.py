@@ -28,11 +28,11 @@ was sent still has its sender's initial TTL (64, 128 or 255), one that crossed a
 not -- and, where no router sits between the hosts, from the timestamp iputils ping writes at
 the start of each request's data (``send``: the requester's clock when it sent):
 
-- ``requester``: the gap is the round trip (ping's own RTT, within the few microseconds
-  between the capture's clock and ping's);
-- ``responder``: the gap is only the responder's turnaround (microseconds); the RTT columns
-  are left empty and ``turnaround_ms`` holds it;
-- ``path``: captured between them: the gap is the round trip from the capture point onwards;
+- ``sender`` (of the requests: at the requester): the gap is the round trip (ping's own RTT,
+  within the few microseconds between the capture's clock and ping's);
+- ``receiver`` (at the responder): the gap is only the responder's turnaround
+  (microseconds); the RTT columns are left empty and ``turnaround_ms`` holds it;
+- ``middle``: captured between them: the gap is the round trip from the capture point on;
 - ``unknown``: the gap is shown as RTT, with a note.
 
 Tables: ``sessions`` (one row per session and size), ``echoes`` (one row per request: its
@@ -52,14 +52,13 @@ from ..ingest.contract import table_array
 from ..render import Shown
 from ..results import Result, shown
 from ..ingest.source import open_source
-from ..schema import ICMP, ICMP_ECHO, IP, TCP, UDP, Column, TableSpec
+from ..schema import (CAPTURE_POINT_COLUMN, FRAME_NUMBER_COLUMN, ICMP, ICMP_ECHO, IP, TCP,
+                      TIME_COLUMN, UDP, Column, TableSpec, sent_here)
 from ..sidecar import measuring_pings
 from ..streams import id_ranges, whole_datagrams
 
 REQUEST, REPLY = {4: 8, 6: 128}, {4: 0, 6: 129}
-INITIAL_TTLS = (32, 64, 128, 255)
 SEND_TIME_SAMPLES = 1000
-SIDES = ("requester", "responder", "path", "unknown")
 MATCH_CHUNK = 1 << 16      # replies matched at a time (the arrays of a few steps of them)
 # What ping reads of the packet table (its columns and layers, with those of the helpers it
 # calls): a reader can load only these, for only the rows ``rows_needed`` keeps.
@@ -78,7 +77,8 @@ SESSIONS = TableSpec("sessions", "one row per echo session (requester, responder
                      "and payload size", (
     *_SESSION,
     _C("payload_bytes", "int64", "ICMP data bytes of the requests (ping -s)", "bytes"),
-    _C("side", "str", "where the capture was taken, for this session", values=SIDES),
+    CAPTURE_POINT_COLUMN.but(doc="where the capture was taken, for this session: sender (at "
+                             "the requester), receiver (at the responder), middle or unknown"),
     _C("transmitted", "int64", "requests seen (one per sequence number)", "packets"),
     _C("received", "int64", "requests answered", "packets"),
     _C("duplicates", "int64", "replies beyond the first to a request", "packets"),
@@ -98,8 +98,8 @@ ECHOES = TableSpec("echoes", "one row per echo request", (
     *_SESSION,
     _C("icmp_seq", "int64", "sequence number, unwrapped past 65535",
        wireshark="icmp.seq|icmpv6.echo.sequence_number"),
-    _C("frame_number", "int64", "the request's packet number"),
-    _C("time_s", "float64", "the request, seconds since the capture's first packet", "s"),
+    FRAME_NUMBER_COLUMN.but(note="the request's"),
+    TIME_COLUMN.but(note="the request's"),
     _C("payload_bytes", "int64", "ICMP data bytes", "bytes"),
     _C("replies", "int64", "replies to it (more than 1: duplicates)", "packets"),
     _C("reply_frame", "int64", "the first reply's packet number", optional=True),
@@ -449,7 +449,7 @@ def echo_sessions(echoes: Echoes, requester: str | None = None,
             out[name] = per_group(keys[:, column] if column == 2 else
                                   addresses[keys[:, column]], e_session, by_session)
     said: dict[tuple, list[int]] = {}   # one note for the sessions that share one
-    for k in np.flatnonzero(np.asarray(sides, object) != "requester").tolist():
+    for k in np.flatnonzero(np.asarray(sides, object) != "sender").tolist():
         pair = f"{addresses[keys[k, 0]]} → {addresses[keys[k, 1]]}"
         said.setdefault((pair, sides[k], evidence[k]), []).append(k)
     labels = summary["measures"]        # a lab run's measuring session: named as it says
@@ -489,12 +489,12 @@ def _session_keys(key_table: np.ndarray, request_key: np.ndarray, reply_key: np.
 
 
 _SIDE_SAYS = {    # side: (a note's short form, its long form)
-    "responder": ("captured at the responder: no RTTs",
-                  "captured at the responder: request -> reply is its turnaround, not the "
-                  "round trip (turnaround_ms); capture at the pinging host for RTTs"),
-    "path": ("captured between the hosts: RTTs short",
-             "captured between the hosts: RTTs are from the capture point to the responder "
-             "and back, less than ping's"),
+    "receiver": ("captured at the responder: no RTTs",
+                 "captured at the responder: request -> reply is its turnaround, not the "
+                 "round trip (turnaround_ms); capture at the pinging host for RTTs"),
+    "middle": ("captured between the hosts: RTTs short",
+               "captured between the hosts: RTTs are from the capture point to the responder "
+               "and back, less than ping's"),
     "unknown": ("capture side unknown",
                 "the capture side is unknown: if it was taken at the responder, the RTTs are "
                 "its turnaround"),
@@ -657,18 +657,17 @@ def _sides(path, n_sessions, e_session, r_session, by_session, rep_by_session, r
     ``rep_by_session``: each session's requests and replies (_groups)."""
     req_ttl = _mode_per_group(e_session, req_ttl, n_sessions, by_session)
     rep_ttl = _mode_per_group(r_session, rep_ttl, n_sessions, rep_by_session)
-    initial = np.asarray(INITIAL_TTLS)
-    req_initial, rep_initial = np.isin(req_ttl, initial), np.isin(rep_ttl, initial)
+    req_initial, rep_initial = sent_here(req_ttl), sent_here(rep_ttl)
     sides, evidence, no_router = [], [], []
     for k in range(n_sessions):
         said = f"request TTL {req_ttl[k]}" + ("" if rep_ttl[k] < 0 else
                                              f", reply TTL {rep_ttl[k]}")
         if rep_ttl[k] < 0:
-            side = "requester" if req_initial[k] else "path"
+            side = "sender" if req_initial[k] else "middle"
         elif req_initial[k] != rep_initial[k]:
-            side = "requester" if req_initial[k] else "responder"
+            side = "sender" if req_initial[k] else "receiver"
         elif not req_initial[k]:
-            side = "path"
+            side = "middle"
         else:
             side = None                           # the send times decide, below
             no_router.append(k)
@@ -814,7 +813,7 @@ def _side_from_send_times(t, heads, rtt_ns) -> tuple[str, str]:
         return "unknown", "requests carry no send time ping's way"
     said = (f"requests captured {lag / 1e6:.3f} ms after ping sent them, replies "
             f"{gap / 1e6:.3f} ms after the requests")
-    return ("requester" if lag < gap else "responder"), said
+    return ("sender" if lag < gap else "receiver"), said
 
 
 def _summary(session, size, replies, e_t, t0, match, rtt_ns, keys, sides, addresses,
@@ -832,7 +831,7 @@ def _summary(session, size, replies, e_t, t0, match, rtt_ns, keys, sides, addres
         tx = len(mine_replies)
         rx = int((mine_replies > 0).sum())
         dup = int(np.maximum(mine_replies - 1, 0).sum())
-        at_responder = sides[k] == "responder"
+        at_responder = sides[k] == "receiver"
         stats = _ping_stats(rtt_ns[rtts_of[i]] / 1e6)
         joined = e_joined[mine]   # across a clock break, the pieces' spans added up
         first = int(joined.argmin())

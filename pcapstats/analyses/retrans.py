@@ -37,7 +37,7 @@ from ..ingest import Kept, read_kept
 from ..reader import as_capture
 from ..render import Shown
 from ..results import Result, shown
-from ..schema import Column, TableSpec
+from ..schema import TIME_COLUMN, Column, TableSpec
 from ..streams import DIRECTIONS, choose_stream, require_tcp
 from .tcp_analysis import PACKETS, AnalysedWindows, analysed
 from .tcpseq import COUNTS as COUNTED, FLAG_BITS
@@ -62,7 +62,7 @@ COUNTS = TableSpec("counts", "one row per TCP stream and direction that has pack
 ))
 EVENTS = TableSpec("events", "one row per packet carrying a flag of the counts, in frame order", (
     _TCP["frame_number"],
-    _C("time_s", "float64", "seconds since the capture's first packet", "s"),
+    TIME_COLUMN,
     _TCP["stream"], _TCP["direction"],
     _C("events", "str", "'resent' if it re-sends sequence space, then tshark's flags, joined "
        "by '+'"),

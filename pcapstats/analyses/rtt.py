@@ -40,12 +40,13 @@ from ..ingest import Kept, read_kept
 from ..plots.tcp import rtt_figure
 from ..render import Shown
 from ..results import Result, shown
-from ..schema import Column, TableSpec
+from ..schema import (CAPTURE_POINT_COLUMN, DIRECTION_COLUMN, FRAME_NUMBER_COLUMN, STREAM_COLUMN,
+                      TIME_COLUMN, Column, TableSpec)
 from ..reader import as_capture
 from ..sidecar import placements
 from ..streams import DIRECTIONS, SummaryKeeper, stream_names
 from .tcp_analysis import AnalysedWindows
-from .tcp_flow import SIDE_DOC, SIDES, FlowDigests, capture_side, data_direction, stream_rows
+from .tcp_flow import SIDE_DOC, FlowDigests, capture_side, data_direction, stream_rows
 
 RTT_SERIES = ("ack_rtt_ms", "ack_rtt_karn_ms", "ts_rtt_ms")
 STATISTICS = ("rtt_min_ms", "rtt_avg_ms", "rtt_median_ms", "rtt_p95_ms", "rtt_max_ms")
@@ -60,13 +61,12 @@ ROUND_TRIPS = {"sender": (("ack_rtt_karn_ms", "ack"), ("ack_rtt_ms", "ack"),
                           ("ts_rtt_ms", "ack")),
                "receiver": (("ts_rtt_ms", "data"),)}
 _C = Column
-_STREAM = _C("stream", "int64", "tcp.stream index, as Wireshark numbers it")
-_DIRECTION = _C("direction", "str", "direction of the packet closing the round trip (a_to_b: "
-                "sent by side A, the source of the stream's first packet)", values=DIRECTIONS)
+_STREAM = STREAM_COLUMN
+_DIRECTION = DIRECTION_COLUMN.but(note="of the packet closing the round trip")
 SAMPLES = TableSpec("samples", "one row per packet that closes a round trip", (
     _STREAM,
-    _C("frame_number", "int64", "the packet that closes the round trip"),
-    _C("time_s", "float64", "its time, seconds since the capture's first packet", "s"),
+    FRAME_NUMBER_COLUMN.but(note="the packet that closes the round trip"),
+    TIME_COLUMN.but(note="its time"),
     _DIRECTION,
     _C("is_data_ack", "bool", "True when it travels against the data direction (an ACK of "
        "the data)"),
@@ -87,7 +87,7 @@ SUMMARY = TableSpec("summary", "one row per series and direction with samples", 
 ))
 PATH = TableSpec("path", "one row per stream: the estimate of the path's round trip", (
     _STREAM,
-    _C("side", "str", SIDE_DOC, values=SIDES),
+    CAPTURE_POINT_COLUMN.but(doc=SIDE_DOC),
     *(catalogue.column(name, doc="of the path's round trip: the estimate's samples")
       for name in PATH_STATISTICS),
     _C("estimate", "str", "which: 'ack_rtt_karn_ms b_to_a', 'ts_rtt_ms a_to_b' or 'handshake'"),

@@ -20,16 +20,14 @@ from ..errors import UsageError
 from ..plots.tcp import seqgraph_figure
 from ..render import Shown
 from ..results import Result, shown
-from ..schema import Column, TableSpec
+from ..schema import FRAME_NUMBER_COLUMN, STREAM_COLUMN, TIME_COLUMN, Column, TableSpec
 from ..streams import DIRECTIONS, stream_names
 from .tcp_analysis import STREAM_NEEDS
 from .tcp_flow import data_direction, stream_rows
 
 STYLES = ("stevens", "tcptrace")
 _C = Column
-_STREAM = _C("stream", "int64", "tcp.stream index, as Wireshark numbers it")
-_FRAME = _C("frame_number", "int64", "packet number in the file")
-_TIME = _C("time_s", "float64", "seconds since the capture's first packet", "s")
+_STREAM, _FRAME, _TIME = STREAM_COLUMN, FRAME_NUMBER_COLUMN, TIME_COLUMN
 SUMMARY = TableSpec("summary", "one row per stream: its data direction at a glance", (
     _STREAM,
     _C("data_direction", "str", "the direction carrying the data", values=DIRECTIONS),

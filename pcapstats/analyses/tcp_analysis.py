@@ -92,7 +92,8 @@ from ..batch import analysis
 from ..capture import Capture, Needs
 from ..errors import UsageError
 from ..results import Result, joined
-from ..schema import STREAM, TCP, UDP, Column, TableSpec
+from ..schema import (DIRECTION_COLUMN, FRAME_NUMBER_COLUMN, STREAM, STREAM_COLUMN, TCP, UDP,
+                      Column, TableSpec)
 from ..streams import DIRECTIONS, own_transport
 from . import tcpseq_c, tcpseq_python
 from .tcpseq import FLAG_BITS, INPUTS, OUTPUTS, RETRANSMISSIONS, TIMESTAMP_OUTPUTS
@@ -100,11 +101,10 @@ from .tcpseq import FLAG_BITS, INPUTS, OUTPUTS, RETRANSMISSIONS, TIMESTAMP_OUTPU
 _C = Column
 PACKETS = TableSpec("packets", "one row per TCP packet (ICMP errors quoting a TCP header left "
                     "out), in frame order", (
-    _C("frame_number", "int64", "packet number in the file", wireshark="frame.number"),
+    FRAME_NUMBER_COLUMN,
     _C("frame_time_ns", "int64", "capture time, integer ns since the epoch", unit="ns"),
-    _C("stream", "int64", "tcp.stream index, as Wireshark numbers it", wireshark="tcp.stream"),
-    _C("direction", "str", "a_to_b: sent by side A (the source of the stream's first packet), "
-       "b_to_a: by the other side", values=DIRECTIONS),
+    STREAM_COLUMN,
+    DIRECTION_COLUMN,
     _C("tcp_len", "int64", "payload bytes", unit="bytes", wireshark="tcp.len"),
     _C("tcp_seq", "int64", "relative sequence number", wireshark="tcp.seq"),
     _C("tcp_ack", "int64",

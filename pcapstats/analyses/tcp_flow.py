@@ -26,7 +26,7 @@ stream's sequence analysis, its data direction, and (cwnd) whether the capture s
      after it is tiny at the sender and the median gap from data to the ACK right after it
      tiny at the receiver.  A paced sender (BBR) or a point in the middle shows neither;
   3. *TTLs*: a packet captured where it was sent still carries an initial TTL
-     (schema.INITIAL_TTLS); data with one and ACKs without: the sender; the reverse: the
+     (schema.sent_here); data with one and ACKs without: the sender; the reverse: the
      receiver; neither: the middle (routers on both sides); both: no router on the path,
      nothing told;
   4. without a handshake: Wireshark's ack_rtt of the data (data -> its ACK) against the
@@ -46,10 +46,9 @@ from __future__ import annotations
 import numpy as np
 
 from ..capture import Capture
-from ..schema import INITIAL_TTLS
+from ..schema import sent_here
 from .tcp_analysis import analysed, packet_analysis, table_index
 
-SIDES = ("sender", "receiver", "middle", "unknown")
 # capture_side in a sentence: the `side` column's definition (`pcapstats columns`), and the
 # long form of the analyses' "stream N: sender-side capture" notes without the numbers
 SIDE_DOC = ("where the capture was taken: sender, receiver (of the data), middle (of the path) "
@@ -138,8 +137,8 @@ def segment_size(flow, data_dir: int) -> tuple[int, str]:
 
 
 def capture_side(flow, data_dir: int) -> tuple[str, str]:
-    """(one of SIDES, the evidence in words) for one stream's rows (from :func:`stream_rows`):
-    the first evidence of the module docstring's list that tells, except that TTLs showing
+    """(sender, receiver, middle or unknown: of schema.CAPTURE_POINTS; the evidence in words)
+    for one stream's rows (from :func:`stream_rows`): the first evidence of the module docstring's list that tells, except that TTLs showing
     both directions past a router (the middle) come before the triggers, which only say which
     end the point is near (:func:`near_end`); what the others said follows."""
     flags = flow["tcp_flags"]
@@ -241,7 +240,7 @@ def _side_from_ttls(flow, data_dir) -> tuple[str | None, str]:
     if not data.any() or not acks.any():
         return None, ""
     data_ttl, ack_ttl = int(data.argmax()), int(acks.argmax())   # the most common, the least
-    data_here, ack_here = data_ttl in INITIAL_TTLS, ack_ttl in INITIAL_TTLS
+    data_here, ack_here = sent_here(data_ttl), sent_here(ack_ttl)
     text = f"TTL of the data {data_ttl}, of the ACKs {ack_ttl}"
     if data_here and not ack_here:
         return "sender", text + ": the data was captured where it was sent"

@@ -61,7 +61,7 @@ says which flows' numbers a break touched.
 With a receiver capture, the rows are the sender capture's flows (its ``stream`` numbers and
 directions) as the receiver capture saw them: ``datagrams``, ``bytes``, ``first_s`` (since the
 receiver capture's first packet), ``bps`` and ``side`` are what arrived there (a flow not
-found: 0 datagrams, ``side`` "not found").  A flow with iperf's counters keeps them: iperf3's
+found: 0 datagrams, ``side`` "unknown").  A flow with iperf's counters keeps them: iperf3's
 server's own numbers, at the receiver.  A flow direction sent from the receiver capture's side
 (initial TTL there, a lower one in the sender capture: replies) is shown as the receiver
 capture saw it, with a note: give the two captures the other way round for its loss.  The
@@ -85,7 +85,6 @@ from ..schema import Column, TableSpec
 from ..sidecar import iperf3_udp_reports, placements
 from ..addresses import endpoint
 from ..streams import DIRECTIONS, id_ranges, own_transport
-from .ping import INITIAL_TTLS
 from .udp_headers import HEAD_BYTES, LAYOUTS, Headers, read_headers
 from .udp_match import common_cut, datagram_keys, match
 
@@ -96,19 +95,16 @@ JITTER_MEMORY = 12_000   # (15/16)^12000 < 1e-336: older differences no longer c
 MATCHED = "matched captures"
 REPORT = "iperf3 report"      # loss taken from iperf3's own report (a capture at the sender)
 METHODS = ("iperf3", "iperf3-64", "iperf2", MATCHED, REPORT, "arrival spacing", "none")
-SIDES = ("sender", "further on", "not found")
 _C = Column
 FLOWS = TableSpec("flows", "one row per UDP stream and direction that carried datagrams (with "
                   "a receiver capture: per flow of the sender capture, as the receiver saw it)", (
-    _C("stream", "int64", "udp.stream index, as Wireshark numbers it (with a receiver capture: "
-       "in the sender capture)", wireshark="udp.stream"),
-    _C("direction", "str", "a_to_b: sent by side A (the source of the stream's first packet)",
-       values=DIRECTIONS),
+    schema.STREAM_COLUMN.but(note="with a receiver capture: in the sender capture"),
+    schema.DIRECTION_COLUMN,
     _C("src", "str", "sender address:port"),
     _C("dst", "str", "receiver address:port"),
-    _C("side", "str", "where the capture was taken for this flow: sender (datagrams still "
-       "with their initial TTL) or further on; not found: a flow the receiver capture has not",
-       values=SIDES),
+    schema.CAPTURE_POINT_COLUMN.but(doc="where the capture was taken for this flow: sender "
+                                    "(datagrams still with their initial TTL) or further on; "
+                                    "unknown: a flow the receiver capture has not"),
     _C("datagrams", "int64", "datagrams captured (with a receiver capture: there)", "packets"),
     _C("bytes", "int64", "UDP payload bytes captured", "bytes"),
     _C("first_s", "float64", "first datagram, seconds since the capture's first packet", "s"),
@@ -353,7 +349,7 @@ def _endpoints(cap: _Capture, row: int) -> tuple[str, str]:
 def _side(cap: _Capture, rows: np.ndarray) -> str:
     ttl = cap.column("ip_ttl")[rows]
     common = int(ttl[0]) if (ttl == ttl[0]).all() else int(np.bincount(ttl).argmax())
-    return "sender" if common in INITIAL_TTLS else "further on"
+    return "sender" if schema.sent_here(common) else "further on"
 
 
 def _flow(cap: _Capture, rows: np.ndarray, stream: int, direction: int,
@@ -529,7 +525,7 @@ def _some(names: list[str], shown: int = 3) -> str:
 def _not_found(stream: int, direction: int, src: str, dst: str) -> dict:
     row = dict.fromkeys((c.name for c in FLOWS.columns), np.nan)
     row.update(stream=stream, direction=DIRECTIONS[direction], src=src, dst=dst,
-               side="not found", datagrams=0, bytes=0, method="none")
+               side="unknown", datagrams=0, bytes=0, method="none")
     return row
 
 

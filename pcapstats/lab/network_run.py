@@ -33,7 +33,7 @@ from typing import Callable
 from pcapstats import sidecar
 from pcapstats.lab import accuracy, impair, network, topologies, traffic
 from pcapstats.lab.cleanup import signals_unwind
-from pcapstats.lab.commands import LabError, require_tools
+from pcapstats.lab.commands import require_tools
 from pcapstats.lab.netns import Bottleneck, Lab
 from pcapstats.lab.run import CLIENT_START_S, _capture_output, _measured, _pausing, _Run
 

@@ -137,6 +137,24 @@ def _launcher(run: _Spawner, into: list, host: str, name: str, argv: Sequence):
     return launch
 
 
+def _reporting(tool: str, run: _Spawner, tag: str, sender: str, receiver: str,
+               server: subprocess.Popen, client_argv: Sequence, timeout: float,
+               report: Callable[[dict, dict, str, str], dict]) -> Running:
+    """Running for one of pcapstats' own tools whose client and server each write a --report
+    file (TAG.client.json, TAG.server.json in the work directory): launch starts the client
+    in sender, finish waits for both ends (the client ``timeout`` seconds) and gives
+    ``report(client's, server's, sender, receiver)``: the sidecar's view of the two."""
+    client: list[subprocess.Popen] = []
+
+    def finish() -> dict:
+        run.wait(client[0], f"{tool} client in {sender}", timeout)
+        run.wait(server, f"{tool} server in {receiver}", _margin_s)
+        return report(json.loads((run.work / f"{tag}.client.json").read_text()),
+                      json.loads((run.work / f"{tag}.server.json").read_text()),
+                      sender, receiver)
+    return Running(tool, _launcher(run, client, sender, f"{tag}.client", client_argv), finish)
+
+
 def _last_json(text: str, what: str) -> dict:
     for line in reversed(text.strip().splitlines()):
         if line.startswith("{"):
@@ -181,16 +199,9 @@ def start_simpleperf(lab: Lab, sender: str, receiver: str, work: Path, *, port=S
         client_argv += ["--sndbuf", sndbuf]
     if app_rate_bps:
         client_argv += ["--rate", f"{app_rate_bps:.0f}"]
-    client: list[subprocess.Popen] = []
-    timeout = _planned_s(duration_s, nbytes, app_rate_bps) + _margin_s
-
-    def finish() -> dict:
-        run.wait(client[0], f"simpleperf client in {sender}", timeout)
-        run.wait(server, f"simpleperf server in {receiver}", _margin_s)
-        return simpleperf_report(json.loads(client_report.read_text()),
-                                 json.loads(server_report.read_text()), sender, receiver)
-    return Running("simpleperf", _launcher(run, client, sender, f"{tag}.client", client_argv),
-                   finish)
+    return _reporting("simpleperf", run, tag, sender, receiver, server, client_argv,
+                      _planned_s(duration_s, nbytes, app_rate_bps) + _margin_s,
+                      simpleperf_report)
 
 
 def simpleperf_report(client: dict, server: dict, sender: str, receiver: str) -> dict:
@@ -453,16 +464,9 @@ def start_pingpong(lab: Lab, sender: str, receiver: str, work: Path, *, port=PIN
     client_argv = [sys.executable, "-m", "pcapstats.tools.pingpong", "-c", addr, "-p", port,
                    "--sizes", ",".join(map(str, sizes)), "-r", repetitions,
                    "--interval", interval_s, "--report", client_report, *proto]
-    client: list[subprocess.Popen] = []
-    timeout = len(sizes) * repetitions * (interval_s + 1.0) + _margin_s
-
-    def finish() -> dict:
-        run.wait(client[0], f"pingpong client in {sender}", timeout)
-        run.wait(server, f"pingpong server in {receiver}", _margin_s)
-        return pingpong_report(json.loads(client_report.read_text()),
-                               json.loads(server_report.read_text()), sender, receiver)
-    return Running("pingpong", _launcher(run, client, sender, f"{tag}.client", client_argv),
-                   finish)
+    return _reporting("pingpong", run, tag, sender, receiver, server, client_argv,
+                      len(sizes) * repetitions * (interval_s + 1.0) + _margin_s,
+                      pingpong_report)
 
 
 def pingpong_report(client: dict, server: dict, sender: str, receiver: str) -> dict:

@@ -19,7 +19,7 @@ def ping_figure(result, *, ax=None, title: str | None = None):
     captures = echoes.get("capture", np.full(len(echoes["session"]), result.captures[0], object))
     at_responder = set(zip(sessions.get("capture", np.full(len(sessions["session"]),
                                                              result.captures[0], object)),
-                           sessions["session"], sessions["side"] == "responder"))
+                           sessions["session"], sessions["side"] == "receiver"))
     responder_only = all(side for _, _, side in at_responder)
     what = "Responder turnaround" if responder_only else "Ping round-trip time"
     fig, ax = plots.figure(title or f"{what}: {plots.captures_title(result.names)}",

@@ -34,7 +34,7 @@ from ..errors import Note, PcapstatsWarning, UsageError
 from ..naming import capture_names, text as name_text
 from ..render import Shown
 from ..results import Result
-from ..schema import CAPTURE_COLUMN, Column, TableSpec
+from ..schema import CAPTURE_COLUMN, UNITLESS, Column, TableSpec
 from ..stats import MOST_TRIALS, mean_interval, t_quantile, trials_for
 from ..units import interval_ns
 from . import metrics as M
@@ -58,18 +58,18 @@ RADIO = {"signal_dbm", "datarate_bps", "retry_share"}    # shown only for 802.11
 
 def _group_columns(metric: Column) -> tuple[Column, ...]:
     """A metric's columns in the groups table: its mean, sd and CI (text: its values)."""
-    m = metric.name
+    m, unit = metric.name, UNITLESS if metric.unit is None else metric.unit   # a mean of counts
     if metric.dtype == "str":
         return (_C(m, "str", f"{metric.doc}; here the captures' values, each with how many "
                    "had it (one value alone when all agree)", heading=metric.heading),)
     return (_C(m, "float64", f"{metric.doc}; here the mean over the group's captures where "
-               "it applies", metric.unit, optional=True, heading=metric.heading),
+               "it applies", unit, optional=True, heading=metric.heading),
             _C(f"n_{m}", "int64", f"the group's captures where {m} has a value: the n of its "
                "mean, sd and interval"),
             _C(f"sd_{m}", "float64", f"sample standard deviation of {m} (n - 1); empty for "
-               "one value", metric.unit, optional=True),
+               "one value", unit, optional=True),
             _C(f"ci95_{m}", "float64", f"half-width of the 95 % confidence interval of {m}'s "
-               "mean: t(0.975, n - 1) x sd / sqrt(n); empty for one value", metric.unit,
+               "mean: t(0.975, n - 1) x sd / sqrt(n); empty for one value", unit,
                optional=True))
 
 
@@ -86,7 +86,7 @@ GROUPS = TableSpec("groups", "one row per group of captures with the same --by l
 def _trials_columns(metric: Column, unit_of: str | None) -> tuple[Column, ...]:
     """The trials table's columns for ``metric`` (mean, sd, interval now, as in groups; the
     interval wanted, the trials it needs)."""
-    m = metric.name
+    m, unit_of = metric.name, UNITLESS if unit_of is None else unit_of   # a mean of counts
     return (_N,
             _C(f"n_{m}", "int64", f"the group's captures where {m} has a value"),
             _C(m, "float64", f"the mean of {m} over the group's captures", unit_of,
@@ -100,16 +100,17 @@ def _trials_columns(metric: Column, unit_of: str | None) -> tuple[Column, ...]:
             _C("trials_needed", "float64", "the fewest trials whose interval is that narrow if "
                "they spread as these did: smallest n with t(0.975, n - 1) x sd / sqrt(n) <= "
                "the wanted half-width; empty with fewer than 2 values or past "
-               f"{MOST_TRIALS} trials", optional=True),
+               f"{MOST_TRIALS} trials", UNITLESS, optional=True),
             _C("more_trials", "float64", "trials_needed - n: how many more to run (0: enough "
-               "already)", optional=True))
+               "already)", UNITLESS, optional=True))
 
 
 TRIALS = TableSpec("trials", "one row per group: the trials a wanted 95 % interval of one "
                    "metric needs, estimated from the group's own spread (--trials-for)",
                    (_C("<label>", "str", "the --by labels"),
                     *_trials_columns(_C("<metric>", "float64", "the metric --trials-for "
-                                        "names (goodput_bps by default)"), None)))
+                                        "names (goodput_bps by default), in its unit"),
+                                     None)))
 
 
 class Compare(Result):

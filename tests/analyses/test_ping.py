@@ -71,7 +71,7 @@ def test_counts_and_ping_statistics_of_a_built_session(tmp_path):
     row = result.to_pandas("sessions").iloc[0]
     assert (row.transmitted, row.received, row.duplicates) == (5, 4, 1)
     assert row.echo_loss == pytest.approx(0.2)
-    assert row.side == "requester"
+    assert row.side == "sender"
     samples = np.array([10.0, 12.5, 16.5, 11.0, 30.0])   # ping's statistics include duplicates
     assert row.rtt_min_ms == pytest.approx(10.0)
     assert row.rtt_max_ms == pytest.approx(30.0)
@@ -103,10 +103,10 @@ def test_side_from_ttl(tmp_path):
     records = _echo(T0, 1, ttl=63, reply_ttl=64, rtt_ns=30_000)   # at the responder
     records += _echo(T0 + 10**9, 1, ident=9, ttl=63, reply_ttl=62, rtt_ns=8_000_000)  # router
     sessions = ps.ping(_write(tmp_path, records)).to_pandas("sessions").set_index("ident")
-    assert sessions.loc[7, "side"] == "responder"
+    assert sessions.loc[7, "side"] == "receiver"
     assert math.isnan(sessions.loc[7, "rtt_avg_ms"])
     assert sessions.loc[7, "turnaround_ms"] == pytest.approx(0.03)
-    assert sessions.loc[9, "side"] == "path"
+    assert sessions.loc[9, "side"] == "middle"
 
 
 def _stamped(t_sent_ns, seq, capture_lag_ns, rtt_ns, ident):
@@ -127,8 +127,8 @@ def test_side_from_pings_send_time_when_no_router_is_between(tmp_path):
         records += _stamped(T0 + k * 10**9, k, 20_000, 400_000, ident=1)     # at the requester
         records += _stamped(T0 + k * 10**9 + 5 * 10**8, k, 200_000, 25_000, ident=2)  # responder
     sessions = ps.ping(_write(tmp_path, records)).to_pandas("sessions").set_index("ident")
-    assert sessions.loc[1, "side"] == "requester"
-    assert sessions.loc[2, "side"] == "responder"
+    assert sessions.loc[1, "side"] == "sender"
+    assert sessions.loc[2, "side"] == "receiver"
 
 
 def test_a_capture_without_echoes_says_what_it_has():
@@ -253,7 +253,7 @@ def test_counts_equal_pings_own_summary(lossy_pings):
     for run_ in runs:
         row = sessions[sessions.payload_bytes == run_["size_bytes"]].iloc[0]
         own = run_["summary"]
-        assert row.side == "requester"
+        assert row.side == "sender"
         assert (row.transmitted, row.received) == (own["transmitted"], own["received"])
         assert 0 < row.received < row.transmitted            # the loss rule did drop some
         for stat in ("min", "avg", "max", "mdev"):
@@ -272,7 +272,7 @@ def test_responder_side_capture_is_turnaround_not_rtt(lossy_pings):
     runs = doc["reports"][0]["raw"]["runs"]
     for run_ in runs:
         row = sessions[sessions.payload_bytes == run_["size_bytes"]].iloc[0]
-        assert row.side == "responder"
+        assert row.side == "receiver"
         assert math.isnan(row.rtt_avg_ms)
         assert row.turnaround_ms < 1.0 < run_["summary"]["min_ms"]
         # the requests that reached the responder: ping's received ones, and maybe some whose

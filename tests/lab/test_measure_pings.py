@@ -108,7 +108,7 @@ def test_each_measuring_ping_is_in_the_capture_where_it_was_sent(chain):
         assert len(rows) == 1, (label, rows)
         (row,) = rows
         said = report["reported"]
-        assert row["ident"] == report["ident"] and row["side"] == "requester", row
+        assert row["ident"] == report["ident"] and row["side"] == "sender", row
         assert (row["transmitted"], row["received"]) == (said["transmitted"],
                                                          said["received"]) == (10, 10)
         echoes = result.to_pandas("echoes")
@@ -140,7 +140,7 @@ def test_each_paths_rtt_is_the_sum_of_its_links_in_the_captures(chain):
         result = ps.ping(capture)
         echoes = result.to_pandas("echoes")
         for row in result.to_pandas("sessions").to_dict("records"):
-            if row["side"] == "requester" and row["measures"]:
+            if row["side"] == "sender" and row["measures"]:
                 mine = echoes[echoes.session == row["session"]].set_index("frame_number")
                 rtt[row["measures"]] = (mine.rtt_ms + 1e3 * _send_lags_s(capture)
                                         .reindex(mine.index)).mean()
@@ -176,7 +176,7 @@ def test_pcapstats_ping_names_the_link_or_path(chain):
     rows = _cli("ping", str(out / "chain.measure-r1-r2.pcap"), "-f", "json")
     named = {r["measures"]: r["side"] for r in rows}
     # r1 sent its own link's pings here; h1's path crossed on its way (timed from here on)
-    assert named == {"link r1-r2": "requester", "path h1-h2": "path"}, named
+    assert named == {"link r1-r2": "sender", "path h1-h2": "middle"}, named
 
 
 def _cli(*argv) -> list[dict]:

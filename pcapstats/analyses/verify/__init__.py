@@ -112,7 +112,7 @@ from ...errors import Note, PcapstatsWarning, UsageError
 from ...ingest import Kept
 from ...render import Shown, path_shown, terminal_width
 from ...results import Result
-from ...schema import Column, TableSpec
+from ...schema import STREAM_COLUMN, Column, TableSpec
 from ...sidecar import SidecarError, load_sidecar, sidecar_for
 from ...streams import id_ranges
 from ...tools.wire import SIMPLEPERF_PORT
@@ -126,8 +126,8 @@ __all__ = ["verify", "Verification", "Expected", "Check", "StreamVerdict", "PASS
 
 _C = Column
 VERDICTS = ("pass", "fail", "cannot tell")
-_STREAM = _C("stream", "int64", "tcp.stream / udp.stream; for ping the index of its (source, "
-             "destination, identifier)")
+_STREAM = STREAM_COLUMN.but(note="for ping the index of its (source, destination, "
+                            "identifier)")
 _APP = _C("app", "str", "simpleperf, iperf3-control, iperf3-data, ping",
           values=("simpleperf", "iperf3-control", "iperf3-data", "ping"))
 STREAMS = TableSpec("streams", "one row per recognised stream: its verdict", (

@@ -90,13 +90,7 @@ def _control(ctx, v, s, c) -> tuple[dict | None, dict | None]:
     try:
         at = COOKIE_BYTES
         params, at = json_message(cl, at)
-        client_states = []
-        while at < len(cl):
-            state = cl[at]
-            client_states.append(state)
-            at += 1
-            if state == 4:     # TEST_END: the client's results follow
-                results, at = json_message(cl, at)
+        client_states, results = _states(cl, at, 4)     # TEST_END: its results follow
         expect_client = [4, 16]
         ok_client = client_states == expect_client
         v.add("client_messages", PASS if ok_client else FAIL,
@@ -104,13 +98,7 @@ def _control(ctx, v, s, c) -> tuple[dict | None, dict | None]:
               "cookie, parameters, " + ", ".join(
                   _state(x) + (", results" if x == 4 and results else "")
                   for x in client_states))
-        server_states, at, server_results = [], 0, None
-        while at < len(sv):
-            state = sv[at]
-            server_states.append(state)
-            at += 1
-            if state == 13:    # EXCHANGE_RESULTS: the server's results follow
-                server_results, at = json_message(sv, at)
+        server_states, server_results = _states(sv, 0, 13)   # EXCHANGE_RESULTS: its results
         expect_server = [9, 10, 1, 2, 13, 14]
         v.add("server_messages", PASS if server_states == expect_server else FAIL,
               ", ".join(_state(x) for x in expect_server) + " (results after "
@@ -119,6 +107,19 @@ def _control(ctx, v, s, c) -> tuple[dict | None, dict | None]:
         v.add("messages", FAIL, "length-prefixed JSON where the protocol puts it", str(e))
         return params, {}
     return params, {"client": results, "server": server_results}
+
+
+def _states(data: bytes, at: int, results_after: int) -> tuple[list[int], dict | None]:
+    """The state bytes one side of the control connection sent from ``at`` on, and the JSON
+    message that follows its ``results_after`` state (its results; None when it sent none)."""
+    states, results = [], None
+    while at < len(data):
+        state = data[at]
+        states.append(state)
+        at += 1
+        if state == results_after:
+            results, at = json_message(data, at)
+    return states, results
 
 
 def _data(ctx, s, cookie, params, results) -> StreamVerdict:
@@ -200,7 +201,7 @@ def _udp(ctx, v, params, results) -> None:
             seq = np.array([int.from_bytes(h[8:8 + width], "big") for h in heads], np.int64)
             dup = len(seq) - len(np.unique(seq))
             top = int(seq.max()) if len(seq) else 0
-            sent_here = bool(np.isin(cap.column("ip_ttl")[data], schema.INITIAL_TTLS).all())
+            sent_here = bool(schema.sent_here(cap.column("ip_ttl")[data]).all())
             expected = ("packet counts 1..n, each once, n = the client's reported packets"
                         + ("" if sent_here else " (past the sender the last may be lost: "
                            "n at most, as iperf3's server counts)"))
