@@ -3,7 +3,7 @@
 ``CKernel`` (kernel_c.py) calls the compiled ``_kernel`` extension through ctypes;
 ``NumpyKernel`` (kernel_numpy.py) does the same in numpy and plain Python, for installs without
 a compiler; kernel.py picks one.  Both import this module and nothing of each other.
-The reader (ingest/__init__.py) drives them window by window over a read-only uint8 array (the
+The reader (ingest/fast.py) drives them window by window over a read-only uint8 array (the
 mmap), so that only one window of the file is resident at a time; each call writes into arrays
 the reader preallocated (views starting at the window's first packet):
 
