@@ -64,7 +64,7 @@ from ..render import Shown
 from ..results import Result, shown
 from ..schema import Column, TableSpec
 from ..streams import DIRECTIONS, choose_stream, stream_names
-from .tcp_analysis import STREAM_NEEDS
+from .tcpseq import STREAM_NEEDS
 from .tcp_flow import (SIDE_DOC, SIDES, capture_side, data_direction, near_end, segment_size,
                        stream_rows)
 

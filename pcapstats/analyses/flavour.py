@@ -87,7 +87,7 @@ from ..results import Result, joined, shown
 from ..schema import Column, TableSpec
 from ..streams import choose_stream, id_ranges, stream_names, stream_summary
 from .cwnd import SIDES, Cwnd, estimate
-from .tcp_analysis import STREAM_NEEDS
+from .tcpseq import STREAM_NEEDS
 from .tcp_flow import SIDE_DOC
 
 LABELS = ("reno", "cubic", "bbr", "unknown")

@@ -44,7 +44,7 @@ from ..schema import Column, TableSpec
 from ..reader import as_capture
 from ..sidecar import placements
 from ..streams import DIRECTIONS, SummaryKeeper, stream_names
-from .tcp_analysis import AnalysedWindows
+from .tcpseq import AnalysedWindows
 from .tcp_flow import SIDE_DOC, SIDES, FlowDigests, capture_side, data_direction, stream_rows
 
 RTT_SERIES = ("ack_rtt_ms", "ack_rtt_karn_ms", "ts_rtt_ms")

@@ -14,7 +14,7 @@ import pytest
 
 import pcapstats as ps
 from pcapstats.analyses.reassembly import reassemble, reassemble_file
-from pcapstats.analyses.tcp_analysis import STREAM_NEEDS
+from pcapstats.analyses.tcpseq import STREAM_NEEDS
 from pcapstats.ingest import read_kept
 from pcapstats.ingest.groups import BUCKETS, BUDGET_ENV, ByStream, Spilled, table_budget
 from tests.helpers.partial import answer
