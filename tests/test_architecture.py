@@ -19,7 +19,7 @@ PACKAGE = ROOT / "pcapstats"
 LAYERS: list[tuple[str, ...]] = [
     ("pcapstats._version", "pcapstats.errors"),
     ("pcapstats.units", "pcapstats.stats", "pcapstats.naming", "pcapstats.addresses",
-     "pcapstats.paths"),
+     "pcapstats.paths", "pcapstats.grouping"),
     ("pcapstats.tools", "pcapstats.schema", "pcapstats.sidecar", "pcapstats.clock"),
     ("pcapstats.catalogue",),
     ("pcapstats.streams",),
