@@ -12,7 +12,7 @@ import numpy as np
 from ..capture import Capture, Needs
 from ..grouping import _group_order, _unique_by_runs
 from ..ingest import Kept, read_kept
-from ..ingest.contract import table_array
+from ..ingest.contract import room_for, table_array
 from ..schema import ICMP, ICMP_ECHO, IP, TCP, UDP
 from ..streams import whole_datagrams
 
@@ -127,10 +127,7 @@ class Echoes:
             n, k = self._n[i], len(rows)
             if not k:
                 continue
-            if n + k > len(store["t"]):                 # a gzipped file: more than its size
-                for name, old in store.items():
-                    store[name] = table_array(2 * (n + k), old.dtype)
-                    store[name][:n] = old[:n]
+            room_for(store, n, k)
             for name, column in names.items():
                 if name == "frame" and first_frame is not None:
                     np.add(rows, first_frame, out=store[name][n:n + k], casting="unsafe")

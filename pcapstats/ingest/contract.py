@@ -132,6 +132,16 @@ def table_array(shape, dtype) -> np.ndarray:
     return np.frombuffer(buf, dtype, count).reshape(shape)
 
 
+def room_for(store: dict, n: int, k: int) -> None:
+    """Make ``store``'s table arrays (``n`` rows kept) hold ``k`` more rows, where one cannot:
+    twice the rows, the kept ones copied.  A table sized from the file's size outgrows it only
+    for a gzipped file (more packets than its size on disk)."""
+    for name, old in store.items():
+        if n + k > len(old):
+            store[name] = table_array(2 * (n + k), old.dtype)
+            store[name][:n] = old[:n]
+
+
 def new_outputs(n: int) -> dict[str, np.ndarray]:
     """Zeroed output arrays for up to n packets."""
     return {name: table_array(n, dtype) for name, dtype in DECODE_OUTPUTS}

@@ -80,11 +80,7 @@ class Kept:
         k = int(np.count_nonzero(rows))
         every = k == len(rows)                          # the usual window of a ping flood, say
         at = None if every else np.flatnonzero(rows)
-        for name, store in self.store.items():
-            if self.n + k > len(store):                 # a gzipped file: more than its size
-                grown = K.table_array(2 * (self.n + k), store.dtype)
-                grown[:self.n] = store[:self.n]
-                self.store[name] = grown
+        K.room_for(self.store, self.n, k)
         for name in (*self.columns, *self.layers) if k else ():
             values = window.column(name) if name in self.columns else window.layer(name)
             if not values.any():
