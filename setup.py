@@ -5,4 +5,5 @@ from setuptools import Extension, setup
 _C = dict(extra_compile_args=["-O2", "-std=c99"], optional=True)
 
 setup(ext_modules=[Extension("pcapstats.ingest._kernel", ["pcapstats/ingest/_kernel.c"], **_C),
-                   Extension("pcapstats.analyses._tcpseq", ["pcapstats/analyses/_tcpseq.c"], **_C)])
+                   Extension("pcapstats.analyses.tcpseq._tcpseq",
+                             ["pcapstats/analyses/tcpseq/_tcpseq.c"], **_C)])

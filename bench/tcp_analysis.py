@@ -64,21 +64,22 @@ def main() -> None:
 
     import pcapstats as ps
     from pcapstats.analyses import tcp_analysis as ta
-    from pcapstats.analyses import tcpseq_c
+    from pcapstats.analyses import tcpseq
+    from pcapstats.analyses.tcpseq import kernel_c
 
-    if not tcpseq_c.c_analyser_available():
+    if not kernel_c.c_analyser_available():
         print("bench: the compiled analyser is not built; the analysis rows use the Python "
               "fallback", file=sys.stderr)
     path = files.pcap
     read_s, cap = median_time(lambda: ps.read(path), args.repeat)
-    columns_s, table = median_time(lambda: ta.packet_analysis(cap), args.repeat)
+    columns_s, table = median_time(lambda: tcpseq.packet_analysis(cap), args.repeat)
     frame_s, _ = median_time(lambda: ta.tcp_analysis(cap).to_pandas(), args.repeat)
-    rows, inputs = ta.analysis_inputs(cap)
-    inputs_s, _ = median_time(lambda: ta.analysis_inputs(cap), args.repeat)
-    core_s, _ = median_time(lambda: ta.run_analyser(inputs), args.repeat)
+    rows, inputs = tcpseq.analysis_inputs(cap)
+    inputs_s, _ = median_time(lambda: tcpseq.analysis_inputs(cap), args.repeat)
+    core_s, _ = median_time(lambda: tcpseq.run_analyser(inputs), args.repeat)
     cut = ps.read(files.cut)
     t0 = time.perf_counter()
-    ta.packet_analysis(cut, kernel="python")
+    tcpseq.packet_analysis(cut, kernel="python")
     python_s = (time.perf_counter() - t0) * len(cap) / len(cut)
     n = len(table["frame_number"])
 

@@ -1,12 +1,15 @@
 """The package points one way: no module imports a higher layer, no import cycle, and a
 function-local import of a pcapstats module says why it is there (``# lazy: ...``, start-up).
 
-The layers are ARCHITECTURE.md's picture, bottom first; a module may import its own layer and
-the ones below.  Imports only for type checking (``if TYPE_CHECKING:``) are not imports.
+The layers are ARCHITECTURE.md's table, read here: a row a layer, bottom first, its modules
+cell naming each module (``name``) or package (``name/``) of the layer.  A module may import its
+own layer and the ones below.  Imports only for type checking (``if TYPE_CHECKING:``) are not
+imports.
 """
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -14,26 +17,20 @@ import pytest
 from tests.helpers.paths import ROOT
 
 PACKAGE = ROOT / "pcapstats"
+ARCHITECTURE = (ROOT / "ARCHITECTURE.md").read_text()
+ROW = re.compile(r"^\| (\d+) \| ([^|]+) \| ([^|]+) \|$", re.M)
+TABLE = [(int(m.group(1)), re.findall(r"`([^`]+)`", m.group(2)), m.group(3).strip())
+         for m in ROW.finditer(ARCHITECTURE)]
+
+
+def _prefix(name: str) -> str:
+    """A modules-cell name as a module prefix: `streams/` -> pcapstats.streams."""
+    name = name.rstrip("/")
+    return "pcapstats" if name == "pcapstats" else f"pcapstats.{name}"
+
 
 # Bottom first.  A module belongs to the first layer one of whose prefixes it starts with.
-LAYERS: list[tuple[str, ...]] = [
-    ("pcapstats._version", "pcapstats.errors"),
-    ("pcapstats.units", "pcapstats.stats", "pcapstats.naming", "pcapstats.addresses",
-     "pcapstats.paths"),
-    ("pcapstats.tools", "pcapstats.schema", "pcapstats.sidecar", "pcapstats.clock"),
-    ("pcapstats.catalogue",),
-    ("pcapstats.streams",),
-    ("pcapstats.capture",),
-    ("pcapstats.ingest", "pcapstats.engines"),
-    ("pcapstats.reader",),
-    ("pcapstats.render", "pcapstats.results"),
-    ("pcapstats.batch", "pcapstats.pool"),
-    ("pcapstats.plots",),
-    ("pcapstats.analyses",),
-    ("pcapstats.lab", "pcapstats.study", "pcapstats.export", "pcapstats.dask"),
-    ("pcapstats.cli",),
-    ("pcapstats", "pcapstats.__main__"),
-]
+LAYERS: list[tuple[str, ...]] = [tuple(_prefix(n) for n in names) for _, names, _ in TABLE]
 
 
 def _modules() -> dict[str, Path]:
@@ -55,7 +52,7 @@ def layer(module: str) -> int:
             return i
     if module == "pcapstats":
         return len(LAYERS) - 1
-    raise AssertionError(f"{module} is in no layer: add it to LAYERS and ARCHITECTURE.md")
+    raise AssertionError(f"{module} is in no layer: add it to ARCHITECTURE.md's layer table")
 
 
 def _resolve(module: str, path: Path, node: ast.ImportFrom) -> list[str]:
@@ -158,10 +155,22 @@ def test_function_local_imports_say_why():
                        "comment (only start-up time is a reason):\n" + "\n".join(silent)
 
 
-@pytest.mark.parametrize("layer_prefixes", LAYERS, ids=lambda p: p[0])
-def test_architecture_md_names_every_layer(layer_prefixes):
-    text = (ROOT / "ARCHITECTURE.md").read_text()
-    for prefix in layer_prefixes:
-        name = prefix.removeprefix("pcapstats.").removeprefix("pcapstats")
-        if name:
-            assert f"`{name}" in text, f"ARCHITECTURE.md does not mention `{name}`"
+def test_the_layer_table_is_a_row_a_layer_bottom_first():
+    assert [number for number, _, _ in TABLE] == list(range(len(TABLE))), \
+        "ARCHITECTURE.md's layer table: one row a layer, numbered from 0"
+    named = [name for _, names, _ in TABLE for name in names]
+    assert len(named) == len(set(named)), "a module is named in two rows"
+
+
+@pytest.mark.parametrize("number,names,job", TABLE, ids=lambda v: str(v)[:20])
+def test_each_row_names_what_is_there_and_says_its_job_in_a_sentence(number, names, job):
+    for name in names:
+        if name == "pcapstats":
+            continue
+        path = PACKAGE / name.rstrip("/")
+        if name.endswith("/"):
+            assert (path / "__init__.py").is_file(), f"layer {number}: `{name}` is no package"
+        else:
+            assert path.with_suffix(".py").is_file(), f"layer {number}: `{name}` is no module"
+    assert job.endswith(".") and ". " not in job.rstrip("."), \
+        f"layer {number}'s job is one sentence (the detail goes in the sections): {job}"

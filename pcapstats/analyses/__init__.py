@@ -1,4 +1,4 @@
-"""The analyses, one module each, and where each public name lives.
+"""The analyses, one module (or package) each, and where each public name lives.
 
 Nothing here is imported until it is asked for: ``import pcapstats`` and every CLI command
 load only the analyses they use (importing all of them took 45 ms of each command's start-up).

@@ -65,7 +65,7 @@ from ..results import Result, shown
 from ..schema import (CAPTURE_POINT_COLUMN, FRAME_NUMBER_COLUMN, STREAM_COLUMN, TIME_COLUMN,
                       UNITLESS, Column, TableSpec)
 from ..streams import DIRECTIONS, choose_stream, stream_names
-from .tcp_analysis import STREAM_NEEDS
+from .tcpseq import STREAM_NEEDS
 from .tcp_flow import (SIDE_DOC, capture_side, data_direction, near_end, segment_size,
                        stream_rows)
 

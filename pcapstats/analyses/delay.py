@@ -53,14 +53,15 @@ from ..sidecar import placements, stream_flows
 from ..stats import median_rate, ols, train_rate
 from ..addresses import endpoint
 from ..streams import id_ranges, own_transport, whole_datagrams
-from .ping import (READS as PING_READS, Echoes, echo_sessions, group_slices, later_fragments,
-                   per_group, rows_by_group, rows_needed as ping_rows)
+from ..grouping import group_slices, per_group, rows_by_group
+from .echoes import READS as PING_READS, Echoes, later_fragments, rows_needed as ping_rows
+from .ping import echo_sessions
 
 TRIM = 0.10
 FEWEST_PACKETS = 4        # a ping-pong stream's packets with payload: two exchanges at least
 # What the exchanges read of the packet table (with what streams.own_transport,
 # streams.whole_datagrams and the capture's derived ``direction`` read); delay reads ping's
-# echoes (ping.Echoes) besides.
+# echoes (echoes.Echoes) besides.
 EXCHANGE_READS = (
     TCP, UDP, IP, "l4_quoted", "tcp_stream", "udp_stream", "direction", "tcp_flags",
     "tcp_seq_raw", "tcp_srcport", "tcp_dstport", "udp_srcport", "udp_dstport", "payload_len",
@@ -188,7 +189,7 @@ EXCHANGES = Needs(EXCHANGE_READS, lambda cap: _messages(cap) | later_fragments(c
 def delay(capture, *, source: str = "auto") -> Delay:
     """The delay model of a capture's echo sweeps and ping-pong exchanges (``source``:
     "icmp", "exchanges" or "auto": whichever the capture has).  A path is read in one
-    streaming pass keeping the echoes (ping.Echoes) and the exchanges' rows (EXCHANGES)."""
+    streaming pass keeping the echoes (echoes.Echoes) and the exchanges' rows (EXCHANGES)."""
     if source not in ("auto", "icmp", "exchanges"):
         raise UsageError(f"unknown source {source!r}", hint="use icmp, exchanges or auto")
     echoes, exchanges = _read(capture, icmp=source != "exchanges",

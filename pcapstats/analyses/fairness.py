@@ -51,7 +51,7 @@ from ..sidecar import stream_flows, stream_labels
 from ..addresses import endpoint
 from ..streams import PROTOS, own_transport
 from ..units import check_interval
-from .tcp_analysis import (RESENT_READS, AnalysedWindows, analysed_rows, resent_packets,
+from .tcpseq import (RESENT_READS, AnalysedWindows, analysed_rows, resent_packets,
                            resent_rows)
 
 MIN_FLOW_BYTES = 10_000
@@ -196,7 +196,7 @@ def fairness(capture, *, by: str = "stream", interval: float = 1.0) -> Fairness:
     passes over its windows, the sequence analyser telling re-sends in each: the flows, their
     spans and the common window (``_Flows``), then each flow's goodput in it (``_Goodput``);
     memory follows the flows and intervals, not the packets.  Given a Capture, the same sums
-    of its rows (re-sends from ``tcp_analysis.resent_packets``: no analyser)."""
+    of its rows (re-sends from ``tcpseq.resent_packets``: no analyser)."""
     if by not in GROUPINGS:
         raise UsageError(f"unknown grouping {by!r}", hint="by stream, pair, cc or tool")
     interval = check_interval(interval, "interval")   # 1 us to a day, as every interval

@@ -40,7 +40,7 @@ from . import tcp_models
 from .cwnd import LIMITED, LIMITS, Cwnd, estimate
 from .rtt import stream_rtt
 from .tcp_flow import capture_side, data_direction, stream_rows
-from .tcp_analysis import STREAM_NEEDS
+from .tcpseq import STREAM_NEEDS
 
 FEWEST_SEGMENTS = 10      # a stream with fewer data segments has no limit worth a row
 UNDISTINGUISHED = {"receiver": "sender, cwnd"}     # the limits a capture side cannot tell apart

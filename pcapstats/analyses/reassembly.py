@@ -40,7 +40,7 @@ from ..errors import UsageError
 from ..ingest import read_kept
 from ..ingest.groups import ByStream, table_budget
 from ..ingest.source import Source, open_source
-from .tcp_analysis import analysis_inputs, run_analyser, tcp_rows
+from .tcpseq import analysis_inputs, run_analyser, tcp_rows
 
 FIN, SYN, RST = 0x001, 0x002, 0x004
 HOLE_LOST, HOLE_CUT = 0, 1

@@ -39,8 +39,8 @@ from ..render import Shown
 from ..results import Result, shown
 from ..schema import TIME_COLUMN, Column, TableSpec
 from ..streams import DIRECTIONS, choose_stream, require_tcp
-from .tcp_analysis import PACKETS, AnalysedWindows, analysed
-from .tcpseq import COUNTS as COUNTED, FLAG_BITS
+from .tcp_analysis import PACKETS
+from .tcpseq import COUNTS as COUNTED, FLAG_BITS, AnalysedWindows, analysed
 
 # tshark's tcp.analysis flags, counted and listed, in this order (tcp_analysis' columns)
 FLAGS = ("retransmission", "fast_retransmission", "spurious_retransmission", "out_of_order",

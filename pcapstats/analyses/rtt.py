@@ -45,7 +45,7 @@ from ..schema import (CAPTURE_POINT_COLUMN, DIRECTION_COLUMN, FRAME_NUMBER_COLUM
 from ..reader import as_capture
 from ..sidecar import placements
 from ..streams import DIRECTIONS, SummaryKeeper, stream_names
-from .tcp_analysis import AnalysedWindows
+from .tcpseq import AnalysedWindows
 from .tcp_flow import SIDE_DOC, FlowDigests, capture_side, data_direction, stream_rows
 
 RTT_SERIES = ("ack_rtt_ms", "ack_rtt_karn_ms", "ts_rtt_ms")

@@ -22,7 +22,7 @@ from ..render import Shown
 from ..results import Result, shown
 from ..schema import FRAME_NUMBER_COLUMN, STREAM_COLUMN, TIME_COLUMN, Column, TableSpec
 from ..streams import DIRECTIONS, stream_names
-from .tcp_analysis import STREAM_NEEDS
+from .tcpseq import STREAM_NEEDS
 from .tcp_flow import data_direction, stream_rows
 
 STYLES = ("stevens", "tcptrace")

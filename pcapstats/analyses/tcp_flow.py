@@ -33,7 +33,7 @@ stream's sequence analysis, its data direction, and (cwnd) whether the capture s
      timestamp RTT of the data packets (receiver's ACK -> the data echoing it).
 
 - :class:`FlowDigests`: what the capture side and the RTTs are read from, for every stream at
-  once, kept as the file is analysed window by window (``tcp_analysis.AnalysedWindows``): of a
+  once, kept as the file is analysed window by window (``tcpseq.AnalysedWindows``): of a
   stream's rows only those that carry an RTT sample, the SYNs, the first pure ACK of each
   direction after each SYN/ACK, and the rows where the direction changes (the pairs the
   triggers time, each row beside the one it was next to), with its TTLs counted.  Each
@@ -47,7 +47,7 @@ import numpy as np
 
 from ..capture import Capture
 from ..schema import sent_here
-from .tcp_analysis import analysed, packet_analysis, table_index
+from .tcpseq import analysed, packet_analysis, table_index
 
 # capture_side in a sentence: the `side` column's definition (`pcapstats columns`), and the
 # long form of the analyses' "stream N: sender-side capture" notes without the numbers
@@ -278,7 +278,7 @@ DIGEST_COLUMNS = ("frame_number", "frame_time_ns", "direction", "tcp_len",
 
 class FlowDigests:
     """Every stream's digest (module docstring), made as the file is analysed window by
-    window: call it as ``tcp_analysis.AnalysedWindows``' ``each``.  Between windows it keeps,
+    window: call it as ``tcpseq.AnalysedWindows``' ``each``.  Between windows it keeps,
     by stream id, the direction of the stream's last row and whether a pure ACK of each
     direction is still awaited after a SYN/ACK; its rows, TTL counts and first iRTT grow with
     what it keeps, not with the packets."""

@@ -738,7 +738,7 @@ static int transport(const uint8_t *p, int64_t cap, int64_t rep, uint8_t proto, 
                      int64_t rel, decode_args *a, int64_t i, int quoted);
 
 /* The IP header quoted in an ICMP error and the start of its transport header: Wireshark gives
- * that TCP/UDP header a stream, so the conversation hash must see it (kernel.py, streams.py). */
+ * that TCP/UDP header a stream, so the conversation hash must see it (kernel.py, streams/numbering.py). */
 static void quoted_packet(const uint8_t *p, int64_t cap, int64_t rep, int outer_version,
                           decode_args *a, int64_t i)
 {

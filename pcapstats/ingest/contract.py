@@ -3,7 +3,7 @@
 ``CKernel`` (kernel_c.py) calls the compiled ``_kernel`` extension through ctypes;
 ``NumpyKernel`` (kernel_numpy.py) does the same in numpy and plain Python, for installs without
 a compiler; kernel.py picks one.  Both import this module and nothing of each other.
-The reader (ingest/__init__.py) drives them window by window over a read-only uint8 array (the
+The reader (ingest/fast.py) drives them window by window over a read-only uint8 array (the
 mmap), so that only one window of the file is resident at a time; each call writes into arrays
 the reader preallocated (views starting at the window's first packet):
 
@@ -130,6 +130,16 @@ def table_array(shape, dtype) -> np.ndarray:
     count = int(np.prod(shape))
     buf = mmap.mmap(-1, max(count * dtype.itemsize, 1), flags=mmap.MAP_PRIVATE)  # zero-filled
     return np.frombuffer(buf, dtype, count).reshape(shape)
+
+
+def room_for(store: dict, n: int, k: int) -> None:
+    """Make ``store``'s table arrays (``n`` rows kept) hold ``k`` more rows, where one cannot:
+    twice the rows, the kept ones copied.  A table sized from the file's size outgrows it only
+    for a gzipped file (more packets than its size on disk)."""
+    for name, old in store.items():
+        if n + k > len(old):
+            store[name] = table_array(2 * (n + k), old.dtype)
+            store[name][:n] = old[:n]
 
 
 def new_outputs(n: int) -> dict[str, np.ndarray]:

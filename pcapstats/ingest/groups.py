@@ -24,7 +24,7 @@ import tempfile
 
 import numpy as np
 
-from . import Kept, partial_capture
+from .keepers import Kept, partial_capture
 from .contract import table_array
 from ..capture import Capture, WholeFile
 

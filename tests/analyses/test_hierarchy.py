@@ -190,7 +190,7 @@ def test_a_path_read_in_small_windows_gives_the_same_table(path):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         whole = hierarchy(ps.read(path)).table()
-        with mock.patch("pcapstats.ingest.WINDOW_BYTES", 1 << 12):
+        with mock.patch("pcapstats.ingest.keepers.WINDOW_BYTES", 1 << 12):
             small = hierarchy(path).table()
     for name, values in whole.items():
         np.testing.assert_array_equal(small[name], values, err_msg=name)

@@ -21,7 +21,7 @@ from tests.helpers.paths import CAPTURES, DATA
 from tests.helpers.tshark_ref import tshark_fields
 
 import pcapstats as ps
-from pcapstats.analyses import ping as ping_module
+from pcapstats.analyses import echoes as echoes_module, ping as ping_module
 from pcapstats.capture import Needs
 from pcapstats.errors import NothingToReport
 
@@ -170,15 +170,15 @@ def test_matching_requests_in_order_equals_the_sorting_match():
         r_seq16 = ((seq[pick] + rng.choice([0, 0, 0, 1, -1, 5], size=len(pick))) % 65536)
         r_t = t[pick] + rng.integers(-2, 5, size=len(pick))
         with mock_chunk(5):
-            fast = ping_module._match(session, seq % 65536, t, session[pick],
-                                      r_seq16.astype(np.uint16), r_t, seq)
-        assert np.array_equal(fast, ping_module._match_sorting(session, seq % 65536, t,
-                                                               session[pick], r_seq16, r_t))
+            fast = echoes_module._match(session, seq % 65536, t, session[pick],
+                                        r_seq16.astype(np.uint16), r_t, seq)
+        assert np.array_equal(fast, echoes_module._match_sorting(session, seq % 65536, t,
+                                                                 session[pick], r_seq16, r_t))
 
 
 def mock_chunk(n):
     from unittest import mock
-    return mock.patch.object(ping_module, "MATCH_CHUNK", n)
+    return mock.patch.object(echoes_module, "MATCH_CHUNK", n)
 
 
 def _fragmented_echo(t_ns, seq, ident, lose_last=False):

@@ -39,9 +39,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import pcapstats as ps
-from pcapstats.analyses.tcp_analysis import new_analyser, run_analyser, tcp_analysis
-from pcapstats.analyses.tcpseq import INPUTS, RETRANSMISSIONS
-from pcapstats.analyses.tcpseq_c import c_analyser_available
+from pcapstats.analyses.tcp_analysis import tcp_analysis
+from pcapstats.analyses.tcpseq import INPUTS, RETRANSMISSIONS, new_analyser, run_analyser
+from pcapstats.analyses.tcpseq.kernel_c import c_analyser_available
 
 from tests.helpers import craft
 from tests.helpers.paths import CAPTURES, DATA, PUBLIC
@@ -465,7 +465,8 @@ def test_streamed_analysis_equals_the_whole_tables_with_either_analyser(path):
     """The analyser fed a file's windows as they are read (AnalysedWindows: what retrans and
     rtt run on a path) gives, with the compiled analyser and with the Python one, every column
     packet_analysis gives on the whole table, and counts that are its columns' sums."""
-    from pcapstats.analyses.tcp_analysis import _MADE, AnalysedWindows, analysed, packet_analysis
+    from pcapstats.analyses.tcpseq import AnalysedWindows, analysed, packet_analysis
+    from pcapstats.analyses.tcpseq.columns import _MADE
     from pcapstats.ingest import read_kept
     names = tuple(n for n in _MADE if n != "row")
 
@@ -495,7 +496,7 @@ def test_streamed_analysis_equals_the_whole_tables_with_either_analyser(path):
 def test_one_stream_analysed_alone_equals_its_rows_of_the_whole_analysis(name):
     """packet_analysis(cap, stream) runs the analyser on that stream's packets only (its time
     and memory): every value equals the whole capture's analysis at those rows."""
-    from pcapstats.analyses.tcp_analysis import packet_analysis
+    from pcapstats.analyses.tcpseq import packet_analysis
     cap = ps.read(CAPTURES / name)
     whole = packet_analysis(cap)
     for s in np.unique(whole["tcp_stream"]).tolist():
@@ -514,8 +515,8 @@ def test_resent_from_the_wires_numbers_equals_the_analysers(path):
     """resent_packets (no analyser: the wire's sequence numbers, moved where a SYN/ACK moves a
     direction's base) gives the analyser's ``resent`` on every packet, and so does it on a
     Capture of resent_rows' rows alone."""
-    from pcapstats.analyses.tcp_analysis import (analysis_inputs, resent_packets, resent_rows,
-                                                 resent_segments)
+    from pcapstats.analyses.tcpseq import (analysis_inputs, resent_packets, resent_rows,
+                                           resent_segments)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         cap = ps.read(path)
@@ -536,7 +537,7 @@ def test_resent_follows_a_synack_that_moves_the_base(tmp_path):
     second SYN/ACK and the data up to where it had been lie below what it had sent: re-sent.
     The wire's numbers alone would say otherwise (the new ISN is above the old data);
     resent_packets follows the move, also with only the rows it needs kept."""
-    from pcapstats.analyses.tcp_analysis import resent_packets, resent_rows
+    from pcapstats.analyses.tcpseq import resent_packets, resent_rows
     new_isn = 100_000
     packets = [P(CLIENT, 0, S_, 0, 0), P(SERVER, 1, SA, 0, 1), P(CLIENT, 2, A, 1, 1),
                P(SERVER, 3, PA, 1, 1, 1000), P(CLIENT, 4, A, 1, 1001),

@@ -7,7 +7,7 @@ import pytest
 from scapy.all import IP, TCP, Ether, raw
 
 import pcapstats as ps
-import pcapstats.streams as S
+import pcapstats.streams.summary as S
 from tests.helpers.paths import CAPTURES
 
 SHIPPED = sorted(CAPTURES.glob("*.pcap*"))

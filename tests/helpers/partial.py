@@ -52,6 +52,7 @@ def assert_answers_as_on_the_whole_file(analysis, needs: Needs, path, **options)
         expected = answer(analysis, ps.read(path), **options)
     for how, cap in partial_captures(path, needs):
         assert answer(analysis, cap, **options) == expected, how
-    with warnings.catch_warnings(), mock.patch("pcapstats.ingest.WINDOW_BYTES", SMALL_WINDOW):
+    with warnings.catch_warnings(), \
+            mock.patch("pcapstats.ingest.keepers.WINDOW_BYTES", SMALL_WINDOW):
         warnings.simplefilter("ignore")         # (read_kept's windows when none is given)
         assert answer(analysis, path, **options) == expected, "the path, read in windows"

@@ -14,7 +14,7 @@ import pytest
 
 import pcapstats as ps
 from pcapstats.analyses.reassembly import reassemble, reassemble_file
-from pcapstats.analyses.tcp_analysis import STREAM_NEEDS
+from pcapstats.analyses.tcpseq import STREAM_NEEDS
 from pcapstats.ingest import read_kept
 from pcapstats.ingest.groups import BUCKETS, BUDGET_ENV, ByStream, Spilled, table_budget
 from tests.helpers.partial import answer
@@ -113,7 +113,7 @@ def test_a_batch_holds_whole_streams_in_frame_order(spill_dir):
 
 def test_the_scratch_directory_goes_when_the_analysis_is_interrupted(spill_dir, monkeypatch):
     monkeypatch.setenv(BUDGET_ENV, "1")
-    from pcapstats.analyses import flavour as module
+    from pcapstats.analyses.flavour import result as module   # where flavour() calls it
 
     def interrupted(cap, stream):
         raise KeyboardInterrupt

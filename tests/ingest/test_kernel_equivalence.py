@@ -95,7 +95,7 @@ class Walked:
 
 def walk(kern, data: bytes, window: int | None = None, capacity: int | None = None,
          max_caplen: int = 262144) -> Walked:
-    """Walk a whole file as ingest/__init__.py does: window by window (one window when None),
+    """Walk a whole file as ingest/fast.py does: window by window (one window when None),
     carrying on after a record cut by the window's end, doubling a window too small for one."""
     buf = np.frombuffer(data, np.uint8)
     size = len(buf)
@@ -149,7 +149,7 @@ def assert_same_walk(c: Walked, n: Walked, label=""):
 
 def decode(kern, buf, off, cap, orig, lt, windows=1, sack_capacity=None):
     """Decode, then hash, in ``windows`` consecutive calls sharing the SACK table and the hash
-    tables, as ingest/__init__.py does (a TCP/UDP header quoted in an ICMP error is hashed with
+    tables, as ingest/fast.py does (a TCP/UDP header quoted in an ICMP error is hashed with
     its quoted addresses); returns every array either step produced."""
     n = len(off)
     out = _outputs(n)

@@ -3,6 +3,7 @@ holds exactly the whole-file table's values at those rows, window edges or not."
 
 import gzip
 import shutil
+import struct
 import warnings
 from pathlib import Path
 
@@ -71,6 +72,42 @@ def test_a_gzipped_file_and_an_empty_one(tmp_path):
     empty.write_bytes(src.read_bytes()[:24])                   # the file header alone
     got = _read(empty, needs=ECHO)
     assert len(got) == 0 and got.packets_in_file == 0 and got.first_time_ns is None
+
+
+def _echo_flood(pings: int) -> bytes:
+    """A raw-IP pcap of ``pings`` echo requests from 192.0.2.1, each answered once: built
+    byte by byte (the sequence number is the only field that changes), so it compresses to
+    far less than 16 bytes a packet."""
+    def echo(icmp_type: int, src: bytes, dst: bytes, seq: int) -> bytes:
+        icmp = struct.pack("!BBHHH", icmp_type, 0, 0, 7, seq) + bytes(16)
+        ip = struct.pack("!BBHHHBBH4s4s", 0x45, 0, 20 + len(icmp), 0, 0, 64, 1, 0, src, dst)
+        return ip + icmp
+    a, b = bytes([192, 0, 2, 1]), bytes([198, 51, 100, 2])
+    out = bytearray(struct.pack("<IHHiIII", 0xA1B2C3D4, 2, 4, 0, 0, 65535, 101))  # raw IP
+    for k in range(pings):
+        for n, frame in ((2 * k, echo(8, a, b, k % 65536)), (2 * k + 1, echo(0, b, a, k % 65536))):
+            out += struct.pack("<IIII", 1_700_000_000 + n // 1000, n % 1000 * 1000, len(frame),
+                               len(frame)) + frame
+    return bytes(out)
+
+
+def test_a_gzipped_file_holding_more_packets_than_its_size_says(tmp_path):
+    """The keepers size their arrays from the file's size on disk (16 bytes a packet at the
+    least); a gzipped file holds more: they grow (contract.room_for) and keep every row, for
+    read_needed's Kept and ping's Echoes alike."""
+    pings = 70_000                                       # more requests than 65,536 rows
+    plain, gz = tmp_path / "flood.pcap", tmp_path / "flood.pcap.gz"
+    plain.write_bytes(_echo_flood(pings))
+    gz.write_bytes(gzip.compress(plain.read_bytes(), mtime=0))
+    assert (gz.stat().st_size // 16 + 1) < pings        # so the first guess is too small
+    got, want = _read(gz, needs=ECHO), _read(plain, needs=ECHO)
+    assert len(got) == 2 * pings
+    for name in ("frame_time_ns", "frame_number", "icmp_seq", "ip_src", "payload_len"):
+        assert np.array_equal(got.column(name), want.column(name)), name
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        sessions = ps.ping(gz).table("sessions")
+    assert sessions["transmitted"].tolist() == [pings] and sessions["received"].tolist() == [pings]
 
 
 def test_the_clock_warning_is_said_once_as_for_the_whole_read():

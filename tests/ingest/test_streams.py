@@ -28,7 +28,7 @@ def close(isn_c, isn_s):
             seg(C, S, "A", isn_c + 12, isn_s + 2)]
 
 
-# name -> (frames, the stream of each frame by the rule in pcapstats/streams.py)
+# name -> (frames, the stream of each frame by the rule in pcapstats/streams/numbering.py)
 CASES = {
     "port reuse after close, new ISN": (
         handshake(100, 900) + close(100, 900) + handshake(5000, 7000),

@@ -15,7 +15,7 @@ from tests.helpers.paths import CAPTURES, DATA
 from tests.helpers.tshark_ref import tshark_fields
 
 import pcapstats as ps
-from pcapstats.analyses.tcp_analysis import resent_packets
+from pcapstats.analyses.tcpseq import resent_packets
 from pcapstats.cli import main
 from pcapstats.errors import PcapstatsError
 from pcapstats.streams import own_transport

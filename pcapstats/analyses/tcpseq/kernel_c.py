@@ -1,4 +1,4 @@
-"""The compiled TCP sequence analyser, ``_tcpseq.c``, through ctypes (contract: tcpseq.py)."""
+"""The compiled TCP sequence analyser, ``_tcpseq.c``, through ctypes (contract: contract.py)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import importlib.util
 
 import numpy as np
 
-from .tcpseq import COUNTS, INPUTS, OUTPUTS
+from .contract import COUNTS, INPUTS, OUTPUTS
 
 
 class Analyser:
@@ -56,7 +56,7 @@ _lib: list = []
 def load():
     """The compiled library (loaded once), or None when this install has none."""
     if not _lib:
-        spec = importlib.util.find_spec("pcapstats.analyses._tcpseq")
+        spec = importlib.util.find_spec("pcapstats.analyses.tcpseq._tcpseq")
         lib = None
         if spec is not None and spec.origin is not None:
             try:

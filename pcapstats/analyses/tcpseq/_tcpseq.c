@@ -1,9 +1,9 @@
 /* TCP sequence analysis with Wireshark 4.0's definitions (tcp_analyze_sequence_number and its
  * callers in epan/dissectors/packet-tcp.c), one pass over the TCP packets in frame order.
  *
- * Written from the definitions, not from Wireshark's code.  tcpseq.py is the contract (every
- * input and output array), tcp_analysis.py says what the outputs mean, and tcpseq_python.py is
- * the same algorithm in plain Python (the fallback, and the reference
+ * Written from the definitions, not from Wireshark's code.  contract.py is the contract (every
+ * input and output array), ../tcp_analysis.py says what the outputs mean, and kernel_python.py
+ * is the same algorithm in plain Python (the fallback, and the reference
  * tests/analyses/test_tcp_analysis.py holds this file to).
  *
  * State: per stream two flows (direction 0 and 1), each with its list of unacknowledged
@@ -16,7 +16,7 @@
  * window as its reader walks it, with the answers of one pass over the whole table: memory
  * follows the streams, not the packets.  Given a whole table at once (`whole`), a stream's
  * state is freed after its last packet, so memory follows the streams open at once.  Beside
- * Wireshark's numbers each packet gets pcapstats' `resent` and `ts_rtt` (tcp_analysis.py), and
+ * Wireshark's numbers each packet gets pcapstats' `resent` and `ts_rtt` (../tcp_analysis.py), and
  * each stream and direction its counts (ps_tcpseq_counts: what retrans tabulates).
  */
 
@@ -30,7 +30,7 @@
 #define TH_PUSH 0x008
 #define TH_ACK 0x010
 
-/* Output flag bits (tcpseq.py FLAG_BITS) */
+/* Output flag bits (contract.py FLAG_BITS) */
 #define F_RETRANSMISSION 0x0001
 #define F_FAST_RETRANSMISSION 0x0002
 #define F_SPURIOUS_RETRANSMISSION 0x0004
@@ -518,7 +518,7 @@ static int analyse(stream_t *st, flow_t *fw, flow_t *rv, int64_t i, const tcpseq
 
 /* pcapstats' resent for one analysed segment of flow fw at relative seq `rel` ending `len`
  * later (SYN/FIN count 1): its start below the highest end its direction had sent, on a line
- * where each step from the last segment is the signed 32-bit difference (tcp_analysis.py's
+ * where each step from the last segment is the signed 32-bit difference (resent.py's
  * resent_segments, one segment at a time). */
 static uint8_t resent_on_line(flow_t *fw, uint32_t rel, uint32_t len)
 {

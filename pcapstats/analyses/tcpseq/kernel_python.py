@@ -1,13 +1,13 @@
 """The TCP sequence analyser in plain Python, beside ``_tcpseq.c``: the same answers for
 installs without a compiler (tests/analyses hold both to tshark).  One pass per packet over the
 per-stream, per-direction state Wireshark keeps (epan/dissectors/packet-tcp.c), kept between
-feeds (contract: tcpseq.py)."""
+feeds (contract: contract.py)."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from .tcpseq import ANALYSED, COUNTS, FLAG_BITS, OUTPUTS
+from .contract import ANALYSED, COUNTS, FLAG_BITS, OUTPUTS
 
 _M = 0xFFFFFFFF
 _FIN, _SYN, _RST, _PSH, _ACK = 0x001, 0x002, 0x004, 0x008, 0x010

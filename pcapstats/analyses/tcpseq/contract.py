@@ -1,8 +1,8 @@
 """The contract of the TCP sequence analyser: its flag word and its input and output arrays.
 
-Two implementations honour it -- the compiled ``_tcpseq.c`` (tcpseq_c.py) and the plain-Python
-twin (tcpseq_python.py, the same answers slowly: about 1 s per 100k packets) -- and
-pcapstats.analyses.tcp_analysis picks one and says what the outputs mean.  The logic is
+Two implementations honour it -- the compiled ``_tcpseq.c`` (kernel_c.py) and the plain-Python
+twin (kernel_python.py, the same answers slowly: about 1 s per 100k packets) -- kernel.py
+picks one, and pcapstats.analyses.tcp_analysis says what the outputs mean.  The logic is
 Wireshark 4.0's tcp_analyze_sequence_number, sequential per stream and direction.
 
 Both are an ``Analyser``: ``feed(inputs, out, whole)`` analyses the next packets in frame

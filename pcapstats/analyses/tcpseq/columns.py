@@ -1,0 +1,120 @@
+"""The per-packet columns the TCP analyses share (``packet_analysis``): each made from the
+analyser's inputs and outputs (``_MADE``), as raw numpy columns; what each means is
+``tcp_analysis``'s docstring.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ...capture import Capture
+from ...errors import UsageError
+from ...streams import own_transport
+from .contract import FLAG_BITS, RETRANSMISSIONS
+from .inputs import analysis_inputs
+from .kernel import run_analyser
+
+FLAG_COLUMNS = ("retransmission", *(c for c in FLAG_BITS if c != "generic_retransmission"))
+
+
+def packet_analysis(cap: Capture, stream: int | None = None, kernel: str = "auto", *,
+                    columns: tuple[str, ...] | None = None) -> dict[str, np.ndarray]:
+    """The same numbers for the other TCP analyses, as raw numpy columns: ``tcp_stream``,
+    ``direction`` as 0 (a_to_b) / 1, optional numbers float64 with NaN where absent (exact:
+    every value is below 2^53); ``row``: each packet's row in ``cap``.  ``columns``: only these,
+    each made when asked and every analyser array let go after its last use (a long stream's
+    unused columns cost 8 bytes a packet each, and the analyser's ~140 bytes a packet are not
+    all held beside the answer)."""
+    names = tuple(_MADE) if columns is None else columns
+    rows, inputs = analysis_inputs(cap, stream, timestamps="ts_rtt_ns" in names)
+    if stream is not None and not len(rows):
+        have = np.unique(cap.column("tcp_stream")[own_transport(cap, "tcp")])
+        raise UsageError(f"no TCP stream {stream} in this capture", path=cap.path,
+                         hint=f"it has TCP streams {have.min()}-{have.max()}" if len(have)
+                         else "it has no TCP packets")
+    src = {**inputs, **run_analyser(inputs, kernel), "rows": rows}
+    del inputs
+    return _assembled(src, names)
+
+
+def _assembled(src: dict[str, np.ndarray], names) -> dict[str, np.ndarray]:
+    """The columns ``names`` (of _MADE) from the analyser's inputs and outputs (and ``rows``)
+    in ``src``, each array taken out of ``src`` after its last use."""
+    uses: dict[str, int] = {}
+    for name in names:
+        for key in _MADE[name][0]:
+            uses[key] = uses.get(key, 0) + 1
+    for key in [k for k in src if k not in uses]:
+        del src[key]                                # the analyser's own inputs, unasked outputs
+    out = {}
+    for name in names:
+        keys, make = _MADE[name]
+        value, present = make(src)
+        out[name] = value if present is None else np.where(present, value, np.nan)
+        for key in keys:
+            uses[key] -= 1
+            if not uses[key]:
+                del src[key]
+    return out
+
+
+def analysed(src: dict[str, np.ndarray], names, at: np.ndarray | None = None
+             ) -> dict[str, np.ndarray]:
+    """The columns ``names`` packet_analysis gives, made from one run of the analyser (its
+    inputs and outputs and the analysed ``rows``, as AnalysedWindows hands them over), at the
+    packets ``at`` of them (all when None)."""
+    names = tuple(names)
+    keys = {key for name in names for key in _MADE[name][0]}
+    return _assembled({k: (src[k] if at is None else src[k][at]) for k in keys}, names)
+
+
+
+def _flag(bits: int):
+    return (("aflags",), lambda v: ((v["aflags"] & bits) != 0, None))
+
+
+def _optional(key: str, *also: str, when=None):
+    """A column from the analyser's ``key``, present where ``when(v)`` (default: non-zero)."""
+    test = when or (lambda v: v[key] != 0)
+    return ((key, *also), lambda v: (v[key], test(v)))
+
+
+def _generic_rto(v) -> np.ndarray:
+    return ((v["aflags"] & FLAG_BITS["generic_retransmission"]) != 0) & (v["rto"] != 0)
+
+
+# each column packet_analysis gives: (the analyser inputs and outputs it reads, how it is made
+# from them: (values, where present or None)); see the module docstring for what each means
+_MADE = {
+    "row": (("rows",), lambda v: (v["rows"], None)),
+    "frame_number": (("frame",), lambda v: (v["frame"], None)),
+    "frame_time_ns": (("t",), lambda v: (v["t"], None)),
+    "tcp_stream": (("stream",), lambda v: (v["stream"], None)),
+    "direction": (("dir",), lambda v: (v["dir"], None)),
+    "tcp_len": (("seglen",), lambda v: (v["seglen"], None)),
+    "tcp_flags": (("flags",), lambda v: (v["flags"], None)),     # the header's, as read
+    "tcp_seq": (("rel_seq",), lambda v: (v["rel_seq"], None)),
+    "tcp_ack": (("rel_ack",), lambda v: (v["rel_ack"], None)),
+    "tcp_nxtseq": _optional("nxtseq", "analysed", when=lambda v: v["analysed"].astype(bool)),
+    "tcp_window_size": (("window_size",), lambda v: (v["window_size"], None)),
+    "window_size_scalefactor": _optional("scalefactor", "flags",
+                                         when=lambda v: (v["flags"] & 0x002) == 0),
+    "retransmission": _flag(RETRANSMISSIONS),
+    **{name: _flag(FLAG_BITS[name]) for name in FLAG_COLUMNS if name != "retransmission"},
+    "duplicate_ack_num": _optional("dupack_num"),
+    "duplicate_ack_frame": _optional("dupack_frame", "dupack_num",
+                                     when=lambda v: v["dupack_num"] != 0),
+    "bytes_in_flight": _optional("bytes_in_flight"),
+    "push_bytes_sent": _optional("push_bytes", "bytes_in_flight",
+                                 when=lambda v: v["bytes_in_flight"] != 0),
+    "acks_frame": _optional("acks_frame"),
+    "ack_rtt_ns": _optional("ack_rtt", "acks_frame",
+                            when=lambda v: (v["acks_frame"] != 0) & (v["ack_rtt"] != 0)),
+    "ack_rtt_karn_ns": _optional("ack_rtt", "acks_frame", "karn", when=lambda v: (
+        (v["acks_frame"] != 0) & (v["ack_rtt"] != 0) & (v["karn"] != 0))),
+    "ts_rtt_ns": (("ts_rtt", "ts_ok"), lambda v: (v["ts_rtt"], v["ts_ok"] != 0)),
+    "initial_rtt_ns": _optional("initial_rtt"),
+    "rto_ns": _optional("rto", "aflags", when=_generic_rto),
+    "rto_frame": _optional("rto_frame", "rto", "aflags", when=_generic_rto),
+    "resent": (("resent",), lambda v: (v["resent"].view(bool), None)),
+}
