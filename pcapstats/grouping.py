@@ -20,7 +20,7 @@ def per_group(values: np.ndarray, group: np.ndarray, slices) -> np.ndarray:
     return out
 
 
-def _mode_per_group(group: np.ndarray, values: np.ndarray, n_groups: int, slices=None
+def mode_per_group(group: np.ndarray, values: np.ndarray, n_groups: int, slices=None
                     ) -> np.ndarray:
     """The most common value of each group (the smallest on a tie), -1 for an empty group;
     ``values``: small non-negative integers (TTLs); ``slices``: group_slices', if any."""
@@ -34,7 +34,7 @@ def _mode_per_group(group: np.ndarray, values: np.ndarray, n_groups: int, slices
         return out
     values = values.astype(np.int64)
     span = int(values.max()) + 1
-    pairs, counts = _unique_by_runs(group * span + values, counts=True)
+    pairs, counts = unique_by_runs(group * span + values, counts=True)
     g, v = pairs // span, pairs % span
     best = np.lexsort((v, -counts, g))
     first = best[np.r_[True, g[best][1:] != g[best][:-1]]]
@@ -51,19 +51,19 @@ def group_slices(group: np.ndarray, n_groups: int) -> list[slice] | None:
     return [slice(a, b) for a, b in zip(bounds[:-1], bounds[1:])]
 
 
-def _indices(rows) -> np.ndarray:
-    """A group's members as indices (from a slice of _groups, or rows_by_group's)."""
+def group_indices(rows) -> np.ndarray:
+    """A group's members as indices (from a slice of group_slices, or rows_by_group's)."""
     return np.arange(rows.start, rows.stop) if isinstance(rows, slice) else rows
 
 
 def rows_by_group(group: np.ndarray, n_groups: int) -> list[np.ndarray]:
     """For each group 0..n_groups-1, the indices of its members (one sort, no mask per group)."""
-    order = _group_order(group, n_groups)
+    order = group_order(group, n_groups)
     bounds = np.searchsorted(group[order], np.arange(n_groups + 1))
     return [order[bounds[k]:bounds[k + 1]] for k in range(n_groups)]
 
 
-def _group_order(group: np.ndarray, n_groups: int) -> np.ndarray:
+def group_order(group: np.ndarray, n_groups: int) -> np.ndarray:
     """The indices that sort group numbers 0..n_groups-1 stably: none to sort when they come
     in order (one session after another), and numpy sorts 8- and 16-bit numbers by radix, in
     linear time, so a few groups among a million members cost little."""
@@ -73,7 +73,7 @@ def _group_order(group: np.ndarray, n_groups: int) -> np.ndarray:
     return np.argsort(group if narrow is None else group.astype(narrow), kind="stable")
 
 
-def _unique_by_runs(values: np.ndarray, counts: bool = False
+def unique_by_runs(values: np.ndarray, counts: bool = False
                     ) -> tuple[np.ndarray, np.ndarray]:
     """``np.unique(values, return_inverse=True)`` (``return_counts`` with ``counts``), sorting
     only the first value of each run of equal neighbours: echo traffic comes in long runs

@@ -1,6 +1,6 @@
 """A capture's ICMP echoes as ping and delay read them: kept (``Echoes``, a keeper of
 ``ingest.read_kept``: requests and replies apart, in the few columns they use), numbered into
-sessions and matched, each reply to its request (``_match``: by identifier, 16-bit number and
+sessions and matched, each reply to its request (``match_replies``: by identifier, 16-bit number and
 the capture's order, never by time), an echo over the MTU made whole from its IP fragments.
 What the numbers mean is ``ping``'s docstring.
 """
@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..capture import Capture, Needs
-from ..grouping import _group_order, _unique_by_runs
+from ..grouping import group_order, unique_by_runs
 from ..ingest import Kept, read_kept
 from ..ingest.contract import room_for, table_array
 from ..schema import ICMP, ICMP_ECHO, IP, TCP, UDP
@@ -158,7 +158,7 @@ class Echoes:
             code += responder
             code *= 65536
             code += ident
-            unique, which = _unique_by_runs(code)
+            unique, which = unique_by_runs(code)
             triples = zip((unique // 65536 // span).tolist(),
                           (unique // 65536 % span).tolist(), (unique % 65536).tolist())
         else:
@@ -188,7 +188,7 @@ class Echoes:
         return out
 
 
-def _session_keys(key_table: np.ndarray, request_key: np.ndarray, reply_key: np.ndarray):
+def session_keys(key_table: np.ndarray, request_key: np.ndarray, reply_key: np.ndarray):
     """(keys, session of each request, session of each reply or -1): a session is a
     (requester, responder, identifier) with a request, numbered by its first request; a reply
     belongs to the session whose key it answers.  ``request_key``, ``reply_key``: each one's
@@ -205,7 +205,7 @@ def _session_keys(key_table: np.ndarray, request_key: np.ndarray, reply_key: np.
 
 
 
-def _whole_messages(fragments: Capture, req: dict, rep: dict, r_t: np.ndarray
+def whole_messages(fragments: Capture, req: dict, rep: dict, r_t: np.ndarray
                     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """ICMP data bytes of each request's whole message, and when each reply's last fragment
     was captured and its frame number (``r_t`` and the reply's own where none is in
@@ -255,7 +255,7 @@ def _unwrap(seq16: np.ndarray, session: np.ndarray, order) -> np.ndarray:
     return out
 
 
-def _first_requests(seq16: np.ndarray, session: np.ndarray, n_sessions: int
+def first_requests(seq16: np.ndarray, session: np.ndarray, n_sessions: int
                     ) -> tuple[np.ndarray | slice, ...]:
     """The first request of each (session, sequence number), in capture order: which of the
     requests it is (an index, or a slice of all), its session, sequence number (unwrapped) and
@@ -263,7 +263,7 @@ def _first_requests(seq16: np.ndarray, session: np.ndarray, n_sessions: int
     every request is the first with its number: no sort, no copy."""
     # each session's requests, in order (as they come when one session follows another)
     order = slice(None) if (session[1:] >= session[:-1]).all() else \
-        _group_order(session, n_sessions)
+        group_order(session, n_sessions)
     seq = _unwrap(seq16, session, order)
     s, q = session[order], seq[order]
     first = slice(None)
@@ -273,7 +273,7 @@ def _first_requests(seq16: np.ndarray, session: np.ndarray, n_sessions: int
     return first, session[first], seq[first], seq16[first]
 
 
-def _match(e_session, e_seq16, e_t, r_session, r_seq16, r_t, e_seq=None) -> np.ndarray:
+def match_replies(e_session, e_seq16, e_t, r_session, r_seq16, r_t, e_seq=None) -> np.ndarray:
     """For each reply, the index of the latest request of its session and 16-bit number sent
     at or before it (of those sent at one instant, the last in capture order); -1 when none (a
     reply to a request the capture missed).  ``e_seq``: the requests' unwrapped numbers, for
@@ -292,7 +292,7 @@ def _match(e_session, e_seq16, e_t, r_session, r_seq16, r_t, e_seq=None) -> np.n
 
 
 def _match_in_order(e_session, e_seq, e_t, r_session, r_seq16, r_t, otherwise) -> np.ndarray:
-    """_match where the requests come in time order, session after session, each session's
+    """match_replies where the requests come in time order, session after session, each session's
     numbers rising (as ping sends them, captured anywhere): the latest request of a reply's
     session sent at or before it (by index) has number S; the answer is the one numbered the
     largest c <= S with the reply's 16 bits, found at its place where the session's numbers
@@ -329,7 +329,7 @@ def _match_in_order(e_session, e_seq, e_t, r_session, r_seq16, r_t, otherwise) -
 
 
 def _match_sorting(e_session, e_seq16, e_t, r_session, r_seq16, r_t) -> np.ndarray:
-    """_match for any capture: the requests are ranked by time (a stable sort, a single pass
+    """match_replies for any capture: the requests are ranked by time (a stable sort, a single pass
     when the clock never stepped back), each reply knows the last rank sent at or before it,
     and finds the last request at or below (its key, that rank) among the requests' (key,
     rank) codes, sorted as plain numbers."""

@@ -49,8 +49,8 @@ from .. import catalogue, clock
 from ..batch import analysis
 from ..capture import holdings
 from ..errors import Note, NothingToReport
-from ..grouping import (_indices, _mode_per_group, _unique_by_runs, group_slices, per_group,
-                        rows_by_group)
+from ..grouping import (group_indices, group_slices, mode_per_group, per_group, rows_by_group,
+                        unique_by_runs)
 from ..render import Shown
 from ..results import Result, shown
 from ..ingest.source import open_source
@@ -58,7 +58,7 @@ from ..schema import (CAPTURE_POINT_COLUMN, FRAME_NUMBER_COLUMN, TIME_COLUMN, Co
                       sent_here)
 from ..sidecar import measuring_pings
 from ..streams import id_ranges
-from .echoes import Echoes, _first_requests, _match, _session_keys, _whole_messages
+from .echoes import Echoes, first_requests, match_replies, session_keys, whole_messages
 from .echoes import READS, rows_needed  # noqa: F401  (ping's own: what it reads of the table)
 
 SEND_TIME_SAMPLES = 1000
@@ -193,7 +193,7 @@ def echo_sessions(echoes: Echoes, requester: str | None = None,
                               f"({_what_it_has(echoes)})",
                               hint="ping sessions are echo requests and their replies; "
                                    "`pcapstats throughput` lists the streams it has")
-    keys, session, rep_session = _session_keys(echoes.key_table, req.pop("key"),
+    keys, session, rep_session = session_keys(echoes.key_table, req.pop("key"),
                                                rep.pop("key"))
     answered = rep_session >= 0
     if not answered.all():
@@ -201,7 +201,7 @@ def echo_sessions(echoes: Echoes, requester: str | None = None,
         rep_session = rep_session[answered]
     del answered
 
-    first, e_session, e_seq, e_seq16 = _first_requests(req.pop("seq"), session, len(keys))
+    first, e_session, e_seq, e_seq16 = first_requests(req.pop("seq"), session, len(keys))
     del session
     if not isinstance(first, slice):
         req = {name: column[first] for name, column in req.items()}
@@ -209,15 +209,15 @@ def echo_sessions(echoes: Echoes, requester: str | None = None,
     r_t = rep.pop("t").astype(np.int64, copy=False)
     # each reply answers the latest request of its session with the same 16-bit number
     # captured before it: the capture's order, which a clock step leaves as it was
-    match = _match(e_session, e_seq16, req["frame"], rep_session, rep.pop("seq"), rep["frame"],
-                   e_seq)
+    match = match_replies(e_session, e_seq16, req["frame"], rep_session, rep.pop("seq"),
+                          rep["frame"], e_seq)
     del e_seq16, rep_session
     found = match >= 0
     if not found.all():
         rep = {name: column[found] for name, column in rep.items()}
         r_t, match = r_t[found], match[found]
     del found
-    size, end_ns, end_frame = _whole_messages(echoes.fragments, req, rep, r_t)
+    size, end_ns, end_frame = whole_messages(echoes.fragments, req, rep, r_t)
     rtt_ns = e_t[match]
     np.subtract(end_ns, rtt_ns, out=rtt_ns)
     del end_ns
@@ -307,8 +307,8 @@ def _sides(path, n_sessions, e_session, r_session, by_session, rep_by_session, r
     """Each session's capture side and the evidence, from TTLs (and ping's send timestamps
     where no router changed them).  ``r_session``: each reply's session; ``by_session``,
     ``rep_by_session``: each session's requests and replies (_groups)."""
-    req_ttl = _mode_per_group(e_session, req_ttl, n_sessions, by_session)
-    rep_ttl = _mode_per_group(r_session, rep_ttl, n_sessions, rep_by_session)
+    req_ttl = mode_per_group(e_session, req_ttl, n_sessions, by_session)
+    rep_ttl = mode_per_group(r_session, rep_ttl, n_sessions, rep_by_session)
     req_initial, rep_initial = sent_here(req_ttl), sent_here(rep_ttl)
     sides, evidence, no_router = [], [], []
     for k in range(n_sessions):
@@ -329,7 +329,7 @@ def _sides(path, n_sessions, e_session, r_session, by_session, rep_by_session, r
         by_session = by_session or rows_by_group(e_session, n_sessions)
         reply_rtts = rep_by_session or rows_by_group(r_session, n_sessions)
         decided = _sides_from_send_times(
-            path, data, e_t, [_indices(by_session[k]) for k in no_router],
+            path, data, e_t, [group_indices(by_session[k]) for k in no_router],
             [_known(rtt_ns[reply_rtts[k]]) for k in no_router])
         for k, (side, more) in zip(no_router, decided):
             sides[k] = side
@@ -457,7 +457,7 @@ def _size_groups(session, size, match) -> tuple[np.ndarray, list, list]:
         runs = np.argsort(codes).tolist()
         return (groups, [slice(int(starts[r]), int(ends[r])) for r in runs],
                 [slice(first_reply[r], last_reply[r]) for r in runs])
-    groups, which = _unique_by_runs(session * (1 << 32) + size)
+    groups, which = unique_by_runs(session * (1 << 32) + size)
     echoes_of = group_slices(which, len(groups)) or rows_by_group(which, len(groups))
     rtt_which = which[match]
     return groups, echoes_of, group_slices(rtt_which, len(groups)) or rows_by_group(

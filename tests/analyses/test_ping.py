@@ -170,7 +170,7 @@ def test_matching_requests_in_order_equals_the_sorting_match():
         r_seq16 = ((seq[pick] + rng.choice([0, 0, 0, 1, -1, 5], size=len(pick))) % 65536)
         r_t = t[pick] + rng.integers(-2, 5, size=len(pick))
         with mock_chunk(5):
-            fast = echoes_module._match(session, seq % 65536, t, session[pick],
+            fast = echoes_module.match_replies(session, seq % 65536, t, session[pick],
                                         r_seq16.astype(np.uint16), r_t, seq)
         assert np.array_equal(fast, echoes_module._match_sorting(session, seq % 65536, t,
                                                                  session[pick], r_seq16, r_t))
