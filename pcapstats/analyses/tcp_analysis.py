@@ -176,6 +176,8 @@ PACKETS = TableSpec("packets", "one row per TCP packet (ICMP errors quoting a TC
     _C("rto_frame", "int64",
        "that segment's frame", wireshark="tcp.analysis.rto_frame", optional=True),
 ))
+
+
 class TcpAnalysis(Result):
     """tshark's tcp.analysis per TCP packet (table ``packets``; definitions in the module
     docstring, columns named after the tshark fields they equal)."""
