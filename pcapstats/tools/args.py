@@ -1,5 +1,5 @@
 """Command-line pieces the lab's tools share: a parser whose errors are one line, and the
-argument types they take alike (port, IP address, congestion control name)."""
+argument types they take alike (port, IP address, congestion control name, a count)."""
 
 from __future__ import annotations
 
@@ -38,3 +38,13 @@ def cc_name(text: str) -> str:
         raise argparse.ArgumentTypeError(f"invalid congestion control {text!r}: e.g. reno, "
                                          "cubic, bbr")
     return text
+
+
+def count(what: str, most: int):
+    """The argument type of a whole number from 1 to ``most``; ``what`` names it in the error
+    (``number of connections``)."""
+    def parse(text: str) -> int:
+        if not re.fullmatch(r"\d+", text) or not 1 <= int(text) <= most:
+            raise argparse.ArgumentTypeError(f"invalid {what} {text!r}: must be 1 to {most}")
+        return int(text)
+    return parse

@@ -110,7 +110,7 @@ from typing import Optional
 from pcapstats.addresses import family, socket_endpoint
 from pcapstats.tools import program
 from pcapstats.tools.program import EXIT_OK
-from pcapstats.tools.args import cc_name, ip_address, one_line_parser, port
+from pcapstats.tools.args import cc_name, count, ip_address, one_line_parser, port
 from pcapstats.tools.tcpinfo import set_congestion
 
 HEADER = struct.Struct(">2sIIQ")       # magic, seq, size, time_ns
@@ -178,13 +178,6 @@ def _sizes(text: str) -> list[int]:
     return sizes
 
 
-def _repetitions(text: str) -> int:
-    if not re.fullmatch(r"\d+", text) or not 1 <= int(text) <= MAX_REPETITIONS:
-        raise argparse.ArgumentTypeError(f"invalid number of repetitions {text!r}: must be 1 "
-                                         f"to {MAX_REPETITIONS}")
-    return int(text)
-
-
 def _seconds(minimum_exclusive: bool):
     def parse(text: str) -> float:
         try:
@@ -235,7 +228,7 @@ def build_parser(prog: str = "pingpong") -> argparse.ArgumentParser:
                      help="message sizes, comma-separated, bytes or KiB (default "
                           f"{','.join(map(str, DEFAULT_SIZES))}; with --udp the last is "
                           f"{MAX_UDP_SIZE})")
-    cli.add_argument("-r", "--repetitions", type=_repetitions, default=None, metavar="N",
+    cli.add_argument("-r", "--repetitions", type=count("number of repetitions", MAX_REPETITIONS), default=None, metavar="N",
                      help=f"messages per size (default {DEFAULT_REPETITIONS})")
     cli.add_argument("--interval", type=_seconds(False), default=None, metavar="S",
                      help=f"pause after each answer (default {DEFAULT_INTERVAL_S:g})")

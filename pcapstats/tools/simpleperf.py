@@ -115,7 +115,7 @@ from typing import Optional, TextIO
 from pcapstats.addresses import family, socket_endpoint
 from pcapstats.tools import program
 from pcapstats.tools.program import EXIT_OK
-from pcapstats.tools.args import cc_name, ip_address, one_line_parser, port
+from pcapstats.tools.args import cc_name, count, ip_address, one_line_parser, port
 from pcapstats.errors import UsageError
 from pcapstats.tools.wire import (SIMPLEPERF_ACK, SIMPLEPERF_BYE, SIMPLEPERF_MESSAGE,
                                  SIMPLEPERF_MESSAGE_BYTES, SIMPLEPERF_PORT)
@@ -166,13 +166,6 @@ def _positive_seconds(text: str) -> float:
     return value
 
 
-def _parallel(text: str) -> int:
-    if not re.fullmatch(r"\d+", text) or not 1 <= int(text) <= MAX_PARALLEL:
-        raise argparse.ArgumentTypeError(f"invalid number of connections {text!r}: must be "
-                                         f"1 to {MAX_PARALLEL}")
-    return int(text)
-
-
 def _buffer_bytes(text: str) -> int:
     if not re.fullmatch(r"\d+", text) or int(text) == 0:
         raise argparse.ArgumentTypeError(f"invalid buffer size {text!r}: must be a positive "
@@ -219,7 +212,7 @@ def build_parser(prog: str = "simpleperf") -> argparse.ArgumentParser:
                      help="send this many bytes instead (10MB, 1KB, 500B), per connection")
     cli.add_argument("-i", "--interval", type=_positive_seconds, default=None,
                      help="print a row every this many seconds")
-    cli.add_argument("-P", "--parallel", type=_parallel, default=None,
+    cli.add_argument("-P", "--parallel", type=count("number of connections", MAX_PARALLEL), default=None,
                      help=f"parallel connections, 1-{MAX_PARALLEL} (default 1)")
     lab = p.add_argument_group("pcapstats additions (not in the classic spec)")
     lab.add_argument("--cc", type=cc_name, default=None,
