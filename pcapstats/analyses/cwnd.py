@@ -244,8 +244,8 @@ def wscale(capture: Capture, *, stream: int | str | None = None, side: str = "au
 def estimate(cap: Capture, stream: int | None = None, *, side: str = "auto",
              flow: dict | None = None, found: tuple[str, str] | None = None) -> CwndEstimate:
     """Samples, loss events, per-segment flight and the receiver's window of one stream
-    (``flow``: its stream_rows when the caller has them already; they may be changed here;
-    ``found``: capture_side's answer on them, when the caller has it too)."""
+    (``flow``: its stream_rows when the caller has them already, emptied here: read them
+    before; ``found``: capture_side's answer on them, when the caller has it too)."""
     if side not in ("auto", "sender", "receiver"):
         raise UsageError(f"unknown capture side {side!r}", hint="use auto, sender or receiver")
     stream = choose_stream(cap, stream).stream
@@ -262,18 +262,23 @@ def estimate(cap: Capture, stream: int | None = None, *, side: str = "auto",
         raise NothingToReport(f"TCP stream {stream} of {cap.path} carries no data (its "
                               f"{len(flow['direction'])} packets have no payload)",
                               hint="pick a stream with payload (see `pcapstats throughput`)")
+    resent = int(np.asarray(flow["resent"], bool)[flow["direction"] == data_dir].sum())
+    flight_rows = flow["row"][v.data]
+    # the views hold all the tables read from here on: the stream's other columns (its RTTs,
+    # flags and header fields, ~50 bytes a packet) are let go before the tables are made
+    flow.clear()
     if receiver:
         samples = _receiver_samples(v)
     else:
         samples = _sender_samples(v)
+    v.tsval = v.tsecr = None                    # read by the receiver's samples alone
     episodes = _episodes(v, receiver=receiver)
     _mark_recovery(samples, episodes, v)
     samples["cwnd_bytes"] = np.where(samples["state"] == "cwnd", samples["flight_bytes"], np.nan)
     table = {name: samples[name] for name in SAMPLES.names[1:]}
-    resent = int(np.asarray(flow["resent"], bool)[flow["direction"] == data_dir].sum())
     return CwndEstimate(stream, data_dir, found, evidence, v.mss, v.rtt_ns / 1e9, v.rtt_from,
                         table, _loss_table(episodes, samples, v), _flight_table(v),
-                        _rwnd_table(v), resent, flow["row"][v.data],
+                        _rwnd_table(v), resent, flight_rows,
                         "receiver" if receiver else "sender")
 
 
