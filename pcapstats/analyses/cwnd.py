@@ -271,7 +271,7 @@ def estimate(cap: Capture, stream: int | None = None, *, side: str = "auto",
         samples = _receiver_samples(v)
     else:
         samples = _sender_samples(v)
-    v.tsval = v.tsecr = None                    # read by the receiver's samples alone
+    v.tsval = v.tsecr = v.has_ts = None         # read by the receiver's samples alone
     episodes = _episodes(v, receiver=receiver)
     _mark_recovery(samples, episodes, v)
     samples["cwnd_bytes"] = np.where(samples["state"] == "cwnd", samples["flight_bytes"], np.nan)
@@ -406,7 +406,7 @@ class _Views:
         self.ack = _Wide(flow["tcp_ack"])
         self.win = _Wide(flow["tcp_window_size"])
         self.bif = col("bytes_in_flight")
-        self.tsval, self.tsecr = col("tsval"), col("tsecr")
+        self.tsval, self.tsecr, self.has_ts = flow["tsval"], flow["tsecr"], flow["has_ts"]
         resent = np.zeros(len(flow["frame_number"]), bool)
         for name in _RESENT:
             resent |= np.asarray(flow[name], bool)
@@ -571,8 +571,8 @@ def _share_in_window(t, flag, window_ns) -> np.ndarray:
 def _receiver_samples(v: _Views) -> dict:
     new = v.new_data
     rev = v.acks
-    with_ts = new[~np.isnan(v.tsecr[new])]
-    rev_ts = rev[~np.isnan(v.tsval[rev])]
+    with_ts = new[v.has_ts[new]]
+    rev_ts = rev[v.has_ts[rev]]
     if len(with_ts) and len(rev_ts):
         base = v.tsval[rev_ts[0]]
         sent_val = np.maximum.accumulate(_unwrap(v.tsval[rev_ts], base))

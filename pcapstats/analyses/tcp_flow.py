@@ -87,20 +87,21 @@ def data_direction(flow) -> int:
 def stream_rows(cap: Capture, stream: int) -> dict[str, np.ndarray]:
     """One stream's rows as columns: tcp_analysis (packet_analysis' raw columns: direction
     0/1, optional numbers NaN where absent) plus the header fields the stream analyses need:
-    ``tcp_flags``, ``tcp_hdr_len``, ``ip_ttl``, ``mss_option``, ``tsval``/``tsecr`` (float,
-    NaN without the option).  Plain arrays, no DataFrame: on a 1M-packet stream a DataFrame
-    copied every column once more; on a table of the stream's rows alone the header fields
-    are the capture's own arrays, not copies (read them, never write them)."""
+    ``tcp_flags``, ``tcp_hdr_len``, ``ip_ttl``, ``mss_option`` (where ``has_mss``),
+    ``tsval``/``tsecr`` (where ``has_ts``), as the table holds them.  Plain arrays, no
+    DataFrame: on a 1M-packet stream a DataFrame copied every column once more; on a table of
+    the stream's rows alone the header fields are the capture's own arrays, not copies (read
+    them, never write them; float copies with NaN cost 24 bytes a packet)."""
     flow = packet_analysis(cap, stream, columns=FLOW_COLUMNS)
     at = table_index(cap, flow["row"])
     flow["tcp_flags"] = cap.column("tcp_flags")[at]
     flow["tcp_hdr_len"] = cap.column("tcp_hdr_len")[at]
     flow["ip_ttl"] = cap.column("ip_ttl")[at]
-    flow["mss_option"] = np.where(cap.present("tcp_option_mss")[at],
-                                  cap.column("tcp_option_mss")[at], np.nan)
-    has_ts = cap.present("tcp_option_tsval")[at]
+    flow["mss_option"] = cap.column("tcp_option_mss")[at]
+    flow["has_mss"] = cap.present("tcp_option_mss")[at]
     for name in ("tsval", "tsecr"):
-        flow[name] = np.where(has_ts, cap.column(f"tcp_option_{name}")[at], np.nan)
+        flow[name] = cap.column(f"tcp_option_{name}")[at]
+    flow["has_ts"] = cap.present("tcp_option_tsval")[at]
     return flow
 
 
@@ -116,8 +117,8 @@ def segment_size(flow, data_dir: int) -> tuple[int, str]:
         return 0, "no data"
     largest = int(flow["tcp_len"][data].max())
     flags = flow["tcp_flags"]
-    option = np.asarray(flow["mss_option"], np.float64)[(flags & 0x02) != 0]
-    option = option[~np.isnan(option)]
+    with_option = ((flags & 0x02) != 0) & flow["has_mss"]      # the SYNs carrying the option
+    option = np.asarray(flow["mss_option"][with_option], np.float64)
     if len(option):
         options = int(np.median(flow["tcp_hdr_len"][data])) - 20
         mss = int(option.min()) - max(options, 0)
