@@ -407,25 +407,30 @@ class _Views:
         self.win = _Wide(flow["tcp_window_size"])
         self.bif = col("bytes_in_flight")
         self.tsval, self.tsecr, self.has_ts = flow["tsval"], flow["tsecr"], flow["has_ts"]
+        # what is read from the other columns first, before the index arrays are made
+        self.mss = segment_size(flow, data_dir)[0]
+        self.rtt_ns, self.rtt_from = _smoothed_rtt(flow, data_dir, receiver)
+        self.min_rtt_ns = _min_rtt(flow, data_dir, self.rtt_ns)
         resent = np.zeros(len(flow["frame_number"]), bool)
         for name in _RESENT:
             resent |= np.asarray(flow[name], bool)
         self.resent = resent
         self.hole = np.asarray(flow["lost_segment"], bool)
-        self.data = np.flatnonzero((d == data_dir) & (flow["tcp_len"] > 0))
+        self.data = _rows((d == data_dir) & (flow["tcp_len"] > 0))
         self.new_data = self.data[~resent[self.data]]
         self.acks = np.flatnonzero((d != data_dir) & ((flags & _ACK) != 0) & ((flags & _SYN) == 0))
         self.rev = np.flatnonzero(d != data_dir)
-        self.mss = segment_size(flow, data_dir)[0]
-        self.rtt_ns, self.rtt_from = _smoothed_rtt(flow, data_dir, receiver)
-        self.min_rtt_ns = _min_rtt(flow, data_dir, self.rtt_ns)
         # the highest byte of the data direction sent so far, as of each of its rows; the
         # receiver's cumulative ACK and window as of each of its packets with the ACK flag (the
         # SYN/ACK included: its window, unscaled as SYNs are, counts too).  Read at the rows
         # asked (max_nxt, told): the samples are a fraction of a stream's rows
-        self._sent = np.flatnonzero(d == data_dir)
-        self._sent_max = np.r_[0.0, np.maximum.accumulate(
-            np.nan_to_num(self.nxtseq[self._sent], nan=0.0))]
+        self._sent = _rows(d == data_dir)
+        sent_nxt = self.nxtseq[self._sent]
+        np.nan_to_num(sent_nxt, copy=False, nan=0.0)
+        self._sent_max = np.empty(len(sent_nxt) + 1)
+        self._sent_max[0] = 0.0
+        np.maximum.accumulate(sent_nxt, out=self._sent_max[1:])
+        del sent_nxt
         self._told = np.flatnonzero((d != data_dir) & ((flags & _ACK) != 0))
         self._told_ack = np.r_[np.nan, np.fmax.accumulate(self.ack[self._told].astype(np.float64))]
         self._told_win = np.r_[np.nan, self.win[self._told].astype(np.float64)]
@@ -442,6 +447,13 @@ class _Views:
         with the ACK flag at or before it; NaN before its first."""
         k = np.searchsorted(self._told, rows, side="right")
         return self._told_ack[k], self._told_win[k]
+
+
+def _rows(mask: np.ndarray) -> np.ndarray:
+    """The rows where ``mask`` holds, as int32 when a stream has fewer than 2^31 rows: the
+    index arrays spanning a stream's data cost half of flatnonzero's int64."""
+    rows = np.flatnonzero(mask)
+    return rows.astype(np.int32) if len(mask) < 1 << 31 else rows
 
 
 class _Wide:
