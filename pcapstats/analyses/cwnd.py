@@ -411,6 +411,8 @@ class _Views:
         self.mss = segment_size(flow, data_dir)[0]
         self.rtt_ns, self.rtt_from = _smoothed_rtt(flow, data_dir, receiver)
         self.min_rtt_ns = _min_rtt(flow, data_dir, self.rtt_ns)
+        for name in _RTT_COLUMNS:        # read: let go (estimate empties the rest after)
+            flow.pop(name, None)
         resent = np.zeros(len(flow["frame_number"]), bool)
         for name in _RESENT:
             resent |= np.asarray(flow[name], bool)
@@ -468,6 +470,8 @@ class _Wide:
         return np.asarray(self.values[rows], np.int64)
 
 
+# the stream's RTT columns, read by _smoothed_rtt and _min_rtt alone (32 bytes a packet)
+_RTT_COLUMNS = ("ack_rtt_ns", "ack_rtt_karn_ns", "ts_rtt_ns", "initial_rtt_ns")
 RTT_SOURCES = {   # where the smoothed RTT comes from, in order, by the side analysed
     "sender": ("ack_rtt_karn_ns", "initial_rtt_ns"),
     "receiver": ("ts_rtt_ns", "repair", "initial_rtt_ns"),

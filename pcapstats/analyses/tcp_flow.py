@@ -210,9 +210,10 @@ def _side_from_triggers(flow, data_dir) -> tuple[str | None, str]:
     data = (d == data_dir) & (flow["tcp_len"] > 0)
     new = data & ~np.asarray(flow["resent"], bool)
     ack = d != data_dir
-    gap = np.diff(t)
-    ack_to_data = gap[ack[:-1] & new[1:]]
-    data_to_ack = gap[data[:-1] & ack[1:]]
+    # the gaps from each row to the next, at the pairs asked only (not np.diff of every row)
+    gap = lambda first: t[first + 1] - t[first]  # noqa: E731
+    ack_to_data = gap(np.flatnonzero(ack[:-1] & new[1:]))
+    data_to_ack = gap(np.flatnonzero(data[:-1] & ack[1:]))
     if len(ack_to_data) < MIN_TRIGGERS or len(data_to_ack) < MIN_TRIGGERS:
         return None, ""
     a, b = float(np.median(ack_to_data)), float(np.median(data_to_ack))
