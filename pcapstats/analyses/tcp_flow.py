@@ -79,9 +79,9 @@ def data_direction(flow) -> int:
     if "payload_bytes" in flow:             # a digest: its stream's payload by direction
         sent = flow["payload_bytes"]
         return 0 if sent[0] >= sent[1] else 1
-    lens = flow["tcp_len"]                  # unsigned: summed as uint64, no int64 copy
+    lens = flow["tcp_len"]                  # unsigned: summed as uint64, no copies
     d = flow["direction"]
-    return 0 if lens[d == 0].sum() >= lens[d == 1].sum() else 1
+    return 0 if lens.sum(where=d == 0) >= lens.sum(where=d == 1) else 1
 
 
 def stream_rows(cap: Capture, stream: int) -> dict[str, np.ndarray]:
@@ -93,6 +93,8 @@ def stream_rows(cap: Capture, stream: int) -> dict[str, np.ndarray]:
     the stream's rows alone the header fields are the capture's own arrays, not copies (read
     them, never write them; float copies with NaN cost 24 bytes a packet)."""
     flow = packet_analysis(cap, stream, columns=FLOW_COLUMNS)
+    if len(cap) < 1 << 31:                  # the rows as int32: half of flatnonzero's int64
+        flow["row"] = flow["row"].astype(np.int32)
     at = table_index(cap, flow["row"])
     flow["tcp_flags"] = cap.column("tcp_flags")[at]
     flow["tcp_hdr_len"] = cap.column("tcp_hdr_len")[at]
@@ -177,13 +179,18 @@ def _side_from_handshake(flow, data_dir, flags) -> tuple[str | None, str]:
         return None, ""
     i_syn = before[-1]
     client = d[i_syn]
-    sa = np.flatnonzero(synack[i_syn + 1:] & (d[i_syn + 1:] != client)) + i_syn + 1
-    if len(sa) == 0:
+    # the first SYN/ACK answering it, the first pure ACK after that (argmax: the first True,
+    # without an index of every pure ACK, which on a bulk stream is every data segment)
+    answer = synack[i_syn + 1:] & (d[i_syn + 1:] != client)
+    if not answer.any():
         return None, ""
-    a = np.flatnonzero(ack[sa[0] + 1:] & (d[sa[0] + 1:] == client)) + sa[0] + 1
-    if len(a) == 0:
+    i_sa = int(answer.argmax()) + i_syn + 1
+    del answer
+    acked = ack[i_sa + 1:] & (d[i_sa + 1:] == client)
+    if not acked.any():
         return None, ""
-    first, second = t[sa[0]] - t[i_syn], t[a[0]] - t[sa[0]]
+    i_ack = int(acked.argmax()) + i_sa + 1
+    first, second = t[i_sa] - t[i_syn], t[i_ack] - t[i_sa]
     total = first + second
     text = (f"handshake: SYN -> SYN/ACK {first / 1e6:.3f} ms, SYN/ACK -> ACK "
             f"{second / 1e6:.3f} ms")
