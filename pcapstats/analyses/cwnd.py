@@ -244,8 +244,8 @@ def wscale(capture: Capture, *, stream: int | str | None = None, side: str = "au
 def estimate(cap: Capture, stream: int | None = None, *, side: str = "auto",
              flow: dict | None = None, found: tuple[str, str] | None = None) -> CwndEstimate:
     """Samples, loss events, per-segment flight and the receiver's window of one stream
-    (``flow``: its stream_rows when the caller has them already; they may be changed here;
-    ``found``: capture_side's answer on them, when the caller has it too)."""
+    (``flow``: its stream_rows when the caller has them already, emptied here: read them
+    before; ``found``: capture_side's answer on them, when the caller has it too)."""
     if side not in ("auto", "sender", "receiver"):
         raise UsageError(f"unknown capture side {side!r}", hint="use auto, sender or receiver")
     stream = choose_stream(cap, stream).stream
@@ -262,18 +262,23 @@ def estimate(cap: Capture, stream: int | None = None, *, side: str = "auto",
         raise NothingToReport(f"TCP stream {stream} of {cap.path} carries no data (its "
                               f"{len(flow['direction'])} packets have no payload)",
                               hint="pick a stream with payload (see `pcapstats throughput`)")
+    resent = int(np.asarray(flow["resent"], bool)[flow["direction"] == data_dir].sum())
+    flight_rows = flow["row"][v.data]
+    # the views hold all the tables read from here on: the stream's other columns (its RTTs,
+    # flags and header fields, ~50 bytes a packet) are let go before the tables are made
+    flow.clear()
     if receiver:
         samples = _receiver_samples(v)
     else:
         samples = _sender_samples(v)
+    v.tsval = v.tsecr = v.has_ts = None         # read by the receiver's samples alone
     episodes = _episodes(v, receiver=receiver)
     _mark_recovery(samples, episodes, v)
     samples["cwnd_bytes"] = np.where(samples["state"] == "cwnd", samples["flight_bytes"], np.nan)
     table = {name: samples[name] for name in SAMPLES.names[1:]}
-    resent = int(np.asarray(flow["resent"], bool)[flow["direction"] == data_dir].sum())
     return CwndEstimate(stream, data_dir, found, evidence, v.mss, v.rtt_ns / 1e9, v.rtt_from,
                         table, _loss_table(episodes, samples, v), _flight_table(v),
-                        _rwnd_table(v), resent, flow["row"][v.data],
+                        _rwnd_table(v), resent, flight_rows,
                         "receiver" if receiver else "sender")
 
 
@@ -401,26 +406,33 @@ class _Views:
         self.ack = _Wide(flow["tcp_ack"])
         self.win = _Wide(flow["tcp_window_size"])
         self.bif = col("bytes_in_flight")
-        self.tsval, self.tsecr = col("tsval"), col("tsecr")
+        self.tsval, self.tsecr, self.has_ts = flow["tsval"], flow["tsecr"], flow["has_ts"]
+        # what is read from the other columns first, before the index arrays are made
+        self.mss = segment_size(flow, data_dir)[0]
+        self.rtt_ns, self.rtt_from = _smoothed_rtt(flow, data_dir, receiver)
+        self.min_rtt_ns = _min_rtt(flow, data_dir, self.rtt_ns)
+        for name in _RTT_COLUMNS:        # read: let go (estimate empties the rest after)
+            flow.pop(name, None)
         resent = np.zeros(len(flow["frame_number"]), bool)
         for name in _RESENT:
             resent |= np.asarray(flow[name], bool)
         self.resent = resent
         self.hole = np.asarray(flow["lost_segment"], bool)
-        self.data = np.flatnonzero((d == data_dir) & (flow["tcp_len"] > 0))
+        self.data = _rows((d == data_dir) & (flow["tcp_len"] > 0))
         self.new_data = self.data[~resent[self.data]]
         self.acks = np.flatnonzero((d != data_dir) & ((flags & _ACK) != 0) & ((flags & _SYN) == 0))
         self.rev = np.flatnonzero(d != data_dir)
-        self.mss = segment_size(flow, data_dir)[0]
-        self.rtt_ns, self.rtt_from = _smoothed_rtt(flow, data_dir, receiver)
-        self.min_rtt_ns = _min_rtt(flow, data_dir, self.rtt_ns)
         # the highest byte of the data direction sent so far, as of each of its rows; the
         # receiver's cumulative ACK and window as of each of its packets with the ACK flag (the
         # SYN/ACK included: its window, unscaled as SYNs are, counts too).  Read at the rows
         # asked (max_nxt, told): the samples are a fraction of a stream's rows
-        self._sent = np.flatnonzero(d == data_dir)
-        self._sent_max = np.r_[0.0, np.maximum.accumulate(
-            np.nan_to_num(self.nxtseq[self._sent], nan=0.0))]
+        self._sent = _rows(d == data_dir)
+        sent_nxt = self.nxtseq[self._sent]
+        np.nan_to_num(sent_nxt, copy=False, nan=0.0)
+        self._sent_max = np.empty(len(sent_nxt) + 1)
+        self._sent_max[0] = 0.0
+        np.maximum.accumulate(sent_nxt, out=self._sent_max[1:])
+        del sent_nxt
         self._told = np.flatnonzero((d != data_dir) & ((flags & _ACK) != 0))
         self._told_ack = np.r_[np.nan, np.fmax.accumulate(self.ack[self._told].astype(np.float64))]
         self._told_win = np.r_[np.nan, self.win[self._told].astype(np.float64)]
@@ -439,6 +451,13 @@ class _Views:
         return self._told_ack[k], self._told_win[k]
 
 
+def _rows(mask: np.ndarray) -> np.ndarray:
+    """The rows where ``mask`` holds, as int32 when a stream has fewer than 2^31 rows: the
+    index arrays spanning a stream's data cost half of flatnonzero's int64."""
+    rows = np.flatnonzero(mask)
+    return rows.astype(np.int32) if len(mask) < 1 << 31 else rows
+
+
 class _Wide:
     """A stream's unsigned column read as int64 where it is indexed: the whole column's int64
     copy (8 bytes a packet, held as long as the views) is never made."""
@@ -451,6 +470,8 @@ class _Wide:
         return np.asarray(self.values[rows], np.int64)
 
 
+# the stream's RTT columns, read by _smoothed_rtt and _min_rtt alone (32 bytes a packet)
+_RTT_COLUMNS = ("ack_rtt_ns", "ack_rtt_karn_ns", "ts_rtt_ns", "initial_rtt_ns")
 RTT_SOURCES = {   # where the smoothed RTT comes from, in order, by the side analysed
     "sender": ("ack_rtt_karn_ns", "initial_rtt_ns"),
     "receiver": ("ts_rtt_ns", "repair", "initial_rtt_ns"),
@@ -566,8 +587,8 @@ def _share_in_window(t, flag, window_ns) -> np.ndarray:
 def _receiver_samples(v: _Views) -> dict:
     new = v.new_data
     rev = v.acks
-    with_ts = new[~np.isnan(v.tsecr[new])]
-    rev_ts = rev[~np.isnan(v.tsval[rev])]
+    with_ts = new[v.has_ts[new]]
+    rev_ts = rev[v.has_ts[rev]]
     if len(with_ts) and len(rev_ts):
         base = v.tsval[rev_ts[0]]
         sent_val = np.maximum.accumulate(_unwrap(v.tsval[rev_ts], base))

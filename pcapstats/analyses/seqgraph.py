@@ -22,8 +22,14 @@ from ..render import Shown
 from ..results import Result, shown
 from ..schema import FRAME_NUMBER_COLUMN, STREAM_COLUMN, TIME_COLUMN, Column, TableSpec
 from ..streams import DIRECTIONS, stream_names
-from .tcpseq import STREAM_NEEDS
-from .tcp_flow import data_direction, stream_rows
+from .tcpseq import STREAM_NEEDS, packet_analysis
+from .tcp_flow import data_direction
+
+# the packet_analysis columns the graph reads: asked alone, a 900k-packet stream holds these
+# (mostly views of the table and the analyser's uint32 outputs), not stream_rows' ~80 bytes a
+# packet of RTTs, flags and header fields it never draws
+FLOW_COLUMNS = ("frame_number", "frame_time_ns", "direction", "tcp_len", "tcp_flags",
+                "tcp_seq", "tcp_ack", "tcp_nxtseq", "tcp_window_size", "resent")
 
 STYLES = ("stevens", "tcptrace")
 _C = Column
@@ -94,26 +100,25 @@ def seqgraph(capture: Capture, *, stream: int | str | None = None) -> SeqGraph:
 
 
 def _seqgraph(capture: Capture, stream: int) -> SeqGraph:
-    flow = stream_rows(capture, stream)
+    flow = packet_analysis(capture, stream, columns=FLOW_COLUMNS)
     data_dir = data_direction(flow)
     t0 = capture.first_time_ns
     d = flow["direction"]
-    seconds = (flow["frame_time_ns"] - t0) / 1e9
+    seconds = lambda rows: (flow["frame_time_ns"][rows] - t0) / 1e9  # noqa: E731 (at rows)
     frames = flow["frame_number"]
     data = np.flatnonzero((d == data_dir) & (flow["tcp_len"] > 0))
-    resent = np.asarray(flow["resent"], bool)
     segments = {
-        "frame_number": frames[data], "time_s": seconds[data],
-        "tcp_seq": np.asarray(flow["tcp_seq"], np.int64)[data],
-        "tcp_nxtseq": np.asarray(flow["tcp_nxtseq"], np.float64)[data],
-        "resent": resent[data]}
+        "frame_number": frames[data], "time_s": seconds(data),
+        "tcp_seq": np.asarray(flow["tcp_seq"][data], np.int64),
+        "tcp_nxtseq": np.asarray(flow["tcp_nxtseq"][data], np.float64),
+        "resent": np.asarray(flow["resent"][data], bool)}
     acks = np.flatnonzero((d != data_dir) & ((flow["tcp_flags"] & 0x10) != 0))
-    ack = np.asarray(flow["tcp_ack"], np.int64)[acks]
+    ack = np.asarray(flow["tcp_ack"][acks], np.int64)
     ack_table = {
-        "frame_number": frames[acks], "time_s": seconds[acks], "tcp_ack": ack,
-        "window_edge": ack + np.asarray(flow["tcp_window_size"], np.int64)[acks]}
+        "frame_number": frames[acks], "time_s": seconds(acks), "tcp_ack": ack,
+        "window_edge": ack + np.asarray(flow["tcp_window_size"][acks], np.int64)}
     tables = {"segments": segments, "acks": ack_table,
-              "sacks": _sacks(capture, flow, data_dir, acks, seconds)}
+              "sacks": _sacks(capture, flow, data_dir, acks, ack_table["time_s"])}
     for table in tables.values():
         table["stream"] = np.full(len(table["frame_number"]), stream, np.int64)
     tables["summary"] = _summary(stream, DIRECTIONS[data_dir], tables)
@@ -137,18 +142,20 @@ def _summary(stream: int, data_dir: str, tables: dict) -> dict[str, np.ndarray]:
             for c in SUMMARY.columns}
 
 
-def _sacks(cap, flow, data_dir, acks, seconds):
-    """SACK blocks of the ACKs, relative to the data direction's base sequence number."""
+def _sacks(cap, flow, data_dir, acks, ack_seconds):
+    """SACK blocks of the ACKs (at ``ack_seconds``), relative to the data direction's base
+    sequence number."""
     frames = flow["frame_number"]
     d = flow["direction"]
-    data_rows = np.flatnonzero(d == data_dir)
+    sent = d == data_dir
     out = {"frame_number": [], "time_s": [], "left": [], "right": []}
     empty = {"frame_number": np.zeros(0, np.int64), "time_s": np.zeros(0),
              "left": np.zeros(0, np.int64), "right": np.zeros(0, np.int64)}
-    if len(data_rows) and len(acks):
+    if sent.any() and len(acks):
+        first_sent = int(sent.argmax())           # the data direction's first row
         all_frames = cap.column("frame_number")
-        first = np.searchsorted(all_frames, frames[data_rows[0]])
-        base = (int(cap.column("tcp_seq_raw")[first]) - int(flow["tcp_seq"][data_rows[0]])) \
+        first = np.searchsorted(all_frames, frames[first_sent])
+        base = (int(cap.column("tcp_seq_raw")[first]) - int(flow["tcp_seq"][first_sent])) \
             % (1 << 32)
         rows = np.searchsorted(all_frames, frames[acks])
         for k in (1, 2, 3):
@@ -156,7 +163,7 @@ def _sacks(cap, flow, data_dir, acks, seconds):
             le = (cap.column(f"tcp_sack_le{k}_raw")[rows].astype(np.int64) - base) % (1 << 32)
             re = (cap.column(f"tcp_sack_re{k}_raw")[rows].astype(np.int64) - base) % (1 << 32)
             out["frame_number"].append(frames[acks][has])
-            out["time_s"].append(seconds[acks][has])
+            out["time_s"].append(ack_seconds[has])
             out["left"].append(le[has])
             out["right"].append(re[has])
         out = {k: np.concatenate(v) for k, v in out.items()}

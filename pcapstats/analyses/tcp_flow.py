@@ -79,28 +79,31 @@ def data_direction(flow) -> int:
     if "payload_bytes" in flow:             # a digest: its stream's payload by direction
         sent = flow["payload_bytes"]
         return 0 if sent[0] >= sent[1] else 1
-    lens = flow["tcp_len"]                  # unsigned: summed as uint64, no int64 copy
+    lens = flow["tcp_len"]                  # unsigned: summed as uint64, no copies
     d = flow["direction"]
-    return 0 if lens[d == 0].sum() >= lens[d == 1].sum() else 1
+    return 0 if lens.sum(where=d == 0) >= lens.sum(where=d == 1) else 1
 
 
 def stream_rows(cap: Capture, stream: int) -> dict[str, np.ndarray]:
     """One stream's rows as columns: tcp_analysis (packet_analysis' raw columns: direction
     0/1, optional numbers NaN where absent) plus the header fields the stream analyses need:
-    ``tcp_flags``, ``tcp_hdr_len``, ``ip_ttl``, ``mss_option``, ``tsval``/``tsecr`` (float,
-    NaN without the option).  Plain arrays, no DataFrame: on a 1M-packet stream a DataFrame
-    copied every column once more; on a table of the stream's rows alone the header fields
-    are the capture's own arrays, not copies (read them, never write them)."""
+    ``tcp_flags``, ``tcp_hdr_len``, ``ip_ttl``, ``mss_option`` (where ``has_mss``),
+    ``tsval``/``tsecr`` (where ``has_ts``), as the table holds them.  Plain arrays, no
+    DataFrame: on a 1M-packet stream a DataFrame copied every column once more; on a table of
+    the stream's rows alone the header fields are the capture's own arrays, not copies (read
+    them, never write them; float copies with NaN cost 24 bytes a packet)."""
     flow = packet_analysis(cap, stream, columns=FLOW_COLUMNS)
+    if len(cap) < 1 << 31:                  # the rows as int32: half of flatnonzero's int64
+        flow["row"] = flow["row"].astype(np.int32)
     at = table_index(cap, flow["row"])
     flow["tcp_flags"] = cap.column("tcp_flags")[at]
     flow["tcp_hdr_len"] = cap.column("tcp_hdr_len")[at]
     flow["ip_ttl"] = cap.column("ip_ttl")[at]
-    flow["mss_option"] = np.where(cap.present("tcp_option_mss")[at],
-                                  cap.column("tcp_option_mss")[at], np.nan)
-    has_ts = cap.present("tcp_option_tsval")[at]
+    flow["mss_option"] = cap.column("tcp_option_mss")[at]
+    flow["has_mss"] = cap.present("tcp_option_mss")[at]
     for name in ("tsval", "tsecr"):
-        flow[name] = np.where(has_ts, cap.column(f"tcp_option_{name}")[at], np.nan)
+        flow[name] = cap.column(f"tcp_option_{name}")[at]
+    flow["has_ts"] = cap.present("tcp_option_tsval")[at]
     return flow
 
 
@@ -116,8 +119,8 @@ def segment_size(flow, data_dir: int) -> tuple[int, str]:
         return 0, "no data"
     largest = int(flow["tcp_len"][data].max())
     flags = flow["tcp_flags"]
-    option = np.asarray(flow["mss_option"], np.float64)[(flags & 0x02) != 0]
-    option = option[~np.isnan(option)]
+    with_option = ((flags & 0x02) != 0) & flow["has_mss"]      # the SYNs carrying the option
+    option = np.asarray(flow["mss_option"][with_option], np.float64)
     if len(option):
         options = int(np.median(flow["tcp_hdr_len"][data])) - 20
         mss = int(option.min()) - max(options, 0)
@@ -176,13 +179,18 @@ def _side_from_handshake(flow, data_dir, flags) -> tuple[str | None, str]:
         return None, ""
     i_syn = before[-1]
     client = d[i_syn]
-    sa = np.flatnonzero(synack[i_syn + 1:] & (d[i_syn + 1:] != client)) + i_syn + 1
-    if len(sa) == 0:
+    # the first SYN/ACK answering it, the first pure ACK after that (argmax: the first True,
+    # without an index of every pure ACK, which on a bulk stream is every data segment)
+    answer = synack[i_syn + 1:] & (d[i_syn + 1:] != client)
+    if not answer.any():
         return None, ""
-    a = np.flatnonzero(ack[sa[0] + 1:] & (d[sa[0] + 1:] == client)) + sa[0] + 1
-    if len(a) == 0:
+    i_sa = int(answer.argmax()) + i_syn + 1
+    del answer
+    acked = ack[i_sa + 1:] & (d[i_sa + 1:] == client)
+    if not acked.any():
         return None, ""
-    first, second = t[sa[0]] - t[i_syn], t[a[0]] - t[sa[0]]
+    i_ack = int(acked.argmax()) + i_sa + 1
+    first, second = t[i_sa] - t[i_syn], t[i_ack] - t[i_sa]
     total = first + second
     text = (f"handshake: SYN -> SYN/ACK {first / 1e6:.3f} ms, SYN/ACK -> ACK "
             f"{second / 1e6:.3f} ms")
@@ -209,9 +217,10 @@ def _side_from_triggers(flow, data_dir) -> tuple[str | None, str]:
     data = (d == data_dir) & (flow["tcp_len"] > 0)
     new = data & ~np.asarray(flow["resent"], bool)
     ack = d != data_dir
-    gap = np.diff(t)
-    ack_to_data = gap[ack[:-1] & new[1:]]
-    data_to_ack = gap[data[:-1] & ack[1:]]
+    # the gaps from each row to the next, at the pairs asked only (not np.diff of every row)
+    gap = lambda first: t[first + 1] - t[first]  # noqa: E731
+    ack_to_data = gap(np.flatnonzero(ack[:-1] & new[1:]))
+    data_to_ack = gap(np.flatnonzero(data[:-1] & ack[1:]))
     if len(ack_to_data) < MIN_TRIGGERS or len(data_to_ack) < MIN_TRIGGERS:
         return None, ""
     a, b = float(np.median(ack_to_data)), float(np.median(data_to_ack))
