@@ -66,8 +66,8 @@ from ..schema import (CAPTURE_POINT_COLUMN, FRAME_NUMBER_COLUMN, STREAM_COLUMN, 
                       UNITLESS, Column, TableSpec)
 from ..streams import DIRECTIONS, choose_stream, stream_names
 from .tcpseq import STREAM_NEEDS
-from .tcp_flow import (SIDE_DOC, capture_side, data_direction, near_end, segment_size,
-                       stream_rows)
+from .tcp_flow import (SIDE_DOC, capture_side, data_direction, near_end, optional,
+                       segment_size, stream_rows)
 
 PROMPT_NS = 200_000           # an ACK answered by new data within this is "answered at once"
 ACK_CLOCKED_FRACTION = 0.75   # share of ACKs answered at once, over one RTT, to call it cwnd-limited
@@ -401,11 +401,11 @@ class _Views:
         self.frame = _Wide(flow["frame_number"])
         d = flow["direction"]
         flags = flow["tcp_flags"]
-        col = lambda name: np.asarray(flow[name], np.float64)  # noqa: E731
-        self.nxtseq = col("tcp_nxtseq")
         self.ack = _Wide(flow["tcp_ack"])
         self.win = _Wide(flow["tcp_window_size"])
-        self.bif = col("bytes_in_flight")
+        # Wireshark's bytes in flight as the analyser gives it, and where it has one: made
+        # float (NaN where none) at the rows read alone (in_flight)
+        self.bif, self.has_bif = flow["bytes_in_flight"], flow["has_bytes_in_flight"]
         self.tsval, self.tsecr, self.has_ts = flow["tsval"], flow["tsecr"], flow["has_ts"]
         # what is read from the other columns first, before the index arrays are made
         self.mss = segment_size(flow, data_dir)[0]
@@ -413,6 +413,7 @@ class _Views:
         self.min_rtt_ns = _min_rtt(flow, data_dir, self.rtt_ns)
         for name in _RTT_COLUMNS:        # read: let go (estimate empties the rest after)
             flow.pop(name, None)
+            flow.pop(f"has_{name}", None)
         resent = np.zeros(len(flow["frame_number"]), bool)
         for name in _RESENT:
             resent |= np.asarray(flow[name], bool)
@@ -427,8 +428,8 @@ class _Views:
         # SYN/ACK included: its window, unscaled as SYNs are, counts too).  Read at the rows
         # asked (max_nxt, told): the samples are a fraction of a stream's rows
         self._sent = _rows(d == data_dir)
-        sent_nxt = self.nxtseq[self._sent]
-        np.nan_to_num(sent_nxt, copy=False, nan=0.0)
+        sent_nxt = np.where(flow["has_tcp_nxtseq"][self._sent], flow["tcp_nxtseq"][self._sent],
+                            0.0)
         self._sent_max = np.empty(len(sent_nxt) + 1)
         self._sent_max[0] = 0.0
         np.maximum.accumulate(sent_nxt, out=self._sent_max[1:])
@@ -436,6 +437,10 @@ class _Views:
         self._told = np.flatnonzero((d != data_dir) & ((flags & _ACK) != 0))
         self._told_ack = np.r_[np.nan, np.fmax.accumulate(self.ack[self._told].astype(np.float64))]
         self._told_win = np.r_[np.nan, self.win[self._told].astype(np.float64)]
+
+    def in_flight(self, rows):
+        """Wireshark's bytes in flight at ``rows``: float64, NaN where it has none."""
+        return np.where(self.has_bif[rows], self.bif[rows], np.nan)
 
     def seconds(self, rows):
         return (self.t[rows] - self.t0) / 1e9
@@ -493,8 +498,7 @@ def _smoothed_rtt(flow, data_dir, receiver: bool) -> tuple[int, str]:
                 continue
         else:
             mask = {"ack_rtt_karn_ns": d != data_dir, "ts_rtt_ns": d == data_dir}.get(name)
-            v = np.asarray(flow[name], np.float64)
-            v = v[mask] if mask is not None else v
+            v = optional(flow, name, mask)
         v = v[~np.isnan(v) & (v > 0) & (v < GAP_NS)]   # an "RTT" of an hour is a clock step
         if len(v):
             return int(np.median(v)), name.removesuffix("_ns")
@@ -514,7 +518,7 @@ def repair_rtts(flow, data_dir) -> np.ndarray:
     holes = np.flatnonzero(data & np.asarray(flow["lost_segment"], bool))
     if not len(holes):
         return np.zeros(0)
-    nxt = np.where(data, np.nan_to_num(np.asarray(flow["tcp_nxtseq"], np.float64), nan=0.0), 0.0)
+    nxt = np.where(data & flow["has_tcp_nxtseq"], flow["tcp_nxtseq"], 0.0)
     start = np.maximum.accumulate(nxt)[holes - 1]          # the first byte missing
     ack_rows = np.flatnonzero(d != data_dir)
     seq, ack = np.asarray(flow["tcp_seq"], np.float64), np.asarray(flow["tcp_ack"], np.float64)
@@ -538,7 +542,7 @@ def repair_rtts(flow, data_dir) -> np.ndarray:
 
 
 def _min_rtt(flow, data_dir, fallback) -> int:
-    v = np.asarray(flow["initial_rtt_ns"], np.float64)
+    v = optional(flow, "initial_rtt_ns")
     v = v[~np.isnan(v) & (v < GAP_NS)]
     return int(v[0]) if len(v) else fallback
 
@@ -551,11 +555,11 @@ def _sender_samples(v: _Views) -> dict:
     prev = np.r_[-1.0, np.fmax.accumulate(v.ack[acks].astype(np.float64))[:-1]]
     acks = acks[v.ack[acks] > prev]
     # the last data segment with a bytes_in_flight value before each ACK
-    with_bif = v.data[~np.isnan(v.bif[v.data])]
+    with_bif = v.data[v.has_bif[v.data]]
     k = np.searchsorted(with_bif, acks) - 1
     acks, k = acks[k >= 0], k[k >= 0]
     last = with_bif[k]
-    flight = v.bif[last]
+    flight = v.in_flight(last)
     # answered at once: the next new data segment follows within PROMPT_NS
     j = np.searchsorted(v.new_data, acks)
     prompt = np.zeros(len(acks), bool)          # no new data at all: nothing answered an ACK
@@ -695,7 +699,7 @@ def _loss_table(episodes, samples, v: _Views) -> dict[str, np.ndarray]:
 def _flight_table(v: _Views) -> dict[str, np.ndarray]:
     rows = v.data
     return {"frame_number": v.frame[rows], "time_s": v.seconds(rows),
-            "bytes_in_flight": v.bif[rows], "resent": v.resent[rows]}
+            "bytes_in_flight": v.in_flight(rows), "resent": v.resent[rows]}
 
 
 def _rwnd_table(v: _Views) -> dict[str, np.ndarray]:

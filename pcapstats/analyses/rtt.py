@@ -46,7 +46,8 @@ from ..reader import as_capture
 from ..sidecar import placements
 from ..streams import DIRECTIONS, SummaryKeeper, stream_names
 from .tcpseq import AnalysedWindows
-from .tcp_flow import SIDE_DOC, FlowDigests, capture_side, data_direction, stream_rows
+from .tcp_flow import (SIDE_DOC, FlowDigests, capture_side, data_direction, optional,
+                       stream_rows)
 
 RTT_SERIES = ("ack_rtt_ms", "ack_rtt_karn_ms", "ts_rtt_ms")
 STATISTICS = ("rtt_min_ms", "rtt_avg_ms", "rtt_median_ms", "rtt_p95_ms", "rtt_max_ms")
@@ -170,11 +171,12 @@ def stream_rtt(capture: Capture, stream: int, flow: dict | None = None,
     never written) or its digest (``found``: capture_side's answer on them, when known)."""
     flow = stream_rows(capture, stream) if flow is None else flow
     data_dir = data_direction(flow)
-    ns = {name: np.asarray(flow[name.replace("_ms", "_ns")], np.float64)
-          for name in RTT_SERIES}
     keep = np.zeros(len(flow["frame_number"]), bool)
-    for v in ns.values():
-        keep |= ~np.isnan(v)
+    for name in RTT_SERIES:
+        keep |= flow["has_" + name.replace("_ms", "_ns")]
+    # each series at the rows with a sample alone (a float column of every row: 8 bytes a
+    # packet a series)
+    ns = {name: optional(flow, name.replace("_ms", "_ns"), keep) for name in RTT_SERIES}
     t0 = capture.first_time_ns
     d = flow["direction"][keep]
     samples = {
@@ -182,11 +184,10 @@ def stream_rtt(capture: Capture, stream: int, flow: dict | None = None,
         "frame_number": flow["frame_number"][keep],
         "time_s": (flow["frame_time_ns"][keep] - t0) / 1e9,
         "direction": np.asarray(DIRECTIONS, object)[d], "is_data_ack": d != data_dir,
-        **{name: v[keep] / 1e6 for name, v in ns.items()},
+        **{name: v / 1e6 for name, v in ns.items()},
     }
     side, side_evidence = capture_side(flow, data_dir) if found is None else found
-    irtt = np.asarray(flow["initial_rtt_ns"], np.float64)
-    irtt = irtt[~np.isnan(irtt)]
+    irtt = optional(flow, "initial_rtt_ns", flow["has_initial_rtt_ns"])
     path = _path(stream, side, samples, DIRECTIONS[data_dir],
                  irtt[0] / 1e6 if len(irtt) else np.nan)
     summary = _summary(stream, samples, path["estimate"][0])

@@ -86,13 +86,14 @@ def data_direction(flow) -> int:
 
 def stream_rows(cap: Capture, stream: int) -> dict[str, np.ndarray]:
     """One stream's rows as columns: tcp_analysis (packet_analysis' raw columns: direction
-    0/1, optional numbers NaN where absent) plus the header fields the stream analyses need:
+    0/1, optional numbers as the analyser gives them with their ``has_`` masks: read them
+    with :func:`optional`) plus the header fields the stream analyses need:
     ``tcp_flags``, ``tcp_hdr_len``, ``ip_ttl``, ``mss_option`` (where ``has_mss``),
     ``tsval``/``tsecr`` (where ``has_ts``), as the table holds them.  Plain arrays, no
     DataFrame: on a 1M-packet stream a DataFrame copied every column once more; on a table of
     the stream's rows alone the header fields are the capture's own arrays, not copies (read
     them, never write them; float copies with NaN cost 24 bytes a packet)."""
-    flow = packet_analysis(cap, stream, columns=FLOW_COLUMNS)
+    flow = packet_analysis(cap, stream, columns=FLOW_COLUMNS, masks=True)
     if len(cap) < 1 << 31:                  # the rows as int32: half of flatnonzero's int64
         flow["row"] = flow["row"].astype(np.int32)
     at = table_index(cap, flow["row"])
@@ -105,6 +106,17 @@ def stream_rows(cap: Capture, stream: int) -> dict[str, np.ndarray]:
         flow[name] = cap.column(f"tcp_option_{name}")[at]
     flow["has_ts"] = cap.present("tcp_option_tsval")[at]
     return flow
+
+
+def optional(flow, name: str, at=None) -> np.ndarray:
+    """tcp_analysis' optional column ``name`` of a stream's rows or digest (at the rows
+    ``at``, all when None) as tcp_analysis has it: float64, NaN where absent.  The rows keep
+    the analyser's integers and a mask (8 bytes a packet less a column, and no copy): the
+    float column is made only at the rows read."""
+    values, present = flow[name], flow[f"has_{name}"]
+    if at is not None:
+        values, present = values[at], present[at]
+    return np.where(present, values, np.nan)
 
 
 def segment_size(flow, data_dir: int) -> tuple[int, str]:
@@ -263,8 +275,8 @@ def _side_from_ttls(flow, data_dir) -> tuple[str | None, str]:
 def _side_from_rtts(flow, data_dir) -> tuple[str, str]:
     """Wireshark's RTTs of the data and of its timestamp echoes (module docstring, 4.)."""
     d = flow["direction"]
-    ack_rtt = np.asarray(flow["ack_rtt_ns"], np.float64)[d != data_dir]
-    ts_rtt = np.asarray(flow["ts_rtt_ns"], np.float64)[d == data_dir]
+    ack_rtt = optional(flow, "ack_rtt_ns", d != data_dir)
+    ts_rtt = optional(flow, "ts_rtt_ns", d == data_dir)
     ack_rtt, ts_rtt = ack_rtt[~np.isnan(ack_rtt)], ts_rtt[~np.isnan(ts_rtt)]
     if len(ack_rtt) == 0 or len(ts_rtt) == 0:
         return "unknown", "nothing tells the side (no handshake, no timestamps)"
@@ -325,7 +337,8 @@ class FlowDigests:
         kept = kept[np.argsort(stream[kept], kind="stable")]      # by stream, in frame order
         ids, starts = np.unique(stream[kept], return_index=True)
         # stream ids[i]'s rows are [bounds[i], bounds[i + 1])
-        self.parts.append((ids, np.r_[starts, len(kept)], analysed(src, DIGEST_COLUMNS, kept)))
+        self.parts.append((ids, np.r_[starts, len(kept)],
+                           analysed(src, DIGEST_COLUMNS, kept, masks=True)))
 
     def _turns(self, stream, d) -> np.ndarray:
         """Rows next to a row of the other direction in their stream (the previous one, from
@@ -368,8 +381,9 @@ class FlowDigests:
             self.ttls[key] = self.ttls.get(key, 0) + n
 
     def digest(self, stream: int, payload_bytes) -> dict[str, np.ndarray] | None:
-        """Stream ``stream``'s rows (DIGEST_COLUMNS, in frame order; ``initial_rtt_ns`` NaN
-        but on the first row, which holds the stream's iRTT when it has one) with
+        """Stream ``stream``'s rows (DIGEST_COLUMNS as stream_rows has them, in frame order;
+        ``initial_rtt_ns`` absent but on the first row, which holds the stream's iRTT when it
+        has one) with
         ``ttl_counts`` and ``payload_bytes`` (its two directions', from the analyser's
         counts) for data_direction and capture_side; None when it has no rows."""
         pieces = []
@@ -382,8 +396,10 @@ class FlowDigests:
             return None
         flow = {name: np.concatenate([p[name] for p in pieces]) for name in pieces[0]}
         n = len(flow["frame_number"])
-        flow["initial_rtt_ns"] = np.full(n, np.nan)
-        flow["initial_rtt_ns"][0] = self.irtt.get(stream, np.nan)
+        flow["initial_rtt_ns"] = np.zeros(n, np.int64)
+        flow["has_initial_rtt_ns"] = np.zeros(n, bool)
+        if stream in self.irtt:
+            flow["initial_rtt_ns"][0], flow["has_initial_rtt_ns"][0] = self.irtt[stream], True
         counts = np.zeros((2, 2, 256), np.int64)
         for key, n in self.ttls.items():
             if key >> 10 == stream:

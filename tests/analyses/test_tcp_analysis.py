@@ -506,6 +506,39 @@ def test_one_stream_analysed_alone_equals_its_rows_of_the_whole_analysis(name):
             np.testing.assert_array_equal(alone[column], values[keep], err_msg=f"{s} {column}")
 
 
+@pytest.mark.skipif(not c_analyser_available(), reason="the compiled TCP analyser is not built")
+@pytest.mark.parametrize("path", sorted(CAPTURES.glob("*.pcap")) + [DATA / n for n in PUBLIC],
+                         ids=lambda p: p.name)
+def test_columns_asked_alone_or_with_masks_equal_the_whole_analysis(path):
+    """packet_analysis(columns=...) has the analyser write only the outputs those columns read
+    (the compiled one skips the others' arrays, given none): each column asked alone, and the
+    per-stream analyses' set, equal the columns of the analysis of everything, with either
+    analyser; with ``masks`` an optional column is its values where ``has_`` holds and NaN
+    where it does not, as the float column is."""
+    from pcapstats.analyses.tcp_flow import FLOW_COLUMNS
+    from pcapstats.analyses.tcpseq import packet_analysis
+    from pcapstats.analyses.tcpseq.columns import _MADE
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        cap = ps.read(path)
+        whole = packet_analysis(cap)
+        for kernel, asked in (("c", [(n,) for n in _MADE] + [FLOW_COLUMNS]),
+                              ("python", [FLOW_COLUMNS])):     # (the twin makes all anyway)
+            for names in asked:
+                got = packet_analysis(cap, kernel=kernel, columns=names)
+                masked = packet_analysis(cap, kernel=kernel, columns=names, masks=True)
+                assert set(got) == set(names)
+                for n in names:
+                    np.testing.assert_array_equal(got[n], whole[n], err_msg=f"{kernel} {n}")
+                    if f"has_{n}" in masked:
+                        present = masked[f"has_{n}"]
+                        assert present.dtype == bool and masked[n].dtype.kind in "iu"
+                        np.testing.assert_array_equal(present, ~np.isnan(whole[n]))
+                        np.testing.assert_array_equal(masked[n][present], whole[n][present])
+                    else:
+                        np.testing.assert_array_equal(masked[n], whole[n])
+
+
 RESENT_CAPTURES = sorted([*CAPTURES.glob("*.pcap*"), *DATA.glob("*.pcap*"),
                           *(DATA / "fuzz").glob("*.pcap*")])
 

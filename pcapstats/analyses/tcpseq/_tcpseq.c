@@ -126,7 +126,7 @@ typedef struct {
     const uint32_t *sack_le, *sack_re;   /* n x 3: the first three SACK blocks, raw */
     const uint32_t *tsval, *tsecr;       /* NULL: no ts_rtt asked for */
     const uint8_t *has_ts;               /* the packet carries the timestamps option */
-    /* outputs */
+    /* outputs: any may be NULL, not asked for (OUT writes only those given) */
     uint32_t *rel_seq, *rel_ack, *nxtseq, *window_size;
     int32_t *scalefactor;       /* 0 where Wireshark prints none (SYN) */
     uint32_t *aflags, *dupack_num, *dupack_frame, *acks_frame, *bytes_in_flight, *push_bytes;
@@ -137,6 +137,10 @@ typedef struct {
     int64_t *ts_rtt;            /* ns from the peer's first TSval to its first echo here */
     uint8_t *ts_ok;             /* ts_rtt has a value */
 } tcpseq_args;
+
+/* Write output `name` of packet i when the caller asked for it (its array is not NULL): an
+ * analysis that reads a few outputs does not pay 4-8 bytes a packet for each of the others. */
+#define OUT(name, i, value) do { if (a->name) a->name[i] = (value); } while (0)
 
 /* The analyser's state between calls: every stream's, by stream id, so that a file can be
  * analysed a window at a time with the answers of one pass over the whole. */
@@ -406,8 +410,8 @@ static int analyse(stream_t *st, flow_t *fw, flow_t *rv, int64_t i, const tcpseq
         if (!done && same && window && window == fw->window) {
             fw->dupacknum = fw->dupacknum == 0xFFFFFFFFu ? 1 : fw->dupacknum + 1;
             *fl |= F_DUPLICATE_ACK | F_ANALYSED;
-            a->dupack_num[i] = fw->dupacknum;
-            a->dupack_frame[i] = fw->lastnondupack;
+            OUT(dupack_num, i, fw->dupacknum);
+            OUT(dupack_frame, i, fw->lastnondupack);
         }
     }
     /* finished_fwd */
@@ -443,11 +447,11 @@ static int analyse(stream_t *st, flow_t *fw, flow_t *rv, int64_t i, const tcpseq
             } else if (not_advanced) {
                 *fl |= F_RETRANSMISSION | F_ANALYSED;
                 if (fw->len) {
-                    a->rto[i] = now - fw->segs[fw->head].t;
-                    a->rto_frame[i] = fw->segs[fw->head].frame;
+                    OUT(rto, i, now - fw->segs[fw->head].t);
+                    OUT(rto_frame, i, fw->segs[fw->head].frame);
                 } else {
-                    a->rto[i] = now - fw->nextseqtime;
-                    a->rto_frame[i] = fw->nextseqframe;
+                    OUT(rto, i, now - fw->nextseqtime);
+                    OUT(rto_frame, i, fw->nextseqframe);
                 }
             }
         }
@@ -487,9 +491,9 @@ static int analyse(stream_t *st, flow_t *fw, flow_t *rv, int64_t i, const tcpseq
     ack_segments(rv, ack, now, &acked_frame, &rtt, &matched, &resent);
     if (matched) {
         *fl |= F_ANALYSED;
-        a->acks_frame[i] = acked_frame;
-        a->ack_rtt[i] = rtt;
-        a->karn[i] = !resent;
+        OUT(acks_frame, i, acked_frame);
+        OUT(ack_rtt, i, rtt);
+        OUT(karn, i, !resent);
     }
 
     /* bytes in flight (payload-based, Wireshark's default), less the peer's SACKed bytes */
@@ -499,7 +503,7 @@ static int analyse(stream_t *st, flow_t *fw, flow_t *rv, int64_t i, const tcpseq
             in_flight -= rv->sack_bytes;
         if (in_flight > 0 && in_flight < 2000000000u) {
             *fl |= F_ANALYSED;
-            a->bytes_in_flight[i] = in_flight - ((flags & (TH_SYN | TH_FIN)) ? 1 : 0);
+            OUT(bytes_in_flight, i, in_flight - ((flags & (TH_SYN | TH_FIN)) ? 1 : 0));
         }
         if (flags & TH_PUSH) {
             fw->push_bytes_sent = fw->push_set_last ? seglen : fw->push_bytes_sent + seglen;
@@ -511,7 +515,7 @@ static int analyse(stream_t *st, flow_t *fw, flow_t *rv, int64_t i, const tcpseq
             fw->push_bytes_sent += seglen;
         }
         *fl |= F_ANALYSED;
-        a->push_bytes[i] = fw->push_bytes_sent;
+        OUT(push_bytes, i, fw->push_bytes_sent);
     }
     return 0;
 }
@@ -550,8 +554,8 @@ static int timestamp_rtt(flow_t *fw, flow_t *rv, int64_t i, const tcpseq_args *a
             return -1;
         int64_t sent;
         if (first && ts_get(&rv->ts_sent, tsecr, &sent)) {
-            a->ts_rtt[i] = now - sent;
-            a->ts_ok[i] = 1;
+            OUT(ts_rtt, i, now - sent);
+            OUT(ts_ok, i, 1);
         }
         fw->last_tsecr = tsecr;
         fw->tsecr_seen = 1;
@@ -708,16 +712,16 @@ int64_t ps_tcpseq_feed(void *handle, const tcpseq_args *a)
             if (!(flags & TH_SYN) && fw->win_scale >= 0)
                 window_size <<= fw->win_scale;
             uint32_t synfin = (flags & (TH_SYN | TH_FIN)) ? 1 : 0;
-            a->nxtseq[i] = seq + a->seglen[i] + synfin;
+            OUT(nxtseq, i, seq + a->seglen[i] + synfin);
             if (a->seglen[i] || synfin)
                 resent = resent_on_line(fw, seq, a->seglen[i] + synfin);
         }
-        a->rel_seq[i] = seq;
-        a->rel_ack[i] = ack;
-        a->window_size[i] = window_size;
-        a->resent[i] = resent;
+        OUT(rel_seq, i, seq);
+        OUT(rel_ack, i, ack);
+        OUT(window_size, i, window_size);
+        OUT(resent, i, resent);
         if (!(flags & TH_SYN))
-            a->scalefactor[i] = fw->win_scale >= 0 ? (1 << fw->win_scale) : fw->win_scale;
+            OUT(scalefactor, i, fw->win_scale >= 0 ? (1 << fw->win_scale) : fw->win_scale);
 
         if (flags & TH_SYN) {
             if (!(flags & TH_ACK))
@@ -737,7 +741,7 @@ int64_t ps_tcpseq_feed(void *handle, const tcpseq_args *a)
             fw->sack_bytes += a->sack_re[i * 3 + j] - a->sack_le[i * 3 + j];
         fw->num_sack = (uint8_t)k;
         if ((fl & F_ANALYSED) && st->ts_first_rtt)
-            a->initial_rtt[i] = st->ts_first_rtt;
+            OUT(initial_rtt, i, st->ts_first_rtt);
         if (flags & TH_SYN) {  /* window scaling is used only when both SYNs offer it */
             if (fw->win_scale == -1) {
                 fw->win_scale = -2;
@@ -746,7 +750,7 @@ int64_t ps_tcpseq_feed(void *handle, const tcpseq_args *a)
                 fw->win_scale = -2;
             }
         }
-        a->aflags[i] = fl;
+        OUT(aflags, i, fl);
         if (a->tsval && a->has_ts[i] && timestamp_rtt(fw, rv, i, a)) {
             rc = -1;
             break;

@@ -18,13 +18,16 @@ FLAG_COLUMNS = ("retransmission", *(c for c in FLAG_BITS if c != "generic_retran
 
 
 def packet_analysis(cap: Capture, stream: int | None = None, kernel: str = "auto", *,
-                    columns: tuple[str, ...] | None = None) -> dict[str, np.ndarray]:
+                    columns: tuple[str, ...] | None = None,
+                    masks: bool = False) -> dict[str, np.ndarray]:
     """The same numbers for the other TCP analyses, as raw numpy columns: ``tcp_stream``,
     ``direction`` as 0 (a_to_b) / 1, optional numbers float64 with NaN where absent (exact:
     every value is below 2^53); ``row``: each packet's row in ``cap``.  ``columns``: only these,
-    each made when asked and every analyser array let go after its last use (a long stream's
-    unused columns cost 8 bytes a packet each, and the analyser's ~140 bytes a packet are not
-    all held beside the answer)."""
+    each made when asked (the analyser writes only the outputs they read) and every analyser
+    array let go after its last use (a long stream's unused columns cost 8 bytes a packet
+    each, and the analyser's ~140 bytes a packet are not all held beside the answer).
+    ``masks``: each optional column as the analyser gives it (integers, not float64: no copy,
+    4-8 bytes a packet less) with where it is present as ``has_<name>`` beside it."""
     names = tuple(_MADE) if columns is None else columns
     rows, inputs = analysis_inputs(cap, stream, timestamps="ts_rtt_ns" in names)
     if stream is not None and not len(rows):
@@ -32,14 +35,16 @@ def packet_analysis(cap: Capture, stream: int | None = None, kernel: str = "auto
         raise UsageError(f"no TCP stream {stream} in this capture", path=cap.path,
                          hint=f"it has TCP streams {have.min()}-{have.max()}" if len(have)
                          else "it has no TCP packets")
-    src = {**inputs, **run_analyser(inputs, kernel), "rows": rows}
+    keys = {key for name in names for key in _MADE[name][0]}
+    src = {**inputs, **run_analyser(inputs, kernel, outputs=keys), "rows": rows}
     del inputs
-    return _assembled(src, names)
+    return _assembled(src, names, masks)
 
 
-def _assembled(src: dict[str, np.ndarray], names) -> dict[str, np.ndarray]:
+def _assembled(src: dict[str, np.ndarray], names, masks: bool = False) -> dict[str, np.ndarray]:
     """The columns ``names`` (of _MADE) from the analyser's inputs and outputs (and ``rows``)
-    in ``src``, each array taken out of ``src`` after its last use."""
+    in ``src``, each array taken out of ``src`` after its last use (``masks``: as
+    packet_analysis')."""
     uses: dict[str, int] = {}
     for name in names:
         for key in _MADE[name][0]:
@@ -50,7 +55,12 @@ def _assembled(src: dict[str, np.ndarray], names) -> dict[str, np.ndarray]:
     for name in names:
         keys, make = _MADE[name]
         value, present = make(src)
-        out[name] = value if present is None else np.where(present, value, np.nan)
+        if present is None:
+            out[name] = value
+        elif masks:
+            out[name], out[f"has_{name}"] = value, present
+        else:
+            out[name] = np.where(present, value, np.nan)
         for key in keys:
             uses[key] -= 1
             if not uses[key]:
@@ -58,14 +68,14 @@ def _assembled(src: dict[str, np.ndarray], names) -> dict[str, np.ndarray]:
     return out
 
 
-def analysed(src: dict[str, np.ndarray], names, at: np.ndarray | None = None
-             ) -> dict[str, np.ndarray]:
-    """The columns ``names`` packet_analysis gives, made from one run of the analyser (its
-    inputs and outputs and the analysed ``rows``, as AnalysedWindows hands them over), at the
-    packets ``at`` of them (all when None)."""
+def analysed(src: dict[str, np.ndarray], names, at: np.ndarray | None = None, *,
+             masks: bool = False) -> dict[str, np.ndarray]:
+    """The columns ``names`` packet_analysis gives (``masks``: as it gives them with masks),
+    made from one run of the analyser (its inputs and outputs and the analysed ``rows``, as
+    AnalysedWindows hands them over), at the packets ``at`` of them (all when None)."""
     names = tuple(names)
     keys = {key for name in names for key in _MADE[name][0]}
-    return _assembled({k: (src[k] if at is None else src[k][at]) for k in keys}, names)
+    return _assembled({k: (src[k] if at is None else src[k][at]) for k in keys}, names, masks)
 
 
 

@@ -25,12 +25,14 @@ def new_analyser(kernel: str = "auto"):
 
 
 def run_analyser(inputs: dict[str, np.ndarray], kernel: str = "auto", *, analyser=None,
-                 whole: bool = True) -> dict[str, np.ndarray]:
+                 whole: bool = True, outputs=None) -> dict[str, np.ndarray]:
     """The per-packet outputs (tcpseq.OUTPUTS; ts_rtt and ts_ok only with the timestamps
     inputs) of the packets ``inputs`` holds: all there are (``whole``) or the next of a file
-    ``analyser`` goes on with."""
+    ``analyser`` goes on with.  ``outputs``: only these (the others are neither made nor
+    written: on a long stream each costs 4-8 bytes a packet)."""
     n = len(inputs["stream"])
     out = {name: np.zeros(n, dtype) for name, dtype in OUTPUTS
-           if name not in TIMESTAMP_OUTPUTS or "tsval" in inputs}
+           if (name not in TIMESTAMP_OUTPUTS or "tsval" in inputs)
+           and (outputs is None or name in outputs)}
     (analyser or new_analyser(kernel)).feed(inputs, out, whole)
     return out
