@@ -66,7 +66,7 @@ from ..schema import (CAPTURE_POINT_COLUMN, FRAME_NUMBER_COLUMN, STREAM_COLUMN, 
                       UNITLESS, Column, TableSpec)
 from ..streams import DIRECTIONS, choose_stream, stream_names
 from .tcpseq import STREAM_NEEDS
-from .tcp_flow import (SIDE_DOC, capture_side, data_direction, near_end, optional,
+from .tcp_flow import (SIDE_DOC, capture_side, data_direction, measured, near_end,
                        segment_size, stream_rows)
 
 PROMPT_NS = 200_000           # an ACK answered by new data within this is "answered at once"
@@ -498,7 +498,7 @@ def _smoothed_rtt(flow, data_dir, receiver: bool) -> tuple[int, str]:
                 continue
         else:
             mask = {"ack_rtt_karn_ns": d != data_dir, "ts_rtt_ns": d == data_dir}.get(name)
-            v = optional(flow, name, mask)
+            v = measured(flow, name, mask)
         v = v[~np.isnan(v) & (v > 0) & (v < GAP_NS)]   # an "RTT" of an hour is a clock step
         if len(v):
             return int(np.median(v)), name.removesuffix("_ns")
@@ -542,9 +542,9 @@ def repair_rtts(flow, data_dir) -> np.ndarray:
 
 
 def _min_rtt(flow, data_dir, fallback) -> int:
-    v = optional(flow, "initial_rtt_ns")
-    v = v[~np.isnan(v) & (v < GAP_NS)]
-    return int(v[0]) if len(v) else fallback
+    irtt = flow["initial_rtt_ns"]           # where present alone (tcp_flow.SAMPLED)
+    ok = irtt < GAP_NS
+    return int(irtt[ok.argmax()]) if ok.any() else fallback
 
 
 # -- the sender side -----------------------------------------------------------------------------

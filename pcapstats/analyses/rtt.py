@@ -187,7 +187,7 @@ def stream_rtt(capture: Capture, stream: int, flow: dict | None = None,
         **{name: v / 1e6 for name, v in ns.items()},
     }
     side, side_evidence = capture_side(flow, data_dir) if found is None else found
-    irtt = optional(flow, "initial_rtt_ns", flow["has_initial_rtt_ns"])
+    irtt = flow["initial_rtt_ns"]             # where present alone (tcp_flow.SAMPLED)
     path = _path(stream, side, samples, DIRECTIONS[data_dir],
                  irtt[0] / 1e6 if len(irtt) else np.nan)
     summary = _summary(stream, samples, path["estimate"][0])

@@ -72,6 +72,8 @@ TRIGGER_RATIO = 4      # ... and the median gap the other way round at least thi
                        # longer (measured: 60-200 times at the host; paced BBR: 1.3 times)
 MIN_TRIGGERS = 20      # pairs of each kind needed to judge
 MSS_MIN_BYTES = 536    # a segment size read from the lengths is at least IPv4's default MSS
+# tcp_analysis' RTT columns, which a stream's rows and digests keep where present alone
+SAMPLED = ("ack_rtt_ns", "ack_rtt_karn_ns", "ts_rtt_ns", "initial_rtt_ns")
 
 
 def data_direction(flow) -> int:
@@ -86,16 +88,15 @@ def data_direction(flow) -> int:
 
 def stream_rows(cap: Capture, stream: int) -> dict[str, np.ndarray]:
     """One stream's rows as columns: tcp_analysis (packet_analysis' raw columns: direction
-    0/1, optional numbers as the analyser gives them with their ``has_`` masks: read them
-    with :func:`optional`) plus the header fields the stream analyses need:
+    0/1, optional numbers as the analyser gives them with their ``has_`` masks, the RTTs
+    (SAMPLED) where present alone: read them with :func:`optional` and :func:`measured`)
+    plus the header fields the stream analyses need:
     ``tcp_flags``, ``tcp_hdr_len``, ``ip_ttl``, ``mss_option`` (where ``has_mss``),
     ``tsval``/``tsecr`` (where ``has_ts``), as the table holds them.  Plain arrays, no
     DataFrame: on a 1M-packet stream a DataFrame copied every column once more; on a table of
     the stream's rows alone the header fields are the capture's own arrays, not copies (read
     them, never write them; float copies with NaN cost 24 bytes a packet)."""
-    flow = packet_analysis(cap, stream, columns=FLOW_COLUMNS, masks=True)
-    if len(cap) < 1 << 31:                  # the rows as int32: half of flatnonzero's int64
-        flow["row"] = flow["row"].astype(np.int32)
+    flow = _sampled(packet_analysis(cap, stream, columns=FLOW_COLUMNS, masks=True))
     at = table_index(cap, flow["row"])
     flow["tcp_flags"] = cap.column("tcp_flags")[at]
     flow["tcp_hdr_len"] = cap.column("tcp_hdr_len")[at]
@@ -108,15 +109,31 @@ def stream_rows(cap: Capture, stream: int) -> dict[str, np.ndarray]:
     return flow
 
 
-def optional(flow, name: str, at=None) -> np.ndarray:
-    """tcp_analysis' optional column ``name`` of a stream's rows or digest (at the rows
-    ``at``, all when None) as tcp_analysis has it: float64, NaN where absent.  The rows keep
-    the analyser's integers and a mask (8 bytes a packet less a column, and no copy): the
-    float column is made only at the rows read."""
-    values, present = flow[name], flow[f"has_{name}"]
-    if at is not None:
-        values, present = values[at], present[at]
-    return np.where(present, values, np.nan)
+def _sampled(flow: dict) -> dict:
+    """``flow`` with its RTT columns (SAMPLED) kept as their values where present alone, in
+    row order, beside their ``has_`` masks: on a bulk stream one ACK in tens carries an RTT,
+    and a column of every row costs 8 bytes a packet."""
+    for name in SAMPLED:
+        flow[name] = flow[name][flow[f"has_{name}"]]
+    return flow
+
+
+def optional(flow, name: str, at: np.ndarray | None = None) -> np.ndarray:
+    """The RTT column ``name`` (of SAMPLED) of a stream's rows or digest, at the rows where
+    the mask ``at`` holds (all when None), as tcp_analysis has it: float64, NaN where absent;
+    made at the rows read alone."""
+    present = flow[f"has_{name}"]
+    values = flow[name] if at is None else flow[name][at[present]]
+    out = np.full(len(present) if at is None else int(np.count_nonzero(at)), np.nan)
+    out[present if at is None else present[at]] = values
+    return out
+
+
+def measured(flow, name: str, where: np.ndarray | None = None) -> np.ndarray:
+    """The values of the RTT column ``name`` (of SAMPLED) where it has one (and the mask
+    ``where`` holds), in row order, float64: :func:`optional` without its NaNs."""
+    values = flow[name] if where is None else flow[name][where[flow[f"has_{name}"]]]
+    return values.astype(np.float64)
 
 
 def segment_size(flow, data_dir: int) -> tuple[int, str]:
@@ -275,9 +292,8 @@ def _side_from_ttls(flow, data_dir) -> tuple[str | None, str]:
 def _side_from_rtts(flow, data_dir) -> tuple[str, str]:
     """Wireshark's RTTs of the data and of its timestamp echoes (module docstring, 4.)."""
     d = flow["direction"]
-    ack_rtt = optional(flow, "ack_rtt_ns", d != data_dir)
-    ts_rtt = optional(flow, "ts_rtt_ns", d == data_dir)
-    ack_rtt, ts_rtt = ack_rtt[~np.isnan(ack_rtt)], ts_rtt[~np.isnan(ts_rtt)]
+    ack_rtt = measured(flow, "ack_rtt_ns", d != data_dir)
+    ts_rtt = measured(flow, "ts_rtt_ns", d == data_dir)
     if len(ack_rtt) == 0 or len(ts_rtt) == 0:
         return "unknown", "nothing tells the side (no handshake, no timestamps)"
     a, b = float(np.median(ack_rtt)), float(np.median(ts_rtt))
@@ -400,6 +416,7 @@ class FlowDigests:
         flow["has_initial_rtt_ns"] = np.zeros(n, bool)
         if stream in self.irtt:
             flow["initial_rtt_ns"][0], flow["has_initial_rtt_ns"][0] = self.irtt[stream], True
+        _sampled(flow)
         counts = np.zeros((2, 2, 256), np.int64)
         for key, n in self.ttls.items():
             if key >> 10 == stream:

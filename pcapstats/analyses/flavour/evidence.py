@@ -208,7 +208,9 @@ def gain_cycling(t_ns, length_bytes, rtt_ns: int) -> tuple[float, float]:
     t = without_long_gaps(t, CYCLE_GAP_RTTS * rtt_ns)   # idle time is no cycle: bounded bins
     if (t[-1] - t[0]) // rtt_ns > CYCLE_GAP_RTTS * len(t):
         return np.nan, np.nan                  # an RTT too fine for these packets to show one
-    bins = ((t - t[0]) // rtt_ns).astype(np.int64)
+    bins = t                               # without_long_gaps' own array: binned in place
+    bins -= t[0]
+    np.floor_divide(bins, rtt_ns, out=bins)
     rate = np.bincount(bins, weights=np.asarray(length_bytes, np.float64))
     rate = rate[len(rate) // 10:]          # skip startup
     if len(rate) < 32 or rate.mean() <= 0:

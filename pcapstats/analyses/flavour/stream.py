@@ -34,7 +34,8 @@ def flavour_stream(cap: Capture, stream: int) -> StreamFlavour:
     s, losses, flight = cw.samples, cw.losses, cw.flight
     mss, rtt_s = max(cw.mss_bytes, 1), cw.rtt_s
     t0 = cap.first_time_ns
-    data_t_ns = (flight["time_s"] * 1e9).astype(np.int64) + t0
+    data_t_ns = (flight["time_s"] * 1e9).astype(np.int64)
+    data_t_ns += t0                         # in place: one array a data segment, not two
     new = ~np.asarray(flight["resent"], bool)
     new_t_ns = data_t_ns[new]
     states = s["state"]

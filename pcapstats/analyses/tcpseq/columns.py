@@ -22,7 +22,8 @@ def packet_analysis(cap: Capture, stream: int | None = None, kernel: str = "auto
                     masks: bool = False) -> dict[str, np.ndarray]:
     """The same numbers for the other TCP analyses, as raw numpy columns: ``tcp_stream``,
     ``direction`` as 0 (a_to_b) / 1, optional numbers float64 with NaN where absent (exact:
-    every value is below 2^53); ``row``: each packet's row in ``cap``.  ``columns``: only these,
+    every value is below 2^53); ``row``: each packet's row in ``cap`` (int32 in a table of
+    under 2^31 rows).  ``columns``: only these,
     each made when asked (the analyser writes only the outputs they read) and every analyser
     array let go after its last use (a long stream's unused columns cost 8 bytes a packet
     each, and the analyser's ~140 bytes a packet are not all held beside the answer).
@@ -30,6 +31,8 @@ def packet_analysis(cap: Capture, stream: int | None = None, kernel: str = "auto
     4-8 bytes a packet less) with where it is present as ``has_<name>`` beside it."""
     names = tuple(_MADE) if columns is None else columns
     rows, inputs = analysis_inputs(cap, stream, timestamps="ts_rtt_ns" in names)
+    if len(cap) < 1 << 31:       # the rows as int32 (half of flatnonzero's int64) before the
+        rows = rows.astype(np.int32)    # analyser's arrays are made beside them
     if stream is not None and not len(rows):
         have = np.unique(cap.column("tcp_stream")[own_transport(cap, "tcp")])
         raise UsageError(f"no TCP stream {stream} in this capture", path=cap.path,
