@@ -25,6 +25,8 @@ direction's payload sent for the first time over its first to last data segment.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import numpy as np
 
 from .. import catalogue
@@ -37,7 +39,7 @@ from ..schema import CAPTURE_POINT_COLUMN, STREAM_COLUMN, Column, TableSpec
 from ..streams import DIRECTIONS, stream_names
 from ..sidecar import asked_queue_bytes, asked_rate_bps
 from . import tcp_models
-from .cwnd import LIMITED, LIMITS, Cwnd, estimate
+from .cwnd import LIMITED, LIMITS, Cwnd, cwnd, estimate
 from .rtt import stream_rtt
 from .tcp_flow import capture_side, data_direction, stream_rows
 from .tcpseq import STREAM_NEEDS
@@ -105,19 +107,41 @@ class Limits(Result):
                         "RTT; BDP: the asked rate x base RTT; queueing: RTT median - min, "
                         "against a full queue's (the lab's queue limit / rate)."}
 
-    def __init__(self, tables, *, capture: str, cwnds: list[Cwnd], notes=()):
+    def __init__(self, tables, *, capture: str, source=None, side: str = "auto", notes=()):
         super().__init__(tables, capture=capture, notes=notes)
-        self.cwnds = {c.stream: c for c in cwnds}       # each stream's estimate, for figures
+        # each stream's cwnd estimate, for figures: made again when one is drawn, not held
+        # (a long stream's per-segment flight is tens of MB, held while the next is analysed)
+        self.cwnds = Estimates(source, side, [int(s) for s in tables["streams"]["stream"]])
 
     def _figure(self, ax=None, *, stream: int | None = None, **options):
         from ..plots.limits import limits_figure  # lazy: matplotlib only when a figure is drawn
         return limits_figure(self, ax=ax, stream=stream, **options)
 
 
+class Estimates(Mapping):
+    """Stream -> its cwnd result (``cwnd(source, stream=s, side=side)``: what limits' shares
+    were made from), made when asked; ``source``: a whole Capture, or the capture's path."""
+
+    def __init__(self, source, side: str, streams):
+        self.source, self.side, self.streams = source, side, list(streams)
+
+    def __getitem__(self, stream: int) -> Cwnd:
+        if stream not in self.streams:
+            raise KeyError(stream)
+        return cwnd(self.source, stream=stream, side=self.side)
+
+    def __iter__(self):
+        return iter(self.streams)
+
+    def __len__(self) -> int:
+        return len(self.streams)
+
+
 def _join(parts: list[Limits]) -> Limits:
     out = joined(parts, {"streams": ("stream",), "limited": ("stream", "start_s"),
                          "models": ("stream",)})
-    out.cwnds = {k: v for p in parts for k, v in p.cwnds.items()}
+    first = parts[0].cwnds
+    out.cwnds = Estimates(first.source, first.side, [s for p in parts for s in p.cwnds])
     return out
 
 
@@ -126,31 +150,40 @@ def limits(capture: Capture, *, stream: int | None = None, side: str = "auto") -
     """What held the sender of each TCP stream with data back (of one with ``stream``);
     ``side`` forces "sender" or "receiver" when the handshake cannot tell."""
     ids = [stream] if stream is not None else data_streams(capture)
-    done = {}
+    # figures make a stream's estimate again from the capture (from its path when this is a
+    # partial table, a batch of a spilled read)
+    source = capture if capture.whole is None else capture.path
+    done, made = {}, {}
     for s in ids:
         try:
             flow = stream_rows(capture, s)       # read once: the RTTs first (they only read)
             found = capture_side(flow, data_direction(flow))      # and its side told once
             path = stream_rtt(capture, s, flow, found)
-            done[s] = (s, estimate(capture, s, side=side, flow=flow, found=found), path)
+            est = estimate(capture, s, side=side, flow=flow, found=found)
         except UsageError as e:
             if stream is not None:
                 raise
             done[s] = e
-    kept = [s for s in ids if isinstance(done[s], tuple)]
-    if stream is None:
-        short = [s for s in kept if done[s][1].flight["time_s"].size < FEWEST_SEGMENTS]
-        kept = [s for s in kept if s not in short] or kept
-    results = [_result(capture, *done[s]) for s in kept]
+            continue
+        done[s] = (s, est, path)
+        if stream is not None or est.flight["time_s"].size >= FEWEST_SEGMENTS:
+            # its row now: a long stream's estimate is let go before the next is made (a
+            # short one's, small, is kept in case no stream is longer)
+            made[s] = done[s] = _result(capture, source, side, s, est, path)
+        del est, path
+    if not made:          # every stream short (or none analysed): the short ones
+        made = {s: _result(capture, source, side, *done[s]) for s in ids
+                if isinstance(done[s], tuple)}
+    results = [made[s] for s in ids if s in made]
     if not results:
         return stacked_streams(capture.path, ids, done)        # the one clear error
     out = results[0] if len(results) == 1 else _join(results)
     out.notes += [Note("left out", about=f"stream {s}", detail=str(done[s])) for s in ids
-                  if not isinstance(done[s], tuple)]
+                  if isinstance(done[s], UsageError)]
     return out
 
 
-def _result(capture: Capture, s: int, est, path) -> Limits:
+def _result(capture: Capture, source, side: str, s: int, est, path) -> Limits:
     cw = Cwnd(est, capture=capture.path, name=stream_names(capture).get(("tcp", s), ""))
     runs = cw.table("limited")
     summary = cw.table("summary")
@@ -175,7 +208,7 @@ def _result(capture: Capture, s: int, est, path) -> Limits:
                           about=f"stream {s}", detail=RECEIVER_BLIND))
     models = _models(capture, s, est, path, goodput, float(summary["rwnd_max_bytes"][0]))
     return Limits({"streams": table, "limited": runs, "models": models}, capture=capture.path,
-                  cwnds=[cw], notes=notes)
+                  source=source, side=side, notes=notes)
 
 
 def _models(capture: Capture, s: int, est, path, goodput: float, rwnd_max: float) -> dict:

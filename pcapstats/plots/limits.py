@@ -30,10 +30,11 @@ def limits_figure(result, *, ax=None, stream: int | None = None, from_s=None, to
                              panels=len(shown), sharey=False, ax=ax, columns=1,
                              size=(9.0, 3.6 * len(shown) + 1.5) if len(shown) > 1 else None)
     axes = axes if isinstance(axes, list) else [axes]
+    cwnds = {s: result.cwnds[s] for s in shown}     # each made once (limits.Estimates)
     for s, panel in zip(shown, axes):
         at = list(table["stream"]).index(s)
         row = {name: values[at] for name, values in table.items()}
-        cwnd_figure(result.cwnds[s], ax=panel, from_s=from_s, to_s=to_s, title=" ", key=False)
+        cwnd_figure(cwnds[s], ax=panel, from_s=from_s, to_s=to_s, title=" ", key=False)
         shares = ", ".join(f"{NAMES[k]} {row[k + '_share']:.0%}" for k in NAMES
                            if row[k + "_share"] >= 0.005)
         text = (f"TCP stream {s} ({row['side']}-side): limited by {NAMES[row['limit']]}; "
@@ -45,7 +46,7 @@ def limits_figure(result, *, ax=None, stream: int | None = None, from_s=None, to
         panel.set_title(plots.wrapped(text, int(inches * 12)),
                         fontsize="small" if len(shown) > 1 else "medium")
     plots.key(axes[-1], cwnd_key(axes, set(result.table("limited")["limit"])))
-    notes = [RECEIVER_CWND_NOTE] if "receiver" in {result.cwnds[s].side for s in shown} else []
+    notes = [RECEIVER_CWND_NOTE] if "receiver" in {cwnds[s].side for s in shown} else []
     if len(streams) > len(shown):
         notes.append(f"{len(streams) - len(shown)} more stream(s) not drawn: give stream= "
                      "(--stream) to draw one.")

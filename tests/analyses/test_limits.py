@@ -34,6 +34,33 @@ def _samples(t, state, flight):
             "flight_bytes": np.asarray(flight, float)}
 
 
+def test_the_figures_estimates_are_the_ones_the_shares_came_from(tmp_path, monkeypatch):
+    """limits keeps no stream's cwnd estimate (a long stream's is tens of MB): its figure
+    makes each again from the capture, a whole Capture or, for a read spilled by stream
+    group, the path.  Made again, each gives the runs and the rwnd_max the table reports."""
+    from pcapstats.ingest.groups import BUDGET_ENV
+    path = Path(__file__).resolve().parents[2] / "captures" / "tcp_2streams.pcap"
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for source, budget in ((ps.read(path), None), (path, "1"), (path, None)):
+            if budget:
+                monkeypatch.setenv(BUDGET_ENV, budget)
+            else:
+                monkeypatch.delenv(BUDGET_ENV, raising=False)
+            result = ps.limits(source)
+            runs, models = result.table("limited"), result.table("models")
+            assert sorted(result.cwnds) == models["stream"].tolist() == [0, 1]
+            for s in result.cwnds:
+                made = result.cwnds[s]
+                mine = runs["stream"] == s
+                for column, values in made.table("limited").items():
+                    assert np.array_equal(values, runs[column][mine]), (source, s, column)
+                at = models["stream"] == s
+                assert made.table("summary")["rwnd_max_bytes"][0] == models["rwnd_max_bytes"][at]
+    assert not list(tmp_path.iterdir())
+
+
 def test_runs_weigh_time_cut_out_a_zero_window_and_find_an_idle_silence():
     """cwnd 0-1 s, app 1-3 s with a 1.5 s silence of nothing outstanding (idle), rwnd 3-4 s;
     the receiver's window at zero from 3.2 to 3.5 s."""
