@@ -96,7 +96,22 @@ class Result:
                         for spec in self.table_specs}
         self.captures = [str(capture)]
         self.notes = [n for n in notes if n]
-        self.parts: list[Result] = [self]
+        self._parts: list[Result] | None = None     # one result: itself (see parts)
+
+    @property
+    def parts(self) -> list[Result]:
+        """The results this one stacks (a capture's, a stream's), in order; itself when it is
+        one.  Kept as None then, not as [self]: a result referring to itself is a cycle, so a
+        result made and dropped inside an analysis (limits' and flavour's per-stream cwnd,
+        its per-segment tables tens of MB on a long stream) would stay in memory until the
+        garbage collector ran, not go when its last reference does."""
+        parts = getattr(self, "_parts", None)
+        return [self] if parts is None else parts
+
+    @parts.setter
+    def parts(self, parts) -> None:
+        parts = list(parts)
+        self._parts = None if len(parts) == 1 and parts[0] is self else parts
 
     @property
     def names(self) -> list[str]:
