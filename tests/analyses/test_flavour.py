@@ -328,9 +328,11 @@ def test_pacing_weighs_with_the_events():
     assert fl.classify(clocked)["flavour"] == "unknown"
 
 
-def test_only_the_drawn_streams_details_are_kept_and_others_are_made_again_the_same():
-    """A capture of many long streams would hold every stream's window samples: flavour keeps
-    the default figure's stream's and makes another's again when it is asked for."""
+def test_no_streams_details_are_kept_and_each_is_made_again_the_same():
+    """A capture of many long streams would hold every stream's window samples (and a read
+    spilled by stream group one batch's while the next is analysed): flavour keeps none and
+    makes a stream's again when its figure asks for it; the figure's default is the stream
+    with the most data segments."""
     path = CAPTURES / "sp-3pairs-reno+cubic+bbr.pcap"
     for source in (path, ps.read(path)):
         result = ps.flavour(source)

@@ -133,31 +133,33 @@ class Flavour(Result):
 
 
 class StreamDetails(Mapping):
-    """Per judged stream, in stream order, what its figure draws (a StreamFlavour).  Only the
-    stream drawn by default (the most data segments) is kept; another is made again from the
-    capture when it is asked for: a long stream's window samples take tens of MB, and a
-    capture of many such streams would otherwise hold them all (8 streams of 888k packets:
-    230 MB).  ``source``: a whole Capture, or the capture's path."""
+    """Per judged stream, in stream order, what its figure draws (a StreamFlavour), made
+    again from the capture when it is asked for: a long stream's window samples take tens of
+    MB, and a capture of many such streams would otherwise hold them all (8 streams of 888k
+    packets: 230 MB), or one while the next batch of a spilled read is analysed.  Only the
+    result of one stream asked for (``keep``) keeps its own.  ``source``: a whole Capture, or
+    the capture's path."""
 
-    def __init__(self, source):
-        self.source = source
+    def __init__(self, source, keep: bool = False):
+        self.source, self.keep = source, keep
         self.rows: dict[int, dict] = {}
         self.kept: StreamFlavour | None = None
 
     def add(self, found: StreamFlavour) -> None:
         self.rows[found.row["stream"]] = found.row
-        if self.kept is None or _drawn_before(found.row, self.kept.row):
+        if self.keep:
             self.kept = found
 
     @property
     def drawn(self) -> int:
         """The stream a figure shows by default: the most data segments (the first of equals)."""
-        return self.kept.row["stream"]
+        return max(self.rows.values(),
+                   key=lambda row: (row["data_segments"], -row["stream"]))["stream"]
 
     def __getitem__(self, stream: int) -> StreamFlavour:
         if stream not in self.rows:
             raise KeyError(stream)
-        if self.kept.row["stream"] == stream:
+        if self.kept is not None and self.kept.row["stream"] == stream:
             return self.kept
         return flavour(self.source, stream=stream).details.kept
 
@@ -168,17 +170,11 @@ class StreamDetails(Mapping):
         return len(self.rows)
 
 
-def _drawn_before(a: dict, b: dict) -> bool:
-    return (a["data_segments"], -a["stream"]) > (b["data_segments"], -b["stream"])
-
-
 def _join(parts: list[Flavour]) -> Flavour:
     out = joined(parts, {"streams": ("stream",)})
     out.details = StreamDetails(parts[0].details.source)
     for part in parts:
         out.details.rows.update(part.details.rows)
-        if part.details.kept is not None:
-            out.details.add(part.details.kept)
     return out
 
 
@@ -194,7 +190,8 @@ def flavour(capture: Capture, *, stream: int | None = None) -> Flavour:
         payload = tcp["payload_bytes_a_to_b"] + tcp["payload_bytes_b_to_a"]
         streams = [int(s) for s in tcp["stream"][payload >= MIN_STREAM_BYTES]]
     # made again from the path, not from a partial table (a batch of a spilled read)
-    details = StreamDetails(capture if capture.whole is None else capture.path)
+    details = StreamDetails(capture if capture.whole is None else capture.path,
+                            keep=stream is not None)
     for s in streams:
         details.add(flavour_stream(capture, s))
     return Flavour(details, capture=capture.path)
