@@ -458,9 +458,11 @@ class _Views:
 
 def _rows(mask: np.ndarray) -> np.ndarray:
     """The rows where ``mask`` holds, as int32 when a stream has fewer than 2^31 rows: the
-    index arrays spanning a stream's data cost half of flatnonzero's int64."""
-    rows = np.flatnonzero(mask)
-    return rows.astype(np.int32) if len(mask) < 1 << 31 else rows
+    index arrays spanning a stream's data cost half of flatnonzero's int64 (taken from an
+    int32 count, never made as int64 first)."""
+    if len(mask) < 1 << 31:
+        return np.arange(len(mask), dtype=np.int32)[mask]
+    return np.flatnonzero(mask)
 
 
 class _Wide:
@@ -599,12 +601,15 @@ def _receiver_samples(v: _Views) -> dict:
         echo = _unwrap(v.tsecr[with_ts], base)
         # segments echoing a TSval the receiver had sent (sent_val ascends: at or past its first)
         ok = echo >= sent_val[0]
-        with_ts, echo = with_ts[ok], echo[ok]
+        if not ok.all():                        # (a copy of each only when some are not)
+            with_ts, echo = with_ts[ok], echo[ok]
+        del ok
         # one sample per group of segments echoing the same value: its last segment, and the
         # last receiver ACK carrying the echoed TSval (or an earlier one)
         last_of_group = np.r_[echo[1:] != echo[:-1], len(echo) > 0][:len(echo)]
         rows = with_ts[last_of_group]
         ref = rev_ts[np.searchsorted(sent_val, echo[last_of_group], side="right") - 1]
+        del with_ts, echo, last_of_group        # a data segment's each: let go before data_t
     else:   # no timestamps: the ACK sent one initial RTT before each arrival
         ref_i = np.searchsorted(v.t[rev], shifted(v.t[new], -v.min_rtt_ns), side="right") - 1
         ok = ref_i >= 0

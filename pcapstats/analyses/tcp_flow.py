@@ -72,7 +72,8 @@ TRIGGER_RATIO = 4      # ... and the median gap the other way round at least thi
                        # longer (measured: 60-200 times at the host; paced BBR: 1.3 times)
 MIN_TRIGGERS = 20      # pairs of each kind needed to judge
 MSS_MIN_BYTES = 536    # a segment size read from the lengths is at least IPv4's default MSS
-# tcp_analysis' RTT columns, which a stream's rows and digests keep where present alone
+# tcp_analysis' RTT columns, which a stream's rows and digests keep where present alone (on a
+# bulk stream one ACK in tens carries an RTT, and a column of every row costs 8 bytes a packet)
 SAMPLED = ("ack_rtt_ns", "ack_rtt_karn_ns", "ts_rtt_ns", "initial_rtt_ns")
 
 
@@ -96,7 +97,7 @@ def stream_rows(cap: Capture, stream: int) -> dict[str, np.ndarray]:
     DataFrame: on a 1M-packet stream a DataFrame copied every column once more; on a table of
     the stream's rows alone the header fields are the capture's own arrays, not copies (read
     them, never write them; float copies with NaN cost 24 bytes a packet)."""
-    flow = _sampled(packet_analysis(cap, stream, columns=FLOW_COLUMNS, masks=True))
+    flow = packet_analysis(cap, stream, columns=FLOW_COLUMNS, masks=True, sampled=SAMPLED)
     at = table_index(cap, flow["row"])
     flow["tcp_flags"] = cap.column("tcp_flags")[at]
     flow["tcp_hdr_len"] = cap.column("tcp_hdr_len")[at]
@@ -106,15 +107,6 @@ def stream_rows(cap: Capture, stream: int) -> dict[str, np.ndarray]:
     for name in ("tsval", "tsecr"):
         flow[name] = cap.column(f"tcp_option_{name}")[at]
     flow["has_ts"] = cap.present("tcp_option_tsval")[at]
-    return flow
-
-
-def _sampled(flow: dict) -> dict:
-    """``flow`` with its RTT columns (SAMPLED) kept as their values where present alone, in
-    row order, beside their ``has_`` masks: on a bulk stream one ACK in tens carries an RTT,
-    and a column of every row costs 8 bytes a packet."""
-    for name in SAMPLED:
-        flow[name] = flow[name][flow[f"has_{name}"]]
     return flow
 
 
@@ -416,7 +408,8 @@ class FlowDigests:
         flow["has_initial_rtt_ns"] = np.zeros(n, bool)
         if stream in self.irtt:
             flow["initial_rtt_ns"][0], flow["has_initial_rtt_ns"][0] = self.irtt[stream], True
-        _sampled(flow)
+        for name in SAMPLED:                # as stream_rows keeps them: where present
+            flow[name] = flow[name][flow[f"has_{name}"]]
         counts = np.zeros((2, 2, 256), np.int64)
         for key, n in self.ttls.items():
             if key >> 10 == stream:

@@ -509,15 +509,17 @@ def test_one_stream_analysed_alone_equals_its_rows_of_the_whole_analysis(name):
 @pytest.mark.skipif(not c_analyser_available(), reason="the compiled TCP analyser is not built")
 @pytest.mark.parametrize("path", sorted(CAPTURES.glob("*.pcap")) + [DATA / n for n in PUBLIC],
                          ids=lambda p: p.name)
-def test_columns_asked_alone_or_with_masks_equal_the_whole_analysis(path):
+def test_columns_asked_alone_or_with_masks_equal_the_whole_analysis(path, monkeypatch):
     """packet_analysis(columns=...) has the analyser write only the outputs those columns read
     (the compiled one skips the others' arrays, given none): each column asked alone, and the
     per-stream analyses' set, equal the columns of the analysis of everything, with either
-    analyser; with ``masks`` an optional column is its values where ``has_`` holds and NaN
-    where it does not, as the float column is."""
-    from pcapstats.analyses.tcp_flow import FLOW_COLUMNS
-    from pcapstats.analyses.tcpseq import packet_analysis
+    analyser; with ``masks`` (the analyser fed 97 packets at a time here, its state carried
+    across) an optional column is its values where ``has_`` holds and NaN where it does not,
+    as the float column is, and a ``sampled`` one its values where present alone."""
+    from pcapstats.analyses.tcp_flow import FLOW_COLUMNS, SAMPLED
+    from pcapstats.analyses.tcpseq import columns, packet_analysis
     from pcapstats.analyses.tcpseq.columns import _MADE
+    monkeypatch.setattr(columns, "PIECE_ROWS", 97)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         cap = ps.read(path)
@@ -537,6 +539,12 @@ def test_columns_asked_alone_or_with_masks_equal_the_whole_analysis(path):
                         np.testing.assert_array_equal(masked[n][present], whole[n][present])
                     else:
                         np.testing.assert_array_equal(masked[n], whole[n])
+            sampled = packet_analysis(cap, kernel=kernel, columns=FLOW_COLUMNS, masks=True,
+                                      sampled=SAMPLED)
+            for n in SAMPLED:
+                present = ~np.isnan(whole[n])
+                np.testing.assert_array_equal(sampled[f"has_{n}"], present)
+                np.testing.assert_array_equal(sampled[n], whole[n][present])
 
 
 RESENT_CAPTURES = sorted([*CAPTURES.glob("*.pcap*"), *DATA.glob("*.pcap*"),

@@ -12,14 +12,15 @@ from ...errors import UsageError
 from ...streams import own_transport
 from .contract import FLAG_BITS, RETRANSMISSIONS
 from .inputs import analysis_inputs
-from .kernel import run_analyser
+from .kernel import new_analyser, run_analyser
 
 FLAG_COLUMNS = ("retransmission", *(c for c in FLAG_BITS if c != "generic_retransmission"))
+PIECE_ROWS = 1 << 16    # packets the analyser is fed at a time when columns come with masks
 
 
 def packet_analysis(cap: Capture, stream: int | None = None, kernel: str = "auto", *,
-                    columns: tuple[str, ...] | None = None,
-                    masks: bool = False) -> dict[str, np.ndarray]:
+                    columns: tuple[str, ...] | None = None, masks: bool = False,
+                    sampled: tuple[str, ...] = ()) -> dict[str, np.ndarray]:
     """The same numbers for the other TCP analyses, as raw numpy columns: ``tcp_stream``,
     ``direction`` as 0 (a_to_b) / 1, optional numbers float64 with NaN where absent (exact:
     every value is below 2^53); ``row``: each packet's row in ``cap`` (int32 in a table of
@@ -28,7 +29,10 @@ def packet_analysis(cap: Capture, stream: int | None = None, kernel: str = "auto
     array let go after its last use (a long stream's unused columns cost 8 bytes a packet
     each, and the analyser's ~140 bytes a packet are not all held beside the answer).
     ``masks``: each optional column as the analyser gives it (integers, not float64: no copy,
-    4-8 bytes a packet less) with where it is present as ``has_<name>`` beside it."""
+    4-8 bytes a packet less) with where it is present as ``has_<name>`` beside it, the
+    analyser fed PIECE_ROWS packets at a time (its state carried: the same numbers), so its
+    arrays of every output are never all held at once; ``sampled`` (with ``masks``): these
+    optional columns as their values where present alone."""
     names = tuple(_MADE) if columns is None else columns
     rows, inputs = analysis_inputs(cap, stream, timestamps="ts_rtt_ns" in names)
     if len(cap) < 1 << 31:       # the rows as int32 (half of flatnonzero's int64) before the
@@ -39,9 +43,50 @@ def packet_analysis(cap: Capture, stream: int | None = None, kernel: str = "auto
                          hint=f"it has TCP streams {have.min()}-{have.max()}" if len(have)
                          else "it has no TCP packets")
     keys = {key for name in names for key in _MADE[name][0]}
+    if masks and len(rows):
+        return _in_pieces(inputs, rows, names, keys, kernel, sampled)
     src = {**inputs, **run_analyser(inputs, kernel, outputs=keys), "rows": rows}
     del inputs
-    return _assembled(src, names, masks)
+    out = _assembled(src, names, masks)
+    for name in sampled:
+        out[name] = out[name][out[f"has_{name}"]]
+    return out
+
+
+# the columns that are one of the analyser's inputs (or the rows) as they are: never copied
+_AS_GIVEN = {"row": "rows", "frame_number": "frame", "frame_time_ns": "t",
+             "tcp_stream": "stream", "direction": "dir", "tcp_len": "seglen",
+             "tcp_flags": "flags"}
+
+
+def _in_pieces(inputs: dict, rows: np.ndarray, names, keys, kernel, sampled) -> dict:
+    """packet_analysis' columns with masks, the analyser fed PIECE_ROWS packets at a time:
+    each piece's columns written into arrays of every row (the ``sampled`` ones kept where
+    present), its outputs then let go."""
+    n = len(rows)
+    out = {name: (rows if key == "rows" else inputs[key]) for name, key in _AS_GIVEN.items()
+           if name in names}
+    made = [name for name in names if name not in out]
+    outputs = keys - set(inputs) - {"rows"}
+    analyser = new_analyser(kernel)
+    kept: dict[str, list] = {name: [] for name in sampled}
+    for a in range(0, n, PIECE_ROWS):
+        b = min(a + PIECE_ROWS, n)
+        piece = {key: values[a:b] for key, values in inputs.items()}
+        src = {**piece, **run_analyser(piece, analyser=analyser, whole=b == n, outputs=outputs)}
+        if "rows" in keys:
+            src["rows"] = rows[a:b]
+        del piece
+        columns = _assembled(src, made, masks=True)
+        for name in sampled:
+            kept[name].append(columns.pop(name)[columns[f"has_{name}"]])
+        for name, values in columns.items():
+            if name not in out:
+                out[name] = np.empty(n, values.dtype)
+            out[name][a:b] = values
+    for name in sampled:
+        out[name] = np.concatenate(kept[name])
+    return out
 
 
 def _assembled(src: dict[str, np.ndarray], names, masks: bool = False) -> dict[str, np.ndarray]:
