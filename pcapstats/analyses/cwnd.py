@@ -276,9 +276,10 @@ def estimate(cap: Capture, stream: int | None = None, *, side: str = "auto",
     _mark_recovery(samples, episodes, v)
     samples["cwnd_bytes"] = np.where(samples["state"] == "cwnd", samples["flight_bytes"], np.nan)
     table = {name: samples[name] for name in SAMPLES.names[1:]}
+    losses = _loss_table(episodes, samples, v)
+    v.let_go()                  # what the samples and episodes read: not held beside the tables
     return CwndEstimate(stream, data_dir, found, evidence, v.mss, v.rtt_ns / 1e9, v.rtt_from,
-                        table, _loss_table(episodes, samples, v), _flight_table(v),
-                        _rwnd_table(v), resent, flight_rows,
+                        table, losses, _flight_table(v), _rwnd_table(v), resent, flight_rows,
                         "receiver" if receiver else "sender")
 
 
@@ -437,6 +438,13 @@ class _Views:
         self._told = np.flatnonzero((d != data_dir) & ((flags & _ACK) != 0))
         self._told_ack = np.r_[np.nan, np.fmax.accumulate(self.ack[self._told].astype(np.float64))]
         self._told_win = np.r_[np.nan, self.win[self._told].astype(np.float64)]
+
+    def let_go(self) -> None:
+        """Drop what only the samples and the episodes read (a long stream's running highest
+        byte, its new-data rows...: ~25 bytes a packet); the flight and rwnd tables read the
+        rest."""
+        self._sent = self._sent_max = self._told = self._told_ack = self._told_win = None
+        self.new_data = self.hole = self.rev = None
 
     def in_flight(self, rows):
         """Wireshark's bytes in flight at ``rows``: float64, NaN where it has none."""
