@@ -297,12 +297,16 @@ def without_long_gaps(t_ns: np.ndarray, limit_ns: int) -> np.ndarray:
     t = np.asarray(t_ns, np.int64)
     if len(t) < 2:
         return t.copy()
-    step = np.diff(t)
-    # each step's excess: past the limit, and any step back; made and summed in place (on a
-    # long flow's packets every temporary is 8 bytes a packet)
-    excess = np.subtract(step, limit_ns, out=np.zeros_like(step), where=step > limit_ns)
-    np.add(excess, step, out=excess, where=step < 0)
-    del step
+    excess = np.diff(t)
+    # each step's excess: past the limit, and any step back
+    if limit_ns < 0:                # a step may be both
+        excess = (np.where(excess > limit_ns, excess - limit_ns, 0)
+                  + np.where(excess < 0, excess, 0))
+    else:                           # none is both: made in place (on a long flow's packets
+        over = excess > limit_ns    # every temporary is 8 bytes a packet)
+        np.subtract(excess, limit_ns, out=excess, where=over)
+        excess[~over & (excess >= 0)] = 0
+        del over
     np.cumsum(excess, out=excess)
     out = t.copy()
     out[1:] -= excess

@@ -34,10 +34,12 @@ def flavour_stream(cap: Capture, stream: int) -> StreamFlavour:
     s, losses, flight = cw.samples, cw.losses, cw.flight
     mss, rtt_s = max(cw.mss_bytes, 1), cw.rtt_s
     t0 = cap.first_time_ns
-    data_t_ns = (flight["time_s"] * 1e9).astype(np.int64)
-    data_t_ns += t0                         # in place: one array a data segment, not two
     new = ~np.asarray(flight["resent"], bool)
-    new_t_ns = data_t_ns[new]
+    # the new segments' times in ns (and the first and last segment's), not every segment's:
+    # each an array of 8 bytes a data segment held through the evidence
+    new_t_ns = (flight["time_s"][new] * 1e9).astype(np.int64)
+    new_t_ns += t0
+    ends_ns = (flight["time_s"][[0, -1]] * 1e9).astype(np.int64) + t0 if len(new) else None
     states = s["state"]
     n_out = max(int((states != "recovery").sum()), 1)
 
@@ -56,7 +58,7 @@ def flavour_stream(cap: Capture, stream: int) -> StreamFlavour:
     dips = probe_rtt_dips(flight["time_s"], flight["bytes_in_flight"], flight["resent"], mss)
     new_lengths = cap.column("tcp_len")[cw.flight_rows[new]].astype(np.float64)
     strength, amplitude = gain_cycling(new_t_ns, new_lengths, int(rtt_s * 1e9))
-    duration_s = float((data_t_ns[-1] - data_t_ns[0]) / 1e9) if len(data_t_ns) > 1 else 0.0
+    duration_s = float((ends_ns[-1] - ends_ns[0]) / 1e9) if len(new) > 1 else 0.0
     row = {
         "stream": cw.stream,
         "side": cw.side,
