@@ -200,12 +200,8 @@ class Cwnd(Result):
                   "rwnd": est.rwnd}
         tables = {name: {"stream": np.full(len(next(iter(t.values()))), est.stream, np.int64),
                          **t} for name, t in tables.items()}
-        tables["limited"] = limit_runs(est.stream, tables["samples"], tables["rwnd"], est.rtt_s,
-                                       est.mss_bytes)
-        tables["summary"] = _summary(est, tables)
-        notes = [Note(f"{est.side}-side capture", about=f"stream {est.stream}",
-                      detail=est.side_evidence)]
-        super().__init__(tables, capture=capture, notes=notes)
+        tables["limited"], tables["summary"] = derived_tables(est)
+        super().__init__(tables, capture=capture, notes=[side_note(est)])
         self.stream, self.side, self.side_evidence = est.stream, est.side, est.side_evidence
         self.data_direction = DIRECTIONS[est.data_direction]
         self.mss_bytes, self.rtt_s = est.mss_bytes, est.rtt_s
@@ -283,6 +279,22 @@ def estimate(cap: Capture, stream: int | None = None, *, side: str = "auto",
                         "receiver" if receiver else "sender")
 
 
+def derived_tables(est: CwndEstimate) -> tuple[dict, dict]:
+    """(the ``limited`` table, the ``summary`` row) of one stream's estimate: what its Cwnd
+    result shows beside the estimate's own tables (limits reads them without the result,
+    whose tables add a stream column to every row)."""
+    tables = {"samples": est.samples, "losses": est.losses, "flight": est.flight,
+              "rwnd": est.rwnd}
+    tables["limited"] = limit_runs(est.stream, est.samples, est.rwnd, est.rtt_s, est.mss_bytes)
+    return tables["limited"], _summary(est, tables)
+
+
+def side_note(est: CwndEstimate) -> Note:
+    """The note of where the stream was captured, and how that was told."""
+    return Note(f"{est.side}-side capture", about=f"stream {est.stream}",
+                detail=est.side_evidence)
+
+
 def tcp_info_errors(samples, t0_ns: int, info_t_ns, info_cwnd_bytes, *, rtt_s: float,
                     side: str = "sender") -> np.ndarray:
     """Relative errors |estimate - kernel| / kernel of the cwnd samples against a sender's
@@ -316,8 +328,8 @@ def _summary(est: CwndEstimate, tables: dict) -> dict[str, np.ndarray]:
            **{f"{limit}_share": shares[limit] for limit in LIMITS},
            "cwnd_max_bytes": float(cwnd.max()) if len(cwnd) else np.nan,
            "cwnd_median_bytes": float(np.median(cwnd)) if len(cwnd) else np.nan,
-           "flight_max_bytes": largest(tables["flight"]["bytes_in_flight"].astype(float)),
-           "rwnd_max_bytes": largest(tables["rwnd"]["rwnd_bytes"].astype(float)),
+           "flight_max_bytes": largest(np.asarray(tables["flight"]["bytes_in_flight"], float)),
+           "rwnd_max_bytes": largest(np.asarray(tables["rwnd"]["rwnd_bytes"], float)),
            "loss_episodes": len(losses["start_s"]),
            "resent": est.resent_segments,
            "ratio_median": float(np.median(ratio)) if len(ratio) else np.nan}

@@ -36,10 +36,10 @@ from ..errors import Note, UsageError
 from ..render import Shown
 from ..results import Result, joined, shown
 from ..schema import CAPTURE_POINT_COLUMN, STREAM_COLUMN, Column, TableSpec
-from ..streams import DIRECTIONS, stream_names
+from ..streams import DIRECTIONS
 from ..sidecar import asked_queue_bytes, asked_rate_bps
 from . import tcp_models
-from .cwnd import LIMITED, LIMITS, Cwnd, cwnd, estimate
+from .cwnd import LIMITED, LIMITS, Cwnd, cwnd, derived_tables, estimate, side_note
 from .rtt import stream_rtt
 from .tcp_flow import capture_side, data_direction, stream_rows
 from .tcpseq import STREAM_NEEDS
@@ -184,15 +184,13 @@ def limits(capture: Capture, *, stream: int | None = None, side: str = "auto") -
 
 
 def _result(capture: Capture, source, side: str, s: int, est, path) -> Limits:
-    cw = Cwnd(est, capture=capture.path, name=stream_names(capture).get(("tcp", s), ""))
-    runs = cw.table("limited")
-    summary = cw.table("summary")
+    runs, summary = derived_tables(est)     # (not a Cwnd: its tables' stream columns)
     flight = est.flight
     new = ~np.asarray(flight["resent"], bool)
-    payload = capture.column("tcp_len")[est.flight_rows].astype(np.int64)
+    payload = capture.column("tcp_len")[est.flight_rows[new]].sum(dtype=np.int64)
     t = flight["time_s"]
     span = float(t.max() - t.min()) if len(t) else 0.0
-    goodput = 8 * float(payload[new].sum()) / span if span > 0 else np.nan
+    goodput = 8 * float(payload) / span if span > 0 else np.nan
     shares = {f"{limit}_share": float(summary[f"{limit}_share"][0]) for limit in LIMITS}
     largest = max(LIMITS, key=lambda k: shares[f"{k}_share"]
                   if shares[f"{k}_share"] == shares[f"{k}_share"] else -1)
@@ -202,7 +200,7 @@ def _result(capture: Capture, source, side: str, s: int, est, path) -> Limits:
            "undistinguished": UNDISTINGUISHED.get(est.analysed_as, "")}
     table = {c.name: np.array([row[c.name]], dtype=object if c.dtype == "str" else c.dtype)
              for c in STREAMS.columns}
-    notes = [n for n in cw.notes]
+    notes = [side_note(est)]
     if est.analysed_as == "receiver":
         notes.append(Note("at the receiver: sender and cwnd limits look alike",
                           about=f"stream {s}", detail=RECEIVER_BLIND))
