@@ -66,8 +66,8 @@ from ..schema import (CAPTURE_POINT_COLUMN, FRAME_NUMBER_COLUMN, STREAM_COLUMN, 
                       UNITLESS, Column, TableSpec)
 from ..streams import DIRECTIONS, choose_stream, stream_names
 from .tcpseq import STREAM_NEEDS
-from .tcp_flow import (SIDE_DOC, capture_side, data_direction, measured, near_end,
-                       segment_size, stream_rows)
+from .tcp_flow import (SIDE_DOC, capture_side, data_direction, first_value, measured,
+                       near_end, segment_size, stream_rows)
 
 PROMPT_NS = 200_000           # an ACK answered by new data within this is "answered at once"
 ACK_CLOCKED_FRACTION = 0.75   # share of ACKs answered at once, over one RTT, to call it cwnd-limited
@@ -425,8 +425,8 @@ class _Views:
         self.rtt_ns, self.rtt_from = _smoothed_rtt(flow, data_dir, receiver)
         self.min_rtt_ns = _min_rtt(flow, data_dir, self.rtt_ns)
         for name in _RTT_COLUMNS:        # read: let go (estimate empties the rest after)
-            flow.pop(name, None)
-            flow.pop(f"has_{name}", None)
+            for key in (name, f"has_{name}", f"{name}_runs"):
+                flow.pop(key, None)
         resent = np.zeros(len(flow["frame_number"]), bool)
         for name in _RESENT:
             resent |= np.asarray(flow[name], bool)
@@ -564,9 +564,8 @@ def repair_rtts(flow, data_dir) -> np.ndarray:
 
 
 def _min_rtt(flow, data_dir, fallback) -> int:
-    irtt = flow["initial_rtt_ns"]           # where present alone (tcp_flow.SAMPLED)
-    ok = irtt < GAP_NS
-    return int(irtt[ok.argmax()]) if ok.any() else fallback
+    irtt = first_value(flow, "initial_rtt_ns", below=GAP_NS)
+    return fallback if irtt is None else int(irtt)
 
 
 # -- the sender side -----------------------------------------------------------------------------

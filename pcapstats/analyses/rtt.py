@@ -46,8 +46,8 @@ from ..reader import as_capture
 from ..sidecar import placements
 from ..streams import DIRECTIONS, SummaryKeeper, stream_names
 from .tcpseq import AnalysedWindows
-from .tcp_flow import (SIDE_DOC, FlowDigests, capture_side, data_direction, optional,
-                       stream_rows)
+from .tcp_flow import (SIDE_DOC, FlowDigests, capture_side, data_direction,
+                       first_value, optional, stream_rows)
 
 RTT_SERIES = ("ack_rtt_ms", "ack_rtt_karn_ms", "ts_rtt_ms")
 STATISTICS = ("rtt_min_ms", "rtt_avg_ms", "rtt_median_ms", "rtt_p95_ms", "rtt_max_ms")
@@ -187,9 +187,9 @@ def stream_rtt(capture: Capture, stream: int, flow: dict | None = None,
         **{name: v / 1e6 for name, v in ns.items()},
     }
     side, side_evidence = capture_side(flow, data_dir) if found is None else found
-    irtt = flow["initial_rtt_ns"]             # where present alone (tcp_flow.SAMPLED)
+    irtt = first_value(flow, "initial_rtt_ns")
     path = _path(stream, side, samples, DIRECTIONS[data_dir],
-                 irtt[0] / 1e6 if len(irtt) else np.nan)
+                 irtt / 1e6 if irtt is not None else np.nan)
     summary = _summary(stream, samples, path["estimate"][0])
     note = Note(f"{side}-side capture", about=f"stream {stream}",
                 detail=f"{side_evidence}; so the path RTT is {path['estimate'][0]}: min "

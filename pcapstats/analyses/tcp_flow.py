@@ -47,7 +47,7 @@ import numpy as np
 
 from ..capture import Capture
 from ..schema import sent_here
-from .tcpseq import analysed, packet_analysis, table_index
+from .tcpseq import analysed, packet_analysis, runs, table_index
 
 # capture_side in a sentence: the `side` column's definition (`pcapstats columns`), and the
 # long form of the analyses' "stream N: sender-side capture" notes without the numbers
@@ -72,8 +72,9 @@ TRIGGER_RATIO = 4      # ... and the median gap the other way round at least thi
                        # longer (measured: 60-200 times at the host; paced BBR: 1.3 times)
 MIN_TRIGGERS = 20      # pairs of each kind needed to judge
 MSS_MIN_BYTES = 536    # a segment size read from the lengths is at least IPv4's default MSS
-# tcp_analysis' RTT columns, which a stream's rows and digests keep where present alone (on a
-# bulk stream one ACK in tens carries an RTT, and a column of every row costs 8 bytes a packet)
+# tcp_analysis' RTT columns, which a stream's rows and digests keep where present alone, as
+# runs of equal values (tcpseq.runs: on a bulk stream one ACK in tens carries an RTT, the iRTT
+# is one value on every packet, and a column of every row costs 8 bytes a packet)
 SAMPLED = ("ack_rtt_ns", "ack_rtt_karn_ns", "ts_rtt_ns", "initial_rtt_ns")
 
 
@@ -90,7 +91,8 @@ def data_direction(flow) -> int:
 def stream_rows(cap: Capture, stream: int) -> dict[str, np.ndarray]:
     """One stream's rows as columns: tcp_analysis (packet_analysis' raw columns: direction
     0/1, optional numbers as the analyser gives them with their ``has_`` masks, the RTTs
-    (SAMPLED) where present alone: read them with :func:`optional` and :func:`measured`)
+    (SAMPLED) where present alone as runs: read them with :func:`optional`, :func:`measured`
+    and :func:`first_value`)
     plus the header fields the stream analyses need:
     ``tcp_flags``, ``tcp_hdr_len``, ``ip_ttl``, ``mss_option`` (where ``has_mss``),
     ``tsval``/``tsecr`` (where ``has_ts``), as the table holds them.  Plain arrays, no
@@ -110,12 +112,26 @@ def stream_rows(cap: Capture, stream: int) -> dict[str, np.ndarray]:
     return flow
 
 
+def _present(flow, name: str) -> np.ndarray:
+    """The values of the RTT column ``name`` (of SAMPLED) where present, in row order."""
+    return np.repeat(flow[name], flow[f"{name}_runs"])
+
+
+def first_value(flow, name: str, below: float | None = None):
+    """The first value of the RTT column ``name`` (of SAMPLED), the first under ``below``
+    when given; None when there is none."""
+    values = flow[name]                     # its runs' values, in row order
+    if below is not None:
+        values = values[values < below]
+    return values[0] if len(values) else None
+
+
 def optional(flow, name: str, at: np.ndarray | None = None) -> np.ndarray:
     """The RTT column ``name`` (of SAMPLED) of a stream's rows or digest, at the rows where
     the mask ``at`` holds (all when None), as tcp_analysis has it: float64, NaN where absent;
     made at the rows read alone."""
     present = flow[f"has_{name}"]
-    values = flow[name] if at is None else flow[name][at[present]]
+    values = _present(flow, name) if at is None else _present(flow, name)[at[present]]
     out = np.full(len(present) if at is None else int(np.count_nonzero(at)), np.nan)
     out[present if at is None else present[at]] = values
     return out
@@ -124,7 +140,8 @@ def optional(flow, name: str, at: np.ndarray | None = None) -> np.ndarray:
 def measured(flow, name: str, where: np.ndarray | None = None) -> np.ndarray:
     """The values of the RTT column ``name`` (of SAMPLED) where it has one (and the mask
     ``where`` holds), in row order, float64: :func:`optional` without its NaNs."""
-    values = flow[name] if where is None else flow[name][where[flow[f"has_{name}"]]]
+    values = _present(flow, name)
+    values = values if where is None else values[where[flow[f"has_{name}"]]]
     return values.astype(np.float64)
 
 
@@ -408,8 +425,8 @@ class FlowDigests:
         flow["has_initial_rtt_ns"] = np.zeros(n, bool)
         if stream in self.irtt:
             flow["initial_rtt_ns"][0], flow["has_initial_rtt_ns"][0] = self.irtt[stream], True
-        for name in SAMPLED:                # as stream_rows keeps them: where present
-            flow[name] = flow[name][flow[f"has_{name}"]]
+        for name in SAMPLED:                # as stream_rows keeps them: where present, runs
+            flow[name], flow[f"{name}_runs"] = runs(flow[name][flow[f"has_{name}"]])
         counts = np.zeros((2, 2, 256), np.int64)
         for key, n in self.ttls.items():
             if key >> 10 == stream:

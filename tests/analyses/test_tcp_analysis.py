@@ -515,7 +515,7 @@ def test_columns_asked_alone_or_with_masks_equal_the_whole_analysis(path, monkey
     per-stream analyses' set, equal the columns of the analysis of everything, with either
     analyser; with ``masks`` (the analyser fed 97 packets at a time here, its state carried
     across) an optional column is its values where ``has_`` holds and NaN where it does not,
-    as the float column is, and a ``sampled`` one its values where present alone."""
+    as the float column is, and a ``sampled`` one its values where present alone, as runs."""
     from pcapstats.analyses.tcp_flow import FLOW_COLUMNS, SAMPLED
     from pcapstats.analyses.tcpseq import columns, packet_analysis
     from pcapstats.analyses.tcpseq.columns import _MADE
@@ -544,7 +544,9 @@ def test_columns_asked_alone_or_with_masks_equal_the_whole_analysis(path, monkey
             for n in SAMPLED:
                 present = ~np.isnan(whole[n])
                 np.testing.assert_array_equal(sampled[f"has_{n}"], present)
-                np.testing.assert_array_equal(sampled[n], whole[n][present])
+                np.testing.assert_array_equal(np.repeat(sampled[n], sampled[f"{n}_runs"]),
+                                              whole[n][present])
+                assert not len(sampled[n]) or (sampled[n][1:] != sampled[n][:-1]).all()
 
 
 RESENT_CAPTURES = sorted([*CAPTURES.glob("*.pcap*"), *DATA.glob("*.pcap*"),

@@ -10,7 +10,7 @@ import numpy as np
 
 from ...capture import Capture
 from ...streams import stream_names
-from ..cwnd import Cwnd, estimate
+from ..cwnd import Cwnd, CwndEstimate, estimate
 from .evidence import (ack_clocked_share, app_silence_share, congestion_events, decrease_factors,
                        departure_gap_cv, gain_cycling, growth_fits, growth_vote, loss_response,
                        probe_rtt_dips, vote)
@@ -21,11 +21,22 @@ from .thresholds import (BACKOFF_MIN_WINDOW_MSS, CUT_FACTOR, GROWTH_MIN_WINDOW_M
 
 @dataclass
 class StreamFlavour:
-    """The row of one stream plus what its figure draws (the cwnd result and the fits)."""
+    """The row of one stream plus what its figure draws (the cwnd result, made from the
+    estimate when first asked for: a result of every stream keeps only the rows, and a Cwnd
+    adds a stream column to each of its per-segment tables; and the fits)."""
     row: dict
-    cwnd: Cwnd
+    estimate: CwndEstimate
+    capture: str | None                          # the path the Cwnd names
+    name: str                                    # the stream's endpoints (stream_names)
     epochs: list = field(default_factory=list)   # (t0_s, t1_s, GrowthFit) per epoch fitted
     event_starts_s: list = field(default_factory=list)  # start of each congestion event
+    _cwnd: Cwnd | None = field(default=None, repr=False)
+
+    @property
+    def cwnd(self) -> Cwnd:
+        if self._cwnd is None:
+            self._cwnd = Cwnd(self.estimate, capture=self.capture, name=self.name)
+        return self._cwnd
 
 
 def flavour_stream(cap: Capture, stream: int) -> StreamFlavour:
@@ -105,8 +116,7 @@ def flavour_stream(cap: Capture, stream: int) -> StreamFlavour:
                                   else np.nan),
     }
     row.update(classify(row))
-    return StreamFlavour(row, Cwnd(cw, capture=cap.path,
-                                   name=stream_names(cap).get(("tcp", stream), "")), epochs,
+    return StreamFlavour(row, cw, cap.path, stream_names(cap).get(("tcp", stream), ""), epochs,
                          [float(x) for x in losses["start_s"][first]])
 
 

@@ -32,7 +32,8 @@ def packet_analysis(cap: Capture, stream: int | None = None, kernel: str = "auto
     4-8 bytes a packet less) with where it is present as ``has_<name>`` beside it, the
     analyser fed PIECE_ROWS packets at a time (its state carried: the same numbers), so its
     arrays of every output are never all held at once; ``sampled`` (with ``masks``): these
-    optional columns as their values where present alone."""
+    optional columns as their values where present alone, as runs of equal values
+    (:func:`runs`: ``name`` the runs' values, ``<name>_runs`` their lengths)."""
     names = tuple(_MADE) if columns is None else columns
     rows, inputs = analysis_inputs(cap, stream, timestamps="ts_rtt_ns" in names)
     if len(cap) < 1 << 31:       # the rows as int32 (half of flatnonzero's int64) before the
@@ -49,8 +50,27 @@ def packet_analysis(cap: Capture, stream: int | None = None, kernel: str = "auto
     del inputs
     out = _assembled(src, names, masks)
     for name in sampled:
-        out[name] = out[name][out[f"has_{name}"]]
+        out[name], out[f"{name}_runs"] = runs(out[name][out[f"has_{name}"]])
     return out
+
+
+def runs(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(each run of equal values' value, its length): ``np.repeat`` of them is ``values``.  A
+    stream's iRTT is one value on nearly every packet: one run, not 8 bytes a packet."""
+    if not len(values):
+        return values[:0], np.zeros(0, np.int64)
+    starts = np.flatnonzero(np.r_[True, values[1:] != values[:-1]])
+    return values[starts], np.diff(np.r_[starts, len(values)])
+
+
+def _joined_runs(parts: list) -> tuple[np.ndarray, np.ndarray]:
+    """The runs of the pieces' runs ``parts`` (value, length pairs) one after the other."""
+    values = np.concatenate([v for v, _ in parts])
+    lengths = np.concatenate([n for _, n in parts])
+    if not len(values):
+        return values, lengths
+    starts = np.flatnonzero(np.r_[True, values[1:] != values[:-1]])
+    return values[starts], np.add.reduceat(lengths, starts)
 
 
 # the columns that are one of the analyser's inputs (or the rows) as they are: never copied
@@ -79,13 +99,13 @@ def _in_pieces(inputs: dict, rows: np.ndarray, names, keys, kernel, sampled) -> 
         del piece
         columns = _assembled(src, made, masks=True)
         for name in sampled:
-            kept[name].append(columns.pop(name)[columns[f"has_{name}"]])
+            kept[name].append(runs(columns.pop(name)[columns[f"has_{name}"]]))
         for name, values in columns.items():
             if name not in out:
                 out[name] = np.empty(n, values.dtype)
             out[name][a:b] = values
     for name in sampled:
-        out[name] = np.concatenate(kept[name])
+        out[name], out[f"{name}_runs"] = _joined_runs(kept[name])
     return out
 
 
