@@ -10,12 +10,13 @@ import numpy as np
 from ...capture import Capture
 from ...errors import UsageError
 from ...streams import own_transport
-from .contract import FLAG_BITS, RETRANSMISSIONS
+from .contract import FLAG_BITS, OUTPUTS, RETRANSMISSIONS
 from .inputs import analysis_inputs
 from .kernel import new_analyser, run_analyser
 
 FLAG_COLUMNS = ("retransmission", *(c for c in FLAG_BITS if c != "generic_retransmission"))
 PIECE_ROWS = 1 << 16    # packets the analyser is fed at a time when columns come with masks
+OUTPUT_DTYPES = dict(OUTPUTS)
 
 
 def packet_analysis(cap: Capture, stream: int | None = None, kernel: str = "auto", *,
@@ -81,32 +82,54 @@ _AS_GIVEN = {"row": "rows", "frame_number": "frame", "frame_time_ns": "t",
 
 def _in_pieces(inputs: dict, rows: np.ndarray, names, keys, kernel, sampled) -> dict:
     """packet_analysis' columns with masks, the analyser fed PIECE_ROWS packets at a time:
-    each piece's columns written into arrays of every row (the ``sampled`` ones kept where
-    present), its outputs then let go."""
+    the outputs a column is as they are written straight into that column's array of every
+    row; the others into a piece's arrays, made once and zeroed for each piece, whose
+    columns are copied into arrays of every row (the ``sampled`` ones kept where present)."""
     n = len(rows)
     out = {name: (rows if key == "rows" else inputs[key]) for name, key in _AS_GIVEN.items()
            if name in names}
+    whole = {key: np.zeros(n, OUTPUT_DTYPES[key]) for name, key in _AS_WRITTEN.items()
+             if name in names}              # zeros never written cost no memory
+    out.update({name: whole[key] for name, key in _AS_WRITTEN.items() if name in names})
+    if "resent" in out:
+        out["resent"] = out["resent"].view(bool)
     made = [name for name in names if name not in out]
     outputs = keys - set(inputs) - {"rows"}
+    piece_out = {key: np.zeros(min(PIECE_ROWS, n), OUTPUT_DTYPES[key]) for key in outputs
+                 if key not in whole and key in OUTPUT_DTYPES}
     analyser = new_analyser(kernel)
     kept: dict[str, list] = {name: [] for name in sampled}
     for a in range(0, n, PIECE_ROWS):
         b = min(a + PIECE_ROWS, n)
         piece = {key: values[a:b] for key, values in inputs.items()}
-        src = {**piece, **run_analyser(piece, analyser=analyser, whole=b == n, outputs=outputs)}
+        given = {key: values[a:b] for key, values in whole.items()}
+        for key, values in piece_out.items():
+            values.fill(0)                  # as a fresh output: written where it has a value
+            given[key] = values[:b - a]
+        src = {**piece, **run_analyser(piece, analyser=analyser, whole=b == n, given=given)}
         if "rows" in keys:
             src["rows"] = rows[a:b]
-        del piece
+        del piece, given
+        for name in out.keys() & _AS_WRITTEN.keys():     # their masks, where optional
+            present = _MADE[name][1](src)[1]
+            if present is not None:
+                out.setdefault(f"has_{name}", np.empty(n, bool))[a:b] = present
         columns = _assembled(src, made, masks=True)
         for name in sampled:
             kept[name].append(runs(columns.pop(name)[columns[f"has_{name}"]]))
         for name, values in columns.items():
             if name not in out:
                 out[name] = np.empty(n, values.dtype)
-            out[name][a:b] = values
+            out[name][a:b] = values         # (copied before the piece's arrays are zeroed)
     for name in sampled:
         out[name], out[f"{name}_runs"] = _joined_runs(kept[name])
     return out
+
+
+# the columns that are an analyser output as it is (with masks): written into their own array
+_AS_WRITTEN = {"tcp_seq": "rel_seq", "tcp_ack": "rel_ack", "tcp_nxtseq": "nxtseq",
+               "tcp_window_size": "window_size", "bytes_in_flight": "bytes_in_flight",
+               "resent": "resent"}
 
 
 def _assembled(src: dict[str, np.ndarray], names, masks: bool = False) -> dict[str, np.ndarray]:

@@ -25,14 +25,18 @@ def new_analyser(kernel: str = "auto"):
 
 
 def run_analyser(inputs: dict[str, np.ndarray], kernel: str = "auto", *, analyser=None,
-                 whole: bool = True, outputs=None) -> dict[str, np.ndarray]:
+                 whole: bool = True, outputs=None, given=None) -> dict[str, np.ndarray]:
     """The per-packet outputs (tcpseq.OUTPUTS; ts_rtt and ts_ok only with the timestamps
     inputs) of the packets ``inputs`` holds: all there are (``whole``) or the next of a file
     ``analyser`` goes on with.  ``outputs``: only these (the others are neither made nor
-    written: on a long stream each costs 4-8 bytes a packet)."""
+    written: on a long stream each costs 4-8 bytes a packet); ``given``: the outputs to
+    write into these arrays (contiguous, of zeros), and only them."""
     n = len(inputs["stream"])
-    out = {name: np.zeros(n, dtype) for name, dtype in OUTPUTS
-           if (name not in TIMESTAMP_OUTPUTS or "tsval" in inputs)
-           and (outputs is None or name in outputs)}
+    if given is not None:
+        out = dict(given)
+    else:
+        out = {name: np.zeros(n, dtype) for name, dtype in OUTPUTS
+               if (name not in TIMESTAMP_OUTPUTS or "tsval" in inputs)
+               and (outputs is None or name in outputs)}
     (analyser or new_analyser(kernel)).feed(inputs, out, whole)
     return out
