@@ -436,16 +436,14 @@ class _Views:
         self.new_data = self.data[~resent[self.data]]
         self.acks = np.flatnonzero((d != data_dir) & ((flags & _ACK) != 0) & ((flags & _SYN) == 0))
         self.rev = np.flatnonzero(d != data_dir)
-        # the highest byte of the data direction sent so far, as of each of its rows; the
+        # the highest byte of the data direction sent so far, as of every row (8 bytes a row,
+        # where the data direction's rows and their running maximum searched took 12); the
         # receiver's cumulative ACK and window as of each of its packets with the ACK flag (the
-        # SYN/ACK included: its window, unscaled as SYNs are, counts too).  Read at the rows
-        # asked (max_nxt, told): the samples are a fraction of a stream's rows
-        self._sent = _rows(d == data_dir)
-        sent_nxt = np.where(flow["has_tcp_nxtseq"][self._sent], flow["tcp_nxtseq"][self._sent],
-                            0.0)
-        self._sent_max = np.empty(len(sent_nxt) + 1)
-        self._sent_max[0] = 0.0
-        np.maximum.accumulate(sent_nxt, out=self._sent_max[1:])
+        # SYN/ACK included: its window, unscaled as SYNs are, counts too), read at the rows
+        # asked (told): the samples are a fraction of a stream's rows
+        sent_nxt = np.where((d == data_dir) & flow["has_tcp_nxtseq"], flow["tcp_nxtseq"], 0)
+        self._sent_max = np.empty(len(sent_nxt))
+        np.maximum.accumulate(sent_nxt, out=self._sent_max)   # as float64, exact
         del sent_nxt
         self._told = np.flatnonzero((d != data_dir) & ((flags & _ACK) != 0))
         self._told_ack = np.r_[np.nan, np.fmax.accumulate(self.ack[self._told].astype(np.float64))]
@@ -455,7 +453,7 @@ class _Views:
         """Drop what only the samples and the episodes read (a long stream's running highest
         byte, its new-data rows...: ~25 bytes a packet); the flight and rwnd tables read the
         rest."""
-        self._sent = self._sent_max = self._told = self._told_ack = self._told_win = None
+        self._sent_max = self._told = self._told_ack = self._told_win = None
         self.new_data = self.hole = self.rev = None
 
     def in_flight(self, rows):
@@ -467,7 +465,7 @@ class _Views:
 
     def max_nxt(self, rows):
         """The highest byte of the data direction sent up to each of ``rows`` (0 before any)."""
-        return self._sent_max[np.searchsorted(self._sent, rows, side="right")]
+        return self._sent_max[rows]
 
     def told(self, rows):
         """(the receiver's cumulative ACK, its window) as of each of ``rows``: its last packet

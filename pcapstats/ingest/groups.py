@@ -322,6 +322,7 @@ class Spilled:
         if batch == [self.resident]:
             if self.store is None:
                 raise RuntimeError("a spilled table's resident group is given once")
+            _give_back_freed_memory()  # the read's: its windows, the spill's gathers
             n, store, self.store = self.buckets.rows(self.resident), self.store, None
             return self._partial({name: store[name][:n] for name in self.buckets.names})
         self.store = None              # the resident group's table, if not yet given: let go
