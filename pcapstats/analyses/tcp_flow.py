@@ -155,7 +155,7 @@ def segment_size(flow, data_dir: int) -> tuple[int, str]:
     data = (d == data_dir) & (flow["tcp_len"] > 0)
     if not data.any():
         return 0, "no data"
-    largest = int(flow["tcp_len"][data].max())
+    largest = int(np.max(flow["tcp_len"], where=data, initial=0))   # (no copy of the data's)
     flags = flow["tcp_flags"]
     with_option = ((flags & 0x02) != 0) & flow["has_mss"]      # the SYNs carrying the option
     option = np.asarray(flow["mss_option"][with_option], np.float64)

@@ -67,7 +67,8 @@ def flavour_stream(cap: Capture, stream: int) -> StreamFlavour:
     fits = [f for _, _, f in epochs]
     growth = [growth_vote(f, t1 - t0, rtt_s, mss) for t0, t1, f in epochs]
     dips = probe_rtt_dips(flight["time_s"], flight["bytes_in_flight"], flight["resent"], mss)
-    new_lengths = cap.column("tcp_len")[cw.flight_rows[new]].astype(np.float64)
+    new_lengths = cap.column("tcp_len")[cw.flight_rows[new]]     # uint32: made float where read
+    new_bytes = float(new_lengths.sum(dtype=np.int64))             # (exact, as the float sum)
     strength, amplitude = gain_cycling(new_t_ns, new_lengths, int(rtt_s * 1e9))
     duration_s = float((ends_ns[-1] - ends_ns[0]) / 1e9) if len(new) > 1 else 0.0
     row = {
@@ -83,7 +84,7 @@ def flavour_stream(cap: Capture, stream: int) -> StreamFlavour:
                                  rtt_s),
         "loss_events": int(len(first)),
         **dict(zip(("loss_rounds", "loss_response"),
-                   loss_response(flight["time_s"], ~new, new_lengths.sum(),
+                   loss_response(flight["time_s"], ~new, new_bytes,
                                  rtt_s if cw.rtt_from != "default" else np.nan, mss))),
         "collapses": int(collapsed.sum()),
         "decrease_events": int((~np.isnan(factors)).sum()),
