@@ -25,10 +25,10 @@ def packet_analysis(cap: Capture, stream: int | None = None, kernel: str = "auto
     """The same numbers for the other TCP analyses, as raw numpy columns: ``tcp_stream``,
     ``direction`` as 0 (a_to_b) / 1, optional numbers float64 with NaN where absent (exact:
     every value is below 2^53); ``row``: each packet's row in ``cap`` (int32 in a table of
-    under 2^31 rows).  ``columns``: only these,
-    each made when asked (the analyser writes only the outputs they read) and every analyser
-    array let go after its last use (a long stream's unused columns cost 8 bytes a packet
-    each, and the analyser's ~140 bytes a packet are not all held beside the answer).
+    under 2^31 rows).  ``columns``: only these, each made when asked (the analyser writes
+    only the outputs they read) and every analyser array let go after its last use (a long
+    stream's unused columns cost 8 bytes a packet each, and the analyser's ~140 bytes a
+    packet are not all held beside the answer).
     ``masks``: each optional column as the analyser gives it (integers, not float64: no copy,
     4-8 bytes a packet less) with where it is present as ``has_<name>`` beside it, the
     analyser fed PIECE_ROWS packets at a time (its state carried: the same numbers), so its
