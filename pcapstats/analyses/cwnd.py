@@ -436,15 +436,13 @@ class _Views:
         self.new_data = self.data[~resent[self.data]]
         self.acks = np.flatnonzero((d != data_dir) & ((flags & _ACK) != 0) & ((flags & _SYN) == 0))
         self.rev = np.flatnonzero(d != data_dir)
-        # the highest byte of the data direction sent so far, as of every row (8 bytes a row,
-        # where the data direction's rows and their running maximum searched took 12); the
+        # the highest byte of the data direction sent so far, as of every row (4 bytes a row,
+        # where the data direction's rows and their float running maximum searched took 12); the
         # receiver's cumulative ACK and window as of each of its packets with the ACK flag (the
         # SYN/ACK included: its window, unscaled as SYNs are, counts too), read at the rows
         # asked (told): the samples are a fraction of a stream's rows
         sent_nxt = np.where((d == data_dir) & flow["has_tcp_nxtseq"], flow["tcp_nxtseq"], 0)
-        self._sent_max = np.empty(len(sent_nxt))
-        np.maximum.accumulate(sent_nxt, out=self._sent_max)   # as float64, exact
-        del sent_nxt
+        self._sent_max = np.maximum.accumulate(sent_nxt, out=sent_nxt)   # uint32, in place
         self._told = np.flatnonzero((d != data_dir) & ((flags & _ACK) != 0))
         self._told_ack = np.r_[np.nan, np.fmax.accumulate(self.ack[self._told].astype(np.float64))]
         self._told_win = np.r_[np.nan, self.win[self._told].astype(np.float64)]
@@ -464,8 +462,10 @@ class _Views:
         return (self.t[rows] - self.t0) / 1e9
 
     def max_nxt(self, rows):
-        """The highest byte of the data direction sent up to each of ``rows`` (0 before any)."""
-        return self._sent_max[rows]
+        """The highest byte of the data direction sent up to each of ``rows`` (0 before any),
+        float64 (kept as uint32: 4 bytes a row)."""
+        value = self._sent_max[rows]
+        return value.astype(np.float64) if isinstance(value, np.ndarray) else np.float64(value)
 
     def told(self, rows):
         """(the receiver's cumulative ACK, its window) as of each of ``rows``: its last packet
