@@ -290,10 +290,12 @@ def shifted(t_ns: np.ndarray, delta_ns: int) -> np.ndarray:
     return np.where(t < -top - d, -top, t + d)
 
 
-def without_long_gaps(t_ns: np.ndarray, limit_ns: int) -> np.ndarray:
+def without_long_gaps(t_ns: np.ndarray, limit_ns: int, *, in_place: bool = False
+                      ) -> np.ndarray:
     """Times with every gap longer than ``limit_ns`` shortened to ``limit_ns`` (and every step
     back to none), so that binning them by a fixed width allocates in proportion to the packets,
-    never to a span a clock step made.  Sorted input gives sorted output."""
+    never to a span a clock step made.  Sorted input gives sorted output.  ``in_place``: an
+    int64 ``t_ns`` is written over (its caller's last use of it: one array fewer)."""
     t = np.asarray(t_ns, np.int64)
     if len(t) < 2:
         return t.copy()
@@ -308,6 +310,6 @@ def without_long_gaps(t_ns: np.ndarray, limit_ns: int) -> np.ndarray:
         excess[~over & (excess >= 0)] = 0
         del over
     np.cumsum(excess, out=excess)
-    out = t.copy()
+    out = t if in_place and t is t_ns else t.copy()
     out[1:] -= excess
     return out

@@ -198,17 +198,19 @@ def departure_gap_cv(t_ns) -> float:
     return float(gaps.std() / gaps.mean()) if len(gaps) > 1 and gaps.mean() > 0 else np.nan
 
 
-def gain_cycling(t_ns, length_bytes, rtt_ns: int) -> tuple[float, float]:
+def gain_cycling(t_ns, length_bytes, rtt_ns: int, *, own: bool = False
+                 ) -> tuple[float, float]:
     """(strength, amplitude) of the period-8 component of the send rate per RTT: the
     power at 1/8 cycle per RTT over the median power of all periods, and the peak-to-peak of
     the rate folded on 8 phases relative to its mean.  NaN under 32 RTTs of data."""
     t = np.asarray(t_ns, np.int64)
     if len(t) < 2 or rtt_ns <= 0:
         return np.nan, np.nan
-    t = without_long_gaps(t, CYCLE_GAP_RTTS * rtt_ns)   # idle time is no cycle: bounded bins
+    # idle time is no cycle: bounded bins (``own``: the caller's int64 times written over)
+    t = without_long_gaps(t, CYCLE_GAP_RTTS * rtt_ns, in_place=own)
     if (t[-1] - t[0]) // rtt_ns > CYCLE_GAP_RTTS * len(t):
         return np.nan, np.nan                  # an RTT too fine for these packets to show one
-    bins = t                               # without_long_gaps' own array: binned in place
+    bins = t                               # without_long_gaps' array: binned in place
     bins -= t[0]
     np.floor_divide(bins, rtt_ns, out=bins)
     rate = np.bincount(bins, weights=np.asarray(length_bytes, np.float64))
@@ -232,9 +234,11 @@ def probe_rtt_dips(t_s, flight_bytes, resent, mss_bytes: int) -> list[tuple[floa
     t = np.asarray(t_s, np.float64)
     low = np.asarray(flight_bytes, np.float64) <= PROBE_RTT_MSS * mss_bytes
     resent = np.asarray(resent, bool)
-    edges = np.flatnonzero(np.diff(np.r_[0, low.astype(np.int8), 0]))
+    # (int8 steps and int32 counts: a long flow's data segments, not 8 bytes each in copies)
+    edges = np.flatnonzero(np.diff(low.astype(np.int8), prepend=np.int8(0), append=np.int8(0)))
     a, b = edges[::2], edges[1::2]              # each run of low flight: rows a to b - 1
-    resent_before = np.r_[0, np.cumsum(resent)]
+    resent_before = np.zeros(len(resent) + 1, np.int32 if len(resent) < 1 << 31 else np.int64)
+    np.cumsum(resent, out=resent_before[1:])
     dip = (t[b - 1] - t[a] >= PROBE_RTT_MIN_S) & (resent_before[b] == resent_before[a])
     return list(zip(t[a[dip]].tolist(), t[b[dip] - 1].tolist()))
 

@@ -69,7 +69,10 @@ def flavour_stream(cap: Capture, stream: int) -> StreamFlavour:
     dips = probe_rtt_dips(flight["time_s"], flight["bytes_in_flight"], flight["resent"], mss)
     new_lengths = cap.column("tcp_len")[cw.flight_rows[new]]     # uint32: made float where read
     new_bytes = float(new_lengths.sum(dtype=np.int64))             # (exact, as the float sum)
-    strength, amplitude = gain_cycling(new_t_ns, new_lengths, int(rtt_s * 1e9))
+    gaps_cv = departure_gap_cv(new_t_ns) if cw.side == "sender" else np.nan
+    # the last use of the new segments' times: binned in their own array
+    strength, amplitude = gain_cycling(new_t_ns, new_lengths, int(rtt_s * 1e9), own=True)
+    del new_t_ns
     duration_s = float((ends_ns[-1] - ends_ns[0]) / 1e9) if len(new) > 1 else 0.0
     row = {
         "stream": cw.stream,
@@ -106,7 +109,7 @@ def flavour_stream(cap: Capture, stream: int) -> StreamFlavour:
         "ack_clocked_share": (ack_clocked_share(flight["time_s"][new],
                                                 cw.rwnd["time_s"])
                               if cw.side == "sender" else np.nan),
-        "departure_gap_cv": departure_gap_cv(new_t_ns) if cw.side == "sender" else np.nan,
+        "departure_gap_cv": gaps_cv,
         "gain_cycling_strength": strength,
         "gain_cycling_amplitude": amplitude,
         "probe_rtt_dips": len(dips),
