@@ -112,9 +112,13 @@ class SummaryKeeper:
             return
         names = ("ip_src", "ip_dst", "frame_time_ns", "frame_len", "payload_len")
         for proto, totals in self.totals.items():
-            rows = np.flatnonzero(own_transport(window, proto))
-            if not len(rows):
-                continue
+            mask = own_transport(window, proto)
+            if mask.all():              # a window of this protocol alone: its columns, not copies
+                rows = slice(None)
+            else:
+                rows = np.flatnonzero(mask)
+                if not len(rows):
+                    continue
             src, dst, t, frame_len, payload = (window.column(n)[rows] for n in names)
             try:
                 totals.add(window.column(f"{proto}_stream")[rows], src, dst,
