@@ -170,6 +170,13 @@ class Capture:
         return int(np.count_nonzero(self.layer(layer)))
 
     @property
+    def whole_or_path(self) -> Capture | str:
+        """What to analyse again for one stream's whole-file answer later (a figure, a check):
+        this table when it holds the whole file, else the file's path (a partial table, such
+        as a batch of a spilled read, holds only some streams' rows)."""
+        return self if self.whole is None else self.path
+
+    @property
     def packets_in_file(self) -> int:
         return self.whole.packets if self.whole is not None else len(self)
 

@@ -150,9 +150,7 @@ def limits(capture: Capture, *, stream: int | None = None, side: str = "auto") -
     """What held the sender of each TCP stream with data back (of one with ``stream``);
     ``side`` forces "sender" or "receiver" when the handshake cannot tell."""
     ids = [stream] if stream is not None else data_streams(capture)
-    # figures make a stream's estimate again from the capture (from its path when this is a
-    # partial table, a batch of a spilled read)
-    source = capture if capture.whole is None else capture.path
+    source = capture.whole_or_path     # what figures make a stream's estimate again from
     done, made = {}, {}
     for s in ids:
         try:

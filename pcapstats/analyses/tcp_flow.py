@@ -47,7 +47,7 @@ import numpy as np
 
 from ..capture import Capture
 from ..schema import sent_here
-from .tcpseq import analysed, packet_analysis, runs, table_index
+from .tcpseq import analysed, keep_as_runs, packet_analysis, table_index
 
 # capture_side in a sentence: the `side` column's definition (`pcapstats columns`), and the
 # long form of the analyses' "stream N: sender-side capture" notes without the numbers
@@ -425,8 +425,7 @@ class FlowDigests:
         flow["has_initial_rtt_ns"] = np.zeros(n, bool)
         if stream in self.irtt:
             flow["initial_rtt_ns"][0], flow["has_initial_rtt_ns"][0] = self.irtt[stream], True
-        for name in SAMPLED:                # as stream_rows keeps them: where present, runs
-            flow[name], flow[f"{name}_runs"] = runs(flow[name][flow[f"has_{name}"]])
+        keep_as_runs(flow, SAMPLED)         # as stream_rows keeps them: where present, runs
         counts = np.zeros((2, 2, 256), np.int64)
         for key, n in self.ttls.items():
             if key >> 10 == stream:

@@ -677,7 +677,7 @@ def _iperf3_reports(capture, table: dict, at_sender: bool) -> tuple[dict, str]:
         return {}, ""
     from .verify import verify    # lazy: verify reads the capture again, for this case only
     try:
-        checked = verify(capture if capture.whole is None else capture.path)  # partial: reread
+        checked = verify(capture.whole_or_path)
     except UsageError:
         return {}, ""
     for v in checked.verdicts:

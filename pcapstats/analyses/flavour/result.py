@@ -190,8 +190,7 @@ def flavour(capture: Capture, *, stream: int | None = None) -> Flavour:
         payload = tcp["payload_bytes_a_to_b"] + tcp["payload_bytes_b_to_a"]
         streams = [int(s) for s in tcp["stream"][payload >= MIN_STREAM_BYTES]]
     # made again from the path, not from a partial table (a batch of a spilled read)
-    details = StreamDetails(capture if capture.whole is None else capture.path,
-                            keep=stream is not None)
+    details = StreamDetails(capture.whole_or_path, keep=stream is not None)
     for s in streams:
         details.add(flavour_stream(capture, s))
     return Flavour(details, capture=capture.path)

@@ -14,7 +14,7 @@ What the columns mean is ``pcapstats.analyses.tcp_analysis``' docstring.  This m
 re-exports.
 """
 
-from .columns import FLAG_COLUMNS, analysed, packet_analysis, runs
+from .columns import FLAG_COLUMNS, analysed, keep_as_runs, packet_analysis, runs
 from .contract import (ANALYSED, COUNTS, FLAG_BITS, FLAG_COUNTS, INPUTS, OUTPUTS,
                        RETRANSMISSIONS, TIMESTAMP_INPUTS, TIMESTAMP_OUTPUTS)
 from .inputs import (STREAM_NEEDS, STREAM_READS, analysed_rows, analysis_inputs, table_index,
@@ -26,5 +26,5 @@ from .windows import AnalysedWindows
 __all__ = ["ANALYSED", "COUNTS", "FLAG_BITS", "FLAG_COLUMNS", "FLAG_COUNTS", "INPUTS", "OUTPUTS",
            "RESENT_READS", "RETRANSMISSIONS", "STREAM_NEEDS", "STREAM_READS", "TIMESTAMP_INPUTS",
            "TIMESTAMP_OUTPUTS", "AnalysedWindows", "analysed", "analysed_rows", "analysis_inputs",
-           "new_analyser", "packet_analysis", "resent_packets", "resent_rows", "resent_segments",
-           "run_analyser", "runs", "table_index", "tcp_rows"]
+           "keep_as_runs", "new_analyser", "packet_analysis", "resent_packets", "resent_rows",
+           "resent_segments", "run_analyser", "runs", "table_index", "tcp_rows"]

@@ -50,8 +50,7 @@ def packet_analysis(cap: Capture, stream: int | None = None, kernel: str = "auto
     src = {**inputs, **run_analyser(inputs, kernel, outputs=keys), "rows": rows}
     del inputs
     out = _assembled(src, names, masks)
-    for name in sampled:
-        out[name], out[f"{name}_runs"] = runs(out[name][out[f"has_{name}"]])
+    keep_as_runs(out, sampled)
     return out
 
 
@@ -60,8 +59,21 @@ def runs(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     stream's iRTT is one value on nearly every packet: one run, not 8 bytes a packet."""
     if not len(values):
         return values[:0], np.zeros(0, np.int64)
-    starts = np.flatnonzero(np.r_[True, values[1:] != values[:-1]])
+    starts = _run_starts(values)
     return values[starts], np.diff(np.r_[starts, len(values)])
+
+
+def keep_as_runs(columns: dict[str, np.ndarray], names) -> None:
+    """Each optional column of ``names`` in ``columns`` (beside its ``has_`` mask) replaced by
+    its values where present as :func:`runs`: ``name`` the runs' values, ``<name>_runs``
+    their lengths (as packet_analysis' ``sampled`` gives them)."""
+    for name in names:
+        columns[name], columns[f"{name}_runs"] = runs(columns[name][columns[f"has_{name}"]])
+
+
+def _run_starts(values: np.ndarray) -> np.ndarray:
+    """The index of each run of equal values' first one (``values`` not empty)."""
+    return np.flatnonzero(np.r_[True, values[1:] != values[:-1]])
 
 
 def _joined_runs(parts: list) -> tuple[np.ndarray, np.ndarray]:
@@ -70,7 +82,7 @@ def _joined_runs(parts: list) -> tuple[np.ndarray, np.ndarray]:
     lengths = np.concatenate([n for _, n in parts])
     if not len(values):
         return values, lengths
-    starts = np.flatnonzero(np.r_[True, values[1:] != values[:-1]])
+    starts = _run_starts(values)
     return values[starts], np.add.reduceat(lengths, starts)
 
 
